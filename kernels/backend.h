@@ -1,0 +1,153 @@
+/* The operator interface of the compute library: one table of function
+ * pointers per backend (cpu now, cuda later). The model (model.c) is written
+ * once against it; backends contain no model logic.
+ *
+ * DESIGN: every pointer argument named "device" memory lives where the
+ * backend computes (host memory for cpu, GPU memory for cuda) and comes from
+ * mem_alloc (normally through the tracked allocator, alloc.h). Every op takes
+ * the backend handle first; a CUDA backend keeps its stream in it and enqueues
+ * the op asynchronously, so ops never allocate and never synchronise (except
+ * download and synchronize). Ops return LMK_OK or a negative lmk status; a
+ * device error may be reported by a later call.
+ *
+ * Conventions: row-major; N = rows (tokens, B·T), d = features. Gradients of
+ * parameters ACCUMULATE (+=) into their buffer (zeroed once per step);
+ * gradients of activations OVERWRITE their output. In-place use is allowed
+ * only where an op says so.
+ *
+ * Half precision on the cpu backend: values are stored as float32 holding
+ * exactly a value representable in the half format (rounded with IEEE
+ * round-to-nearest-even), so byte counts on the cpu are those of float32. */
+#ifndef LMK_BACKEND_H
+#define LMK_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Rounding applied to GEMM inputs or outputs (autocast emulation). */
+typedef enum lmk_round {
+    LMK_ROUND_NONE = 0, /* float32 */
+    LMK_ROUND_TF32 = 1, /* 10-bit mantissa, float32 range */
+    LMK_ROUND_BF16 = 2,
+    LMK_ROUND_FP16 = 3,
+} lmk_round;
+
+/* A strided batched GEMM, row-major, each matrix contiguous:
+ *   C[i] (m, n) = alpha · op(A[i]) (m, k) · op(B[i]) (k, n) + beta · C[i]
+ * for i < batch, where op(X) = Xᵀ when trans_x (A is then stored (k, m), B
+ * stored (n, k)). Inputs are rounded to in_round before multiplying
+ * (accumulation in float32); the result is rounded to out_round. beta = 0
+ * ignores C's previous contents (even NaN). */
+typedef struct lmk_gemm {
+    int trans_a, trans_b;
+    int m, n, k;
+    int batch;
+    int64_t stride_a, stride_b, stride_c; /* elements between batch items */
+    float alpha, beta;
+    lmk_round in_round, out_round;
+} lmk_gemm;
+
+/* Hyper-parameters of one AdamW step (CS336 form, see model.h). */
+typedef struct lmk_adamw_hp {
+    float lr, beta1, beta2, eps, weight_decay;
+    int64_t t; /* step number, from 1 */
+} lmk_adamw_hp;
+
+typedef struct lmk_backend lmk_backend;
+
+struct lmk_backend {
+    const char *name;          /* "cpu", "cuda" */
+    void *impl;                /* backend's private state */
+    void (*destroy)(lmk_backend *b);
+
+    /* --- memory ---------------------------------------------------------- */
+    /* Sets *out to new device memory of bytes (> 0), or LMK_NOMEM. */
+    int (*mem_alloc)(lmk_backend *b, size_t bytes, void **out);
+    void (*mem_free)(lmk_backend *b, void *p); /* p may be NULL */
+    int (*mem_zero)(lmk_backend *b, void *p, size_t bytes);
+    int (*mem_copy)(lmk_backend *b, void *dst, const void *src, size_t bytes);      /* device→device */
+    int (*upload)(lmk_backend *b, void *dst, const void *host_src, size_t bytes);   /* host→device */
+    int (*download)(lmk_backend *b, void *host_dst, const void *src, size_t bytes); /* device→host, waits */
+    /* Waits for all queued work. */
+    int (*synchronize)(lmk_backend *b);
+
+    /* --- ops -------------------------------------------------------------- */
+    /* out (n, d) = w[ids[i]] for ids (n) in [0, vocab); w (vocab, d). */
+    int (*embedding_fwd)(lmk_backend *b, float *out, const int32_t *ids, const float *w,
+                         int n, int d, int vocab);
+    /* dw (vocab, d) += scatter of dout (n, d) by ids (n). */
+    int (*embedding_bwd)(lmk_backend *b, float *dw, const float *dout, const int32_t *ids,
+                         int n, int d, int vocab);
+
+    /* out (n, d) = x · rsqrt(mean(x², -1) + eps) · w; rstd (n) saved for bwd. */
+    int (*rmsnorm_fwd)(lmk_backend *b, float *out, float *rstd, const float *x, const float *w,
+                       int n, int d, float eps);
+    /* dx (n, d) = ∂/∂x; dw (d) += ∂/∂w. */
+    int (*rmsnorm_bwd)(lmk_backend *b, float *dx, float *dw, const float *dout, const float *x,
+                       const float *w, const float *rstd, int n, int d);
+
+    /* Splits heads and applies RoPE: in (B, T, H, dh) → out (B, H, T, dh) with
+     * adjacent pairs (2k, 2k+1) of position t rotated by the angle whose
+     * (cos, sin) is table (T, dh/2, 2). table NULL: plain head split. dh even
+     * when table is given. Not in place. */
+    int (*rope_fwd)(lmk_backend *b, float *out, const float *in, const float *table,
+                    int B, int T, int H, int dh);
+    /* The adjoint: dout (B, H, T, dh) → din (B, T, H, dh), rotated back.
+     * table NULL: plain head merge (also the forward of merging heads). */
+    int (*rope_bwd)(lmk_backend *b, float *din, const float *dout, const float *table,
+                    int B, int T, int H, int dh);
+
+    int (*gemm)(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
+
+    /* p (batch, T, T) = softmax over keys j ≤ i of s (batch, T, T); entries
+     * j > i set to 0. In place (p == s) allowed. */
+    int (*softmax_causal_fwd)(lmk_backend *b, float *p, const float *s, int batch, int T);
+    /* ds = p ⊙ (dp − Σ_j dp ⊙ p). In place (ds == dp) allowed. */
+    int (*softmax_causal_bwd)(lmk_backend *b, float *ds, const float *dp, const float *p,
+                              int batch, int T);
+
+    /* out (n) = silu(a) ⊙ g, rounded to out_round. */
+    int (*swiglu_fwd)(lmk_backend *b, float *out, const float *a, const float *g, size_t n,
+                      lmk_round out_round);
+    /* da = dout ⊙ g ⊙ silu'(a); dg = dout ⊙ silu(a). */
+    int (*swiglu_bwd)(lmk_backend *b, float *da, float *dg, const float *dout, const float *a,
+                      const float *g, size_t n);
+
+    /* y (n) = x1 + x2; y may alias either input. */
+    int (*add)(lmk_backend *b, float *y, const float *x1, const float *x2, size_t n);
+    /* x (n) *= s. */
+    int (*scale)(lmk_backend *b, float *x, size_t n, float s);
+    /* out (n) = x rounded to r (may be in place). */
+    int (*cast)(lmk_backend *b, float *out, const float *x, size_t n, lmk_round r);
+
+    /* Fused softmax cross-entropy over logits (n, V) with targets (n):
+     * *loss (device scalar) = mean_i (logsumexp(logits_i) − logits_i[t_i]);
+     * when dlogits is not NULL, dlogits (n, V) = (softmax − onehot) · dscale / n.
+     * dlogits may alias logits. */
+    int (*cross_entropy)(lmk_backend *b, float *loss, float *dlogits, const float *logits,
+                         const int32_t *targets, int n, int V, float dscale);
+
+    /* *sumsq (device scalar) += Σ g². */
+    int (*sum_squares)(lmk_backend *b, float *sumsq, const float *g, size_t n);
+    /* *factor (device scalar) = gradient multiplier for the optimizer:
+     * with norm = sqrt(*sumsq) · unscale, factor = unscale · min(1,
+     * max_norm / (norm + 1e-6)) (max_norm ≤ 0: no clipping); factor = 0 when
+     * *sumsq is not finite (fp16 overflow: the step must be skipped). */
+    int (*clip_factor)(lmk_backend *b, float *factor, const float *sumsq, float max_norm,
+                       float unscale);
+    /* AdamW on n elements; g is multiplied by *factor (device scalar; NULL =
+     * 1); does nothing when *factor == 0. p, m, v updated in place. */
+    int (*adamw)(lmk_backend *b, float *p, const float *g, float *m, float *v, size_t n,
+                 const lmk_adamw_hp *hp, const float *factor);
+};
+
+/* Creates the cpu reference backend (OpenMP threads for the heavy ops).
+ * Sets *out (new; free with lmk_backend_free). Returns LMK_OK or LMK_NOMEM. */
+int lmk_backend_cpu_create(lmk_backend **out);
+/* Frees a backend of any kind; NULL is allowed. */
+void lmk_backend_free(lmk_backend *b);
+
+/* Exact round-to-nearest-even of a float to the given format (as float). */
+float lmk_round_value(float x, lmk_round r);
+
+#endif

@@ -1,0 +1,466 @@
+/* The cpu reference backend: plain C, float32 arithmetic (reductions that
+ * decide a loss or a norm in double), OpenMP over rows for the heavy ops.
+ * Every row-parallel loop writes disjoint rows, so results do not depend on
+ * the number of threads. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../status.h"
+#include "cpu_internal.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define ST(b) ((cpu_state *)(b)->impl)
+
+/* --- memory ----------------------------------------------------------- */
+
+static int cpu_mem_alloc(lmk_backend *b, size_t bytes, void **out)
+{
+    (void)b;
+    if (bytes == 0)
+        return LMK_INVALID;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes) != 0)
+        return LMK_NOMEM;
+    *out = p;
+    return LMK_OK;
+}
+
+static void cpu_mem_free(lmk_backend *b, void *p)
+{
+    (void)b;
+    free(p);
+}
+
+static int cpu_mem_zero(lmk_backend *b, void *p, size_t bytes)
+{
+    (void)b;
+    memset(p, 0, bytes);
+    return LMK_OK;
+}
+
+static int cpu_mem_copy(lmk_backend *b, void *dst, const void *src, size_t bytes)
+{
+    (void)b;
+    memmove(dst, src, bytes);
+    return LMK_OK;
+}
+
+static int cpu_synchronize(lmk_backend *b)
+{
+    (void)b;
+    return LMK_OK;
+}
+
+/* --- embedding -------------------------------------------------------- */
+
+static int cpu_embedding_fwd(lmk_backend *b, float *out, const int32_t *ids, const float *w,
+                             int n, int d, int vocab)
+{
+    (void)b;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return LMK_INVALID;
+    for (int i = 0; i < n; i++)
+        memcpy(out + (size_t)i * d, w + (size_t)ids[i] * d, sizeof(float) * d);
+    return LMK_OK;
+}
+
+static int cpu_embedding_bwd(lmk_backend *b, float *dw, const float *dout, const int32_t *ids,
+                             int n, int d, int vocab)
+{
+    (void)b;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return LMK_INVALID;
+        float *row = dw + (size_t)ids[i] * d;
+        const float *g = dout + (size_t)i * d;
+        for (int j = 0; j < d; j++)
+            row[j] += g[j];
+    }
+    return LMK_OK;
+}
+
+/* --- rmsnorm ---------------------------------------------------------- */
+
+static int cpu_rmsnorm_fwd(lmk_backend *b, float *out, float *rstd, const float *x,
+                           const float *w, int n, int d, float eps)
+{
+#pragma omp parallel for num_threads(ST(b)->threads) if (n > 64)
+    for (int i = 0; i < n; i++) {
+        const float *xr = x + (size_t)i * d;
+        float *o = out + (size_t)i * d;
+        double ss = 0.0;
+        for (int j = 0; j < d; j++)
+            ss += (double)xr[j] * xr[j];
+        float r = (float)(1.0 / sqrt(ss / d + eps));
+        rstd[i] = r;
+        for (int j = 0; j < d; j++)
+            o[j] = xr[j] * r * w[j];
+    }
+    return LMK_OK;
+}
+
+/* y = x r w with r = (mean x² + eps)^-1/2:
+ * dx_j = r (dy_j w_j) − x_j r³ / d · Σ_k dy_k w_k x_k;  dw_j += Σ_rows dy_j x_j r. */
+static int cpu_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const float *dout,
+                           const float *x, const float *w, const float *rstd, int n, int d)
+{
+#pragma omp parallel for num_threads(ST(b)->threads) if (n > 64)
+    for (int i = 0; i < n; i++) {
+        const float *xr = x + (size_t)i * d, *dy = dout + (size_t)i * d;
+        float *dxr = dx + (size_t)i * d;
+        float r = rstd[i];
+        double dot = 0.0;
+        for (int j = 0; j < d; j++)
+            dot += (double)dy[j] * w[j] * xr[j];
+        float c = (float)(dot * r * r * r / d);
+        for (int j = 0; j < d; j++)
+            dxr[j] = r * dy[j] * w[j] - xr[j] * c;
+    }
+    /* serial over rows per column block: deterministic */
+#pragma omp parallel for num_threads(ST(b)->threads) if (d > 256)
+    for (int j0 = 0; j0 < d; j0 += 64) {
+        int j1 = j0 + 64 < d ? j0 + 64 : d;
+        for (int i = 0; i < n; i++) {
+            const float *xr = x + (size_t)i * d, *dy = dout + (size_t)i * d;
+            float r = rstd[i];
+            for (int j = j0; j < j1; j++)
+                dw[j] += dy[j] * xr[j] * r;
+        }
+    }
+    return LMK_OK;
+}
+
+/* --- rope / head split ------------------------------------------------ */
+
+/* dir > 0: in (B,T,H,dh) → out (B,H,T,dh) rotating by +angle;
+ * dir < 0: in (B,H,T,dh) → out (B,T,H,dh) rotating by −angle. */
+static int rope_common(lmk_backend *b, float *out, const float *in, const float *table,
+                       int B, int T, int H, int dh, int dir)
+{
+    if (table && dh % 2)
+        return LMK_INVALID;
+#pragma omp parallel for collapse(2) num_threads(ST(b)->threads) if ((long)B * T * H * dh > 65536)
+    for (int bb = 0; bb < B; bb++) {
+        for (int t = 0; t < T; t++) {
+            for (int h = 0; h < H; h++) {
+                size_t bthd = (((size_t)bb * T + t) * H + h) * dh;
+                size_t bhtd = (((size_t)bb * H + h) * T + t) * dh;
+                const float *src = in + (dir > 0 ? bthd : bhtd);
+                float *dst = out + (dir > 0 ? bhtd : bthd);
+                if (!table) {
+                    memcpy(dst, src, sizeof(float) * dh);
+                    continue;
+                }
+                const float *cs = table + (size_t)t * dh;
+                for (int k = 0; k < dh / 2; k++) {
+                    float c = cs[2 * k], s = dir > 0 ? cs[2 * k + 1] : -cs[2 * k + 1];
+                    float x0 = src[2 * k], x1 = src[2 * k + 1];
+                    dst[2 * k] = x0 * c - x1 * s;
+                    dst[2 * k + 1] = x0 * s + x1 * c;
+                }
+            }
+        }
+    }
+    return LMK_OK;
+}
+
+static int cpu_rope_fwd(lmk_backend *b, float *out, const float *in, const float *table,
+                        int B, int T, int H, int dh)
+{
+    return rope_common(b, out, in, table, B, T, H, dh, 1);
+}
+
+static int cpu_rope_bwd(lmk_backend *b, float *din, const float *dout, const float *table,
+                        int B, int T, int H, int dh)
+{
+    return rope_common(b, din, dout, table, B, T, H, dh, -1);
+}
+
+/* --- causal softmax --------------------------------------------------- */
+
+static int cpu_softmax_causal_fwd(lmk_backend *b, float *p, const float *s, int batch, int T)
+{
+    long rows = (long)batch * T;
+#pragma omp parallel for num_threads(ST(b)->threads) if (rows > 256)
+    for (long r = 0; r < rows; r++) {
+        int i = (int)(r % T);
+        const float *sr = s + (size_t)r * T;
+        float *pr = p + (size_t)r * T;
+        float mx = -INFINITY;
+        for (int j = 0; j <= i; j++)
+            mx = sr[j] > mx ? sr[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j <= i; j++) {
+            pr[j] = expf(sr[j] - mx);
+            sum += pr[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j <= i; j++)
+            pr[j] *= inv;
+        for (int j = i + 1; j < T; j++)
+            pr[j] = 0.0f;
+    }
+    return LMK_OK;
+}
+
+static int cpu_softmax_causal_bwd(lmk_backend *b, float *ds, const float *dp, const float *p,
+                                  int batch, int T)
+{
+    long rows = (long)batch * T;
+#pragma omp parallel for num_threads(ST(b)->threads) if (rows > 256)
+    for (long r = 0; r < rows; r++) {
+        int i = (int)(r % T);
+        const float *dpr = dp + (size_t)r * T, *pr = p + (size_t)r * T;
+        float *dsr = ds + (size_t)r * T;
+        float dot = 0.0f;
+        for (int j = 0; j <= i; j++)
+            dot += dpr[j] * pr[j];
+        for (int j = 0; j <= i; j++)
+            dsr[j] = pr[j] * (dpr[j] - dot);
+        for (int j = i + 1; j < T; j++)
+            dsr[j] = 0.0f;
+    }
+    return LMK_OK;
+}
+
+/* --- elementwise ------------------------------------------------------ */
+
+static inline float sigmoidf(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+static int cpu_swiglu_fwd(lmk_backend *b, float *out, const float *a, const float *g, size_t n,
+                          lmk_round r)
+{
+    long nn = (long)n;
+#pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
+    for (long i = 0; i < nn; i++) {
+        float silu = a[i] * sigmoidf(a[i]);
+        if (r != LMK_ROUND_NONE)
+            silu = lmk_round_value(silu, r);
+        out[i] = lmk_round_value(silu * g[i], r);
+    }
+    return LMK_OK;
+}
+
+/* silu'(a) = σ(a) (1 + a (1 − σ(a))) */
+static int cpu_swiglu_bwd(lmk_backend *b, float *da, float *dg, const float *dout, const float *a,
+                          const float *g, size_t n)
+{
+    long nn = (long)n;
+#pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
+    for (long i = 0; i < nn; i++) {
+        float s = sigmoidf(a[i]);
+        float dy = dout[i], gi = g[i], ai = a[i];
+        dg[i] = dy * ai * s;
+        da[i] = dy * gi * s * (1.0f + ai * (1.0f - s));
+    }
+    return LMK_OK;
+}
+
+static int cpu_add(lmk_backend *b, float *y, const float *x1, const float *x2, size_t n)
+{
+    (void)b;
+    for (size_t i = 0; i < n; i++)
+        y[i] = x1[i] + x2[i];
+    return LMK_OK;
+}
+
+static int cpu_scale(lmk_backend *b, float *x, size_t n, float s)
+{
+    (void)b;
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
+    return LMK_OK;
+}
+
+static int cpu_cast(lmk_backend *b, float *out, const float *x, size_t n, lmk_round r)
+{
+    (void)b;
+    for (size_t i = 0; i < n; i++)
+        out[i] = lmk_round_value(x[i], r);
+    return LMK_OK;
+}
+
+/* --- cross-entropy ---------------------------------------------------- */
+
+static int cpu_cross_entropy(lmk_backend *b, float *loss, float *dlogits, const float *logits,
+                             const int32_t *targets, int n, int V, float dscale)
+{
+    for (int i = 0; i < n; i++)
+        if (targets[i] < 0 || targets[i] >= V)
+            return LMK_INVALID;
+    /* fixed chunks summed in order: the result does not depend on threads */
+    enum { CHUNKS = 64 };
+    double part[CHUNKS] = {0};
+    float gs = dscale / (float)n;
+#pragma omp parallel for num_threads(ST(b)->threads) schedule(static) if (n > 16)
+    for (int c = 0; c < CHUNKS; c++) {
+        int i0 = (int)((long)n * c / CHUNKS), i1 = (int)((long)n * (c + 1) / CHUNKS);
+        for (int i = i0; i < i1; i++) {
+            const float *z = logits + (size_t)i * V;
+            int t = targets[i];
+            float mx = -INFINITY;
+            for (int j = 0; j < V; j++)
+                mx = z[j] > mx ? z[j] : mx;
+            double sum = 0.0;
+            for (int j = 0; j < V; j++)
+                sum += exp((double)(z[j] - mx));
+            part[c] += mx + log(sum) - z[t];
+            if (dlogits) {
+                float *dz = dlogits + (size_t)i * V;
+                float inv = (float)(1.0 / sum);
+                for (int j = 0; j < V; j++)
+                    dz[j] = expf(z[j] - mx) * inv * gs;
+                dz[t] -= gs;
+            }
+        }
+    }
+    double total = 0.0;
+    for (int c = 0; c < CHUNKS; c++)
+        total += part[c];
+    *loss = (float)(total / n);
+    return LMK_OK;
+}
+
+/* --- optimizer -------------------------------------------------------- */
+
+static int cpu_sum_squares(lmk_backend *b, float *sumsq, const float *g, size_t n)
+{
+    (void)b;
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)g[i] * g[i];
+    *sumsq = (float)(*sumsq + s);
+    return LMK_OK;
+}
+
+static int cpu_clip_factor(lmk_backend *b, float *factor, const float *sumsq, float max_norm,
+                           float unscale)
+{
+    (void)b;
+    float ss = *sumsq;
+    if (!isfinite(ss)) {
+        *factor = 0.0f;
+        return LMK_OK;
+    }
+    double norm = sqrt((double)ss) * unscale;
+    double f = unscale;
+    if (max_norm > 0.0f && norm + 1e-6 > max_norm)
+        f *= max_norm / (norm + 1e-6);
+    *factor = (float)f;
+    return LMK_OK;
+}
+
+static int cpu_adamw(lmk_backend *b, float *p, const float *g, float *m, float *v, size_t n,
+                     const lmk_adamw_hp *hp, const float *factor)
+{
+    float f = factor ? *factor : 1.0f;
+    if (f == 0.0f)
+        return LMK_OK;
+    if (hp->t < 1)
+        return LMK_INVALID;
+    float b1 = hp->beta1, b2 = hp->beta2;
+    double alpha = hp->lr * sqrt(1.0 - pow(b2, (double)hp->t)) / (1.0 - pow(b1, (double)hp->t));
+    float at = (float)alpha, decay = hp->lr * hp->weight_decay, eps = hp->eps;
+    long nn = (long)n;
+#pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
+    for (long i = 0; i < nn; i++) {
+        float gi = g[i] * f;
+        m[i] = b1 * m[i] + (1.0f - b1) * gi;
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        p[i] -= at * m[i] / (sqrtf(v[i]) + eps);
+        p[i] -= decay * p[i];
+    }
+    return LMK_OK;
+}
+
+/* --- the table -------------------------------------------------------- */
+
+static void cpu_destroy(lmk_backend *b)
+{
+    cpu_state *st = b->impl;
+    if (st) {
+        for (int i = 0; st->scratch && i < st->threads; i++) {
+            free(st->scratch[i].apack);
+            free(st->scratch[i].bpack);
+            free(st->scratch[i].cacc);
+        }
+        free(st->scratch);
+        free(st);
+    }
+    free(b);
+}
+
+static const lmk_backend cpu_template = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
+    .mem_zero = cpu_mem_zero,
+    .mem_copy = cpu_mem_copy,
+    .upload = cpu_mem_copy,
+    .download = cpu_mem_copy,
+    .synchronize = cpu_synchronize,
+    .embedding_fwd = cpu_embedding_fwd,
+    .embedding_bwd = cpu_embedding_bwd,
+    .rmsnorm_fwd = cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .rope_fwd = cpu_rope_fwd,
+    .rope_bwd = cpu_rope_bwd,
+    .gemm = cpu_gemm,
+    .softmax_causal_fwd = cpu_softmax_causal_fwd,
+    .softmax_causal_bwd = cpu_softmax_causal_bwd,
+    .swiglu_fwd = cpu_swiglu_fwd,
+    .swiglu_bwd = cpu_swiglu_bwd,
+    .add = cpu_add,
+    .scale = cpu_scale,
+    .cast = cpu_cast,
+    .cross_entropy = cpu_cross_entropy,
+    .sum_squares = cpu_sum_squares,
+    .clip_factor = cpu_clip_factor,
+    .adamw = cpu_adamw,
+};
+
+int lmk_backend_cpu_create(lmk_backend **out)
+{
+    int rc = LMK_NOMEM;
+    lmk_backend *b = malloc(sizeof *b);
+    cpu_state *st = calloc(1, sizeof *st);
+    if (!b || !st)
+        goto fail;
+    *b = cpu_template;
+    b->impl = st;
+    st->threads = 1;
+#ifdef _OPENMP
+    st->threads = omp_get_max_threads();
+#endif
+    st->scratch = calloc((size_t)st->threads, sizeof *st->scratch);
+    if (!st->scratch)
+        goto fail;
+    for (int i = 0; i < st->threads; i++) {
+        cpu_scratch *s = &st->scratch[i];
+        if (posix_memalign((void **)&s->apack, 64, sizeof(float) * CPU_MB * CPU_KB) ||
+            posix_memalign((void **)&s->bpack, 64, sizeof(float) * CPU_KB * CPU_NB) ||
+            posix_memalign((void **)&s->cacc, 64, sizeof(float) * CPU_MB * CPU_NB))
+            goto fail;
+    }
+    *out = b;
+    return LMK_OK;
+fail:
+    if (b) {
+        b->impl = st;
+        b->destroy = cpu_destroy;
+        cpu_destroy(b);
+    } else {
+        free(st);
+    }
+    return rc;
+}

@@ -1,0 +1,791 @@
+/* The CS336 TransformerLM on the backend interface: presets, init, forward,
+ * backward, AdamW, FLOPs and memory estimates. See model.h. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+
+#define RMS_EPS 1e-5f
+#define LOSS_SCALE_INIT 65536.0f
+#define LOSS_SCALE_GROWTH_INTERVAL 2000
+
+static const lmk_model_config presets[] = {
+    {"tiny", 10000, 1024, 512, 1344, 4, 16, 10000.0f},
+    {"small", 10000, 1024, 768, 3072, 12, 12, 10000.0f},
+    {"medium", 10000, 1024, 1024, 4096, 24, 16, 10000.0f},
+    {"large", 10000, 1024, 1280, 5120, 36, 20, 10000.0f},
+    {"xl", 10000, 1024, 1600, 6400, 48, 25, 10000.0f},
+    {"2.7B", 10000, 1024, 2560, 10240, 32, 32, 10000.0f},
+};
+
+static const char *const precision_names[LMK_PREC_COUNT] = {"fp32", "tf32", "bf16", "fp16"};
+
+const char *lmk_precision_name(lmk_precision p)
+{
+    return (unsigned)p < LMK_PREC_COUNT ? precision_names[p] : "unknown";
+}
+
+int lmk_precision_parse(const char *name, lmk_precision *p)
+{
+    for (int i = 0; i < LMK_PREC_COUNT; i++) {
+        if (strcmp(name, precision_names[i]) == 0) {
+            *p = (lmk_precision)i;
+            return LMK_OK;
+        }
+    }
+    return LMK_INVALID;
+}
+
+size_t lmk_model_preset_count(void)
+{
+    return sizeof presets / sizeof presets[0];
+}
+
+const lmk_model_config *lmk_model_preset_at(size_t i)
+{
+    return i < lmk_model_preset_count() ? &presets[i] : NULL;
+}
+
+int lmk_model_preset(const char *name, lmk_model_config *out)
+{
+    for (size_t i = 0; i < lmk_model_preset_count(); i++) {
+        if (strcmp(presets[i].name, name) == 0) {
+            *out = presets[i];
+            return LMK_OK;
+        }
+    }
+    return LMK_INVALID;
+}
+
+int lmk_model_config_check(const lmk_model_config *c, const char **field)
+{
+    const char *f = NULL;
+    if (c->vocab_size < 1)
+        f = "vocab_size";
+    else if (c->context_length < 1)
+        f = "context_length";
+    else if (c->d_model < 1)
+        f = "d_model";
+    else if (c->d_ff < 1)
+        f = "d_ff";
+    else if (c->num_layers < 1)
+        f = "num_layers";
+    else if (c->num_heads < 1 || c->d_model % c->num_heads != 0 ||
+             (c->d_model / c->num_heads) % 2 != 0)
+        f = "num_heads";
+    else if (!(c->rope_theta > 0.0f))
+        f = "rope_theta";
+    if (f) {
+        if (field)
+            *field = f;
+        return LMK_INVALID;
+    }
+    return LMK_OK;
+}
+
+uint64_t lmk_model_param_count(const lmk_model_config *c)
+{
+    uint64_t V = (uint64_t)c->vocab_size, d = (uint64_t)c->d_model, ff = (uint64_t)c->d_ff;
+    uint64_t L = (uint64_t)c->num_layers;
+    return 2 * V * d + L * (4 * d * d + 3 * d * ff + 2 * d) + d;
+}
+
+lmk_model_flops lmk_model_flops_per_step(const lmk_model_config *c, int batch, int T)
+{
+    double B = batch, t = T, d = c->d_model, ff = c->d_ff, L = c->num_layers,
+           V = c->vocab_size;
+    double per_layer = 2.0 * B * t * (4.0 * d * d + 3.0 * d * ff) + 4.0 * B * t * t * d;
+    lmk_model_flops f;
+    f.forward = L * per_layer + 2.0 * B * t * d * V;
+    f.backward = 2.0 * f.forward;
+    f.optimizer = 10.0 * (double)lmk_model_param_count(c);
+    return f;
+}
+
+/* Mirrors the allocation order of forward/backward below (float32 tensors). */
+lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T,
+                                              int training)
+{
+    uint64_t N = (uint64_t)batch * T, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
+    uint64_t H = c->num_heads, L = c->num_layers, P = lmk_model_param_count(c);
+    uint64_t scores = (uint64_t)batch * H * T * T;
+    uint64_t dh = d / H;
+    lmk_memory_estimate e = {0};
+    e.parameters = 4 * P;
+    /* inputs, targets, rope table, scalars */
+    uint64_t fixed = 4 * (2 * N + (uint64_t)T * dh + 4);
+    /* one layer's saved activations, including its output */
+    uint64_t layer = 2 * N + 7 * N * d + scores + 3 * N * ff;
+    uint64_t act;
+    if (training) {
+        e.gradients = 4 * P;
+        e.optimizer_state = 8 * P;
+        uint64_t fwd = N * d + L * layer + N + N * d + N * V; /* end of forward */
+        uint64_t p1 = fwd + N * d;                             /* LM-head backward */
+        uint64_t base = fwd - N * V - N * d - N;               /* logits, lnf released */
+        uint64_t p2 = base + N * d + 2 * N * ff;               /* top layer's SwiGLU bwd */
+        uint64_t p3 = base + N * d - 3 * N * ff - N * d - N + scores + 2 * N * d + N * d;
+        act = p1 > p2 ? p1 : p2;
+        act = act > p3 ? act : p3;
+    } else {
+        uint64_t in_layer = N * d + layer + N * d;   /* input, layer, one temporary */
+        uint64_t tail = 2 * N * d + N + N * V;       /* last output, final norm, logits */
+        act = in_layer > tail ? in_layer : tail;
+    }
+    e.activations = 4 * act + 4 * fixed;
+    e.total = e.parameters + e.gradients + e.optimizer_state + e.activations;
+    return e;
+}
+
+lmk_adamw_config lmk_adamw_defaults(void)
+{
+    return (lmk_adamw_config){.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                              .weight_decay = 0.01f, .max_grad_norm = 0.0f};
+}
+
+/* --- the model object ----------------------------------------------------- */
+
+enum { P_LN1, P_WQ, P_WK, P_WV, P_WO, P_LN2, P_W1, P_W2, P_W3, P_PER_LAYER };
+
+static const char *const layer_param_names[P_PER_LAYER] = {
+    "ln1.weight", "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight",
+    "attn.output_proj.weight", "ln2.weight", "ffn.w1.weight", "ffn.w2.weight", "ffn.w3.weight",
+};
+
+typedef struct param_slot {
+    char name[64];
+    lmk_tensor p, g, m, v; /* g, m, v: NULL data unless training */
+    int rows, cols;        /* (rows, cols); norms: (1, d) */
+    float init_std;        /* 0: ones */
+} param_slot;
+
+/* One layer's activations saved for backward (see the plan in forward). */
+typedef struct layer_acts {
+    lmk_tensor ln1_rstd, ln1_out;  /* (N), (N, d) */
+    lmk_tensor qh, kh, vh;         /* (B, H, T, dh) each, after RoPE on q, k */
+    lmk_tensor probs;              /* (B, H, T, T) */
+    lmk_tensor merged;             /* (N, d) heads merged, input of output_proj */
+    lmk_tensor mid;                /* (N, d) x + attention */
+    lmk_tensor ln2_rstd, ln2_out;  /* (N), (N, d) */
+    lmk_tensor a, g, act;          /* (N, d_ff): w1 x, w3 x, silu(a) ⊙ g */
+} layer_acts;
+
+struct lmk_model {
+    lmk_backend *b;   /* borrowed */
+    lmk_allocator *a; /* borrowed */
+    lmk_model_config c;
+    int B, T, N, H, dh;
+    lmk_precision prec;
+    lmk_round in_round, out_round;
+    int training;
+    size_t nparams;
+    param_slot *params;     /* (nparams) */
+    lmk_tensor rope;        /* (T, dh/2, 2) workspace */
+    lmk_tensor inputs;      /* (N) int32 */
+    lmk_tensor targets;     /* (N) int32 */
+    lmk_tensor scalars;     /* [loss, sumsq, factor] workspace */
+    layer_acts *acts;       /* (L) */
+    lmk_tensor *resid;      /* (L + 1): embedding output, layer outputs */
+    lmk_tensor lnf_rstd, lnf_out, logits;
+    int have_grad_ready;    /* forward(with_backward) done, backward pending */
+    int have_grads;         /* backward done, step pending */
+    float loss_scale;
+    int good_steps;
+    int64_t t;              /* optimizer steps taken */
+};
+
+#define TRY(x)                   \
+    do {                         \
+        rc = (x);                \
+        if (rc != LMK_OK)        \
+            goto out;            \
+    } while (0)
+
+static param_slot *layer_param(lmk_model *m, int l, int which)
+{
+    return &m->params[1 + (size_t)l * P_PER_LAYER + which];
+}
+
+static param_slot *param_final_norm(lmk_model *m)
+{
+    return &m->params[1 + (size_t)m->c.num_layers * P_PER_LAYER];
+}
+
+static param_slot *param_lm_head(lmk_model *m)
+{
+    return &m->params[2 + (size_t)m->c.num_layers * P_PER_LAYER];
+}
+
+/* splitmix64: a small, good, stateless-seedable generator. */
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s) /* (0, 1) */
+{
+    return ((double)(splitmix64(s) >> 11) + 0.5) * 0x1p-53;
+}
+
+/* Standard normal truncated to [-3, 3] by rejection (Box-Muller). */
+static double trunc_normal(uint64_t *s)
+{
+    for (;;) {
+        double u1 = uniform01(s), u2 = uniform01(s);
+        double z = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+        if (z >= -3.0 && z <= 3.0)
+            return z;
+    }
+}
+
+static void set_slot(param_slot *s, const char *name, int rows, int cols, float std)
+{
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->rows = rows;
+    s->cols = cols;
+    s->init_std = std;
+}
+
+static float linear_std(int din, int dout)
+{
+    return (float)sqrt(2.0 / ((double)din + dout));
+}
+
+/* Initialises every parameter from the seed: stream i is seeded by
+ * (seed, i), so values do not depend on the order of initialisation. */
+static int init_params(lmk_model *m, uint64_t seed)
+{
+    size_t maxn = 0;
+    for (size_t i = 0; i < m->nparams; i++)
+        maxn = m->params[i].p.numel > maxn ? m->params[i].p.numel : maxn;
+    float *host = malloc(maxn * sizeof *host);
+    if (!host)
+        return LMK_NOMEM;
+    int rc = LMK_OK;
+    for (size_t i = 0; i < m->nparams && rc == LMK_OK; i++) {
+        param_slot *s = &m->params[i];
+        uint64_t state = seed ^ (0xd1b54a32d192ed03ull * (i + 1));
+        for (size_t j = 0; j < s->p.numel; j++)
+            host[j] = s->init_std > 0.0f ? (float)(s->init_std * trunc_normal(&state)) : 1.0f;
+        rc = m->b->upload(m->b, s->p.data, host, s->p.bytes);
+    }
+    free(host);
+    return rc;
+}
+
+static int build_rope_table(lmk_model *m)
+{
+    int half = m->dh / 2;
+    size_t n = (size_t)m->T * half * 2;
+    float *host = malloc(n * sizeof *host);
+    if (!host)
+        return LMK_NOMEM;
+    for (int t = 0; t < m->T; t++) {
+        for (int k = 0; k < half; k++) {
+            double angle = t * pow((double)m->c.rope_theta, -2.0 * k / m->dh);
+            host[((size_t)t * half + k) * 2] = (float)cos(angle);
+            host[((size_t)t * half + k) * 2 + 1] = (float)sin(angle);
+        }
+    }
+    int rc = m->b->upload(m->b, m->rope.data, host, n * sizeof *host);
+    free(host);
+    return rc;
+}
+
+static void release_layer(lmk_model *m, layer_acts *la)
+{
+    lmk_tensor *ts[] = {&la->ln1_rstd, &la->ln1_out, &la->qh, &la->kh, &la->vh,
+                        &la->probs, &la->merged, &la->mid, &la->ln2_rstd, &la->ln2_out,
+                        &la->a, &la->g, &la->act};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        lmk_tensor_release(m->a, ts[i]);
+}
+
+static void release_activations(lmk_model *m)
+{
+    for (int l = 0; l < m->c.num_layers; l++)
+        release_layer(m, &m->acts[l]);
+    for (int l = 0; l <= m->c.num_layers; l++)
+        lmk_tensor_release(m->a, &m->resid[l]);
+    lmk_tensor_release(m->a, &m->lnf_rstd);
+    lmk_tensor_release(m->a, &m->lnf_out);
+    lmk_tensor_release(m->a, &m->logits);
+    m->have_grad_ready = 0;
+}
+
+void lmk_model_free(lmk_model *m)
+{
+    if (!m)
+        return;
+    if (m->acts && m->resid)
+        release_activations(m);
+    for (size_t i = 0; m->params && i < m->nparams; i++) {
+        lmk_tensor_release(m->a, &m->params[i].p);
+        lmk_tensor_release(m->a, &m->params[i].g);
+        lmk_tensor_release(m->a, &m->params[i].m);
+        lmk_tensor_release(m->a, &m->params[i].v);
+    }
+    lmk_tensor_release(m->a, &m->rope);
+    lmk_tensor_release(m->a, &m->inputs);
+    lmk_tensor_release(m->a, &m->targets);
+    lmk_tensor_release(m->a, &m->scalars);
+    free(m->params);
+    free(m->acts);
+    free(m->resid);
+    free(m);
+}
+
+int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c, int batch,
+                     int T, lmk_precision prec, uint64_t seed, int training, lmk_model **out)
+{
+    int rc = LMK_OK;
+    if (!b || !a || !c || !out || lmk_model_config_check(c, NULL) != LMK_OK || batch < 1 ||
+        T < 1 || T > c->context_length || (unsigned)prec >= LMK_PREC_COUNT)
+        return LMK_INVALID;
+    if ((int64_t)batch * T > INT32_MAX / 4)
+        return LMK_INVALID;
+    lmk_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return LMK_NOMEM;
+    m->b = b;
+    m->a = a;
+    m->c = *c;
+    m->B = batch;
+    m->T = T;
+    m->N = batch * T;
+    m->H = c->num_heads;
+    m->dh = c->d_model / c->num_heads;
+    m->prec = prec;
+    m->training = training;
+    m->loss_scale = prec == LMK_PREC_FP16 ? LOSS_SCALE_INIT : 1.0f;
+    static const lmk_round in_r[LMK_PREC_COUNT] = {LMK_ROUND_NONE, LMK_ROUND_TF32,
+                                                   LMK_ROUND_BF16, LMK_ROUND_FP16};
+    static const lmk_round out_r[LMK_PREC_COUNT] = {LMK_ROUND_NONE, LMK_ROUND_NONE,
+                                                    LMK_ROUND_BF16, LMK_ROUND_FP16};
+    m->in_round = in_r[prec];
+    m->out_round = out_r[prec];
+
+    int L = c->num_layers, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
+    m->nparams = 3 + (size_t)L * P_PER_LAYER;
+    m->params = calloc(m->nparams, sizeof *m->params);
+    m->acts = calloc((size_t)L, sizeof *m->acts);
+    m->resid = calloc((size_t)L + 1, sizeof *m->resid);
+    if (!m->params || !m->acts || !m->resid) {
+        rc = LMK_NOMEM;
+        goto out;
+    }
+    set_slot(&m->params[0], "token_embeddings.weight", V, d, 1.0f);
+    for (int l = 0; l < L; l++) {
+        static const int shape_rows_is_ff[P_PER_LAYER] = {0, 0, 0, 0, 0, 0, 1, 0, 1};
+        for (int j = 0; j < P_PER_LAYER; j++) {
+            char name[64];
+            snprintf(name, sizeof name, "layers.%d.%s", l, layer_param_names[j]);
+            int rows, cols;
+            if (j == P_LN1 || j == P_LN2) {
+                rows = 1;
+                cols = d;
+            } else if (j == P_W2) {
+                rows = d;
+                cols = ff;
+            } else {
+                rows = shape_rows_is_ff[j] ? ff : d;
+                cols = d;
+            }
+            float std = rows == 1 ? 0.0f : linear_std(cols, rows);
+            set_slot(layer_param(m, l, j), name, rows, cols, std);
+        }
+    }
+    set_slot(param_final_norm(m), "ln_final.weight", 1, d, 0.0f);
+    set_slot(param_lm_head(m), "lm_head.weight", V, d, linear_std(d, V));
+
+    for (size_t i = 0; i < m->nparams; i++) {
+        param_slot *s = &m->params[i];
+        size_t n = (size_t)s->rows * s->cols;
+        TRY(lmk_tensor_alloc(a, &s->p, LMK_F32, n, LMK_MEM_PARAMETER, "%s", s->name));
+        if (training) {
+            TRY(lmk_tensor_alloc(a, &s->g, LMK_F32, n, LMK_MEM_GRADIENT, "%s.grad", s->name));
+            TRY(lmk_tensor_alloc(a, &s->m, LMK_F32, n, LMK_MEM_OPTIMIZER_STATE, "%s.exp_avg",
+                                 s->name));
+            TRY(lmk_tensor_alloc(a, &s->v, LMK_F32, n, LMK_MEM_OPTIMIZER_STATE,
+                                 "%s.exp_avg_sq", s->name));
+            TRY(b->mem_zero(b, s->m.data, s->m.bytes));
+            TRY(b->mem_zero(b, s->v.data, s->v.bytes));
+        }
+    }
+    TRY(lmk_tensor_alloc(a, &m->rope, LMK_F32, (size_t)T * m->dh, LMK_MEM_WORKSPACE,
+                         "rope.cos_sin"));
+    TRY(lmk_tensor_alloc(a, &m->inputs, LMK_I32, (size_t)m->N, LMK_MEM_INPUT, "batch.inputs"));
+    TRY(lmk_tensor_alloc(a, &m->targets, LMK_I32, (size_t)m->N, LMK_MEM_INPUT,
+                         "batch.targets"));
+    TRY(lmk_tensor_alloc(a, &m->scalars, LMK_F32, 4, LMK_MEM_WORKSPACE, "loss_and_norm"));
+    TRY(b->mem_zero(b, m->scalars.data, m->scalars.bytes));
+    TRY(b->mem_zero(b, m->inputs.data, m->inputs.bytes));
+    TRY(b->mem_zero(b, m->targets.data, m->targets.bytes));
+    TRY(build_rope_table(m));
+    TRY(init_params(m, seed));
+out:
+    if (rc != LMK_OK) {
+        lmk_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return LMK_OK;
+}
+
+int lmk_model_set_batch(lmk_model *m, const int32_t *inputs, const int32_t *targets)
+{
+    for (int i = 0; i < m->N; i++)
+        if (inputs[i] < 0 || inputs[i] >= m->c.vocab_size || targets[i] < 0 ||
+            targets[i] >= m->c.vocab_size)
+            return LMK_INVALID;
+    int rc = m->b->upload(m->b, m->inputs.data, inputs, m->inputs.bytes);
+    if (rc == LMK_OK)
+        rc = m->b->upload(m->b, m->targets.data, targets, m->targets.bytes);
+    return rc;
+}
+
+/* --- GEMM helpers ---------------------------------------------------------- */
+
+/* y (N, dout) = x (N, din) · Wᵀ, W (dout, din). */
+static int linear_fwd(lmk_model *m, float *y, const float *x, const float *w, int n, int din,
+                      int dout)
+{
+    lmk_gemm g = {.trans_b = 1, .m = n, .n = dout, .k = din, .batch = 1, .alpha = 1.0f,
+                  .in_round = m->in_round, .out_round = m->out_round};
+    return m->b->gemm(m->b, &g, y, x, w);
+}
+
+/* dx (N, din) (+)= dy (N, dout) · W;  dW (dout, din) += dyᵀ · x. */
+static int linear_bwd(lmk_model *m, float *dx, int accumulate_dx, float *dw, const float *dy,
+                      const float *x, const float *w, int n, int din, int dout)
+{
+    lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1.0f,
+                   .beta = accumulate_dx ? 1.0f : 0.0f, .in_round = m->in_round,
+                   .out_round = m->out_round};
+    int rc = m->b->gemm(m->b, &gx, dx, dy, w);
+    if (rc != LMK_OK)
+        return rc;
+    lmk_gemm gw = {.trans_a = 1, .m = dout, .n = din, .k = n, .batch = 1, .alpha = 1.0f,
+                   .beta = 1.0f, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
+    return m->b->gemm(m->b, &gw, dw, dy, x);
+}
+
+/* Per (batch, head) GEMM over (B·H) matrices. */
+static int heads_gemm(lmk_model *m, float *c, const float *a, const float *bm, int ta, int tb,
+                      int M, int Nn, int K, float alpha)
+{
+    lmk_gemm g = {.trans_a = ta, .trans_b = tb, .m = M, .n = Nn, .k = K,
+                  .batch = m->B * m->H, .alpha = alpha,
+                  .stride_a = (int64_t)(ta ? K : M) * (ta ? M : K),
+                  .stride_b = (int64_t)K * Nn, .stride_c = (int64_t)M * Nn,
+                  .in_round = m->in_round, .out_round = m->out_round};
+    return m->b->gemm(m->b, &g, c, a, bm);
+}
+
+#define ACT(t, n, fmt, ...) \
+    TRY(lmk_tensor_alloc(m->a, &(t), LMK_F32, (size_t)(n), LMK_MEM_ACTIVATION, fmt, __VA_ARGS__))
+#define TMP(t, n, fmt, ...) \
+    TRY(lmk_tensor_alloc(m->a, &(t), LMK_F32, (size_t)(n), LMK_MEM_TEMPORARY, fmt, __VA_ARGS__))
+
+/* --- forward ---------------------------------------------------------------- */
+
+static int layer_forward(lmk_model *m, int l, int keep)
+{
+    lmk_backend *b = m->b;
+    layer_acts *la = &m->acts[l];
+    int rc = LMK_OK, N = m->N, d = m->c.d_model, ff = m->c.d_ff, T = m->T;
+    lmk_tensor tmp = {0};
+    const float *x = LMK_F(m->resid[l]);
+    float scale = (float)(1.0 / sqrt((double)m->dh));
+
+    ACT(la->ln1_rstd, N, "layers.%d.ln1.rstd", l);
+    ACT(la->ln1_out, (size_t)N * d, "layers.%d.ln1.out", l);
+    TRY(b->rmsnorm_fwd(b, LMK_F(la->ln1_out), LMK_F(la->ln1_rstd), x,
+                       LMK_F(layer_param(m, l, P_LN1)->p), N, d, RMS_EPS));
+    TMP(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
+    ACT(la->qh, (size_t)N * d, "layers.%d.attn.q", l);
+    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->ln1_out), LMK_F(layer_param(m, l, P_WQ)->p), N, d, d));
+    TRY(b->rope_fwd(b, LMK_F(la->qh), LMK_F(tmp), LMK_F(m->rope), m->B, T, m->H, m->dh));
+    ACT(la->kh, (size_t)N * d, "layers.%d.attn.k", l);
+    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->ln1_out), LMK_F(layer_param(m, l, P_WK)->p), N, d, d));
+    TRY(b->rope_fwd(b, LMK_F(la->kh), LMK_F(tmp), LMK_F(m->rope), m->B, T, m->H, m->dh));
+    ACT(la->vh, (size_t)N * d, "layers.%d.attn.v", l);
+    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->ln1_out), LMK_F(layer_param(m, l, P_WV)->p), N, d, d));
+    TRY(b->rope_fwd(b, LMK_F(la->vh), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
+    lmk_tensor_release(m->a, &tmp);
+
+    /* scores = q kᵀ / sqrt(dh), causal softmax in place */
+    ACT(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
+    TRY(heads_gemm(m, LMK_F(la->probs), LMK_F(la->qh), LMK_F(la->kh), 0, 1, T, T, m->dh, scale));
+    TRY(b->softmax_causal_fwd(b, LMK_F(la->probs), LMK_F(la->probs), m->B * m->H, T));
+    TMP(tmp, (size_t)N * d, "layers.%d.attn.values", l);
+    TRY(heads_gemm(m, LMK_F(tmp), LMK_F(la->probs), LMK_F(la->vh), 0, 0, T, m->dh, T, 1.0f));
+    ACT(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
+    TRY(b->rope_bwd(b, LMK_F(la->merged), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
+    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->merged), LMK_F(layer_param(m, l, P_WO)->p), N, d, d));
+    ACT(la->mid, (size_t)N * d, "layers.%d.resid_mid", l);
+    TRY(b->add(b, LMK_F(la->mid), x, LMK_F(tmp), (size_t)N * d));
+    lmk_tensor_release(m->a, &tmp);
+
+    /* feed-forward */
+    ACT(la->ln2_rstd, N, "layers.%d.ln2.rstd", l);
+    ACT(la->ln2_out, (size_t)N * d, "layers.%d.ln2.out", l);
+    TRY(b->rmsnorm_fwd(b, LMK_F(la->ln2_out), LMK_F(la->ln2_rstd), LMK_F(la->mid),
+                       LMK_F(layer_param(m, l, P_LN2)->p), N, d, RMS_EPS));
+    ACT(la->a, (size_t)N * ff, "layers.%d.ffn.w1_out", l);
+    TRY(linear_fwd(m, LMK_F(la->a), LMK_F(la->ln2_out), LMK_F(layer_param(m, l, P_W1)->p), N, d, ff));
+    ACT(la->g, (size_t)N * ff, "layers.%d.ffn.w3_out", l);
+    TRY(linear_fwd(m, LMK_F(la->g), LMK_F(la->ln2_out), LMK_F(layer_param(m, l, P_W3)->p), N, d, ff));
+    ACT(la->act, (size_t)N * ff, "layers.%d.ffn.swiglu", l);
+    TRY(b->swiglu_fwd(b, LMK_F(la->act), LMK_F(la->a), LMK_F(la->g), (size_t)N * ff, m->out_round));
+    TMP(tmp, (size_t)N * d, "layers.%d.ffn.w2_out", l);
+    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->act), LMK_F(layer_param(m, l, P_W2)->p), N, ff, d));
+    ACT(m->resid[l + 1], (size_t)N * d, "layers.%d.out", l);
+    TRY(b->add(b, LMK_F(m->resid[l + 1]), LMK_F(la->mid), LMK_F(tmp), (size_t)N * d));
+    lmk_tensor_release(m->a, &tmp);
+    if (!keep) {
+        release_layer(m, la);
+        lmk_tensor_release(m->a, &m->resid[l]);
+    }
+out:
+    lmk_tensor_release(m->a, &tmp);
+    return rc;
+}
+
+int lmk_model_forward(lmk_model *m, int with_backward)
+{
+    int rc = LMK_OK, N = m->N, d = m->c.d_model, V = m->c.vocab_size, L = m->c.num_layers;
+    lmk_backend *b = m->b;
+    if (with_backward && !m->training)
+        return LMK_INVALID;
+    release_activations(m);
+    m->have_grads = 0;
+    ACT(m->resid[0], (size_t)N * d, "%s", "token_embeddings.out");
+    TRY(b->embedding_fwd(b, LMK_F(m->resid[0]), LMK_I(m->inputs), LMK_F(m->params[0].p), N, d, V));
+    for (int l = 0; l < L; l++)
+        TRY(layer_forward(m, l, with_backward));
+    ACT(m->lnf_rstd, N, "%s", "ln_final.rstd");
+    ACT(m->lnf_out, (size_t)N * d, "%s", "ln_final.out");
+    TRY(b->rmsnorm_fwd(b, LMK_F(m->lnf_out), LMK_F(m->lnf_rstd), LMK_F(m->resid[L]),
+                       LMK_F(param_final_norm(m)->p), N, d, RMS_EPS));
+    ACT(m->logits, (size_t)N * V, "%s", "lm_head.logits");
+    TRY(linear_fwd(m, LMK_F(m->logits), LMK_F(m->lnf_out), LMK_F(param_lm_head(m)->p), N, d, V));
+    /* loss; with backward, the logits become their gradient in place */
+    TRY(b->cross_entropy(b, LMK_F(m->scalars), with_backward ? LMK_F(m->logits) : NULL,
+                         LMK_F(m->logits), LMK_I(m->targets), N, V, m->loss_scale));
+    if (with_backward)
+        m->have_grad_ready = 1;
+    else
+        release_activations(m);
+out:
+    if (rc != LMK_OK)
+        release_activations(m);
+    return rc;
+}
+
+/* --- backward --------------------------------------------------------------- */
+
+/* dres (N, d): gradient w.r.t. the layer's output on entry, its input on exit
+ * (the tensor is replaced). */
+static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
+{
+    lmk_backend *b = m->b;
+    layer_acts *la = &m->acts[l];
+    int rc = LMK_OK, N = m->N, d = m->c.d_model, ff = m->c.d_ff, T = m->T;
+    int B = m->B, H = m->H, dh = m->dh;
+    float scale = (float)(1.0 / sqrt((double)dh));
+    lmk_tensor t1 = {0}, t2 = {0}, t3 = {0}, t4 = {0}, t5 = {0};
+    param_slot *w1 = layer_param(m, l, P_W1), *w2 = layer_param(m, l, P_W2),
+               *w3 = layer_param(m, l, P_W3);
+
+    /* feed-forward: out = mid + w2(act) */
+    TMP(t1, (size_t)N * ff, "layers.%d.ffn.swiglu.grad", l);
+    TRY(linear_bwd(m, LMK_F(t1), 0, LMK_F(w2->g), LMK_F(*dres), LMK_F(la->act), LMK_F(w2->p), N, ff, d));
+    lmk_tensor_release(m->a, &la->act);
+    TMP(t2, (size_t)N * ff, "layers.%d.ffn.w1_out.grad", l);
+    TMP(t3, (size_t)N * ff, "layers.%d.ffn.w3_out.grad", l);
+    TRY(b->swiglu_bwd(b, LMK_F(t2), LMK_F(t3), LMK_F(t1), LMK_F(la->a), LMK_F(la->g), (size_t)N * ff));
+    lmk_tensor_release(m->a, &t1);
+    lmk_tensor_release(m->a, &la->a);
+    lmk_tensor_release(m->a, &la->g);
+    TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l);
+    TRY(linear_bwd(m, LMK_F(t1), 0, LMK_F(w1->g), LMK_F(t2), LMK_F(la->ln2_out), LMK_F(w1->p), N, d, ff));
+    TRY(linear_bwd(m, LMK_F(t1), 1, LMK_F(w3->g), LMK_F(t3), LMK_F(la->ln2_out), LMK_F(w3->p), N, d, ff));
+    lmk_tensor_release(m->a, &t2);
+    lmk_tensor_release(m->a, &t3);
+    lmk_tensor_release(m->a, &la->ln2_out);
+    TMP(t2, (size_t)N * d, "layers.%d.resid_mid.grad", l);
+    TRY(b->rmsnorm_bwd(b, LMK_F(t2), LMK_F(layer_param(m, l, P_LN2)->g), LMK_F(t1), LMK_F(la->mid),
+                       LMK_F(layer_param(m, l, P_LN2)->p), LMK_F(la->ln2_rstd), N, d));
+    lmk_tensor_release(m->a, &t1);
+    lmk_tensor_release(m->a, &la->ln2_rstd);
+    lmk_tensor_release(m->a, &la->mid);
+    TRY(b->add(b, LMK_F(t2), LMK_F(t2), LMK_F(*dres), (size_t)N * d));
+    lmk_tensor_release(m->a, dres);
+    *dres = t2;
+    t2 = (lmk_tensor){0};
+
+    /* attention: mid = x + output_proj(merged) */
+    param_slot *wo = layer_param(m, l, P_WO);
+    TMP(t1, (size_t)N * d, "layers.%d.attn.merged.grad", l);
+    TRY(linear_bwd(m, LMK_F(t1), 0, LMK_F(wo->g), LMK_F(*dres), LMK_F(la->merged), LMK_F(wo->p), N, d, d));
+    lmk_tensor_release(m->a, &la->merged);
+    TMP(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
+    TRY(b->rope_fwd(b, LMK_F(t2), LMK_F(t1), NULL, B, T, H, dh)); /* split heads */
+    lmk_tensor_release(m->a, &t1);
+    TMP(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
+    TRY(heads_gemm(m, LMK_F(t3), LMK_F(t2), LMK_F(la->vh), 0, 1, T, T, dh, 1.0f));
+    TMP(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
+    TRY(heads_gemm(m, LMK_F(t4), LMK_F(la->probs), LMK_F(t2), 1, 0, T, dh, T, 1.0f));
+    lmk_tensor_release(m->a, &t2);
+    lmk_tensor_release(m->a, &la->vh);
+    TRY(b->softmax_causal_bwd(b, LMK_F(t3), LMK_F(t3), LMK_F(la->probs), B * H, T));
+    lmk_tensor_release(m->a, &la->probs);
+    TMP(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
+    TRY(heads_gemm(m, LMK_F(t1), LMK_F(t3), LMK_F(la->kh), 0, 0, T, dh, T, scale));
+    TMP(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
+    TRY(heads_gemm(m, LMK_F(t2), LMK_F(t3), LMK_F(la->qh), 1, 0, T, dh, T, scale));
+    lmk_tensor_release(m->a, &t3);
+    lmk_tensor_release(m->a, &la->qh);
+    lmk_tensor_release(m->a, &la->kh);
+    /* back through RoPE / head split, then the three projections */
+    TMP(t3, (size_t)N * d, "layers.%d.attn.proj_out.grad", l);
+    TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l);
+    static const int proj[3] = {P_WQ, P_WK, P_WV};
+    lmk_tensor *src[3] = {&t1, &t2, &t4};
+    for (int i = 0; i < 3; i++) {
+        param_slot *w = layer_param(m, l, proj[i]);
+        TRY(b->rope_bwd(b, LMK_F(t3), LMK_F(*src[i]), i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh));
+        lmk_tensor_release(m->a, src[i]);
+        TRY(linear_bwd(m, LMK_F(t5), i > 0, LMK_F(w->g), LMK_F(t3), LMK_F(la->ln1_out), LMK_F(w->p), N, d, d));
+    }
+    lmk_tensor_release(m->a, &t3);
+    lmk_tensor_release(m->a, &la->ln1_out);
+    TMP(t1, (size_t)N * d, "layers.%d.input.grad", l);
+    TRY(b->rmsnorm_bwd(b, LMK_F(t1), LMK_F(layer_param(m, l, P_LN1)->g), LMK_F(t5),
+                       LMK_F(m->resid[l]), LMK_F(layer_param(m, l, P_LN1)->p), LMK_F(la->ln1_rstd), N, d));
+    lmk_tensor_release(m->a, &t5);
+    lmk_tensor_release(m->a, &la->ln1_rstd);
+    lmk_tensor_release(m->a, &m->resid[l]);
+    TRY(b->add(b, LMK_F(t1), LMK_F(t1), LMK_F(*dres), (size_t)N * d));
+    lmk_tensor_release(m->a, dres);
+    *dres = t1;
+    t1 = (lmk_tensor){0};
+out:
+    lmk_tensor_release(m->a, &t1);
+    lmk_tensor_release(m->a, &t2);
+    lmk_tensor_release(m->a, &t3);
+    lmk_tensor_release(m->a, &t4);
+    lmk_tensor_release(m->a, &t5);
+    return rc;
+}
+
+int lmk_model_backward(lmk_model *m)
+{
+    lmk_backend *b = m->b;
+    int rc = LMK_OK, N = m->N, d = m->c.d_model, V = m->c.vocab_size, L = m->c.num_layers;
+    lmk_tensor t = {0}, dres = {0};
+    if (!m->have_grad_ready)
+        return LMK_INVALID;
+    m->have_grad_ready = 0;
+    for (size_t i = 0; i < m->nparams; i++)
+        TRY(b->mem_zero(b, m->params[i].g.data, m->params[i].g.bytes));
+    param_slot *lm = param_lm_head(m), *lnf = param_final_norm(m);
+    TMP(t, (size_t)N * d, "%s", "ln_final.out.grad");
+    TRY(linear_bwd(m, LMK_F(t), 0, LMK_F(lm->g), LMK_F(m->logits), LMK_F(m->lnf_out), LMK_F(lm->p), N, d, V));
+    lmk_tensor_release(m->a, &m->logits);
+    lmk_tensor_release(m->a, &m->lnf_out);
+    TMP(dres, (size_t)N * d, "layers.%d.out.grad", L - 1);
+    TRY(b->rmsnorm_bwd(b, LMK_F(dres), LMK_F(lnf->g), LMK_F(t), LMK_F(m->resid[L]), LMK_F(lnf->p),
+                       LMK_F(m->lnf_rstd), N, d));
+    lmk_tensor_release(m->a, &t);
+    lmk_tensor_release(m->a, &m->lnf_rstd);
+    lmk_tensor_release(m->a, &m->resid[L]);
+    for (int l = L - 1; l >= 0; l--)
+        TRY(layer_backward(m, l, &dres));
+    TRY(b->embedding_bwd(b, LMK_F(m->params[0].g), LMK_F(dres), LMK_I(m->inputs), N, d, V));
+    m->have_grads = 1;
+out:
+    lmk_tensor_release(m->a, &t);
+    lmk_tensor_release(m->a, &dres);
+    release_activations(m);
+    return rc;
+}
+
+/* --- optimizer ---------------------------------------------------------------- */
+
+int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg)
+{
+    lmk_backend *b = m->b;
+    int rc = LMK_OK;
+    if (!m->have_grads)
+        return LMK_INVALID;
+    m->have_grads = 0;
+    float *sumsq = LMK_F(m->scalars) + 1, *factor = LMK_F(m->scalars) + 2;
+    int need_factor = cfg->max_grad_norm > 0.0f || m->prec == LMK_PREC_FP16;
+    if (need_factor) {
+        TRY(b->mem_zero(b, sumsq, sizeof(float)));
+        for (size_t i = 0; i < m->nparams; i++)
+            TRY(b->sum_squares(b, sumsq, LMK_F(m->params[i].g), m->params[i].g.numel));
+        TRY(b->clip_factor(b, factor, sumsq, cfg->max_grad_norm, 1.0f / m->loss_scale));
+    }
+    lmk_adamw_hp hp = {.lr = cfg->lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->eps,
+                       .weight_decay = cfg->weight_decay, .t = m->t + 1};
+    for (size_t i = 0; i < m->nparams; i++) {
+        param_slot *s = &m->params[i];
+        TRY(b->adamw(b, LMK_F(s->p), LMK_F(s->g), LMK_F(s->m), LMK_F(s->v), s->p.numel, &hp,
+                     need_factor ? factor : NULL));
+    }
+    float f = 1.0f;
+    if (need_factor)
+        TRY(b->download(b, &f, factor, sizeof f));
+    if (f == 0.0f) { /* overflow: skipped */
+        if (m->prec == LMK_PREC_FP16 && m->loss_scale > 1.0f)
+            m->loss_scale *= 0.5f;
+        m->good_steps = 0;
+    } else {
+        m->t++;
+        if (m->prec == LMK_PREC_FP16 && ++m->good_steps >= LOSS_SCALE_GROWTH_INTERVAL) {
+            m->loss_scale *= 2.0f;
+            m->good_steps = 0;
+        }
+    }
+out:
+    return rc;
+}
+
+int lmk_model_loss(lmk_model *m, float *loss)
+{
+    return m->b->download(m->b, loss, m->scalars.data, sizeof *loss);
+}
+
+int64_t lmk_model_steps_taken(const lmk_model *m)
+{
+    return m->t;
+}
+
+size_t lmk_model_tensor_count(const lmk_model *m)
+{
+    return m->nparams;
+}
+
+int lmk_model_tensor(lmk_model *m, size_t i, const char **name, lmk_tensor **param,
+                     lmk_tensor **grad)
+{
+    if (i >= m->nparams)
+        return LMK_INVALID;
+    if (name)
+        *name = m->params[i].name;
+    if (param)
+        *param = &m->params[i].p;
+    if (grad)
+        *grad = &m->params[i].g;
+    return LMK_OK;
+}

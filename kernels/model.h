@@ -1,0 +1,129 @@
+/* The CS336 TransformerLM (shared/MODEL.md), written once against the backend
+ * interface: token embedding, pre-norm blocks (RMSNorm → causal MHA with RoPE
+ * → residual; RMSNorm → SwiGLU → residual), final RMSNorm, untied LM head,
+ * mean cross-entropy; AdamW in the CS336 form; optional global-norm clipping.
+ *
+ * DESIGN: all parameters, gradients and optimizer state are allocated at
+ * create; activations are allocated by forward (category activation, or
+ * temporary for short-lived buffers) and released by backward as soon as it
+ * has consumed them, so the allocator's live curve is the real one. Forward
+ * without backward releases each layer's activations at the end of the layer
+ * (inference). Parameter names follow cs336_basics' state dict
+ * ("layers.3.attn.q_proj.weight").
+ *
+ * Precision (autocast emulation): fp32 computes in float32; tf32 rounds GEMM
+ * inputs to a 10-bit mantissa; bf16/fp16 keep float32 master weights,
+ * gradients and optimizer state, round GEMM inputs to the half format
+ * (float32 accumulation), round GEMM outputs and the SwiGLU product to the
+ * half format, and keep RMSNorm, softmax, residual adds and the loss in
+ * float32. fp16 uses dynamic loss scaling (initial 2^16, halved and the step
+ * skipped on overflow, doubled after 2000 good steps).
+ *
+ * FLOPs: matmuls only (2·m·k·n each); attention counted on the full T×T
+ * scores as the naive implementation computes them (4·B·T²·d per layer). */
+#ifndef LMK_MODEL_H
+#define LMK_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "backend.h"
+
+typedef struct lmk_model_config {
+    char name[32];       /* preset name or "custom" */
+    int vocab_size;      /* V */
+    int context_length;  /* maximum T (RoPE table length) */
+    int d_model;         /* d */
+    int d_ff;
+    int num_layers;      /* L */
+    int num_heads;       /* H; d_head = d / H */
+    float rope_theta;    /* 10000 */
+} lmk_model_config;
+
+typedef enum lmk_precision {
+    LMK_PREC_FP32 = 0,
+    LMK_PREC_TF32,
+    LMK_PREC_BF16,
+    LMK_PREC_FP16,
+    LMK_PREC_COUNT
+} lmk_precision;
+
+/* "fp32", "tf32", "bf16", "fp16". */
+const char *lmk_precision_name(lmk_precision p);
+/* Returns LMK_OK and sets *p, or LMK_INVALID. */
+int lmk_precision_parse(const char *name, lmk_precision *p);
+
+/* Presets (tiny, small, medium, large, xl, 2.7B), V = 10000, context 1024. */
+size_t lmk_model_preset_count(void);
+/* The i-th preset, borrowed; NULL past the end. */
+const lmk_model_config *lmk_model_preset_at(size_t i);
+/* Copies the preset of that name into *out. Returns LMK_OK or LMK_INVALID. */
+int lmk_model_preset(const char *name, lmk_model_config *out);
+
+/* Checks a shape. Returns LMK_OK, or LMK_INVALID with *field set to the
+ * offending field's name ("d_model", "num_heads", ...; static). */
+int lmk_model_config_check(const lmk_model_config *c, const char **field);
+
+/* 2·V·d + L·(4d² + 3·d·d_ff + 2d) + d, without allocating. */
+uint64_t lmk_model_param_count(const lmk_model_config *c);
+
+typedef struct lmk_model_flops {
+    double forward;   /* per step of B sequences of length T */
+    double backward;  /* 2 × forward */
+    double optimizer; /* ~ 10 per parameter (elementwise, not matmul) */
+} lmk_model_flops;
+
+lmk_model_flops lmk_model_flops_per_step(const lmk_model_config *c, int batch, int T);
+
+typedef struct lmk_memory_estimate {
+    uint64_t parameters, gradients, optimizer_state; /* bytes */
+    uint64_t activations;                            /* saved for backward + transient */
+    uint64_t total;
+} lmk_memory_estimate;
+
+/* Analytic estimate of the peak of the allocator's live total for one step
+ * (training = forward + backward + optimizer; else forward only), on a
+ * backend whose tensors are float32 (cpu). */
+lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T,
+                                              int training);
+
+typedef struct lmk_adamw_config {
+    float lr, beta1, beta2, eps, weight_decay;
+    float max_grad_norm; /* ≤ 0: no clipping */
+} lmk_adamw_config;
+
+/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, no clipping. */
+lmk_adamw_config lmk_adamw_defaults(void);
+
+typedef struct lmk_model lmk_model;
+
+/* Creates a model for batches of (batch, T) tokens, T ≤ context_length,
+ * initialised deterministically from seed. training != 0 also allocates
+ * gradients and optimizer state. b and a are borrowed and must outlive the
+ * model. Sets *out (new). Returns LMK_OK, LMK_INVALID or LMK_NOMEM. */
+int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c, int batch,
+                     int T, lmk_precision prec, uint64_t seed, int training, lmk_model **out);
+void lmk_model_free(lmk_model *m);
+
+/* Uploads a batch: inputs and targets (batch·T) host token ids in [0, V). */
+int lmk_model_set_batch(lmk_model *m, const int32_t *inputs, const int32_t *targets);
+/* Forward and loss. with_backward keeps the activations for backward. */
+int lmk_model_forward(lmk_model *m, int with_backward);
+/* Backward into the gradients (zeroed first). Needs forward(m, 1). */
+int lmk_model_backward(lmk_model *m);
+/* Clipping (if configured), AdamW, loss-scale update. Needs backward. */
+int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg);
+/* The loss of the last forward (downloads; synchronises). */
+int lmk_model_loss(lmk_model *m, float *loss);
+/* Number of optimizer steps taken (skipped fp16 steps not counted). */
+int64_t lmk_model_steps_taken(const lmk_model *m);
+
+/* Parameter tensors, in cs336_basics order, for tests and tools. */
+size_t lmk_model_tensor_count(const lmk_model *m);
+/* Borrowed views of the i-th parameter, its gradient (NULL data when not
+ * training) and its name. Returns LMK_OK or LMK_INVALID. */
+int lmk_model_tensor(lmk_model *m, size_t i, const char **name, lmk_tensor **param,
+                     lmk_tensor **grad);
+
+#endif

@@ -1,0 +1,457 @@
+/* Every op of the cpu backend: forward against a direct reference, backward
+ * against central finite differences of J = Σ w ⊙ out (J in double). */
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+#include "check.h"
+#include "halfprec.h"
+
+static lmk_backend *B;
+static test_rng rng = {12345};
+
+typedef struct fd_ctx {
+    void (*fwd)(struct fd_ctx *);
+    float *out, *w;
+    size_t nout;
+    void *op;
+} fd_ctx;
+
+static double J(void *p)
+{
+    fd_ctx *c = p;
+    c->fwd(c);
+    double s = 0.0;
+    for (size_t i = 0; i < c->nout; i++)
+        s += (double)c->w[i] * c->out[i];
+    return s;
+}
+
+/* --- rmsnorm --------------------------------------------------------------- */
+struct rms_op { float *x, *g, *rstd; int n, d; };
+static void rms_fwd(fd_ctx *c)
+{
+    struct rms_op *o = c->op;
+    MUST(B->rmsnorm_fwd(B, c->out, o->rstd, o->x, o->g, o->n, o->d, 1e-5f));
+}
+
+static void test_rmsnorm(void)
+{
+    int n = 5, d = 12;
+    struct rms_op o = {test_alloc(n * d), test_alloc(d), test_alloc(n), n, d};
+    float *out = test_alloc(n * d), *w = test_alloc(n * d), *dx = test_alloc(n * d),
+          *dg = test_alloc(d), *want = test_alloc(n * d);
+    test_fill(&rng, o.x, n * d, -2, 2);
+    test_fill(&rng, o.g, d, 0.5f, 1.5f);
+    test_fill(&rng, w, n * d, -1, 1);
+    fd_ctx c = {rms_fwd, out, w, (size_t)n * d, &o};
+    rms_fwd(&c);
+    for (int i = 0; i < n; i++) {
+        double ss = 0;
+        for (int j = 0; j < d; j++)
+            ss += (double)o.x[i * d + j] * o.x[i * d + j];
+        for (int j = 0; j < d; j++)
+            want[i * d + j] = (float)(o.x[i * d + j] / sqrt(ss / d + 1e-5) * o.g[j]);
+    }
+    test_allclose("rmsnorm fwd", out, want, n * d, 1e-6, 1e-5);
+    MUST(B->rmsnorm_bwd(B, dx, dg, w, o.x, o.g, o.rstd, n, d));
+    test_grad_check("rmsnorm dx", J, &c, o.x, dx, n * d, 1000, 1e-2f, 1e-3, 1e-2);
+    test_grad_check("rmsnorm dw", J, &c, o.g, dg, d, 1000, 1e-2f, 1e-3, 1e-2);
+    free(o.x), free(o.g), free(o.rstd), free(out), free(w), free(dx), free(dg), free(want);
+}
+
+/* --- rope / head split ------------------------------------------------------- */
+struct rope_op { float *in, *table; int B, T, H, dh; };
+static void rope_fwd_c(fd_ctx *c)
+{
+    struct rope_op *o = c->op;
+    MUST(B->rope_fwd(B, c->out, o->in, o->table, o->B, o->T, o->H, o->dh));
+}
+
+static void test_rope(void)
+{
+    int b = 2, T = 5, H = 3, dh = 6;
+    size_t n = (size_t)b * T * H * dh;
+    struct rope_op o = {test_alloc(n), test_alloc((size_t)T * dh), b, T, H, dh};
+    float *out = test_alloc(n), *w = test_alloc(n), *din = test_alloc(n), *want = test_alloc(n);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < dh / 2; k++) {
+            double a = t * pow(10000.0, -2.0 * k / dh);
+            o.table[(t * dh / 2 + k) * 2] = (float)cos(a);
+            o.table[(t * dh / 2 + k) * 2 + 1] = (float)sin(a);
+        }
+    test_fill(&rng, o.in, n, -1, 1);
+    test_fill(&rng, w, n, -1, 1);
+    fd_ctx c = {rope_fwd_c, out, w, n, &o};
+    rope_fwd_c(&c);
+    for (int bb = 0; bb < b; bb++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++)
+                for (int k = 0; k < dh / 2; k++) {
+                    double a = t * pow(10000.0, -2.0 * k / dh);
+                    const float *x = o.in + (((size_t)bb * T + t) * H + h) * dh;
+                    float *y = want + (((size_t)bb * H + h) * T + t) * dh;
+                    y[2 * k] = (float)(x[2 * k] * cos(a) - x[2 * k + 1] * sin(a));
+                    y[2 * k + 1] = (float)(x[2 * k] * sin(a) + x[2 * k + 1] * cos(a));
+                }
+    test_allclose("rope fwd", out, want, n, 1e-6, 1e-5);
+    MUST(B->rope_bwd(B, din, w, o.table, b, T, H, dh));
+    test_grad_check("rope bwd", J, &c, o.in, din, n, 1000, 1e-2f, 1e-4, 1e-3);
+    /* without a table: a pure head split, and rope_bwd(NULL) merges back */
+    MUST(B->rope_fwd(B, out, o.in, NULL, b, T, H, dh));
+    MUST(B->rope_bwd(B, din, out, NULL, b, T, H, dh));
+    CHECK(memcmp(din, o.in, n * sizeof(float)) == 0, "head split then merge is not the identity");
+    CHECK(out[((size_t)(1 * H + 2) * T + 3) * dh + 4] == o.in[((size_t)(1 * T + 3) * H + 2) * dh + 4],
+          "head split puts (b,t,h,i) at the wrong place");
+    free(o.in), free(o.table), free(out), free(w), free(din), free(want);
+}
+
+/* --- gemm ---------------------------------------------------------------------- */
+static double ref_at(const float *x, int trans, int rows, int cols, int i, int j)
+{
+    /* op(X)[i][j] where op(X) is (rows, cols) */
+    return trans ? x[(size_t)j * rows + i] : x[(size_t)i * cols + j];
+}
+
+static void test_gemm_shape(int ta, int tb, int m, int n, int k, int batch, lmk_round in_r,
+                            lmk_round out_r)
+{
+    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+    float *a = test_alloc(na * batch), *bm = test_alloc(nb * batch), *c = test_alloc(nc * batch),
+          *want = test_alloc(nc * batch);
+    test_fill(&rng, a, na * batch, -1, 1);
+    test_fill(&rng, bm, nb * batch, -1, 1);
+    test_fill(&rng, c, nc * batch, -1, 1);
+    float alpha = 0.75f, beta = out_r == LMK_ROUND_NONE ? 0.5f : 0.0f;
+    for (int q = 0; q < batch; q++)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double s = 0;
+                for (int p = 0; p < k; p++)
+                    s += (double)lmk_round_value((float)ref_at(a + q * na, ta, m, k, i, p), in_r) *
+                         lmk_round_value((float)ref_at(bm + q * nb, tb, k, n, p, j), in_r);
+                size_t ci = q * nc + (size_t)i * n + j;
+                want[ci] = (float)(alpha * s + beta * c[ci]);
+            }
+    lmk_gemm g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .batch = batch,
+                  .stride_a = (int64_t)na, .stride_b = (int64_t)nb, .stride_c = (int64_t)nc,
+                  .alpha = alpha, .beta = beta, .in_round = in_r, .out_round = out_r};
+    MUST(B->gemm(B, &g, c, a, bm));
+    char what[96];
+    snprintf(what, sizeof what, "gemm ta=%d tb=%d %dx%dx%d batch %d round %d/%d", ta, tb, m, n, k,
+             batch, in_r, out_r);
+    double rtol = out_r == LMK_ROUND_BF16 ? 8e-3 : out_r == LMK_ROUND_FP16 ? 1e-3 : 1e-5;
+    test_allclose(what, c, want, nc * batch, 1e-4 * sqrt(k), rtol);
+    if (out_r != LMK_ROUND_NONE)
+        for (size_t i = 0; i < nc * batch; i++)
+            if (lmk_round_value(c[i], out_r) != c[i]) {
+                CHECK(0, "%s: output %zu not rounded", what, i);
+                break;
+            }
+    free(a), free(bm), free(c), free(want);
+}
+
+static void test_gemm(void)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            test_gemm_shape(ta, tb, 37, 45, 300, 2, LMK_ROUND_NONE, LMK_ROUND_NONE);
+            test_gemm_shape(ta, tb, 130, 270, 19, 1, LMK_ROUND_NONE, LMK_ROUND_NONE);
+        }
+    test_gemm_shape(0, 1, 1, 1, 1, 3, LMK_ROUND_NONE, LMK_ROUND_NONE);
+    test_gemm_shape(0, 1, 33, 17, 65, 1, LMK_ROUND_BF16, LMK_ROUND_BF16);
+    test_gemm_shape(1, 0, 33, 17, 65, 1, LMK_ROUND_FP16, LMK_ROUND_FP16);
+    test_gemm_shape(0, 0, 33, 17, 65, 1, LMK_ROUND_TF32, LMK_ROUND_NONE);
+}
+
+/* linear: y = x Wᵀ; dx = dy W; dW += dyᵀ x, as the model composes them */
+struct lin_op { float *x, *wt; int n, din, dout; };
+static void lin_fwd(fd_ctx *c)
+{
+    struct lin_op *o = c->op;
+    lmk_gemm g = {.trans_b = 1, .m = o->n, .n = o->dout, .k = o->din, .batch = 1, .alpha = 1};
+    MUST(B->gemm(B, &g, c->out, o->x, o->wt));
+}
+
+static void test_linear(void)
+{
+    int n = 6, din = 7, dout = 5;
+    struct lin_op o = {test_alloc(n * din), test_alloc(dout * din), n, din, dout};
+    float *y = test_alloc(n * dout), *w = test_alloc(n * dout), *dx = test_alloc(n * din),
+          *dw = test_alloc(dout * din);
+    test_fill(&rng, o.x, n * din, -1, 1);
+    test_fill(&rng, o.wt, dout * din, -1, 1);
+    test_fill(&rng, w, n * dout, -1, 1);
+    fd_ctx c = {lin_fwd, y, w, (size_t)n * dout, &o};
+    lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1};
+    lmk_gemm gw = {.trans_a = 1, .m = dout, .n = din, .k = n, .batch = 1, .alpha = 1, .beta = 1};
+    MUST(B->gemm(B, &gx, dx, w, o.wt));
+    MUST(B->gemm(B, &gw, dw, w, o.x));
+    test_grad_check("linear dx", J, &c, o.x, dx, n * din, 1000, 1e-2f, 1e-4, 1e-3);
+    test_grad_check("linear dW", J, &c, o.wt, dw, dout * din, 1000, 1e-2f, 1e-4, 1e-3);
+    free(o.x), free(o.wt), free(y), free(w), free(dx), free(dw);
+}
+
+/* --- causal softmax --------------------------------------------------------------- */
+struct sm_op { float *s; int batch, T; };
+static void sm_fwd(fd_ctx *c)
+{
+    struct sm_op *o = c->op;
+    MUST(B->softmax_causal_fwd(B, c->out, o->s, o->batch, o->T));
+}
+
+static void test_softmax(void)
+{
+    int batch = 3, T = 7;
+    size_t n = (size_t)batch * T * T;
+    struct sm_op o = {test_alloc(n), batch, T};
+    float *p = test_alloc(n), *w = test_alloc(n), *ds = test_alloc(n);
+    test_fill(&rng, o.s, n, -3, 3);
+    test_fill(&rng, w, n, -1, 1);
+    fd_ctx c = {sm_fwd, p, w, n, &o};
+    sm_fwd(&c);
+    for (int r = 0; r < batch * T; r++) {
+        int i = r % T;
+        double sum = 0;
+        for (int j = 0; j < T; j++) {
+            sum += p[r * T + j];
+            if (j > i)
+                CHECK(p[r * T + j] == 0.0f, "softmax: masked entry (%d, %d) = %g", i, j, p[r * T + j]);
+        }
+        CHECK(fabs(sum - 1.0) < 1e-6, "softmax: row %d sums to %.9f", r, sum);
+    }
+    MUST(B->softmax_causal_bwd(B, ds, w, p, batch, T));
+    test_grad_check("softmax bwd", J, &c, o.s, ds, n, 1000, 1e-2f, 1e-4, 1e-2);
+    /* in place (p recomputed: the check left it perturbed) */
+    sm_fwd(&c);
+    MUST(B->softmax_causal_bwd(B, ds, w, p, batch, T));
+    float *dp = test_alloc(n);
+    memcpy(dp, w, n * sizeof *dp);
+    MUST(B->softmax_causal_bwd(B, dp, dp, p, batch, T));
+    CHECK(memcmp(dp, ds, n * sizeof *dp) == 0, "softmax bwd in place differs");
+    free(o.s), free(p), free(w), free(ds), free(dp);
+}
+
+/* --- swiglu -------------------------------------------------------------------------- */
+struct sw_op { float *a, *g; size_t n; };
+static void sw_fwd(fd_ctx *c)
+{
+    struct sw_op *o = c->op;
+    MUST(B->swiglu_fwd(B, c->out, o->a, o->g, o->n, LMK_ROUND_NONE));
+}
+
+static void test_swiglu(void)
+{
+    size_t n = 64;
+    struct sw_op o = {test_alloc(n), test_alloc(n), n};
+    float *y = test_alloc(n), *w = test_alloc(n), *da = test_alloc(n), *dg = test_alloc(n);
+    test_fill(&rng, o.a, n, -4, 4);
+    test_fill(&rng, o.g, n, -2, 2);
+    test_fill(&rng, w, n, -1, 1);
+    fd_ctx c = {sw_fwd, y, w, n, &o};
+    sw_fwd(&c);
+    for (size_t i = 0; i < n; i++) {
+        double want = o.a[i] / (1.0 + exp(-(double)o.a[i])) * o.g[i];
+        CHECK(test_close(y[i], want, 1e-6, 1e-5), "swiglu fwd [%zu] %g vs %g", i, y[i], want);
+    }
+    MUST(B->swiglu_bwd(B, da, dg, w, o.a, o.g, n));
+    test_grad_check("swiglu da", J, &c, o.a, da, n, 1000, 1e-2f, 1e-4, 1e-3);
+    test_grad_check("swiglu dg", J, &c, o.g, dg, n, 1000, 1e-2f, 1e-4, 1e-3);
+    MUST(B->swiglu_fwd(B, y, o.a, o.g, n, LMK_ROUND_BF16));
+    CHECK(lmk_round_value(y[3], LMK_ROUND_BF16) == y[3], "swiglu bf16 output not rounded");
+    free(o.a), free(o.g), free(y), free(w), free(da), free(dg);
+}
+
+/* --- cross-entropy ------------------------------------------------------------------------- */
+struct ce_op { float *z; int32_t *t; int n, V; float loss; };
+static double ce_J(void *p)
+{
+    struct ce_op *o = p;
+    MUST(B->cross_entropy(B, &o->loss, NULL, o->z, o->t, o->n, o->V, 1.0f));
+    return o->loss;
+}
+
+static void test_cross_entropy(void)
+{
+    int n = 6, V = 9;
+    struct ce_op o = {test_alloc(n * V), calloc(n, sizeof(int32_t)), n, V, 0};
+    float *dz = test_alloc(n * V);
+    test_fill(&rng, o.z, n * V, -3, 3);
+    for (int i = 0; i < n; i++)
+        o.t[i] = (int32_t)(test_next(&rng) % V);
+    double want = 0;
+    for (int i = 0; i < n; i++) {
+        double s = 0;
+        for (int j = 0; j < V; j++)
+            s += exp((double)o.z[i * V + j]);
+        want += log(s) - o.z[i * V + o.t[i]];
+    }
+    want /= n;
+    float loss;
+    MUST(B->cross_entropy(B, &loss, dz, o.z, o.t, n, V, 1.0f));
+    CHECK(test_close(loss, want, 1e-6, 1e-6), "cross-entropy %.9g want %.9g", loss, want);
+    test_grad_check("cross-entropy dlogits", ce_J, &o, o.z, dz, n * V, 1000, 1e-2f, 1e-5, 1e-3);
+    /* in place, scaled */
+    float *z2 = test_alloc(n * V);
+    memcpy(z2, o.z, n * V * sizeof *z2);
+    MUST(B->cross_entropy(B, &loss, z2, z2, o.t, n, V, 4.0f));
+    for (int i = 0; i < n * V; i++)
+        dz[i] *= 4.0f;
+    test_allclose("cross-entropy in place x4", z2, dz, n * V, 1e-7, 1e-6);
+    o.t[0] = V;
+    CHECK(B->cross_entropy(B, &loss, NULL, o.z, o.t, n, V, 1.0f) != 0, "target out of range accepted");
+    free(o.z), free(o.t), free(dz), free(z2);
+}
+
+/* --- embedding ------------------------------------------------------------------------------ */
+struct emb_op { float *wt; int32_t *ids; int n, d, V; };
+static void emb_fwd(fd_ctx *c)
+{
+    struct emb_op *o = c->op;
+    MUST(B->embedding_fwd(B, c->out, o->ids, o->wt, o->n, o->d, o->V));
+}
+
+static void test_embedding(void)
+{
+    int n = 7, d = 4, V = 5;
+    int32_t ids[7] = {0, 3, 3, 1, 4, 3, 0};
+    struct emb_op o = {test_alloc(V * d), ids, n, d, V};
+    float *out = test_alloc(n * d), *w = test_alloc(n * d), *dw = test_alloc(V * d);
+    test_fill(&rng, o.wt, V * d, -1, 1);
+    test_fill(&rng, w, n * d, -1, 1);
+    fd_ctx c = {emb_fwd, out, w, (size_t)n * d, &o};
+    emb_fwd(&c);
+    CHECK(out[2 * d + 1] == o.wt[3 * d + 1], "embedding gathers the wrong row");
+    MUST(B->embedding_bwd(B, dw, w, ids, n, d, V));
+    test_grad_check("embedding dW", J, &c, o.wt, dw, V * d, 1000, 1e-2f, 1e-5, 1e-4);
+    free(o.wt), free(out), free(w), free(dw);
+}
+
+/* --- optimizer -------------------------------------------------------------------------------- */
+static void test_adamw(void)
+{
+    float p[3] = {0.5f, -1.0f, 2.0f}, g1[3] = {0.1f, -0.2f, 0.0f}, g2[3] = {-0.3f, 0.05f, 1.0f};
+    float m[3] = {0}, v[3] = {0};
+    double P[3] = {0.5, -1.0, 2.0}, M[3] = {0}, Vv[3] = {0};
+    const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+    for (int t = 1; t <= 2; t++) {
+        const float *g = t == 1 ? g1 : g2;
+        lmk_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t};
+        MUST(B->adamw(B, p, g, m, v, 3, &hp, NULL));
+        double at = lr * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t));
+        for (int i = 0; i < 3; i++) { /* the CS336 step, by hand */
+            M[i] = b1 * M[i] + (1 - b1) * g[i];
+            Vv[i] = b2 * Vv[i] + (1 - b2) * (double)g[i] * g[i];
+            P[i] -= at * M[i] / (sqrt(Vv[i]) + eps);
+            P[i] -= lr * wd * P[i];
+        }
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK(test_close(p[i], P[i], 1e-7, 1e-6), "adamw p[%d] %.9g want %.9g", i, p[i], P[i]);
+    /* first step by hand for p0: m=0.01, v=1e-5, alpha=1e-3·sqrt(1e-3)/0.1 */
+    float q[1] = {0.5f}, gq[1] = {0.1f}, mq[1] = {0}, vq[1] = {0};
+    lmk_adamw_hp hp1 = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1};
+    MUST(B->adamw(B, q, gq, mq, vq, 1, &hp1, NULL));
+    double expect = 0.5 - 1e-3 * sqrt(1e-3) / 0.1 * 0.01 / (sqrt(1e-5) + 1e-8);
+    expect -= 1e-5 * expect;
+    CHECK(test_close(q[0], expect, 1e-7, 1e-6), "adamw first step %.9g want %.9g", q[0], expect);
+    /* factor 0 skips the step entirely */
+    float zero = 0.0f, before = q[0], mb = mq[0];
+    MUST(B->adamw(B, q, gq, mq, vq, 1, &hp1, &zero));
+    CHECK(q[0] == before && mq[0] == mb, "adamw with factor 0 changed state");
+}
+
+static void test_clip(void)
+{
+    float g[4] = {3, 4, 0, 0}, ss = 0, f;
+    MUST(B->sum_squares(B, &ss, g, 4));
+    CHECK(ss == 25.0f, "sum of squares %g", ss);
+    MUST(B->clip_factor(B, &f, &ss, 1.0f, 1.0f));
+    CHECK(test_close(f, 1.0 / (5.0 + 1e-6), 1e-9, 1e-6), "clip factor %g", f);
+    MUST(B->clip_factor(B, &f, &ss, 10.0f, 1.0f));
+    CHECK(f == 1.0f, "no clip expected, got %g", f);
+    MUST(B->clip_factor(B, &f, &ss, 0.0f, 0.5f));
+    CHECK(f == 0.5f, "unscale only expected, got %g", f);
+    ss = INFINITY;
+    MUST(B->clip_factor(B, &f, &ss, 1.0f, 1.0f));
+    CHECK(f == 0.0f, "non-finite norm must give factor 0, got %g", f);
+}
+
+/* --- rounding ------------------------------------------------------------------------------------ */
+static void test_rounding(void)
+{
+    int bad_bf = 0, bad_fp = 0;
+    for (int i = 0; i < 2000000; i++) {
+        uint32_t u = (uint32_t)test_next(&rng);
+        float x;
+        memcpy(&x, &u, sizeof x);
+        if (isnan(x))
+            continue;
+        float rb = lmk_round_value(x, LMK_ROUND_BF16), wb = lmk_bf16_round(x);
+        float rf = lmk_round_value(x, LMK_ROUND_FP16), wf = lmk_fp16_round(x);
+        if (rb != wb && !bad_bf++)
+            CHECK(0, "bf16 round of %a: %a want %a", x, rb, wb);
+        if (rf != wf && !(rf == 0 && wf == 0) && !bad_fp++)
+            CHECK(0, "fp16 round of %a: %a want %a", x, rf, wf);
+    }
+    CHECK(isinf(lmk_round_value(65520.0f, LMK_ROUND_FP16)), "fp16: 65520 must overflow");
+    CHECK(lmk_round_value(65519.0f, LMK_ROUND_FP16) == 65504.0f, "fp16: 65519 → 65504");
+    CHECK(lmk_round_value(0x1p-25f, LMK_ROUND_FP16) == 0.0f, "fp16: 2^-25 ties to 0");
+    CHECK(lmk_round_value(0x1.8p-25f, LMK_ROUND_FP16) == 0x1p-24f, "fp16: smallest subnormal");
+    CHECK(lmk_round_value(1.0f + 0x1p-8f, LMK_ROUND_BF16) == 1.0f, "bf16: tie to even");
+    CHECK(lmk_round_value(1.0f + 0x1.8p-8f, LMK_ROUND_BF16) == 1.0f + 0x1p-7f, "bf16: round up");
+    CHECK(lmk_round_value(1.0f + 0x1p-11f, LMK_ROUND_TF32) == 1.0f, "tf32: tie to even");
+    CHECK(lmk_round_value(1.0f + 0x1p-10f, LMK_ROUND_TF32) == 1.0f + 0x1p-10f, "tf32: exact");
+    /* the CS336 accumulation numbers through the same rounding */
+    float acc = 0.0f, h = lmk_round_value(0.01f, LMK_ROUND_FP16);
+    for (int i = 0; i < 1000; i++)
+        acc = lmk_round_value(acc + h, LMK_ROUND_FP16);
+    CHECK(fabs(acc - 9.9531) < 1e-4, "fp16 accumulation gives %.4f, want 9.9531", acc);
+    float c[4] = {1.0f / 3, 2.5f, -7.1f, 1e-6f}, o[4];
+    MUST(B->cast(B, o, c, 4, LMK_ROUND_BF16));
+    for (int i = 0; i < 4; i++)
+        CHECK(o[i] == lmk_bf16_round(c[i]), "cast bf16 [%d]", i);
+}
+
+static void test_elementwise(void)
+{
+    float a[3] = {1, 2, 3}, b2[3] = {0.5f, -2, 4}, y[3];
+    MUST(B->add(B, y, a, b2, 3));
+    CHECK(y[0] == 1.5f && y[1] == 0.0f && y[2] == 7.0f, "add");
+    MUST(B->add(B, a, a, b2, 3));
+    CHECK(a[2] == 7.0f, "add in place");
+    MUST(B->scale(B, a, 3, 2.0f));
+    CHECK(a[2] == 14.0f, "scale");
+}
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} cases[] = {
+    {"rmsnorm", test_rmsnorm},
+    {"rope", test_rope},
+    {"gemm", test_gemm},
+    {"linear", test_linear},
+    {"softmax", test_softmax},
+    {"swiglu", test_swiglu},
+    {"cross_entropy", test_cross_entropy},
+    {"embedding", test_embedding},
+    {"adamw", test_adamw},
+    {"clip", test_clip},
+    {"rounding", test_rounding},
+    {"elementwise", test_elementwise},
+};
+
+int main(int argc, char **argv)
+{
+    MUST(lmk_backend_cpu_create(&B));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
+            continue;
+        int before = check_failures;
+        cases[i].fn();
+        printf("%-14s %s\n", cases[i].name, check_failures == before ? "ok" : "FAILED");
+    }
+    lmk_backend_free(B);
+    return check_report("engine ops");
+}

@@ -1,0 +1,72 @@
+/* The HTTP/JSON API server: libmicrohttpd adapter, route table, errors.
+ *
+ * DESIGN: api/ knows HTTP and JSON, not the daemon's internals. Handlers
+ * reach the daemon through api_backend, a table of callbacks the daemon
+ * fills in (daemon/service.c). Every callback returns 0 or -1 with an
+ * api_error; the server renders errors from the one table in errors.h.
+ * Callbacks must not block on a GPU: they read the store or push to the
+ * queue. */
+#ifndef API_API_H
+#define API_API_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+
+typedef struct api_job_filter {
+    const char *kind;   /* NULL: any */
+    const char *status; /* NULL: any */
+    int64_t limit;
+    int64_t offset;
+} api_job_filter;
+
+typedef struct api_backend {
+    void *self;
+    /* spec borrowed (may be modified: defaults). Sets *job (new). */
+    int (*job_submit)(void *self, json_t *spec, json_t **job, api_error *err);
+    int (*job_get)(void *self, int64_t id, json_t **job, api_error *err);
+    int (*job_list)(void *self, const api_job_filter *filter, json_t **list, api_error *err);
+    /* Sets *job (new) and *accepted: 0 when cancelled at once (was queued),
+     * 1 when a running job was asked to stop. */
+    int (*job_cancel)(void *self, int64_t id, json_t **job, int *accepted, api_error *err);
+    /* {"columns": [...], "rows": [[...]]} (new). */
+    int (*job_table)(void *self, int64_t id, json_t **table, api_error *err);
+    int (*system)(void *self, json_t **out, api_error *err);
+    int (*models)(void *self, json_t **out, api_error *err);
+    /* Liveness: sets *out (new); *ready = 0 when the daemon cannot take jobs. */
+    int (*health)(void *self, json_t **out, int *ready);
+    /* Prometheus text of the daemon's gauges (new, free()). */
+    char *(*metrics)(void *self);
+} api_backend;
+
+typedef struct api_config {
+    const char *host;        /* "127.0.0.1" */
+    int port;                /* 0: any free port */
+    const char *web_root;    /* directory served at / (NULL: none) */
+    const char *token;       /* bearer token for POST/DELETE (NULL: none) */
+    size_t max_body_bytes;   /* larger request bodies get 413 */
+    unsigned timeout_s;      /* idle connection timeout */
+    unsigned threads;        /* worker threads of the HTTP server */
+} api_config;
+
+typedef struct api_server api_server;
+
+/* Starts listening. Borrowed config strings and backend must outlive the
+ * server. Sets *out (new). Returns 0 or -1 with errbuf filled. */
+int api_server_start(const api_config *config, const api_backend *backend, api_server **out,
+                     char *errbuf, size_t errlen);
+/* The port actually bound. */
+int api_server_port(const api_server *server);
+/* Stops accepting new connections (in-flight requests finish). */
+void api_server_quiesce(api_server *server);
+/* Stops and frees. Accepts NULL. */
+void api_server_stop(api_server *server);
+
+/* Renders a {"columns","rows"} table as Markdown (a pipe table, numbers
+ * right-aligned) or CSV (RFC 4180). Returns new text (free()) or NULL. */
+char *api_table_markdown(const json_t *table);
+char *api_table_csv(const json_t *table);
+
+#endif

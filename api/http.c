@@ -1,0 +1,614 @@
+/* libmicrohttpd adapter: route table, body limits, auth, JSON errors, static
+ * files, request counters. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api.h"
+
+#define MAX_PATH_SEGMENTS 8
+#define DEFAULT_LIST_LIMIT 50
+#define MAX_LIST_LIMIT 1000
+
+/* --- requests and responses ------------------------------------------------------ */
+
+/* Per-request state kept between MHD calls (request body accumulation). */
+typedef struct request {
+    char *body;
+    size_t len, cap;
+    int too_large;
+} request;
+
+typedef struct response {
+    int status;
+    char *body;        /* owned */
+    const char *content_type;
+    const char *allow; /* for 405 */
+} response;
+
+struct api_server {
+    struct MHD_Daemon *mhd;
+    api_config config;
+    api_backend backend;
+    char web_root[PATH_MAX];
+    int have_web_root;
+    pthread_mutex_t stats_lock;
+    unsigned long long requests[16][6]; /* route index x status class (1xx..5xx, index 0 unused) */
+};
+
+typedef struct route {
+    const char *method;
+    const char *pattern; /* "{id}" matches one path segment */
+    void (*handler)(api_server *server, struct MHD_Connection *conn, const char *id, request *req,
+                    response *res);
+    int needs_auth;
+    const char *name; /* label for /metrics */
+} route;
+
+static void set_json(response *res, int status, json_t *value /* steals */)
+{
+    res->status = status;
+    res->body = json_dumps(value, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    res->content_type = "application/json; charset=utf-8";
+    json_decref(value);
+}
+
+static void set_error(response *res, const api_error *err)
+{
+    json_t *body = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", api_error_wire_code(err->code),
+                             "message", err->message, "field", err->field[0] ? err->field : NULL);
+    set_json(res, api_error_http_status(err->code), body);
+}
+
+static void fail(response *res, api_error_code code, const char *field, const char *fmt, const char *arg)
+{
+    api_error err;
+    api_fail(&err, code, field, fmt, arg);
+    set_error(res, &err);
+}
+
+static const char *query(struct MHD_Connection *conn, const char *name)
+{
+    return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* Parses a non-negative integer query argument; returns 0 or -1 (res set). */
+static int query_int(struct MHD_Connection *conn, const char *name, int64_t fallback, int64_t max,
+                     int64_t *out, response *res)
+{
+    const char *text = query(conn, name);
+    if (!text) {
+        *out = fallback;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < 0 || v > max) {
+        api_error err;
+        api_fail(&err, API_ERR_BAD_REQUEST, name, "%s must be an integer from 0 to %lld", name,
+                 (long long)max);
+        set_error(res, &err);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_id(const char *text, int64_t *id, response *res)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v <= 0) {
+        fail(res, API_ERR_NOT_FOUND, "id", "no job with id '%s'", text);
+        return -1;
+    }
+    *id = v;
+    return 0;
+}
+
+/* --- handlers -------------------------------------------------------------------- */
+
+static void finish_call(response *res, int rc, json_t *value, const api_error *err, int ok_status)
+{
+    if (rc)
+        set_error(res, err);
+    else
+        set_json(res, ok_status, value);
+}
+
+static void handle_health(api_server *server, struct MHD_Connection *conn, const char *id,
+                          request *req, response *res)
+{
+    (void)conn, (void)id, (void)req;
+    json_t *out = NULL;
+    int ready = 1;
+    server->backend.health(server->backend.self, &out, &ready);
+    set_json(res, ready ? 200 : 503, out ? out : json_object());
+}
+
+static void handle_metrics(api_server *server, struct MHD_Connection *conn, const char *id,
+                           request *req, response *res);
+
+static void handle_system(api_server *server, struct MHD_Connection *conn, const char *id,
+                          request *req, response *res)
+{
+    (void)conn, (void)id, (void)req;
+    json_t *out = NULL;
+    api_error err;
+    int rc = server->backend.system(server->backend.self, &out, &err);
+    finish_call(res, rc, out, &err, 200);
+}
+
+static void handle_models(api_server *server, struct MHD_Connection *conn, const char *id,
+                          request *req, response *res)
+{
+    (void)conn, (void)id, (void)req;
+    json_t *out = NULL;
+    api_error err;
+    int rc = server->backend.models(server->backend.self, &out, &err);
+    finish_call(res, rc, out, &err, 200);
+}
+
+static int content_type_ok(struct MHD_Connection *conn)
+{
+    const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!type)
+        return 1;
+    size_t len = strcspn(type, "; ");
+    return len == strlen("application/json") && strncasecmp(type, "application/json", len) == 0;
+}
+
+static void handle_submit(api_server *server, struct MHD_Connection *conn, const char *id,
+                          request *req, response *res)
+{
+    (void)id;
+    if (!content_type_ok(conn)) {
+        fail(res, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
+             "job specs are JSON: send Content-Type: application/json (got %s)",
+             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE));
+        return;
+    }
+    json_error_t jerr;
+    json_t *spec = json_loadb(req->body ? req->body : "", req->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!spec) {
+        api_error err;
+        api_fail(&err, API_ERR_MALFORMED_JSON, NULL, "request body is not valid JSON: %s (line %d, column %d)",
+                 jerr.text, jerr.line, jerr.column);
+        set_error(res, &err);
+        return;
+    }
+    json_t *job = NULL;
+    api_error err;
+    int rc = server->backend.job_submit(server->backend.self, spec, &job, &err);
+    json_decref(spec);
+    finish_call(res, rc, job, &err, 202);
+}
+
+static void handle_list(api_server *server, struct MHD_Connection *conn, const char *id,
+                        request *req, response *res)
+{
+    (void)id, (void)req;
+    api_job_filter filter = {.kind = query(conn, "kind"), .status = query(conn, "status")};
+    if (query_int(conn, "limit", DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, &filter.limit, res) ||
+        query_int(conn, "offset", 0, INT64_MAX / 2, &filter.offset, res))
+        return;
+    json_t *out = NULL;
+    api_error err;
+    int rc = server->backend.job_list(server->backend.self, &filter, &out, &err);
+    finish_call(res, rc, out, &err, 200);
+}
+
+static void handle_get(api_server *server, struct MHD_Connection *conn, const char *id,
+                       request *req, response *res)
+{
+    (void)conn, (void)req;
+    int64_t job_id;
+    if (parse_id(id, &job_id, res))
+        return;
+    json_t *out = NULL;
+    api_error err;
+    int rc = server->backend.job_get(server->backend.self, job_id, &out, &err);
+    finish_call(res, rc, out, &err, 200);
+}
+
+static void handle_cancel(api_server *server, struct MHD_Connection *conn, const char *id,
+                          request *req, response *res)
+{
+    (void)conn, (void)req;
+    int64_t job_id;
+    if (parse_id(id, &job_id, res))
+        return;
+    json_t *out = NULL;
+    api_error err;
+    int accepted = 0;
+    int rc = server->backend.job_cancel(server->backend.self, job_id, &out, &accepted, &err);
+    finish_call(res, rc, out, &err, accepted ? 202 : 200);
+}
+
+static void handle_table(api_server *server, struct MHD_Connection *conn, const char *id,
+                         request *req, response *res)
+{
+    (void)req;
+    int64_t job_id;
+    if (parse_id(id, &job_id, res))
+        return;
+    const char *format = query(conn, "format");
+    if (!format)
+        format = "json";
+    if (strcmp(format, "json") != 0 && strcmp(format, "md") != 0 && strcmp(format, "csv") != 0) {
+        fail(res, API_ERR_BAD_REQUEST, "format", "format must be md, csv or json, not '%s'", format);
+        return;
+    }
+    json_t *table = NULL;
+    api_error err;
+    if (server->backend.job_table(server->backend.self, job_id, &table, &err)) {
+        set_error(res, &err);
+        return;
+    }
+    if (strcmp(format, "json") == 0) {
+        set_json(res, 200, table);
+        return;
+    }
+    int md = strcmp(format, "md") == 0;
+    res->status = 200;
+    res->body = md ? api_table_markdown(table) : api_table_csv(table);
+    res->content_type = md ? "text/markdown; charset=utf-8" : "text/csv; charset=utf-8";
+    json_decref(table);
+}
+
+static const route routes[] = {
+    {"GET", "/healthz", handle_health, 0, "healthz"},
+    {"GET", "/metrics", handle_metrics, 0, "metrics"},
+    {"GET", "/v1/system", handle_system, 0, "system"},
+    {"GET", "/v1/models", handle_models, 0, "models"},
+    {"POST", "/v1/jobs", handle_submit, 1, "jobs_submit"},
+    {"GET", "/v1/jobs", handle_list, 0, "jobs_list"},
+    {"GET", "/v1/jobs/{id}", handle_get, 0, "job_get"},
+    {"DELETE", "/v1/jobs/{id}", handle_cancel, 1, "job_cancel"},
+    {"GET", "/v1/jobs/{id}/table", handle_table, 0, "job_table"},
+};
+#define ROUTE_COUNT (sizeof routes / sizeof routes[0])
+#define ROUTE_STATIC ROUTE_COUNT         /* counters index for static files */
+#define ROUTE_UNMATCHED (ROUTE_COUNT + 1) /* and for everything else */
+
+static void handle_metrics(api_server *server, struct MHD_Connection *conn, const char *id,
+                           request *req, response *res)
+{
+    (void)conn, (void)id, (void)req;
+    char *daemon_part = server->backend.metrics(server->backend.self);
+    size_t cap = 8192 + (daemon_part ? strlen(daemon_part) : 0);
+    char *text = malloc(cap);
+    if (!text) {
+        free(daemon_part);
+        fail(res, API_ERR_INTERNAL, NULL, "%s", "out of memory");
+        return;
+    }
+    size_t off = (size_t)snprintf(text, cap, "%s", daemon_part ? daemon_part : "");
+    free(daemon_part);
+    off += (size_t)snprintf(text + off, cap - off,
+                            "# HELP lmperf_http_requests_total HTTP requests by route and status class.\n"
+                            "# TYPE lmperf_http_requests_total counter\n");
+    pthread_mutex_lock(&server->stats_lock);
+    for (size_t r = 0; r <= ROUTE_UNMATCHED; r++) {
+        const char *name = r < ROUTE_COUNT ? routes[r].name : r == ROUTE_STATIC ? "static" : "unmatched";
+        for (int c = 1; c <= 5; c++)
+            if (server->requests[r][c] && off < cap)
+                off += (size_t)snprintf(text + off, cap - off,
+                                        "lmperf_http_requests_total{route=\"%s\",code=\"%dxx\"} %llu\n", name,
+                                        c, server->requests[r][c]);
+    }
+    pthread_mutex_unlock(&server->stats_lock);
+    res->status = 200;
+    res->body = text;
+    res->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+/* --- static files ---------------------------------------------------------------- */
+
+static const char *mime_type(const char *path)
+{
+    static const struct {
+        const char *ext, *type;
+    } types[] = {
+        {".html", "text/html; charset=utf-8"}, {".js", "text/javascript; charset=utf-8"},
+        {".mjs", "text/javascript; charset=utf-8"}, {".css", "text/css; charset=utf-8"},
+        {".json", "application/json"}, {".svg", "image/svg+xml"}, {".png", "image/png"},
+        {".ico", "image/x-icon"}, {".txt", "text/plain; charset=utf-8"},
+    };
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(dot, types[i].ext) == 0)
+            return types[i].type;
+    return "application/octet-stream";
+}
+
+/* Queues a file under the web root, or returns MHD_NO-equivalent 0 when not
+ * found (the caller sends a 404). */
+static int serve_static(api_server *server, struct MHD_Connection *conn, const char *url,
+                        enum MHD_Result *result)
+{
+    if (!server->have_web_root || strstr(url, "..") || url[0] != '/')
+        return 0;
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s%s%s", server->web_root, url,
+                     url[strlen(url) - 1] == '/' ? "index.html" : "");
+    if (n <= 0 || (size_t)n >= sizeof path)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return 0;
+    }
+    struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+    if (!r) {
+        close(fd);
+        return 0;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, mime_type(path));
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    *result = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return 1;
+}
+
+/* --- dispatch -------------------------------------------------------------------- */
+
+/* Matches url against pattern; copies the {id} segment into id. */
+static int match(const char *pattern, const char *url, char *id, size_t id_len)
+{
+    while (*pattern && *url) {
+        if (strncmp(pattern, "{id}", 4) == 0) {
+            size_t seg = strcspn(url, "/");
+            if (seg == 0 || seg >= id_len)
+                return 0;
+            memcpy(id, url, seg);
+            id[seg] = '\0';
+            url += seg;
+            pattern += 4;
+            continue;
+        }
+        if (*pattern != *url)
+            return 0;
+        pattern++;
+        url++;
+    }
+    /* a trailing slash is tolerated */
+    return *pattern == '\0' && (*url == '\0' || (url[0] == '/' && url[1] == '\0'));
+}
+
+static void count_request(api_server *server, size_t route_index, int status)
+{
+    int c = status / 100;
+    if (c < 1 || c > 5)
+        c = 5;
+    pthread_mutex_lock(&server->stats_lock);
+    server->requests[route_index][c]++;
+    pthread_mutex_unlock(&server->stats_lock);
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *conn, response *res)
+{
+    const char *body = res->body ? res->body : "";
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    free(res->body);
+    res->body = NULL;
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            res->content_type ? res->content_type : "application/json; charset=utf-8");
+    if (res->allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, res->allow);
+    if (res->status == 401)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"lmperf\"");
+    enum MHD_Result rc = MHD_queue_response(conn, (unsigned)res->status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static int token_ok(api_server *server, struct MHD_Connection *conn)
+{
+    if (!server->config.token || !server->config.token[0])
+        return 1;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!auth || strncmp(auth, "Bearer ", 7) != 0)
+        return 0;
+    const char *given = auth + 7, *want = server->config.token;
+    size_t lg = strlen(given), lw = strlen(want);
+    unsigned diff = (unsigned)(lg ^ lw);
+    for (size_t i = 0; i < lw; i++) /* constant time in the token's length */
+        diff |= (unsigned)(want[i] ^ (i < lg ? given[i] : 0));
+    return diff == 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    api_server *server = cls;
+    request *req = *con_cls;
+    response res = {0};
+
+    /* find the route first: unknown routes and wrong methods need no body */
+    size_t route_index = ROUTE_UNMATCHED;
+    char id[64] = "";
+    char allow[64] = "";
+    int path_known = 0;
+    for (size_t i = 0; i < ROUTE_COUNT; i++) {
+        char seg[64];
+        if (!match(routes[i].pattern, url, seg, sizeof seg))
+            continue;
+        path_known = 1;
+        size_t len = strlen(allow);
+        if (!strstr(allow, routes[i].method))
+            snprintf(allow + len, sizeof allow - len, "%s%s", len ? ", " : "", routes[i].method);
+        if (strcmp(routes[i].method, method) == 0) {
+            route_index = i;
+            memcpy(id, seg, sizeof id);
+        }
+    }
+
+    if (!req) {
+        req = calloc(1, sizeof *req);
+        if (!req)
+            return MHD_NO;
+        *con_cls = req;
+        /* refuse a declared oversized body before reading it */
+        const char *length = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (length && strtoull(length, NULL, 10) > server->config.max_body_bytes) {
+            char limit[32];
+            snprintf(limit, sizeof limit, "%zu", server->config.max_body_bytes);
+            fail(&res, API_ERR_PAYLOAD_TOO_LARGE, NULL, "request body is larger than %s bytes", limit);
+            req->too_large = 2; /* answered */
+            count_request(server, route_index, res.status);
+            return send_response(conn, &res);
+        }
+        return MHD_YES;
+    }
+    if (req->too_large == 2) {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (req->len + *upload_data_size > server->config.max_body_bytes) {
+            req->too_large = 1;
+        } else {
+            if (req->len + *upload_data_size + 1 > req->cap) {
+                size_t cap = (req->len + *upload_data_size + 1) * 2;
+                if (cap > server->config.max_body_bytes + 1)
+                    cap = server->config.max_body_bytes + 1;
+                char *grown = realloc(req->body, cap);
+                if (!grown)
+                    return MHD_NO;
+                req->body = grown;
+                req->cap = cap;
+            }
+            memcpy(req->body + req->len, upload_data, *upload_data_size);
+            req->len += *upload_data_size;
+            req->body[req->len] = '\0';
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+
+    /* the whole request is here */
+    if (req->too_large) {
+        char limit[32];
+        snprintf(limit, sizeof limit, "%zu", server->config.max_body_bytes);
+        fail(&res, API_ERR_PAYLOAD_TOO_LARGE, NULL, "request body is larger than %s bytes", limit);
+    } else if (route_index != ROUTE_UNMATCHED) {
+        if (routes[route_index].needs_auth && !token_ok(server, conn))
+            fail(&res, API_ERR_UNAUTHORIZED, NULL, "%s",
+                 "this endpoint needs 'Authorization: Bearer <token>' (the daemon's --token)");
+        else
+            routes[route_index].handler(server, conn, id, req, &res);
+    } else if (path_known) {
+        res.allow = allow;
+        api_error err;
+        api_fail(&err, API_ERR_METHOD_NOT_ALLOWED, NULL, "%s is not allowed on %s (allowed: %s)", method,
+                 url, allow);
+        set_error(&res, &err);
+    } else if (strcmp(method, "GET") == 0 && strncmp(url, "/v1/", 4) != 0) {
+        enum MHD_Result result;
+        if (serve_static(server, conn, url, &result)) {
+            count_request(server, ROUTE_STATIC, 200);
+            return result;
+        }
+        fail(&res, API_ERR_NOT_FOUND, NULL, "no such page: %s", url);
+    } else {
+        fail(&res, API_ERR_NOT_FOUND, NULL, "no such endpoint: %s", url);
+    }
+    count_request(server, route_index, res.status);
+    return send_response(conn, &res);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode code)
+{
+    (void)cls, (void)conn, (void)code;
+    request *req = *con_cls;
+    if (req) {
+        free(req->body);
+        free(req);
+        *con_cls = NULL;
+    }
+}
+
+int api_server_start(const api_config *config, const api_backend *backend, api_server **out,
+                     char *errbuf, size_t errlen)
+{
+    api_server *server = calloc(1, sizeof *server);
+    if (!server) {
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
+    server->config = *config;
+    server->backend = *backend;
+    pthread_mutex_init(&server->stats_lock, NULL);
+    if (config->web_root && realpath(config->web_root, server->web_root))
+        server->have_web_root = 1;
+
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)config->port)};
+    if (inet_pton(AF_INET, config->host, &addr.sin_addr) != 1) {
+        snprintf(errbuf, errlen, "listen address must be an IPv4 address, not '%s'", config->host);
+        goto fail;
+    }
+    server->mhd = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC, (uint16_t)config->port, NULL, NULL,
+        on_request, server, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(config->threads ? config->threads : 4),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(config->timeout_s ? config->timeout_s : 30),
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
+        MHD_OPTION_END);
+    if (!server->mhd) {
+        snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", config->host, config->port,
+                 errno ? strerror(errno) : "libmicrohttpd failed to start");
+        goto fail;
+    }
+    *out = server;
+    return 0;
+fail:
+    pthread_mutex_destroy(&server->stats_lock);
+    free(server);
+    return -1;
+}
+
+int api_server_port(const api_server *server)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(server->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : server->config.port;
+}
+
+void api_server_quiesce(api_server *server)
+{
+    if (server && server->mhd) {
+        MHD_socket fd = MHD_quiesce_daemon(server->mhd);
+        if (fd != MHD_INVALID_SOCKET)
+            close(fd);
+    }
+}
+
+void api_server_stop(api_server *server)
+{
+    if (!server)
+        return;
+    if (server->mhd)
+        MHD_stop_daemon(server->mhd);
+    pthread_mutex_destroy(&server->stats_lock);
+    free(server);
+}

@@ -1,0 +1,323 @@
+/* JSON Schema subset validator. Errors name the path of the first bad value. */
+#include "jsonschema.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PATH_MAX_LEN 128
+
+static int validate_at(const json_t *schema, const json_t *value, const char *path, api_error *err);
+
+static int is_integer_value(const json_t *v)
+{
+    if (json_is_integer(v))
+        return 1;
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        return isfinite(d) && d == floor(d);
+    }
+    return 0;
+}
+
+static int type_matches(const char *type, const json_t *v)
+{
+    if (strcmp(type, "object") == 0)
+        return json_is_object(v);
+    if (strcmp(type, "array") == 0)
+        return json_is_array(v);
+    if (strcmp(type, "string") == 0)
+        return json_is_string(v);
+    if (strcmp(type, "integer") == 0)
+        return is_integer_value(v);
+    if (strcmp(type, "number") == 0)
+        return json_is_number(v);
+    if (strcmp(type, "boolean") == 0)
+        return json_is_boolean(v);
+    if (strcmp(type, "null") == 0)
+        return json_is_null(v);
+    return 0;
+}
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "a value";
+}
+
+static const char *field_or_root(const char *path)
+{
+    return path[0] ? path : "(body)";
+}
+
+static int check_type(const json_t *schema, const json_t *v, const char *path, api_error *err)
+{
+    const json_t *type = json_object_get(schema, "type");
+    if (!type)
+        return 0;
+    if (json_is_string(type)) {
+        if (type_matches(json_string_value(type), v))
+            return 0;
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s %s, not %s",
+                        field_or_root(path), strchr("aeiou", json_string_value(type)[0]) ? "an" : "a",
+                        json_string_value(type), json_type_name(v));
+    }
+    size_t i;
+    const json_t *t;
+    char names[160] = "";
+    json_array_foreach(type, i, t)
+    {
+        if (type_matches(json_string_value(t), v))
+            return 0;
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", i ? " or " : "", json_string_value(t));
+    }
+    return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s, not %s", field_or_root(path),
+                    names, json_type_name(v));
+}
+
+static void describe_value(const json_t *v, char *buf, size_t len)
+{
+    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    snprintf(buf, len, "%s", text ? text : "?");
+    free(text);
+}
+
+static int check_enum(const json_t *schema, const json_t *v, const char *path, api_error *err)
+{
+    const json_t *options = json_object_get(schema, "enum");
+    const json_t *constant = json_object_get(schema, "const");
+    if (constant && !json_equal((json_t *)constant, (json_t *)v)) {
+        char want[128];
+        describe_value(constant, want, sizeof want);
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s", field_or_root(path), want);
+    }
+    if (!options)
+        return 0;
+    size_t i;
+    const json_t *o;
+    json_array_foreach(options, i, o)
+    {
+        if (json_equal((json_t *)o, (json_t *)v))
+            return 0;
+    }
+    char got[96], allowed[256];
+    describe_value(v, got, sizeof got);
+    describe_value(options, allowed, sizeof allowed);
+    return api_fail(err, API_ERR_INVALID_SPEC, path, "%s: %s is not one of %s", field_or_root(path),
+                    got, allowed);
+}
+
+static int check_number(const json_t *schema, const json_t *v, const char *path, api_error *err)
+{
+    if (!json_is_number(v))
+        return 0;
+    double x = json_number_value(v);
+    const json_t *bound;
+    if ((bound = json_object_get(schema, "minimum")) && x < json_number_value(bound))
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be >= %g, got %g",
+                        field_or_root(path), json_number_value(bound), x);
+    if ((bound = json_object_get(schema, "maximum")) && x > json_number_value(bound))
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be <= %g, got %g",
+                        field_or_root(path), json_number_value(bound), x);
+    if ((bound = json_object_get(schema, "exclusiveMinimum")) && x <= json_number_value(bound))
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be > %g, got %g",
+                        field_or_root(path), json_number_value(bound), x);
+    if ((bound = json_object_get(schema, "exclusiveMaximum")) && x >= json_number_value(bound))
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be < %g, got %g",
+                        field_or_root(path), json_number_value(bound), x);
+    return 0;
+}
+
+static int check_string(const json_t *schema, const json_t *v, const char *path, api_error *err)
+{
+    if (!json_is_string(v))
+        return 0;
+    size_t len = json_string_length(v);
+    const json_t *bound;
+    if ((bound = json_object_get(schema, "minLength")) && (json_int_t)len < json_integer_value(bound))
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at least %lld characters",
+                        field_or_root(path), (long long)json_integer_value(bound));
+    if ((bound = json_object_get(schema, "maxLength")) && (json_int_t)len > json_integer_value(bound))
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at most %lld characters",
+                        field_or_root(path), (long long)json_integer_value(bound));
+    return 0;
+}
+
+static int check_array(const json_t *schema, const json_t *v, const char *path, api_error *err)
+{
+    if (!json_is_array(v))
+        return 0;
+    size_t n = json_array_size(v);
+    const json_t *bound;
+    if ((bound = json_object_get(schema, "minItems")) && (json_int_t)n < json_integer_value(bound))
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at least %lld items",
+                        field_or_root(path), (long long)json_integer_value(bound));
+    if ((bound = json_object_get(schema, "maxItems")) && (json_int_t)n > json_integer_value(bound))
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at most %lld items",
+                        field_or_root(path), (long long)json_integer_value(bound));
+    const json_t *items = json_object_get(schema, "items");
+    int unique = json_is_true(json_object_get(schema, "uniqueItems"));
+    for (size_t i = 0; i < n; i++) {
+        char sub[PATH_MAX_LEN];
+        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+        if (items && validate_at(items, json_array_get(v, i), sub, err))
+            return -1;
+        for (size_t j = 0; unique && j < i; j++)
+            if (json_equal(json_array_get(v, i), json_array_get(v, j)))
+                return api_fail(err, API_ERR_INVALID_SPEC, sub, "%s repeats an earlier item", sub);
+    }
+    return 0;
+}
+
+static int check_object(const json_t *schema, const json_t *v, const char *path, api_error *err)
+{
+    if (!json_is_object(v))
+        return 0;
+    const json_t *properties = json_object_get(schema, "properties");
+    const json_t *additional = json_object_get(schema, "additionalProperties");
+    const json_t *required = json_object_get(schema, "required");
+    size_t i;
+    const json_t *name;
+    json_array_foreach(required, i, name)
+    {
+        if (!json_object_get(v, json_string_value(name))) {
+            char sub[PATH_MAX_LEN];
+            snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", json_string_value(name));
+            return api_fail(err, API_ERR_INVALID_SPEC, sub, "%s is required", sub);
+        }
+    }
+    const char *key;
+    const json_t *child;
+    json_object_foreach((json_t *)v, key, child)
+    {
+        char sub[PATH_MAX_LEN];
+        snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", key);
+        const json_t *child_schema = properties ? json_object_get(properties, key) : NULL;
+        if (child_schema) {
+            if (validate_at(child_schema, child, sub, err))
+                return -1;
+        } else if (json_is_false(additional)) {
+            return api_fail(err, API_ERR_INVALID_SPEC, sub, "unknown field %s", sub);
+        }
+    }
+    return 0;
+}
+
+/* oneOf: exactly one branch; anyOf: at least one. The error reported is the
+ * one of the branch whose "type" matches the value, when there is one. */
+static int check_alternatives(const json_t *schema, const json_t *v, const char *path, api_error *err)
+{
+    static const char *const keywords[] = {"oneOf", "anyOf"};
+    for (int k = 0; k < 2; k++) {
+        const json_t *branches = json_object_get(schema, keywords[k]);
+        if (!branches)
+            continue;
+        size_t i, matches = 0;
+        const json_t *branch;
+        api_error first = {0}, typed = {0};
+        int have_typed = 0;
+        json_array_foreach(branches, i, branch)
+        {
+            api_error e = {0};
+            if (validate_at(branch, v, path, &e) == 0) {
+                matches++;
+                continue;
+            }
+            if (i == 0)
+                first = e;
+            const json_t *t = json_object_get(branch, "type");
+            if (!have_typed && json_is_string(t) && type_matches(json_string_value(t), v)) {
+                typed = e;
+                have_typed = 1;
+            }
+        }
+        if (matches == 0) {
+            *err = have_typed ? typed : first;
+            return -1;
+        }
+        if (k == 0 && matches > 1)
+            return api_fail(err, API_ERR_INVALID_SPEC, path, "%s matches more than one alternative",
+                            field_or_root(path));
+    }
+    return 0;
+}
+
+static int validate_at(const json_t *schema, const json_t *value, const char *path, api_error *err)
+{
+    if (json_is_true(schema))
+        return 0;
+    if (!json_is_object(schema))
+        return api_fail(err, API_ERR_INTERNAL, path, "schema for %s is not an object", field_or_root(path));
+    if (check_type(schema, value, path, err) || check_enum(schema, value, path, err) ||
+        check_number(schema, value, path, err) || check_string(schema, value, path, err) ||
+        check_array(schema, value, path, err) || check_object(schema, value, path, err) ||
+        check_alternatives(schema, value, path, err))
+        return -1;
+    return 0;
+}
+
+int jsonschema_validate(const json_t *schema, const json_t *instance, api_error *err)
+{
+    return validate_at(schema, instance, "", err);
+}
+
+static void fill_defaults(const json_t *schema, json_t *spec)
+{
+    const char *key;
+    json_t *prop;
+    json_object_foreach(json_object_get(schema, "properties"), key, prop)
+    {
+        json_t *def = json_object_get(prop, "default");
+        if (def && !json_object_get(spec, key))
+            json_object_set_new(spec, key, json_deep_copy(def));
+    }
+}
+
+int jsonschema_validate_spec(const json_t *common, const json_t *kind_schema, json_t *spec,
+                             api_error *err)
+{
+    int rc = -1;
+    json_t *merged = json_deep_copy(kind_schema);
+    json_t *props = json_object_get(merged, "properties");
+    json_t *required = json_object_get(merged, "required");
+    if (!merged)
+        return api_fail(err, API_ERR_INTERNAL, NULL, "out of memory");
+    if (!props) {
+        props = json_object();
+        json_object_set_new(merged, "properties", props);
+    }
+    if (!required) {
+        required = json_array();
+        json_object_set_new(merged, "required", required);
+    }
+    json_object_update_missing(props, json_object_get(common, "properties"));
+    json_array_extend(required, json_object_get(common, "required"));
+    if (!json_is_object(spec)) {
+        api_fail(err, API_ERR_INVALID_SPEC, "", "the job spec must be a JSON object");
+        goto out;
+    }
+    if (jsonschema_validate(merged, spec, err))
+        goto out;
+    fill_defaults(merged, spec);
+    rc = 0;
+out:
+    json_decref(merged);
+    return rc;
+}

@@ -1,0 +1,26 @@
+/* A JSON Schema validator for the subset lmperf's schemas use.
+ *
+ * Keywords: type (string or list; "integer" accepts numbers with no fraction),
+ * properties, required, additionalProperties (boolean), enum, const, minimum,
+ * maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength, items,
+ * minItems, maxItems, uniqueItems, oneOf, anyOf, default. Annotation keywords
+ * ($schema, $id, title, description, examples) are ignored. */
+#ifndef API_JSONSCHEMA_H
+#define API_JSONSCHEMA_H
+
+#include <jansson.h>
+
+#include "errors.h"
+
+/* Validates instance against schema (both borrowed). Returns 0, or -1 with
+ * err filled (INVALID_SPEC, field = path of the offending value such as
+ * "context_length[1]" or "model.d_model"). */
+int jsonschema_validate(const json_t *schema, const json_t *instance, api_error *err);
+
+/* Validates a job spec against the common schema merged with its kind's
+ * schema (properties and required of both; additionalProperties of the
+ * kind's), then fills top-level defaults from both into spec (modified). */
+int jsonschema_validate_spec(const json_t *common, const json_t *kind_schema, json_t *spec,
+                             api_error *err);
+
+#endif

@@ -1,0 +1,166 @@
+/* Markdown and CSV renderings of a {"columns": [...], "rows": [[...]]} table. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+
+/* A growable string. */
+typedef struct text_buf {
+    char *data;
+    size_t len, cap;
+    int failed;
+} text_buf;
+
+static void append(text_buf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *grown = realloc(b->data, cap);
+        if (!grown) {
+            b->failed = 1;
+            return;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void append_str(text_buf *b, const char *s)
+{
+    append(b, s, strlen(s));
+}
+
+static char *finish(text_buf *b)
+{
+    if (b->failed) {
+        free(b->data);
+        return NULL;
+    }
+    if (!b->data)
+        append_str(b, "");
+    return b->data;
+}
+
+/* A cell as text: strings as they are, integers plainly, reals with up to
+ * 6 significant digits, null as empty. Returns new text. */
+static char *cell_text(const json_t *cell)
+{
+    char buf[64];
+    if (json_is_string(cell))
+        return strdup(json_string_value(cell));
+    if (json_is_integer(cell))
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(cell));
+    else if (json_is_real(cell))
+        snprintf(buf, sizeof buf, "%.6g", json_real_value(cell));
+    else if (json_is_true(cell))
+        snprintf(buf, sizeof buf, "true");
+    else if (json_is_false(cell))
+        snprintf(buf, sizeof buf, "false");
+    else
+        buf[0] = '\0';
+    return strdup(buf);
+}
+
+/* A column is numeric when every non-null cell is a number or starts with a
+ * digit or sign (e.g. "12.3 ± 0.4"). */
+static int column_numeric(const json_t *rows, size_t col)
+{
+    size_t i;
+    const json_t *row;
+    int seen = 0;
+    json_array_foreach(rows, i, row)
+    {
+        const json_t *cell = json_array_get(row, col);
+        if (!cell || json_is_null(cell))
+            continue;
+        seen = 1;
+        if (json_is_number(cell))
+            continue;
+        const char *s = json_string_value(cell);
+        if (!s || !strchr("0123456789-+.", s[0]))
+            return 0;
+    }
+    return seen;
+}
+
+char *api_table_markdown(const json_t *table)
+{
+    const json_t *columns = json_object_get(table, "columns");
+    const json_t *rows = json_object_get(table, "rows");
+    size_t ncol = json_array_size(columns);
+    text_buf b = {0};
+    if (ncol == 0)
+        return finish(&b);
+    append_str(&b, "|");
+    for (size_t c = 0; c < ncol; c++) {
+        append_str(&b, " ");
+        append_str(&b, json_string_value(json_array_get(columns, c)) ?: "");
+        append_str(&b, " |");
+    }
+    append_str(&b, "\n|");
+    for (size_t c = 0; c < ncol; c++)
+        append_str(&b, column_numeric(rows, c) ? "---:|" : "---|");
+    append_str(&b, "\n");
+    size_t i;
+    const json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        append_str(&b, "|");
+        for (size_t c = 0; c < ncol; c++) {
+            char *text = cell_text(json_array_get(row, c));
+            append_str(&b, " ");
+            for (char *p = text; p && *p; p++) /* a pipe would end the cell */
+                append(&b, *p == '|' ? "\\|" : p, *p == '|' ? 2 : 1);
+            append_str(&b, " |");
+            free(text);
+        }
+        append_str(&b, "\n");
+    }
+    return finish(&b);
+}
+
+static void append_csv_field(text_buf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        append_str(b, s);
+        return;
+    }
+    append_str(b, "\"");
+    for (const char *p = s; *p; p++)
+        append(b, *p == '"' ? "\"\"" : p, *p == '"' ? 2 : 1);
+    append_str(b, "\"");
+}
+
+char *api_table_csv(const json_t *table)
+{
+    const json_t *columns = json_object_get(table, "columns");
+    const json_t *rows = json_object_get(table, "rows");
+    size_t ncol = json_array_size(columns);
+    text_buf b = {0};
+    for (size_t c = 0; c < ncol; c++) {
+        if (c)
+            append_str(&b, ",");
+        append_csv_field(&b, json_string_value(json_array_get(columns, c)) ?: "");
+    }
+    append_str(&b, "\r\n");
+    size_t i;
+    const json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        for (size_t c = 0; c < ncol; c++) {
+            if (c)
+                append_str(&b, ",");
+            char *text = cell_text(json_array_get(row, c));
+            append_csv_field(&b, text ? text : "");
+            free(text);
+        }
+        append_str(&b, "\r\n");
+    }
+    return finish(&b);
+}

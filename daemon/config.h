@@ -1,0 +1,28 @@
+/* Daemon configuration: defaults, command-line options and environment, from
+ * one table of options. */
+#ifndef DAEMON_CONFIG_H
+#define DAEMON_CONFIG_H
+
+#include <stddef.h>
+
+typedef struct daemon_config {
+    char host[64];          /* listen address */
+    int port;               /* 0: any free port */
+    char db_path[512];      /* SQLite file */
+    char web_root[512];     /* static files served at / */
+    char token[256];        /* bearer token for POST/DELETE; "" = none */
+    char port_file[512];    /* write the bound port here ("" = don't) */
+    int cpu_only;           /* one CPU worker even with GPUs */
+    int max_gpus;           /* 0: all visible */
+    size_t max_body_bytes;
+    unsigned http_timeout_s;
+    unsigned http_threads;
+    int verbose;
+} daemon_config;
+
+/* Fills defaults, then LMPERF_* environment variables, then argv (argv wins).
+ * Returns 0, 1 when --help was printed, or -1 with a message in errbuf. */
+int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, size_t errlen);
+void config_usage(const char *program);
+
+#endif

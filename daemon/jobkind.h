@@ -1,0 +1,55 @@
+/* Job kinds as data: each kind is a row of callbacks, looked up by name.
+ *
+ * DESIGN: the daemon validates a spec against schema/jobs/<name>.json, then
+ * calls check() for what a schema cannot say (shapes, sweep sizes) and to fill
+ * defaults. A worker calls run(). The store's writer calls store_run() for
+ * each emitted run (inside a transaction, after inserting the generic row into
+ * `runs`) so that each kind keeps its results in real SQL columns, and
+ * table() renders the kind's summary table for GET /v1/jobs/{id}/table. */
+#ifndef DAEMON_JOBKIND_H
+#define DAEMON_JOBKIND_H
+
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "../api/errors.h"
+#include "runctx.h"
+
+/* A table for the table endpoint: {"columns": [str...], "rows": [[...]...]}
+ * (cells are strings or numbers; already formatted the way people paste them,
+ * e.g. "12.34 ± 0.05"). */
+
+typedef struct jobkind {
+    const char *name;
+    /* Semantic checks and defaults (daemon side, never touches a device).
+     * spec is borrowed and may be modified (defaults filled in).
+     * Returns 0, or -1 with err filled (INVALID_SPEC naming the field). */
+    int (*check)(json_t *spec, api_error *err);
+    /* Number of GPUs the job needs at once (NULL: 1). */
+    int (*gpus_needed)(const json_t *spec);
+    /* Runs the job in a worker. spec borrowed; on success sets *result (new,
+     * a JSON object summarising the job; may be an empty object) and returns
+     * 0. On failure returns -1 with a message in errbuf. Cancellation: return
+     * LMK_CANCELLED (-5) after noticing runctx_cancelled(). */
+    int (*run)(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen);
+    /* Stores one emitted run in the kind's own tables. run_id is the row id in
+     * `runs` already inserted for it. Returns SQLITE_OK or an sqlite error. */
+    int (*store_run)(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec, const json_t *run);
+    /* Builds the summary table of a job from the database (reader side).
+     * Sets *table (new). Returns 0 or -1 with err filled. */
+    int (*table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);
+} jobkind;
+
+/* Looks a kind up by name; NULL when unknown. Returned pointer is static. */
+const jobkind *jobkind_find(const char *name);
+/* The table of kinds, terminated by NULL. */
+extern const jobkind *const jobkinds[];
+
+/* Common spec fields every kind accepts (handled by the daemon, not by the
+ * kind): "kind" (string), "timeout_s" (number, default JOB_DEFAULT_TIMEOUT_S),
+ * "label" (string). */
+#define JOB_DEFAULT_TIMEOUT_S 3600
+#define JOB_MAX_TIMEOUT_S (7 * 24 * 3600)
+
+#endif

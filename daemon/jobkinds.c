@@ -1,0 +1,19 @@
+/* The table of job kinds. Add a kind: one extern and one row. */
+#include <string.h>
+
+#include "jobkind.h"
+
+extern const jobkind jobkind_numerics;
+
+const jobkind *const jobkinds[] = {
+    &jobkind_numerics,
+    NULL,
+};
+
+const jobkind *jobkind_find(const char *name)
+{
+    for (int i = 0; name && jobkinds[i]; i++)
+        if (strcmp(jobkinds[i]->name, name) == 0)
+            return jobkinds[i];
+    return NULL;
+}

@@ -1,0 +1,160 @@
+/* The numerics job: the mixed-precision accumulation experiment, on the
+ * worker's GPU (real half arithmetic) or emulated exactly on the CPU. */
+#include <stdio.h>
+#include <string.h>
+
+#include "accumulate.h"
+#include "jobkind.h"
+#include "status.h"
+
+#define ACCUMULATE_CHUNK (1ll << 22) /* iterations between cancel checks */
+
+static const struct {
+    lmk_dtype accumulator;
+    lmk_dtype summand;
+    lmk_cast_kind cast;
+} accumulation_cases[] = {
+    {LMK_F32, LMK_F32, LMK_CAST_NONE},      {LMK_F16, LMK_F16, LMK_CAST_NONE},
+    {LMK_F32, LMK_F16, LMK_CAST_IMPLICIT},  {LMK_F32, LMK_F16, LMK_CAST_EXPLICIT},
+    {LMK_BF16, LMK_BF16, LMK_CAST_NONE},    {LMK_F32, LMK_BF16, LMK_CAST_IMPLICIT},
+    {LMK_F32, LMK_BF16, LMK_CAST_EXPLICIT},
+};
+#define CASE_COUNT (sizeof accumulation_cases / sizeof accumulation_cases[0])
+
+static const char *const cast_names[] = {"none", "implicit", "explicit"};
+
+static int numerics_check(json_t *spec, api_error *err)
+{
+    (void)spec;
+    (void)err;
+    return 0; /* the schema says everything */
+}
+
+/* Runs one case in chunks so a long count can be cancelled. */
+static int accumulate_case(run_ctx *ctx, int on_gpu, const lmk_accum_case *c, double summand,
+                           long long count, double *acc, char *errbuf, size_t errlen)
+{
+    *acc = 0.0;
+    for (long long done = 0; done < count;) {
+        long long chunk = count - done < ACCUMULATE_CHUNK ? count - done : ACCUMULATE_CHUNK;
+        int rc = on_gpu ? lmk_accumulate_cuda(c, summand, chunk, acc, errbuf, errlen)
+                        : lmk_accumulate_cpu(c, summand, chunk, acc);
+        if (rc != LMK_OK) {
+            if (!errbuf[0])
+                snprintf(errbuf, errlen, "accumulation %s/%s: %s", lmk_dtype_name(c->accumulator),
+                         lmk_dtype_name(c->summand), lmk_status_text(rc));
+            return rc;
+        }
+        done += chunk;
+        if (runctx_cancelled(ctx))
+            return LMK_CANCELLED;
+    }
+    return LMK_OK;
+}
+
+static int numerics_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
+{
+    const runctx_device *dev = runctx_device_info(ctx);
+    const char *device = json_string_value(json_object_get(spec, "device"));
+    int on_gpu = dev->gpu_index >= 0 && !(device && strcmp(device, "cpu") == 0);
+    double summand = json_number_value(json_object_get(spec, "summand"));
+    long long count = (long long)json_number_value(json_object_get(spec, "count"));
+    char computed_on[32];
+    if (on_gpu)
+        snprintf(computed_on, sizeof computed_on, "cuda:%d", dev->gpu_index);
+    else
+        snprintf(computed_on, sizeof computed_on, "cpu (emulated)");
+
+    json_t *rows = json_array();
+    errbuf[0] = '\0';
+    for (size_t i = 0; i < CASE_COUNT; i++) {
+        lmk_accum_case c = {accumulation_cases[i].accumulator, accumulation_cases[i].summand,
+                            accumulation_cases[i].cast};
+        double acc;
+        int rc = accumulate_case(ctx, on_gpu, &c, summand, count, &acc, errbuf, errlen);
+        if (rc != LMK_OK) {
+            json_decref(rows);
+            return rc;
+        }
+        double exact = summand * (double)count;
+        json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:f, s:f, s:f}", "accumulator",
+                                              lmk_dtype_name(c.accumulator), "summand_dtype",
+                                              lmk_dtype_name(c.summand), "cast", cast_names[c.cast],
+                                              "result", acc, "exact", exact, "error", acc - exact));
+        runctx_progress(ctx, (double)(i + 1) / CASE_COUNT, "accumulation");
+    }
+    runctx_emit_run(ctx, json_pack("{s:s, s:n, s:s, s:f, s:I, s:s, s:o}", "status", "succeeded", "error",
+                                   "experiment", "accumulation", "summand", summand, "count",
+                                   (json_int_t)count, "computed_on", computed_on, "rows", rows));
+    *result = json_pack("{s:i, s:s}", "experiments", 1, "computed_on", computed_on);
+    return LMK_OK;
+}
+
+static int numerics_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec,
+                              const json_t *run)
+{
+    (void)spec;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+                                "INSERT INTO numerics_accumulation (run_id, job_id, accumulator_dtype, "
+                                "summand_dtype, cast_kind, summand, count, result, exact, error, computed_on) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                -1, &st, NULL);
+    size_t i;
+    const json_t *row;
+    json_array_foreach(json_object_get(run, "rows"), i, row)
+    {
+        if (rc != SQLITE_OK)
+            break;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, job_id);
+        sqlite3_bind_text(st, 3, json_string_value(json_object_get(row, "accumulator")), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 4, json_string_value(json_object_get(row, "summand_dtype")), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 5, json_string_value(json_object_get(row, "cast")), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_double(st, 6, json_number_value(json_object_get(run, "summand")));
+        sqlite3_bind_int64(st, 7, (sqlite3_int64)json_number_value(json_object_get(run, "count")));
+        sqlite3_bind_double(st, 8, json_number_value(json_object_get(row, "result")));
+        sqlite3_bind_double(st, 9, json_number_value(json_object_get(row, "exact")));
+        sqlite3_bind_double(st, 10, json_number_value(json_object_get(row, "error")));
+        sqlite3_bind_text(st, 11, json_string_value(json_object_get(run, "computed_on")), -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int numerics_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT accumulator_dtype, summand_dtype, cast_kind, summand, count, result, exact, "
+                           "error, computed_on FROM numerics_accumulation WHERE job_id = ? ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return api_fail(err, API_ERR_INTERNAL, NULL, "numerics table: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, job_id);
+    json_t *rows = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char summand[32], result[32], exact[32], error[32];
+        snprintf(summand, sizeof summand, "%g", sqlite3_column_double(st, 3));
+        snprintf(result, sizeof result, "%.7g", sqlite3_column_double(st, 5));
+        snprintf(exact, sizeof exact, "%.7g", sqlite3_column_double(st, 6));
+        snprintf(error, sizeof error, "%+.3e", sqlite3_column_double(st, 7));
+        json_array_append_new(
+            rows, json_pack("[s, s, s, s, I, s, s, s, s]", sqlite3_column_text(st, 0), sqlite3_column_text(st, 1),
+                            sqlite3_column_text(st, 2), summand, (json_int_t)sqlite3_column_int64(st, 4), result,
+                            exact, error, sqlite3_column_text(st, 8)));
+    }
+    sqlite3_finalize(st);
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s], s:o}", "columns", "accumulator", "summand dtype", "cast",
+                       "summand", "count", "result", "exact", "error", "computed on", "rows", rows);
+    return 0;
+}
+
+const jobkind jobkind_numerics = {
+    .name = "numerics",
+    .check = numerics_check,
+    .run = numerics_run,
+    .store_run = numerics_store_run,
+    .table = numerics_table,
+};

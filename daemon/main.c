@@ -1,0 +1,201 @@
+/* lmperfd: the daemon (default), one-shot mode (`run SPEC.json`) and the
+ * internal worker sub-command (`__worker`). */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "config.h"
+#include "device.h"
+#include "log.h"
+#include "queue.h"
+#include "scheduler.h"
+#include "service.h"
+#include "spec.h"
+#include "store.h"
+#include "worker.h"
+
+static int write_port_file(const char *path, int port)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "%d\n", port);
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+static int serve(int argc, char **argv)
+{
+    daemon_config config;
+    char err[512];
+    int rc = config_parse(&config, argc, argv, err, sizeof err);
+    if (rc)
+        return rc > 0 ? 0 : (fprintf(stderr, "lmperfd: %s\n", err), 2);
+    if (config.verbose)
+        log_set_level(LOG_DEBUG);
+
+    /* signals go to sigwait() in this thread only; threads inherit the mask */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "lmperfd: cannot find its own executable: %s\n", strerror(errno));
+        return 1;
+    }
+    exe[n] = '\0';
+
+    store *st = NULL;
+    job_queue *queue = queue_create();
+    scheduler *sched = NULL;
+    api_server *server = NULL;
+    int status = 1;
+    if (!queue || store_open(config.db_path, &st, err, sizeof err)) {
+        log_error("daemon", "%s", queue ? err : "out of memory");
+        goto out;
+    }
+    int64_t *queued = NULL;
+    size_t queued_count = 0;
+    if (store_recover(st, &queued, &queued_count) != STORE_OK) {
+        log_error("daemon", "cannot recover the job queue from %s", config.db_path);
+        goto out;
+    }
+    for (size_t i = 0; i < queued_count; i++)
+        queue_push(queue, queued[i]);
+    free(queued);
+    if (queued_count)
+        log_info("daemon", "%zu queued job(s) recovered", queued_count);
+
+    scheduler_config sc = {.exe_path = exe, .cpu_only = config.cpu_only, .max_gpus = config.max_gpus};
+    if (scheduler_start(&sc, st, queue, &sched)) {
+        log_error("daemon", "cannot start the scheduler");
+        goto out;
+    }
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    service svc = {.store = st, .queue = queue, .scheduler = sched, .db_path = config.db_path,
+                   .accepting = 1, .started_unix = (double)tv.tv_sec + tv.tv_usec * 1e-6};
+    api_backend backend;
+    service_bind(&svc, &backend);
+    api_config ac = {.host = config.host, .port = config.port,
+                     .web_root = config.web_root[0] ? config.web_root : NULL,
+                     .token = config.token[0] ? config.token : NULL, .max_body_bytes = config.max_body_bytes,
+                     .timeout_s = config.http_timeout_s, .threads = config.http_threads};
+    if (api_server_start(&ac, &backend, &server, err, sizeof err)) {
+        log_error("daemon", "%s", err);
+        goto out;
+    }
+    int port = api_server_port(server);
+    if (config.port_file[0] && write_port_file(config.port_file, port))
+        log_warn("daemon", "cannot write port file %s: %s", config.port_file, strerror(errno));
+    log_info("daemon", "lmperfd %s listening on http://%s:%d (database %s, web %s%s)", LMPERF_VERSION,
+             config.host, port, config.db_path, config.web_root[0] ? config.web_root : "none",
+             config.token[0] ? ", token required for POST/DELETE" : "");
+
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    log_info("daemon", "%s: no new jobs; waiting for running jobs to finish", strsignal(sig));
+    svc.accepting = 0;
+    api_server_quiesce(server);
+    scheduler_stop(sched);
+    sched = NULL;
+    status = 0;
+    log_info("daemon", "stopped");
+out:
+    api_server_stop(server);
+    scheduler_stop(sched);
+    store_close(st);
+    queue_free(queue);
+    return status;
+}
+
+/* lmperfd __worker --fd N --device D */
+static int worker_command(int argc, char **argv)
+{
+    int fd = -1, want = DEVICE_AUTO;
+    for (int a = 2; a + 1 < argc; a += 2) {
+        if (strcmp(argv[a], "--fd") == 0)
+            fd = atoi(argv[a + 1]);
+        else if (strcmp(argv[a], "--device") == 0)
+            want = atoi(argv[a + 1]);
+    }
+    if (fd < 0) {
+        fprintf(stderr, "lmperfd __worker: --fd is required (this sub-command is internal)\n");
+        return 2;
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    return worker_main(fd, want);
+}
+
+/* lmperfd run SPEC.json [--cpu-only] */
+static int run_command(int argc, char **argv)
+{
+    const char *path = NULL;
+    int want = DEVICE_AUTO;
+    for (int a = 2; a < argc; a++) {
+        if (strcmp(argv[a], "--cpu-only") == 0)
+            want = DEVICE_CPU;
+        else if (!path)
+            path = argv[a];
+        else {
+            fprintf(stderr, "lmperfd run: unexpected argument %s\n", argv[a]);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "usage: lmperfd run SPEC.json [--cpu-only]   (SPEC.json may be - for stdin)\n");
+        return 2;
+    }
+    json_error_t jerr;
+    json_t *spec = strcmp(path, "-") == 0 ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
+                                          : json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!spec) {
+        fprintf(stderr, "lmperfd run: %s: %s (line %d)\n", path, jerr.text, jerr.line);
+        return 2;
+    }
+    const jobkind *kind;
+    api_error aerr;
+    if (spec_validate(spec, &kind, &aerr)) {
+        json_t *e = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", api_error_wire_code(aerr.code), "message",
+                              aerr.message, "field", aerr.field[0] ? aerr.field : NULL);
+        json_dumpf(e, stdout, JSON_INDENT(2));
+        putchar('\n');
+        json_decref(e);
+        json_decref(spec);
+        return 2;
+    }
+    json_t *out = NULL;
+    int rc = worker_run_oneshot(spec, want, &out);
+    json_dumpf(out, stdout, JSON_INDENT(2));
+    putchar('\n');
+    json_decref(out);
+    json_decref(spec);
+    return rc == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "__worker") == 0)
+        return worker_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "run") == 0)
+        return run_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "version") == 0)
+        return printf("lmperfd %s\n", LMPERF_VERSION) < 0;
+    return serve(argc, argv);
+}

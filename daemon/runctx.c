@@ -1,0 +1,155 @@
+/* run_ctx: progress, runs and cancellation between a runner and the daemon. */
+#include "runctx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lineio.h"
+#include "log.h"
+#include "status.h"
+#include "worker_backend.h"
+
+#define PROGRESS_MIN_INTERVAL_NS 250000000ll /* at most 4 progress lines a second */
+
+struct run_ctx {
+    runctx_mode mode;
+    int fd;
+    runctx_device device;
+    int64_t job_id;
+    int run_index;
+    int cancelled;
+    long long last_progress_ns;
+    json_t *collected;             /* one-shot: emitted runs */
+    line_reader reader;            /* worker: lines arriving during a job */
+    struct lmk_backend *backend;   /* created on first use, owned */
+};
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+run_ctx *runctx_create(runctx_mode mode, int fd, const runctx_device *device)
+{
+    run_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return NULL;
+    ctx->mode = mode;
+    ctx->fd = fd;
+    ctx->device = *device;
+    ctx->collected = json_array();
+    return ctx;
+}
+
+void runctx_free(run_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    worker_backend_free(ctx->backend);
+    json_decref(ctx->collected);
+    line_reader_free(&ctx->reader);
+    free(ctx);
+}
+
+void runctx_begin_job(run_ctx *ctx, int64_t job_id)
+{
+    ctx->job_id = job_id;
+    ctx->run_index = 0;
+    ctx->cancelled = 0;
+    ctx->last_progress_ns = 0;
+    json_array_clear(ctx->collected);
+}
+
+json_t *runctx_collected_runs(run_ctx *ctx)
+{
+    return ctx->collected;
+}
+
+void runctx_set_cancelled(run_ctx *ctx)
+{
+    ctx->cancelled = 1;
+}
+
+void runctx_progress(run_ctx *ctx, double fraction, const char *message)
+{
+    long long now = now_ns();
+    if (now - ctx->last_progress_ns < PROGRESS_MIN_INTERVAL_NS && fraction < 1.0)
+        return;
+    ctx->last_progress_ns = now;
+    if (ctx->mode == RUNCTX_ONESHOT) {
+        log_info("run", "%5.1f%% %s", fraction * 100.0, message ? message : "");
+        return;
+    }
+    json_t *line = json_pack("{s:s, s:I, s:f, s:s?}", "type", "progress", "job_id",
+                             (json_int_t)ctx->job_id, "fraction", fraction, "message", message);
+    line_write(ctx->fd, line);
+    json_decref(line);
+}
+
+void runctx_emit_run(run_ctx *ctx, json_t *run)
+{
+    if (!run)
+        return;
+    int index = ctx->run_index++;
+    if (ctx->mode == RUNCTX_ONESHOT) {
+        json_array_append_new(ctx->collected, run);
+        return;
+    }
+    json_t *line = json_pack("{s:s, s:I, s:i, s:o}", "type", "run", "job_id", (json_int_t)ctx->job_id,
+                             "index", index, "run", run);
+    line_write(ctx->fd, line);
+    json_decref(line);
+}
+
+/* Worker mode: reads any lines the daemon sent during the job (without
+ * blocking) and notes a cancel for this job. */
+static void poll_daemon(run_ctx *ctx)
+{
+    struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
+    while (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLIN | POLLHUP))) {
+        long n = line_reader_fill(&ctx->reader, ctx->fd);
+        if (n <= 0) {
+            /* the daemon went away: stop the job, the worker exits after */
+            ctx->cancelled = 1;
+            return;
+        }
+        json_t *msg;
+        while ((msg = line_reader_next(&ctx->reader))) {
+            const char *type = json_string_value(json_object_get(msg, "type"));
+            if (type && strcmp(type, "cancel") == 0 &&
+                json_integer_value(json_object_get(msg, "job_id")) == ctx->job_id)
+                ctx->cancelled = 1;
+            json_decref(msg);
+        }
+    }
+}
+
+int runctx_cancelled(run_ctx *ctx)
+{
+    if (ctx->mode == RUNCTX_WORKER && !ctx->cancelled)
+        poll_daemon(ctx);
+    return ctx->cancelled;
+}
+
+const runctx_device *runctx_device_info(const run_ctx *ctx)
+{
+    return &ctx->device;
+}
+
+int runctx_backend(run_ctx *ctx, struct lmk_backend **backend, char *errbuf, size_t errlen)
+{
+    if (!ctx->backend) {
+        int rc = worker_backend_create(&ctx->device, &ctx->backend, errbuf, errlen);
+        if (rc != LMK_OK)
+            return rc;
+    }
+    *backend = ctx->backend;
+    return LMK_OK;
+}

@@ -1,0 +1,591 @@
+/* Scheduler thread: worker processes, dispatch, deadlines, restarts. */
+#include "scheduler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "jobkind.h"
+#include "lineio.h"
+#include "log.h"
+
+#define MAX_WORKERS 16
+#define MAX_CANCEL_REQUESTS 256
+#define RESTART_BACKOFF_MAX_S 10.0
+#define STOP_WORKER_WAIT_S 5.0
+
+typedef enum worker_state {
+    W_EMPTY,    /* no process (waiting for restart_at) */
+    W_STARTING, /* forked, no hello yet */
+    W_IDLE,
+    W_BUSY,     /* running job_id, leader */
+    W_RESERVED, /* held for job_id run by another worker (multi-GPU jobs) */
+    W_DYING,    /* killed; waiting for its socket to close */
+} worker_state;
+
+static const char *const worker_state_names[] = {"empty", "starting", "idle", "busy", "reserved",
+                                                 "dying"};
+
+typedef struct worker_slot {
+    int want;             /* DEVICE_AUTO, DEVICE_CPU or a GPU index */
+    pid_t pid;
+    int fd;
+    worker_state state;
+    line_reader reader;
+    json_t *device;       /* from hello, owned */
+    int64_t job_id;       /* BUSY / RESERVED */
+    const jobkind *kind;  /* BUSY */
+    json_t *spec;         /* BUSY, owned */
+    double started;       /* monotonic s */
+    double deadline;      /* monotonic s */
+    double cancel_deadline; /* 0: no cancel requested */
+    double restart_at;
+    int quick_failures;   /* consecutive exits soon after start */
+    int restarts;
+} worker_slot;
+
+struct scheduler {
+    scheduler_config config;
+    store *store;
+    job_queue *queue;
+    pthread_t thread;
+    pthread_mutex_t lock; /* held by the thread except while it polls */
+    int wake_pipe[2];
+    worker_slot workers[MAX_WORKERS];
+    int worker_count;
+    int gpu_count;
+    int64_t cancel_requests[MAX_CANCEL_REQUESTS];
+    int cancel_count;
+    int stopping;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* --- worker processes ------------------------------------------------------------ */
+
+static void spawn_worker(scheduler *s, int index)
+{
+    worker_slot *w = &s->workers[index];
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+        log_error("scheduler", "socketpair: %s", strerror(errno));
+        w->restart_at = now_s() + 1.0;
+        return;
+    }
+    char want[16];
+    snprintf(want, sizeof want, "%d", w->want);
+    char *const argv[] = {(char *)s->config.exe_path, "__worker", "--fd", "3", "--device", want, NULL};
+    pid_t pid = fork();
+    if (pid < 0) {
+        log_error("scheduler", "fork: %s", strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        w->restart_at = now_s() + 1.0;
+        return;
+    }
+    if (pid == 0) {
+        /* child: only async-signal-safe calls until exec */
+        if (dup2(sv[1], 3) < 0)
+            _exit(127);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(sv[1]);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    w->pid = pid;
+    w->fd = sv[0];
+    w->state = W_STARTING;
+    w->started = now_s();
+    log_info("scheduler", "worker %d started (pid %d, device %s)", index, (int)pid,
+             w->want == DEVICE_AUTO ? "auto" : w->want == DEVICE_CPU ? "cpu" : want);
+}
+
+/* Text for a waitpid status. */
+static void describe_exit(int status, char *buf, size_t len)
+{
+    if (WIFSIGNALED(status))
+        snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else if (WIFEXITED(status))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+    else
+        snprintf(buf, len, "ended");
+}
+
+static void release_job_workers(scheduler *s, int64_t job_id)
+{
+    for (int i = 0; i < s->worker_count; i++) {
+        worker_slot *w = &s->workers[i];
+        if ((w->state == W_BUSY || w->state == W_RESERVED) && w->job_id == job_id) {
+            w->state = W_IDLE;
+            w->job_id = 0;
+            w->kind = NULL;
+            json_decref(w->spec);
+            w->spec = NULL;
+            w->cancel_deadline = 0;
+        }
+    }
+}
+
+/* Ends the job a worker is running with status/error, and frees the workers
+ * it held. Keeps the leader's state when it is dying. */
+static void finish_job(scheduler *s, worker_slot *w, const char *status, const char *error,
+                       const json_t *result)
+{
+    int64_t job_id = w->job_id;
+    if (!job_id)
+        return;
+    int rc = store_job_finish(s->store, job_id, status, error, result);
+    if (rc != STORE_OK)
+        log_warn("scheduler", "job %lld: could not record %s (%d)", (long long)job_id, status, rc);
+    log_info("scheduler", "job %lld %s%s%s", (long long)job_id, status, error ? ": " : "",
+             error ? error : "");
+    worker_state keep = w->state;
+    release_job_workers(s, job_id);
+    if (keep == W_DYING) {
+        w->state = W_DYING;
+        w->job_id = 0;
+    }
+}
+
+/* Kills a worker (it will be reaped when its socket closes). */
+static void kill_worker(worker_slot *w)
+{
+    if (w->pid > 0)
+        kill(w->pid, SIGKILL);
+    w->state = W_DYING;
+}
+
+/* The worker's socket closed or broke: reap it, fail its job, plan a restart. */
+static void reap_worker(scheduler *s, int index)
+{
+    worker_slot *w = &s->workers[index];
+    int status = 0;
+    char reason[160] = "ended";
+    if (w->pid > 0) {
+        kill(w->pid, SIGKILL); /* closed its socket but may still run */
+        if (waitpid(w->pid, &status, 0) == w->pid)
+            describe_exit(status, reason, sizeof reason);
+    }
+    close(w->fd);
+    line_reader_free(&w->reader);
+    log_warn("scheduler", "worker %d (pid %d) %s", index, (int)w->pid, reason);
+    if (w->job_id && w->state == W_BUSY) {
+        char error[256];
+        snprintf(error, sizeof error, "worker crashed: %s", reason);
+        finish_job(s, w, "failed", error, NULL);
+    }
+    w->job_id = 0;
+    double lived = now_s() - w->started;
+    w->quick_failures = lived < 5.0 ? w->quick_failures + 1 : 0;
+    double backoff = w->quick_failures ? 0.25 * (1 << (w->quick_failures < 6 ? w->quick_failures : 6)) : 0;
+    w->restart_at = now_s() + (backoff > RESTART_BACKOFF_MAX_S ? RESTART_BACKOFF_MAX_S : backoff);
+    w->pid = 0;
+    w->fd = -1;
+    w->state = W_EMPTY;
+    w->restarts++;
+}
+
+/* --- messages from workers -------------------------------------------------------- */
+
+static void handle_hello(scheduler *s, int index, json_t *msg)
+{
+    worker_slot *w = &s->workers[index];
+    json_decref(w->device);
+    w->device = json_incref(json_object_get(msg, "device"));
+    w->state = W_IDLE;
+    int gpu_index = (int)json_integer_value(json_object_get(w->device, "gpu_index"));
+    int gpu_count = (int)json_integer_value(json_object_get(msg, "gpu_count"));
+    if (w->want == DEVICE_AUTO) {
+        /* the first worker tells how many GPUs there are */
+        w->want = gpu_index;
+        s->gpu_count = gpu_index >= 0 ? gpu_count : 0;
+        int use = s->gpu_count;
+        if (s->config.max_gpus > 0 && use > s->config.max_gpus)
+            use = s->config.max_gpus;
+        if (use > MAX_WORKERS)
+            use = MAX_WORKERS;
+        for (int i = 1; i < use; i++) {
+            s->workers[i] = (worker_slot){.want = i, .fd = -1, .state = W_EMPTY};
+            s->worker_count = i + 1;
+        }
+    }
+    log_info("scheduler", "worker %d ready: %s", index,
+             json_string_value(json_object_get(w->device, "name")));
+}
+
+static void handle_message(scheduler *s, int index, json_t *msg)
+{
+    worker_slot *w = &s->workers[index];
+    if (json_is_string(msg)) {
+        log_error("scheduler", "worker %d: %s", index, json_string_value(msg));
+        return;
+    }
+    const char *type = json_string_value(json_object_get(msg, "type"));
+    json_int_t job_id = json_integer_value(json_object_get(msg, "job_id"));
+    if (!type)
+        return;
+    if (strcmp(type, "hello") == 0) {
+        handle_hello(s, index, msg);
+        return;
+    }
+    if (strcmp(type, "fatal") == 0) {
+        log_error("scheduler", "worker %d cannot start: %s", index,
+                  json_string_value(json_object_get(msg, "error")));
+        return;
+    }
+    if (w->state != W_BUSY || job_id != w->job_id)
+        return; /* a message about a job this worker no longer owns (timed out) */
+    if (strcmp(type, "progress") == 0) {
+        store_job_progress(s->store, job_id, json_number_value(json_object_get(msg, "fraction")),
+                           json_string_value(json_object_get(msg, "message")));
+    } else if (strcmp(type, "run") == 0) {
+        int run_index = (int)json_integer_value(json_object_get(msg, "index"));
+        if (store_run_add(s->store, w->kind, job_id, run_index, w->spec, json_object_get(msg, "run")))
+            log_error("scheduler", "job %lld: storing run %d failed", (long long)job_id, run_index);
+    } else if (strcmp(type, "done") == 0) {
+        finish_job(s, w, "succeeded", NULL, json_object_get(msg, "result"));
+    } else if (strcmp(type, "failed") == 0) {
+        finish_job(s, w, "failed", json_string_value(json_object_get(msg, "error")), NULL);
+    } else if (strcmp(type, "cancelled") == 0) {
+        finish_job(s, w, "cancelled", "cancelled while running", NULL);
+    }
+}
+
+static void read_worker(scheduler *s, int index)
+{
+    worker_slot *w = &s->workers[index];
+    for (;;) {
+        long n = line_reader_fill(&w->reader, w->fd);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || n == -2) {
+            json_t *msg;
+            while ((msg = line_reader_next(&w->reader))) { /* what it said before it went */
+                handle_message(s, index, msg);
+                json_decref(msg);
+            }
+            reap_worker(s, index);
+            return;
+        }
+        json_t *msg;
+        while ((msg = line_reader_next(&w->reader))) {
+            handle_message(s, index, msg);
+            json_decref(msg);
+        }
+        if (n < 0)
+            return; /* EAGAIN: all read */
+    }
+}
+
+/* --- dispatch --------------------------------------------------------------------- */
+
+static int usable_workers(scheduler *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->worker_count; i++)
+        n += s->workers[i].state != W_EMPTY || s->workers[i].want != DEVICE_AUTO;
+    return n ? n : 1;
+}
+
+static void device_label(const worker_slot *w, char *buf, size_t len)
+{
+    int gpu = (int)json_integer_value(json_object_get(w->device, "gpu_index"));
+    if (gpu >= 0)
+        snprintf(buf, len, "cuda:%d", gpu);
+    else
+        snprintf(buf, len, "cpu");
+}
+
+/* Sends queued jobs to idle workers, in FIFO order: the head waits for as
+ * many idle workers as it needs (no overtaking). */
+static void dispatch(scheduler *s)
+{
+    int64_t id;
+    while (!s->stopping && queue_peek(s->queue, &id)) {
+        json_t *job = NULL;
+        if (store_job_get(s->store, id, 0, &job) != STORE_OK) {
+            queue_pop(s->queue, &id);
+            continue;
+        }
+        const char *status = json_string_value(json_object_get(job, "status"));
+        const jobkind *kind = jobkind_find(json_string_value(json_object_get(job, "kind")));
+        json_t *spec = json_object_get(job, "spec");
+        if (strcmp(status, "queued") != 0 || !kind) {
+            queue_pop(s->queue, &id);
+            if (!kind && strcmp(status, "queued") == 0 && store_job_start(s->store, id, -1, NULL) == STORE_OK)
+                store_job_finish(s->store, id, "failed", "unknown job kind", NULL);
+            json_decref(job);
+            continue;
+        }
+        int need = kind->gpus_needed ? kind->gpus_needed(spec) : 1;
+        int available = usable_workers(s);
+        if (need > available)
+            need = available; /* the runner reports points that need more as failed */
+        if (need < 1)
+            need = 1;
+        int idle[MAX_WORKERS], idle_count = 0;
+        for (int i = 0; i < s->worker_count && idle_count < need; i++)
+            if (s->workers[i].state == W_IDLE)
+                idle[idle_count++] = i;
+        if (idle_count < need) {
+            json_decref(job);
+            return;
+        }
+        queue_pop(s->queue, &id);
+        worker_slot *leader = &s->workers[idle[0]];
+        char device[32];
+        device_label(leader, device, sizeof device);
+        if (store_job_start(s->store, id, idle[0], device) != STORE_OK) {
+            json_decref(job); /* cancelled meanwhile */
+            continue;
+        }
+        store_env_record(s->store, id, leader->device);
+        json_t *line = json_pack("{s:s, s:I, s:O, s:O}", "type", "job", "job_id", (json_int_t)id, "kind",
+                                 json_object_get(job, "kind"), "spec", spec);
+        double timeout = json_number_value(json_object_get(job, "timeout_s"));
+        leader->state = W_BUSY;
+        leader->job_id = id;
+        leader->kind = kind;
+        leader->spec = json_incref(spec);
+        leader->deadline = now_s() + (timeout > 0 ? timeout : JOB_DEFAULT_TIMEOUT_S);
+        leader->cancel_deadline = 0;
+        for (int k = 1; k < need; k++) {
+            s->workers[idle[k]].state = W_RESERVED;
+            s->workers[idle[k]].job_id = id;
+        }
+        log_info("scheduler", "job %lld (%s) -> worker %d (%s)", (long long)id, kind->name, idle[0], device);
+        if (line_write(leader->fd, line)) {
+            finish_job(s, leader, "failed", "could not send the job to its worker", NULL);
+            kill_worker(leader);
+        }
+        json_decref(line);
+        json_decref(job);
+    }
+}
+
+/* --- deadlines and cancellation ------------------------------------------------------- */
+
+static void check_deadlines(scheduler *s)
+{
+    double now = now_s();
+    for (int i = 0; i < s->worker_count; i++) {
+        worker_slot *w = &s->workers[i];
+        if (w->state != W_BUSY)
+            continue;
+        if (now > w->deadline) {
+            char error[160];
+            double timeout = json_number_value(json_object_get(w->spec, "timeout_s"));
+            snprintf(error, sizeof error, "timed out after %g s (timeout_s); worker restarted",
+                     timeout > 0 ? timeout : (double)JOB_DEFAULT_TIMEOUT_S);
+            kill_worker(w);
+            finish_job(s, w, "failed", error, NULL);
+        } else if (w->cancel_deadline > 0 && now > w->cancel_deadline) {
+            kill_worker(w);
+            finish_job(s, w, "cancelled", "cancelled: the job did not stop in time, its worker was restarted",
+                       NULL);
+        }
+    }
+}
+
+static void process_cancel_requests(scheduler *s)
+{
+    for (int c = 0; c < s->cancel_count; c++) {
+        for (int i = 0; i < s->worker_count; i++) {
+            worker_slot *w = &s->workers[i];
+            if (w->state != W_BUSY || w->job_id != s->cancel_requests[c] || w->cancel_deadline > 0)
+                continue;
+            json_t *line = json_pack("{s:s, s:I}", "type", "cancel", "job_id", (json_int_t)w->job_id);
+            line_write(w->fd, line);
+            json_decref(line);
+            w->cancel_deadline = now_s() + s->config.cancel_grace_s;
+            log_info("scheduler", "job %lld: cancel sent to worker %d", (long long)w->job_id, i);
+        }
+    }
+    s->cancel_count = 0;
+}
+
+/* --- the thread ---------------------------------------------------------------------- */
+
+static int any_busy(scheduler *s)
+{
+    for (int i = 0; i < s->worker_count; i++)
+        if (s->workers[i].state == W_BUSY)
+            return 1;
+    return 0;
+}
+
+static void *scheduler_thread(void *arg)
+{
+    scheduler *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        if (s->stopping && !any_busy(s))
+            break;
+        double now = now_s();
+        double next = now + 1.0;
+        struct pollfd pfds[MAX_WORKERS + 1];
+        int owner[MAX_WORKERS + 1];
+        int n = 0;
+        pfds[n] = (struct pollfd){.fd = s->wake_pipe[0], .events = POLLIN};
+        owner[n++] = -1;
+        for (int i = 0; i < s->worker_count; i++) {
+            worker_slot *w = &s->workers[i];
+            if (w->state == W_EMPTY) {
+                if (w->restart_at <= now && !s->stopping)
+                    spawn_worker(s, i);
+                else if (w->restart_at < next)
+                    next = w->restart_at;
+            }
+            if (w->state == W_EMPTY)
+                continue;
+            if (w->state == W_BUSY) {
+                if (w->deadline < next)
+                    next = w->deadline;
+                if (w->cancel_deadline > 0 && w->cancel_deadline < next)
+                    next = w->cancel_deadline;
+            }
+            pfds[n] = (struct pollfd){.fd = w->fd, .events = POLLIN};
+            owner[n++] = i;
+        }
+        int timeout_ms = (int)((next - now) * 1000.0) + 1;
+        if (timeout_ms < 0)
+            timeout_ms = 0;
+        pthread_mutex_unlock(&s->lock);
+        int ready = poll(pfds, (nfds_t)n, timeout_ms);
+        pthread_mutex_lock(&s->lock);
+        if (ready < 0 && errno != EINTR)
+            log_error("scheduler", "poll: %s", strerror(errno));
+        for (int k = 0; ready > 0 && k < n; k++) {
+            if (!pfds[k].revents)
+                continue;
+            if (owner[k] < 0) {
+                char drain[64];
+                while (read(s->wake_pipe[0], drain, sizeof drain) > 0)
+                    ;
+            } else {
+                read_worker(s, owner[k]);
+            }
+        }
+        process_cancel_requests(s);
+        check_deadlines(s);
+        dispatch(s);
+    }
+    /* stop: close sockets (workers exit on end of file), reap them */
+    for (int i = 0; i < s->worker_count; i++) {
+        worker_slot *w = &s->workers[i];
+        if (w->state == W_EMPTY)
+            continue;
+        close(w->fd);
+        double give_up = now_s() + STOP_WORKER_WAIT_S;
+        int status;
+        while (waitpid(w->pid, &status, WNOHANG) == 0) {
+            if (now_s() > give_up) {
+                kill(w->pid, SIGKILL);
+                waitpid(w->pid, &status, 0);
+                break;
+            }
+            usleep(20000);
+        }
+        line_reader_free(&w->reader);
+        json_decref(w->device);
+        json_decref(w->spec);
+        w->state = W_EMPTY;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+int scheduler_start(const scheduler_config *config, store *st, job_queue *queue, scheduler **out)
+{
+    scheduler *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->config = *config;
+    if (s->config.cancel_grace_s <= 0)
+        s->config.cancel_grace_s = 30.0;
+    s->store = st;
+    s->queue = queue;
+    pthread_mutex_init(&s->lock, NULL);
+    if (pipe2(s->wake_pipe, O_CLOEXEC | O_NONBLOCK)) {
+        free(s);
+        return -1;
+    }
+    s->workers[0] = (worker_slot){.want = config->cpu_only ? DEVICE_CPU : DEVICE_AUTO, .fd = -1};
+    s->worker_count = 1;
+    if (pthread_create(&s->thread, NULL, scheduler_thread, s)) {
+        close(s->wake_pipe[0]);
+        close(s->wake_pipe[1]);
+        free(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void scheduler_wake(scheduler *s)
+{
+    char byte = 1;
+    if (write(s->wake_pipe[1], &byte, 1) < 0 && errno != EAGAIN)
+        log_warn("scheduler", "wake: %s", strerror(errno));
+}
+
+int scheduler_request_cancel(scheduler *s, int64_t job_id)
+{
+    int running = 0;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->worker_count; i++)
+        if (s->workers[i].state == W_BUSY && s->workers[i].job_id == job_id)
+            running = 1;
+    if (running && s->cancel_count < MAX_CANCEL_REQUESTS)
+        s->cancel_requests[s->cancel_count++] = job_id;
+    pthread_mutex_unlock(&s->lock);
+    if (running)
+        scheduler_wake(s);
+    return running;
+}
+
+json_t *scheduler_describe(scheduler *s)
+{
+    json_t *workers = json_array();
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->worker_count; i++) {
+        worker_slot *w = &s->workers[i];
+        json_t *o = json_pack("{s:i, s:s, s:i, s:O?, s:i}", "index", i, "state",
+                              worker_state_names[w->state], "pid", (int)w->pid, "device", w->device,
+                              "restarts", w->restarts);
+        json_object_set_new(o, "job_id", w->job_id ? json_integer(w->job_id) : json_null());
+        json_array_append_new(workers, o);
+    }
+    json_t *out = json_pack("{s:o, s:i, s:b}", "workers", workers, "gpu_count", s->gpu_count,
+                            "stopping", s->stopping);
+    pthread_mutex_unlock(&s->lock);
+    return out;
+}
+
+void scheduler_stop(scheduler *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_mutex_unlock(&s->lock);
+    scheduler_wake(s);
+    pthread_join(s->thread, NULL);
+    close(s->wake_pipe[0]);
+    close(s->wake_pipe[1]);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}

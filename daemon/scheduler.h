@@ -1,0 +1,42 @@
+/* The scheduler: worker supervisor and dispatcher, one thread.
+ *
+ * DESIGN: the scheduler thread owns the worker processes (one per GPU, or one
+ * CPU worker): it starts them (fork + exec of this binary's internal
+ * `__worker` sub-command, with a socketpair), restarts them when they exit,
+ * crash or pass a job's deadline, and sends them jobs from the FIFO queue.
+ * HTTP threads only push to the queue and call scheduler_wake() /
+ * scheduler_request_cancel(); they never block on a worker. Every state
+ * change goes to the store. */
+#ifndef DAEMON_SCHEDULER_H
+#define DAEMON_SCHEDULER_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "queue.h"
+#include "store.h"
+
+typedef struct scheduler scheduler;
+
+typedef struct scheduler_config {
+    const char *exe_path; /* this binary, to exec workers */
+    int cpu_only;         /* one CPU worker even when GPUs are visible */
+    int max_gpus;         /* use at most this many GPUs (0: all) */
+    double cancel_grace_s;/* a running job asked to stop is killed after this */
+} scheduler_config;
+
+/* Starts the thread and the first worker. Borrowed store and queue must
+ * outlive the scheduler. Sets *out (new). Returns 0 or -1. */
+int scheduler_start(const scheduler_config *config, store *st, job_queue *queue, scheduler **out);
+/* Tells the thread that the queue changed. Safe from any thread. */
+void scheduler_wake(scheduler *s);
+/* Asks the worker running job_id to stop. Returns 1 when the job is running
+ * on a worker (the request is on its way), 0 otherwise. */
+int scheduler_request_cancel(scheduler *s, int64_t job_id);
+/* Workers and devices for GET /v1/system (new). */
+json_t *scheduler_describe(scheduler *s);
+/* Graceful stop: no new dispatches; running jobs finish or time out; then
+ * workers are told to exit, and the thread ends. Blocks. Frees s. */
+void scheduler_stop(scheduler *s);
+
+#endif

@@ -1,0 +1,230 @@
+/* API callbacks: submit, list, get, cancel, table, system, health, metrics. */
+#include "service.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "models.h"
+#include "spec.h"
+
+static double unix_now(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
+}
+
+static int store_failed(api_error *err, int rc, int64_t id)
+{
+    if (rc == STORE_NOT_FOUND)
+        return api_fail(err, API_ERR_NOT_FOUND, "id", "no job with id %lld", (long long)id);
+    return api_fail(err, API_ERR_INTERNAL, NULL, "database error (see the daemon log)");
+}
+
+static int svc_submit(void *self, json_t *spec, json_t **job, api_error *err)
+{
+    service *svc = self;
+    const jobkind *kind;
+    if (!svc->accepting)
+        return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the daemon is shutting down");
+    if (queue_length(svc->queue) >= SERVICE_MAX_QUEUED)
+        return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the queue is full (%d jobs); try later",
+                        SERVICE_MAX_QUEUED);
+    if (spec_validate(spec, &kind, err))
+        return -1;
+    int64_t id;
+    double timeout = json_number_value(json_object_get(spec, "timeout_s"));
+    if (store_job_insert(svc->store, kind->name, json_string_value(json_object_get(spec, "label")), timeout,
+                         spec, &id) != STORE_OK)
+        return api_fail(err, API_ERR_INTERNAL, NULL, "could not store the job (see the daemon log)");
+    if (queue_push(svc->queue, id))
+        return api_fail(err, API_ERR_UNAVAILABLE, NULL, "out of memory queuing job %lld", (long long)id);
+    scheduler_wake(svc->scheduler);
+    log_info("api", "job %lld (%s) queued", (long long)id, kind->name);
+    int rc = store_job_get(svc->store, id, 0, job);
+    return rc == STORE_OK ? 0 : store_failed(err, rc, id);
+}
+
+static int svc_get(void *self, int64_t id, json_t **job, api_error *err)
+{
+    service *svc = self;
+    int rc = store_job_get(svc->store, id, 1, job);
+    return rc == STORE_OK ? 0 : store_failed(err, rc, id);
+}
+
+static int is_status(const char *s)
+{
+    static const char *const statuses[] = {"queued", "running", "succeeded", "failed", "cancelled",
+                                           "interrupted"};
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
+        if (strcmp(s, statuses[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int svc_list(void *self, const api_job_filter *filter, json_t **list, api_error *err)
+{
+    service *svc = self;
+    if (filter->status && !is_status(filter->status))
+        return api_fail(err, API_ERR_BAD_REQUEST, "status",
+                        "status must be queued, running, succeeded, failed, cancelled or interrupted");
+    if (filter->kind && !jobkind_find(filter->kind))
+        return api_fail(err, API_ERR_BAD_REQUEST, "kind", "no job kind named '%s'", filter->kind);
+    int rc = store_job_list(svc->store, filter->kind, filter->status, filter->limit, filter->offset, list);
+    return rc == STORE_OK ? 0 : store_failed(err, rc, 0);
+}
+
+static int svc_cancel(void *self, int64_t id, json_t **job, int *accepted, api_error *err)
+{
+    service *svc = self;
+    char kind[64], status[32];
+    int rc = store_job_state(svc->store, id, kind, sizeof kind, status, sizeof status);
+    if (rc != STORE_OK)
+        return store_failed(err, rc, id);
+    *accepted = 0;
+    if (strcmp(status, "queued") == 0) {
+        queue_remove(svc->queue, id);
+        rc = store_job_cancel_queued(svc->store, id);
+        if (rc == STORE_OK) {
+            log_info("api", "job %lld cancelled while queued", (long long)id);
+            return svc_get(self, id, job, err);
+        }
+        /* it started meanwhile: fall through to the running case */
+        strcpy(status, "running");
+    }
+    if (strcmp(status, "running") == 0 && scheduler_request_cancel(svc->scheduler, id)) {
+        *accepted = 1;
+        return svc_get(self, id, job, err);
+    }
+    store_job_state(svc->store, id, kind, sizeof kind, status, sizeof status);
+    return api_fail(err, API_ERR_CONFLICT, "id", "job %lld is already %s", (long long)id, status);
+}
+
+static int svc_table(void *self, int64_t id, json_t **table, api_error *err)
+{
+    service *svc = self;
+    char kind_name[64], status[32];
+    int rc = store_job_state(svc->store, id, kind_name, sizeof kind_name, status, sizeof status);
+    if (rc != STORE_OK)
+        return store_failed(err, rc, id);
+    const jobkind *kind = jobkind_find(kind_name);
+    if (!kind)
+        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld has an unknown kind", (long long)id);
+    return store_job_table(svc->store, kind, id, table, err);
+}
+
+static int svc_system(void *self, json_t **out, api_error *err)
+{
+    (void)err;
+    service *svc = self;
+    char hostname[256] = "";
+    gethostname(hostname, sizeof hostname - 1);
+    json_t *kinds = json_array();
+    for (int i = 0; jobkinds[i]; i++)
+        json_array_append_new(kinds, json_string(jobkinds[i]->name));
+    json_t *sched = scheduler_describe(svc->scheduler);
+    json_t *devices = json_array();
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(sched, "workers"), i, w)
+    {
+        json_t *device = json_object_get(w, "device");
+        if (json_is_object(device))
+            json_array_append(devices, device);
+    }
+    *out = json_pack("{s:s, s:s, s:f, s:f, s:s, s:i, s:I, s:o, s:o, s:O, s:i, s:b}", "version",
+                     LMPERF_VERSION, "hostname", hostname, "started_at_unix", svc->started_unix, "uptime_s",
+                     unix_now() - svc->started_unix, "database", svc->db_path, "schema_version",
+                     store_schema_version(svc->store), "queue_depth", (json_int_t)queue_length(svc->queue),
+                     "kinds", kinds, "devices", devices, "workers", json_object_get(sched, "workers"),
+                     "gpu_count", (int)json_integer_value(json_object_get(sched, "gpu_count")), "accepting",
+                     svc->accepting);
+    json_decref(sched);
+    return 0;
+}
+
+static int svc_models(void *self, json_t **out, api_error *err)
+{
+    (void)self;
+    (void)err;
+    *out = models_describe();
+    return 0;
+}
+
+static int svc_health(void *self, json_t **out, int *ready)
+{
+    service *svc = self;
+    *ready = svc->accepting;
+    *out = json_pack("{s:s, s:b, s:I}", "status", svc->accepting ? "ok" : "stopping", "accepting",
+                     svc->accepting, "queue_depth", (json_int_t)queue_length(svc->queue));
+    return 0;
+}
+
+static char *svc_metrics(void *self)
+{
+    service *svc = self;
+    json_t *counts = NULL;
+    store_job_counts(svc->store, &counts);
+    json_t *sched = scheduler_describe(svc->scheduler);
+    size_t cap = 4096;
+    char *text = malloc(cap);
+    if (!text) {
+        json_decref(counts);
+        json_decref(sched);
+        return NULL;
+    }
+    size_t off = (size_t)snprintf(text, cap,
+                                  "# HELP lmperf_up The daemon is running.\n# TYPE lmperf_up gauge\nlmperf_up 1\n"
+                                  "# HELP lmperf_jobs Jobs in the database by status.\n# TYPE lmperf_jobs gauge\n");
+    const char *status;
+    json_t *n;
+    json_object_foreach(counts, status, n)
+    {
+        off += (size_t)snprintf(text + off, cap - off, "lmperf_jobs{status=\"%s\"} %lld\n", status,
+                                (long long)json_integer_value(n));
+    }
+    off += (size_t)snprintf(text + off, cap - off,
+                            "# HELP lmperf_queue_depth Jobs waiting for a worker.\n# TYPE lmperf_queue_depth gauge\n"
+                            "lmperf_queue_depth %zu\n"
+                            "# HELP lmperf_worker_busy Worker busy (1) or not (0).\n# TYPE lmperf_worker_busy gauge\n",
+                            queue_length(svc->queue));
+    size_t i;
+    json_t *w;
+    long long restarts = 0;
+    json_array_foreach(json_object_get(sched, "workers"), i, w)
+    {
+        const char *state = json_string_value(json_object_get(w, "state"));
+        restarts += json_integer_value(json_object_get(w, "restarts"));
+        if (off < cap)
+            off += (size_t)snprintf(text + off, cap - off, "lmperf_worker_busy{worker=\"%zu\"} %d\n", i,
+                                    state && strcmp(state, "busy") == 0);
+    }
+    if (off < cap)
+        snprintf(text + off, cap - off,
+                 "# HELP lmperf_worker_restarts_total Worker processes restarted.\n"
+                 "# TYPE lmperf_worker_restarts_total counter\nlmperf_worker_restarts_total %lld\n",
+                 restarts);
+    json_decref(counts);
+    json_decref(sched);
+    return text;
+}
+
+void service_bind(service *svc, api_backend *backend)
+{
+    *backend = (api_backend){
+        .self = svc,
+        .job_submit = svc_submit,
+        .job_get = svc_get,
+        .job_list = svc_list,
+        .job_cancel = svc_cancel,
+        .job_table = svc_table,
+        .system = svc_system,
+        .models = svc_models,
+        .health = svc_health,
+        .metrics = svc_metrics,
+    };
+}

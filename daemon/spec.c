@@ -1,0 +1,52 @@
+/* Spec validation against the embedded JSON Schemas. */
+#include "spec.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "jsonschema.h"
+#include "schema_embedded.h"
+
+static json_t *load_schema(const char *name, api_error *err)
+{
+    const char *text = schema_file_text(name);
+    json_error_t jerr;
+    json_t *schema = text ? json_loads(text, 0, &jerr) : NULL;
+    if (!schema)
+        api_fail(err, API_ERR_INTERNAL, NULL, "schema %s is missing or invalid", name);
+    return schema;
+}
+
+int spec_validate(json_t *spec, const jobkind **kind_out, api_error *err)
+{
+    int rc = -1;
+    json_t *common = NULL, *schema = NULL;
+    if (!json_is_object(spec))
+        return api_fail(err, API_ERR_INVALID_SPEC, NULL, "the job spec must be a JSON object");
+    json_t *kind_value = json_object_get(spec, "kind");
+    if (!kind_value)
+        return api_fail(err, API_ERR_INVALID_SPEC, "kind", "kind is required (one of the job kinds)");
+    const jobkind *kind = jobkind_find(json_string_value(kind_value));
+    if (!kind) {
+        char known[256] = "";
+        for (int i = 0; jobkinds[i]; i++) {
+            size_t len = strlen(known);
+            snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", jobkinds[i]->name);
+        }
+        return api_fail(err, API_ERR_INVALID_SPEC, "kind", "kind must be one of %s", known);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "jobs/%s.json", kind->name);
+    if (!(common = load_schema("jobs/common.json", err)) || !(schema = load_schema(name, err)))
+        goto out;
+    if (jsonschema_validate_spec(common, schema, spec, err))
+        goto out;
+    if (kind->check && kind->check(spec, err))
+        goto out;
+    *kind_out = kind;
+    rc = 0;
+out:
+    json_decref(common);
+    json_decref(schema);
+    return rc;
+}

@@ -1,0 +1,144 @@
+/* Worker process main loop and the one-shot runner; both call the job kind's
+ * run() through run_job(). */
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "jobkind.h"
+#include "lineio.h"
+#include "log.h"
+#include "runctx.h"
+#include "status.h"
+#include "worker.h"
+
+/* Runs spec with kind's runner. Returns the lmk status of run(); sets
+ * *result (new) on success and fills errbuf otherwise. */
+static int run_job(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
+{
+    const char *kind_name = json_string_value(json_object_get(spec, "kind"));
+    const jobkind *kind = kind_name ? jobkind_find(kind_name) : NULL;
+    *result = NULL;
+    if (!kind || !kind->run) {
+        snprintf(errbuf, errlen, "unknown job kind %s", kind_name ? kind_name : "(none)");
+        return LMK_INVALID;
+    }
+    errbuf[0] = '\0';
+    int rc = kind->run(ctx, spec, result, errbuf, errlen);
+    if (rc != LMK_OK) {
+        json_decref(*result);
+        *result = NULL;
+        if (!errbuf[0])
+            snprintf(errbuf, errlen, "%s", lmk_status_text(rc));
+    } else if (!*result) {
+        *result = json_object();
+    }
+    return rc;
+}
+
+static void send_line(int fd, json_t *line /* steals */)
+{
+    if (line_write(fd, line))
+        log_error("worker", "write to daemon failed");
+    json_decref(line);
+}
+
+int worker_main(int fd, int want)
+{
+    /* die with the daemon; Ctrl-C on the daemon's terminal is the daemon's */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+
+    runctx_device device;
+    int gpu_count = 0;
+    char err[512];
+    if (device_probe(want, &device, &gpu_count, err, sizeof err)) {
+        log_error("worker", "%s", err);
+        send_line(fd, json_pack("{s:s, s:s}", "type", "fatal", "error", err));
+        return 2;
+    }
+    run_ctx *ctx = runctx_create(RUNCTX_WORKER, fd, &device);
+    if (!ctx)
+        return 2;
+    send_line(fd, json_pack("{s:s, s:i, s:o, s:i}", "type", "hello", "pid", (int)getpid(), "device",
+                            device_to_json(&device), "gpu_count", gpu_count));
+    log_info("worker", "ready on %s", device.name);
+
+    line_reader reader = {0};
+    int status = 0;
+    for (;;) {
+        json_t *msg = line_reader_next(&reader);
+        if (!msg) {
+            long n = line_reader_fill(&reader, fd);
+            if (n == 0)
+                break; /* the daemon closed the socket: exit */
+            if (n < 0) {
+                status = 1;
+                break;
+            }
+            continue;
+        }
+        const char *type = json_string_value(json_object_get(msg, "type"));
+        if (!type || strcmp(type, "job") != 0) {
+            json_decref(msg); /* a late cancel for a finished job, or noise */
+            continue;
+        }
+        json_int_t job_id = json_integer_value(json_object_get(msg, "job_id"));
+        const json_t *spec = json_object_get(msg, "spec");
+        runctx_begin_job(ctx, job_id);
+        json_t *result = NULL;
+        int rc = run_job(ctx, spec, &result, err, sizeof err);
+        if (rc == LMK_OK)
+            send_line(fd, json_pack("{s:s, s:I, s:o}", "type", "done", "job_id", job_id, "result", result));
+        else if (rc == LMK_CANCELLED || runctx_cancelled(ctx))
+            send_line(fd, json_pack("{s:s, s:I}", "type", "cancelled", "job_id", job_id));
+        else
+            send_line(fd, json_pack("{s:s, s:I, s:s}", "type", "failed", "job_id", job_id, "error", err));
+        json_decref(msg);
+        if (rc == LMK_DEVICE) {
+            /* a device error may be sticky: let the daemon start a fresh worker */
+            log_warn("worker", "device error, exiting so the daemon restarts this worker");
+            status = 3;
+            break;
+        }
+    }
+    line_reader_free(&reader);
+    runctx_free(ctx);
+    return status;
+}
+
+int worker_run_oneshot(const json_t *spec, int want, json_t **out)
+{
+    runctx_device device;
+    int gpu_count = 0;
+    char err[512];
+    json_t *doc = json_object();
+    json_object_set_new(doc, "kind", json_deep_copy(json_object_get(spec, "kind")));
+    json_object_set_new(doc, "spec", json_deep_copy(spec));
+    if (device_probe(want, &device, &gpu_count, err, sizeof err)) {
+        json_object_set_new(doc, "status", json_string("failed"));
+        json_object_set_new(doc, "error", json_string(err));
+        *out = doc;
+        return -1;
+    }
+    json_object_set_new(doc, "environment", device_to_json(&device));
+    run_ctx *ctx = runctx_create(RUNCTX_ONESHOT, -1, &device);
+    if (!ctx) {
+        json_decref(doc);
+        return -1;
+    }
+    runctx_begin_job(ctx, 0);
+    json_t *result = NULL;
+    int rc = run_job(ctx, spec, &result, err, sizeof err);
+    json_object_set_new(doc, "status", json_string(rc == LMK_OK ? "succeeded" : "failed"));
+    json_object_set_new(doc, "error", rc == LMK_OK ? json_null() : json_string(err));
+    json_object_set_new(doc, "result", result ? result : json_null());
+    json_object_set(doc, "runs", runctx_collected_runs(ctx));
+    runctx_free(ctx);
+    *out = doc;
+    return rc == LMK_OK ? 0 : -1;
+}

@@ -119,16 +119,16 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     /* inputs, targets, rope table, scalars */
     uint64_t fixed = 4 * (2 * N + (uint64_t)T * dh + 4);
     /* one layer's saved activations, including its output */
-    uint64_t layer = 2 * N + 7 * N * d + scores + 3 * N * ff;
+    uint64_t layer = 2 * N + 8 * N * d + scores + 3 * N * ff;
     uint64_t act;
     if (training) {
         e.gradients = 4 * P;
         e.optimizer_state = 8 * P;
         uint64_t fwd = N * d + L * layer + N + N * d + N * V; /* end of forward */
         uint64_t p1 = fwd + N * d;                             /* LM-head backward */
-        uint64_t base = fwd - N * V - N * d - N;               /* logits, lnf released */
-        uint64_t p2 = base + N * d + 2 * N * ff;               /* top layer's SwiGLU bwd */
-        uint64_t p3 = base + N * d - 3 * N * ff - N * d - N + scores + 2 * N * d + N * d;
+        uint64_t base = fwd - N * V - N - N * d;               /* top layer, dres live */
+        uint64_t p2 = base + 2 * N * ff;                       /* its SwiGLU backward */
+        uint64_t p3 = base + scores - 3 * N * ff - N * d - N;  /* its attention backward */
         act = p1 > p2 ? p1 : p2;
         act = act > p3 ? act : p3;
     } else {

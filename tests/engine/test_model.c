@@ -1,0 +1,325 @@
+/* The whole model on the cpu backend: parameter counts, gradients against
+ * finite differences, loss at init, training, determinism, precisions,
+ * memory accounting and allocation-failure clean-up. */
+#include <math.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "check.h"
+#include "model.h"
+#include "status.h"
+
+static lmk_backend *B;
+
+/* Small enough for finite differences everywhere; d_head 4. */
+static const lmk_model_config small_cfg = {"custom", 11, 8, 8, 12, 2, 2, 10000.0f};
+
+typedef struct fixture {
+    lmk_allocator *a;
+    lmk_model *m;
+    int batch, T;
+} fixture;
+
+static void make_batch(const lmk_model_config *c, int n, uint64_t seed, int32_t *in, int32_t *tg)
+{
+    test_rng r = {seed};
+    for (int i = 0; i < n; i++) {
+        in[i] = (int32_t)(test_next(&r) % (uint64_t)c->vocab_size);
+        tg[i] = (int32_t)(test_next(&r) % (uint64_t)c->vocab_size);
+    }
+}
+
+static void fixture_open(fixture *f, const lmk_model_config *c, int batch, int T,
+                         lmk_precision prec, uint64_t seed, int training)
+{
+    f->batch = batch;
+    f->T = T;
+    MUST(lmk_allocator_create(B, &f->a));
+    MUST(lmk_model_create(B, f->a, c, batch, T, prec, seed, training, &f->m));
+    int32_t *in = calloc((size_t)batch * T, sizeof *in), *tg = calloc((size_t)batch * T, sizeof *tg);
+    make_batch(c, batch * T, 99, in, tg);
+    MUST(lmk_model_set_batch(f->m, in, tg));
+    free(in);
+    free(tg);
+}
+
+static void fixture_close(fixture *f)
+{
+    lmk_model_free(f->m);
+    CHECK(lmk_allocator_live(f->a, -1) == 0, "allocator not empty after model free: %llu bytes",
+          (unsigned long long)lmk_allocator_live(f->a, -1));
+    lmk_allocator_free(f->a);
+}
+
+static float loss_of(lmk_model *m)
+{
+    float l;
+    MUST(lmk_model_forward(m, 0));
+    MUST(lmk_model_loss(m, &l));
+    return l;
+}
+
+static void test_param_counts(void)
+{
+    static const struct {
+        const char *name;
+        uint64_t params;
+    } want[] = {
+        {"tiny", 22696448ull},       {"small", 128625408ull},  {"medium", 423183360ull},
+        {"large", 969411840ull},     {"xl", 1998235200ull},    {"2.7B", 3406809600ull},
+    };
+    CHECK(lmk_model_preset_count() == 6, "6 presets expected");
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        lmk_model_config c;
+        MUST(lmk_model_preset(want[i].name, &c));
+        CHECK(lmk_model_param_count(&c) == want[i].params, "%s: %llu parameters, want %llu",
+              want[i].name, (unsigned long long)lmk_model_param_count(&c),
+              (unsigned long long)want[i].params);
+        CHECK(lmk_model_config_check(&c, NULL) == LMK_OK, "%s invalid", want[i].name);
+    }
+    lmk_model_config c;
+    CHECK(lmk_model_preset("huge", &c) == LMK_INVALID, "unknown preset accepted");
+    const char *field = NULL;
+    c = small_cfg;
+    c.num_heads = 3;
+    CHECK(lmk_model_config_check(&c, &field) == LMK_INVALID && strcmp(field, "num_heads") == 0,
+          "heads not dividing d_model accepted");
+    /* allocated tensors add up to the formula */
+    fixture f;
+    fixture_open(&f, &small_cfg, 1, 4, LMK_PREC_FP32, 1, 0);
+    uint64_t total = 0;
+    for (size_t i = 0; i < lmk_model_tensor_count(f.m); i++) {
+        lmk_tensor *p;
+        MUST(lmk_model_tensor(f.m, i, NULL, &p, NULL));
+        total += p->numel;
+    }
+    CHECK(total == lmk_model_param_count(&small_cfg), "allocated %llu parameters, formula %llu",
+          (unsigned long long)total, (unsigned long long)lmk_model_param_count(&small_cfg));
+    const char *name;
+    MUST(lmk_model_tensor(f.m, 2, &name, NULL, NULL));
+    CHECK(strcmp(name, "layers.0.attn.q_proj.weight") == 0, "tensor 2 is %s", name);
+    fixture_close(&f);
+}
+
+struct model_ctx {
+    lmk_model *m;
+};
+
+static double model_J(void *p)
+{
+    return loss_of(((struct model_ctx *)p)->m);
+}
+
+static void test_model_gradients(void)
+{
+    fixture f;
+    fixture_open(&f, &small_cfg, 2, 5, LMK_PREC_FP32, 7, 1);
+    MUST(lmk_model_forward(f.m, 1));
+    MUST(lmk_model_backward(f.m));
+    struct model_ctx ctx = {f.m};
+    size_t n = lmk_model_tensor_count(f.m);
+    for (size_t i = 0; i < n; i++) {
+        const char *name;
+        lmk_tensor *p, *g;
+        MUST(lmk_model_tensor(f.m, i, &name, &p, &g));
+        /* the gradient is overwritten by nothing here: FD uses forward only */
+        test_grad_check(name, model_J, &ctx, LMK_F(*p), LMK_F(*g), p->numel, 24, 1e-2f, 3e-4, 3e-2);
+    }
+    fixture_close(&f);
+}
+
+static void test_loss_at_init(void)
+{
+    lmk_model_config c;
+    MUST(lmk_model_preset("tiny", &c));
+    fixture f;
+    fixture_open(&f, &c, 2, 16, LMK_PREC_FP32, 1, 0);
+    float l = loss_of(f.m);
+    CHECK(fabs(l - log(10000.0)) < 0.2, "tiny: loss at init %.4f, ln(V) = %.4f", l, log(10000.0));
+    fixture_close(&f);
+}
+
+static float train(lmk_precision prec, uint64_t seed, int steps, float *first)
+{
+    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f};
+    fixture f;
+    fixture_open(&f, &c, 2, 16, prec, seed, 1);
+    lmk_adamw_config opt = lmk_adamw_defaults();
+    opt.lr = 1e-2f;
+    opt.max_grad_norm = 1.0f;
+    float l = 0;
+    for (int s = 0; s < steps; s++) {
+        MUST(lmk_model_forward(f.m, 1));
+        MUST(lmk_model_loss(f.m, &l));
+        if (s == 0 && first)
+            *first = l;
+        MUST(lmk_model_backward(f.m));
+        MUST(lmk_model_step(f.m, &opt));
+        CHECK(lmk_allocator_live(f.a, LMK_MEM_ACTIVATION) == 0 &&
+                  lmk_allocator_live(f.a, LMK_MEM_TEMPORARY) == 0,
+              "activations left after a step");
+    }
+    l = loss_of(f.m);
+    CHECK(lmk_model_steps_taken(f.m) == steps, "%s: %lld steps taken of %d",
+          lmk_precision_name(prec), (long long)lmk_model_steps_taken(f.m), steps);
+    fixture_close(&f);
+    return l;
+}
+
+static void test_training(void)
+{
+    for (int p = 0; p < LMK_PREC_COUNT; p++) {
+        float first, last = train((lmk_precision)p, 3, 15, &first);
+        CHECK(isfinite(last) && last < first - 1.0f, "%s: loss %.4f → %.4f after 15 steps",
+              lmk_precision_name((lmk_precision)p), first, last);
+        printf("  %s: loss %.4f -> %.4f\n", lmk_precision_name((lmk_precision)p), first, last);
+    }
+}
+
+static void test_determinism(void)
+{
+    float f1, f2, f3;
+    float l1 = train(LMK_PREC_FP32, 5, 3, &f1), l2 = train(LMK_PREC_FP32, 5, 3, &f2);
+    (void)train(LMK_PREC_FP32, 6, 3, &f3);
+    CHECK(memcmp(&l1, &l2, sizeof l1) == 0 && f1 == f2, "same seed, different loss: %.9g vs %.9g", l1, l2);
+    CHECK(f1 != f3, "different seeds give the same loss");
+}
+
+static void test_precisions(void)
+{
+    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f};
+    float ref = 0;
+    for (int p = 0; p < LMK_PREC_COUNT; p++) {
+        fixture f;
+        fixture_open(&f, &c, 2, 16, (lmk_precision)p, 11, 0);
+        float l = loss_of(f.m);
+        if (p == 0)
+            ref = l;
+        double tol = p == LMK_PREC_BF16 ? 3e-2 : 5e-3;
+        CHECK(fabs(l - ref) < tol, "%s loss %.6f vs fp32 %.6f", lmk_precision_name((lmk_precision)p), l, ref);
+        CHECK(p == 0 || l != ref, "%s gives exactly the fp32 loss: no rounding applied?",
+              lmk_precision_name((lmk_precision)p));
+        fixture_close(&f);
+    }
+    lmk_precision pr;
+    CHECK(lmk_precision_parse("bf16", &pr) == 0 && pr == LMK_PREC_BF16, "parse bf16");
+    CHECK(lmk_precision_parse("fp8", &pr) != 0, "fp8 accepted");
+}
+
+static void test_memory(void)
+{
+    /* LM-head-bound and attention-bound shapes */
+    static const struct {
+        lmk_model_config c;
+        int T;
+    } shapes[] = {
+        {{"custom", 500, 64, 64, 160, 3, 4, 10000.0f}, 64},
+        {{"custom", 50, 128, 32, 48, 2, 8, 10000.0f}, 128},
+    };
+    for (int k = 0; k < 4; k++) {
+        const lmk_model_config c = shapes[k / 2].c;
+        int training = k % 2, T = shapes[k / 2].T;
+        fixture f;
+        fixture_open(&f, &c, 2, T, LMK_PREC_FP32, 1, training);
+        lmk_allocator_reset_peak(f.a);
+        MUST(lmk_model_forward(f.m, training));
+        if (training) {
+            uint64_t saved = lmk_allocator_live(f.a, LMK_MEM_ACTIVATION);
+            CHECK(saved > 0, "no activations saved for backward");
+            MUST(lmk_model_backward(f.m));
+            lmk_adamw_config opt = lmk_adamw_defaults();
+            MUST(lmk_model_step(f.m, &opt));
+        }
+        CHECK(lmk_allocator_live(f.a, LMK_MEM_ACTIVATION) == 0, "activations live after the step");
+        lmk_memory_estimate e = lmk_model_memory_estimate(&c, 2, T, training);
+        uint64_t peak = lmk_allocator_peak(f.a, -1);
+        CHECK(peak <= e.total && peak >= e.total * 0.97, "training=%d: peak %llu vs estimate %llu",
+              training, (unsigned long long)peak, (unsigned long long)e.total);
+        CHECK(lmk_allocator_peak(f.a, LMK_MEM_PARAMETER) == e.parameters, "parameter bytes %llu vs %llu",
+              (unsigned long long)lmk_allocator_peak(f.a, LMK_MEM_PARAMETER),
+              (unsigned long long)e.parameters);
+        printf("  training=%d: peak %llu, estimate %llu\n", training, (unsigned long long)peak,
+               (unsigned long long)e.total);
+        /* the log names the big allocations */
+        int saw_scores = 0;
+        const lmk_mem_event *ev = lmk_allocator_events(f.a);
+        for (size_t i = 0; i < lmk_allocator_event_count(f.a); i++)
+            saw_scores |= strcmp(lmk_allocator_name(f.a, ev[i].name_id), "layers.1.attn.scores") == 0;
+        CHECK(saw_scores, "no layers.1.attn.scores event");
+        fixture_close(&f);
+    }
+}
+
+static void test_alloc_failures(void)
+{
+    /* every allocation of create, forward and backward can fail cleanly */
+    int failures_seen = 0;
+    for (uint64_t n = 1; n < 400; n++) {
+        lmk_allocator *a;
+        lmk_model *m = NULL;
+        MUST(lmk_allocator_create(B, &a));
+        lmk_allocator_fail_after(a, n);
+        int rc = lmk_model_create(B, a, &small_cfg, 1, 4, LMK_PREC_FP32, 1, 1, &m);
+        if (rc == LMK_OK) {
+            int32_t ids[4] = {1, 2, 3, 4};
+            MUST(lmk_model_set_batch(m, ids, ids));
+            rc = lmk_model_forward(m, 1);
+            if (rc == LMK_OK)
+                rc = lmk_model_backward(m);
+        }
+        if (rc == LMK_OK) {
+            lmk_model_free(m);
+            lmk_allocator_free(a);
+            break;
+        }
+        failures_seen++;
+        CHECK(rc == LMK_NOMEM, "injected failure %llu gave %d", (unsigned long long)n, rc);
+        lmk_model_free(m);
+        CHECK(lmk_allocator_live(a, -1) == 0, "failure %llu leaks %llu bytes", (unsigned long long)n,
+              (unsigned long long)lmk_allocator_live(a, -1));
+        lmk_allocator_free(a);
+    }
+    CHECK(failures_seen > 50, "only %d injection points", failures_seen);
+}
+
+static void test_flops(void)
+{
+    lmk_model_config c;
+    MUST(lmk_model_preset("small", &c));
+    lmk_model_flops f = lmk_model_flops_per_step(&c, 4, 128);
+    double d = 768, ff = 3072, N = 512;
+    double want = 12 * (2 * N * (4 * d * d + 3 * d * ff) + 4 * 4 * 128.0 * 128 * d) + 2 * N * d * 10000;
+    CHECK(test_close(f.forward, want, 0, 1e-12), "forward flops %.6g want %.6g", f.forward, want);
+    CHECK(f.backward == 2 * f.forward, "backward flops");
+}
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} cases[] = {
+    {"param_counts", test_param_counts},
+    {"gradients", test_model_gradients},
+    {"loss_at_init", test_loss_at_init},
+    {"training", test_training},
+    {"determinism", test_determinism},
+    {"precisions", test_precisions},
+    {"memory", test_memory},
+    {"alloc_failures", test_alloc_failures},
+    {"flops", test_flops},
+};
+
+int main(int argc, char **argv)
+{
+    MUST(lmk_backend_cpu_create(&B));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
+            continue;
+        int before = check_failures;
+        cases[i].fn();
+        printf("%-14s %s\n", cases[i].name, check_failures == before ? "ok" : "FAILED");
+        fflush(stdout);
+    }
+    lmk_backend_free(B);
+    return check_report("engine model");
+}

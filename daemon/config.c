@@ -36,6 +36,7 @@ static const option_row options[] = {
     {"--port-file", "LMPERF_PORT_FILE", STR(port_file), "", "write the bound port to this file"},
     {"--cpu-only", "LMPERF_CPU_ONLY", FLAG(cpu_only), "0", "one CPU worker even when GPUs are visible"},
     {"--max-gpus", "LMPERF_MAX_GPUS", INT(max_gpus, 0, 1024), "0", "use at most this many GPUs (0: all)"},
+    {"--max-queued", "LMPERF_MAX_QUEUED", INT(max_queued, 1, 1000000), "10000", "queued jobs beyond this get 503"},
     {"--max-body", "LMPERF_MAX_BODY", SIZE(max_body_bytes, 1024, 1ll << 30), "1048576", "request body limit in bytes"},
     {"--http-timeout", "LMPERF_HTTP_TIMEOUT", UINT(http_timeout_s, 1, 3600), "30", "idle connection timeout in seconds"},
     {"--http-threads", "LMPERF_HTTP_THREADS", UINT(http_threads, 1, 64), "4", "HTTP worker threads"},

@@ -14,6 +14,7 @@ typedef struct daemon_config {
     char port_file[512];    /* write the bound port here ("" = don't) */
     int cpu_only;           /* one CPU worker even with GPUs */
     int max_gpus;           /* 0: all visible */
+    int max_queued;         /* more queued jobs than this: 503 */
     size_t max_body_bytes;
     unsigned http_timeout_s;
     unsigned http_threads;

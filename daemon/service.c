@@ -31,9 +31,9 @@ static int svc_submit(void *self, json_t *spec, json_t **job, api_error *err)
     const jobkind *kind;
     if (!svc->accepting)
         return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the daemon is shutting down");
-    if (queue_length(svc->queue) >= SERVICE_MAX_QUEUED)
-        return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the queue is full (%d jobs); try later",
-                        SERVICE_MAX_QUEUED);
+    if (queue_length(svc->queue) >= svc->max_queued)
+        return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the queue is full (%zu jobs); try later",
+                        svc->max_queued);
     if (spec_validate(spec, &kind, err))
         return -1;
     int64_t id;

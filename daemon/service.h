@@ -9,8 +9,6 @@
 #include "scheduler.h"
 #include "store.h"
 
-#define SERVICE_MAX_QUEUED 10000 /* more queued jobs than this: 503 */
-
 typedef struct service {
     store *store;           /* borrowed */
     job_queue *queue;       /* borrowed */
@@ -18,6 +16,7 @@ typedef struct service {
     const char *db_path;    /* borrowed */
     volatile int accepting; /* 0 once shutdown began */
     double started_unix;    /* s */
+    size_t max_queued;      /* more queued jobs than this: 503 */
 } service;
 
 /* Fills *backend with callbacks bound to svc (borrowed). */

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""Black-box API tests: start the real lmperfd on a random loopback port and
+exercise every endpoint, every error status, cancellation, a worker killed
+mid-job, a job timeout, the bearer token, a full queue, SIGTERM and a daemon
+killed with SIGKILL and restarted.
+
+usage: test_api.py LMPERFD [WEB_ROOT]"""
+import http.client
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+LMPERFD = sys.argv[1]
+WEB_ROOT = sys.argv[2] if len(sys.argv) > 2 else None
+LONG_COUNT = 10_000_000_000  # numerics job running for minutes on the CPU
+TMP = tempfile.mkdtemp(prefix="lmperf-api-")
+failures = []
+
+
+class Daemon:
+    """A running lmperfd with its own database and a free port."""
+
+    def __init__(self, name, db=None, args=()):
+        self.db = db or os.path.join(TMP, name + ".db")
+        self.port_file = os.path.join(TMP, name + ".port")
+        self.log_path = os.path.join(TMP, name + ".log")
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        cmd = [LMPERFD, "--port", "0", "--port-file", self.port_file, "--db", self.db, "--cpu-only"]
+        if WEB_ROOT:
+            cmd += ["--web-root", WEB_ROOT]
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd + list(args), stdout=self.log, stderr=self.log)
+        deadline = time.time() + 20
+        while not os.path.exists(self.port_file):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("lmperfd did not start; log:\n" + open(self.log_path).read())
+            time.sleep(0.05)
+        self.port = int(open(self.port_file).read())
+        self.wait_for(lambda: self.workers_state() == ["idle"], "the worker to be ready")
+
+    def request(self, method, path, body=None, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        hdrs = dict(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+            hdrs.setdefault("Content-Type", "application/json")
+        conn.request(method, path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        ctype = resp.getheader("Content-Type", "")
+        parsed = json.loads(data) if ctype.startswith("application/json") else data.decode()
+        return resp.status, resp, parsed
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def submit(self, spec, expect=202, headers=None):
+        status, _, body = self.request("POST", "/v1/jobs", spec, headers)
+        check(status == expect, f"POST {spec}: status {status}, want {expect}: {body}")
+        return body
+
+    def job(self, job_id):
+        return self.get(f"/v1/jobs/{job_id}")[2]
+
+    def workers_state(self):
+        status, _, body = self.get("/v1/system")
+        return [w["state"] for w in body["workers"]] if status == 200 else []
+
+    def wait_for(self, predicate, what, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.05)
+        raise AssertionError("timed out waiting for " + what)
+
+    def wait_status(self, job_id, statuses, timeout=30):
+        self.wait_for(lambda: self.job(job_id)["status"] in statuses, f"job {job_id} to be {statuses}", timeout)
+        return self.job(job_id)
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.log.close()
+
+
+def check(cond, message):
+    if not cond:
+        failures.append(message)
+        print("FAIL:", message, flush=True)
+    return cond
+
+
+def expect_error(d, method, path, status, code, field=None, body=None, headers=None):
+    got, resp, payload = d.request(method, path, body, headers)
+    ok = check(got == status, f"{method} {path}: status {got}, want {status}: {payload}")
+    if ok and check(isinstance(payload, dict) and "error" in payload, f"{method} {path}: JSON error body"):
+        err = payload["error"]
+        check(err["code"] == code, f"{method} {path}: code {err['code']}, want {code}")
+        check(bool(err["message"]), f"{method} {path}: empty message")
+        if field is not None:
+            check(err["field"] == field, f"{method} {path}: field {err['field']}, want {field}")
+    return resp
+
+
+# --- tests ------------------------------------------------------------------------
+
+def test_endpoints(d):
+    status, _, health = d.get("/healthz")
+    check(status == 200 and health["status"] == "ok", f"healthz: {status} {health}")
+    status, _, system = d.get("/v1/system")
+    check(status == 200 and "numerics" in system["kinds"], f"system kinds: {system}")
+    check(system["devices"] and system["devices"][0]["gpu_index"] == -1, "CPU worker device listed")
+    check(system["schema_version"] >= 1 and system["version"], "system versions")
+    status, _, models = d.get("/v1/models")
+    check(status == 200 and "models" in models, f"models: {models}")
+    if WEB_ROOT and os.path.exists(os.path.join(WEB_ROOT, "index.html")):
+        status, resp, page = d.get("/")
+        check(status == 200 and resp.getheader("Content-Type").startswith("text/html"), f"GET /: {status}")
+        check("<html" in page.lower(), "GET / serves the web page")
+        expect_error(d, "GET", "/does-not-exist.js", 404, "not_found")
+        expect_error(d, "GET", "/../etc/passwd", 404, "not_found")
+
+    job = d.submit({"kind": "numerics", "label": "accumulation"})
+    check(job["status"] in ("queued", "running") and job["kind"] == "numerics", f"submitted job: {job}")
+    check(job["spec"]["count"] == 1000 and job["spec"]["timeout_s"] == 3600, "defaults filled in the stored spec")
+    done = d.wait_status(job["id"], ("succeeded", "failed"))
+    check(done["status"] == "succeeded", f"numerics job: {done}")
+    check(done["environment"]["device_kind"] == "cpu" and done["environment"]["hostname"], "environment recorded")
+    check(done["started_at"] and done["finished_at"] and done["device"] == "cpu", "timestamps and device")
+    rows = done["runs"][0]["rows"]
+    results = {(r["accumulator"], r["summand_dtype"], r["cast"]): r["result"] for r in rows}
+    check(round(results[("float32", "float32", "none")], 4) == 10.0001, f"fp32/fp32: {results}")
+    check(round(results[("float16", "float16", "none")], 4) == 9.9531, "fp16/fp16")
+    check(round(results[("float32", "float16", "implicit")], 4) == 10.0021, "fp32 += fp16 implicit")
+    check(round(results[("float32", "float16", "explicit")], 4) == 10.0021, "fp32 += fp16 explicit")
+    check(("bfloat16", "bfloat16", "none") in results, "bf16 row present")
+
+    status, resp, md = d.get(f"/v1/jobs/{job['id']}/table?format=md")
+    check(status == 200 and md.startswith("| accumulator |") and "9.953125" in md, f"md table: {md}")
+    status, resp, csv = d.get(f"/v1/jobs/{job['id']}/table?format=csv")
+    check(status == 200 and csv.splitlines()[0].startswith("accumulator,") and len(csv.splitlines()) == 8, "csv")
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    check(status == 200 and len(table["rows"]) == 7, "json table")
+    expect_error(d, "GET", f"/v1/jobs/{job['id']}/table?format=xml", 400, "bad_request", "format")
+
+    # the database is readable by others while the daemon runs (WAL)
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    n = db.execute("SELECT count(*) FROM numerics_accumulation WHERE job_id = ?", (job["id"],)).fetchone()[0]
+    check(n == 7, f"numerics_accumulation rows via a read-only connection: {n}")
+    db.close()
+    out = subprocess.run(["sqlite3", "-readonly", d.db, "SELECT status FROM jobs WHERE id = %d" % job["id"]],
+                         capture_output=True, text=True)
+    check(out.returncode == 0 and out.stdout.strip() == "succeeded", f"sqlite3 -readonly: {out}")
+
+    status, _, listing = d.get("/v1/jobs?kind=numerics&status=succeeded&limit=1")
+    check(status == 200 and listing["total"] >= 1 and len(listing["jobs"]) == 1, f"list filter: {listing}")
+    check("runs" not in listing["jobs"][0], "list items are summaries")
+    status, _, listing = d.get("/v1/jobs?status=failed")
+    check(status == 200 and all(j["status"] == "failed" for j in listing["jobs"]), "status filter")
+    status, _, page2 = d.get("/v1/jobs?limit=1&offset=1")
+    check(status == 200 and page2["offset"] == 1, "offset paging")
+
+    status, _, metrics = d.get("/metrics")
+    check(status == 200 and 'lmperf_jobs{status="succeeded"}' in metrics and "lmperf_queue_depth" in metrics
+          and "lmperf_http_requests_total" in metrics, "metrics text")
+
+
+def test_errors(d):
+    expect_error(d, "POST", "/v1/jobs", 400, "malformed_json", body="{not json",
+                 headers={"Content-Type": "application/json"})
+    expect_error(d, "POST", "/v1/jobs", 400, "malformed_json", body="", headers={"Content-Type": "application/json"})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", body=[1, 2])
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "kind", body={})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "kind", body={"kind": "teleport"})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "count", body={"kind": "numerics", "count": "lots"})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "count", body={"kind": "numerics", "count": -3})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "colour", body={"kind": "numerics", "colour": 1})
+    expect_error(d, "POST", "/v1/jobs", 400, "malformed_json", body='{"kind":"numerics","kind":"numerics"}',
+                 headers={"Content-Type": "application/json"})
+    expect_error(d, "POST", "/v1/jobs", 415, "unsupported_media_type", body="kind=numerics",
+                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    # a declared oversized body is refused before it is read
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    conn.putrequest("POST", "/v1/jobs")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(2 << 20))
+    conn.endheaders()
+    try:
+        conn.send(b"{" + b" " * 65536)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    resp = conn.getresponse()
+    payload = json.loads(resp.read())
+    check(resp.status == 413 and payload["error"]["code"] == "payload_too_large", f"413: {resp.status} {payload}")
+    conn.close()
+    # a chunked body without Content-Length is cut off too
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    conn.putrequest("POST", "/v1/jobs")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    chunk = b"x" * 65536
+    try:
+        for _ in range(24):
+            conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        conn.send(b"0\r\n\r\n")
+        resp = conn.getresponse()
+        check(resp.status == 413, f"chunked oversized body: {resp.status}")
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server may close early; it must stay up (checked below)
+    conn.close()
+    expect_error(d, "GET", "/v1/nothing", 404, "not_found")
+    expect_error(d, "GET", "/v1/jobs/999999", 404, "not_found", "id")
+    expect_error(d, "GET", "/v1/jobs/abc", 404, "not_found", "id")
+    expect_error(d, "DELETE", "/v1/jobs/999999", 404, "not_found", "id")
+    resp = expect_error(d, "PUT", "/v1/jobs", 405, "method_not_allowed")
+    check("POST" in (resp.getheader("Allow") or "") and "GET" in resp.getheader("Allow"), "Allow header")
+    expect_error(d, "POST", "/healthz", 405, "method_not_allowed")
+    expect_error(d, "GET", "/v1/jobs?status=done", 400, "bad_request", "status")
+    expect_error(d, "GET", "/v1/jobs?kind=teleport", 400, "bad_request", "kind")
+    expect_error(d, "GET", "/v1/jobs?limit=-1", 400, "bad_request", "limit")
+    expect_error(d, "GET", "/v1/jobs?limit=abc", 400, "bad_request", "limit")
+    job = d.submit({"kind": "numerics"})
+    d.wait_status(job["id"], ("succeeded",))
+    expect_error(d, "DELETE", f"/v1/jobs/{job['id']}", 409, "conflict", "id")
+    check(d.get("/healthz")[0] == 200, "daemon alive after the error barrage")
+
+
+def test_cancel(d):
+    long_job = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    queued = d.submit({"kind": "numerics"})
+    d.wait_status(long_job["id"], ("running",))
+    check(d.job(queued["id"])["status"] == "queued", "second job waits in the queue")
+    status, _, body = d.request("DELETE", f"/v1/jobs/{queued['id']}")
+    check(status == 200 and body["status"] == "cancelled", f"cancel queued: {status} {body}")
+    status, _, body = d.request("DELETE", f"/v1/jobs/{long_job['id']}")
+    check(status == 202, f"cancel running: {status} {body}")
+    done = d.wait_status(long_job["id"], ("cancelled", "failed", "succeeded"), timeout=20)
+    check(done["status"] == "cancelled", f"running job cancelled: {done}")
+    after = d.submit({"kind": "numerics"})
+    check(d.wait_status(after["id"], ("succeeded", "failed"))["status"] == "succeeded", "queue goes on")
+
+
+def test_worker_killed(d):
+    job = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    d.wait_status(job["id"], ("running",))
+    system = d.get("/v1/system")[2]
+    busy = [w for w in system["workers"] if w["state"] == "busy"]
+    check(len(busy) == 1 and busy[0]["job_id"] == job["id"], f"busy worker: {system['workers']}")
+    os.kill(busy[0]["pid"], signal.SIGKILL)
+    done = d.wait_status(job["id"], ("failed", "succeeded", "cancelled"))
+    check(done["status"] == "failed" and "worker crashed" in (done["error"] or "")
+          and "signal 9" in done["error"], f"killed worker: {done['status']} {done['error']}")
+    nxt = d.submit({"kind": "numerics"})
+    check(d.wait_status(nxt["id"], ("succeeded", "failed"))["status"] == "succeeded", "next job after a crash")
+    system = d.get("/v1/system")[2]
+    check(system["workers"][0]["restarts"] >= 1 and system["workers"][0]["pid"] != busy[0]["pid"],
+          "a fresh worker was started")
+
+
+def test_timeout(d):
+    job = d.submit({"kind": "numerics", "count": LONG_COUNT, "timeout_s": 1})
+    done = d.wait_status(job["id"], ("failed", "succeeded"), timeout=20)
+    check(done["status"] == "failed" and "timed out" in (done["error"] or ""), f"timeout: {done['error']}")
+    nxt = d.submit({"kind": "numerics"})
+    check(d.wait_status(nxt["id"], ("succeeded", "failed"))["status"] == "succeeded", "next job after a timeout")
+
+
+def test_token():
+    d = Daemon("token", args=["--token", "s3cret"])
+    try:
+        expect_error(d, "POST", "/v1/jobs", 401, "unauthorized", body={"kind": "numerics"})
+        expect_error(d, "POST", "/v1/jobs", 401, "unauthorized", body={"kind": "numerics"},
+                     headers={"Authorization": "Bearer wrong"})
+        job = d.submit({"kind": "numerics"}, headers={"Authorization": "Bearer s3cret"})
+        check(d.get(f"/v1/jobs/{job['id']}")[0] == 200, "GET needs no token")
+        expect_error(d, "DELETE", f"/v1/jobs/{job['id']}", 401, "unauthorized")
+    finally:
+        d.stop()
+
+
+def test_queue_full():
+    d = Daemon("full", args=["--max-queued", "1"])
+    try:
+        running = d.submit({"kind": "numerics", "count": LONG_COUNT})
+        d.wait_status(running["id"], ("running",))
+        d.submit({"kind": "numerics"})
+        expect_error(d, "POST", "/v1/jobs", 503, "unavailable", body={"kind": "numerics"})
+    finally:
+        d.stop(signal.SIGKILL)
+
+
+def test_sigkill_restart():
+    d = Daemon("crash")
+    running = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    d.wait_status(running["id"], ("running",))
+    queued = [d.submit({"kind": "numerics"}) for _ in range(2)]
+    worker_pids = [w["pid"] for w in d.get("/v1/system")[2]["workers"]]
+    d.stop(signal.SIGKILL)
+    time.sleep(0.3)
+    for pid in worker_pids:  # workers die with the daemon (PR_SET_PDEATHSIG)
+        check(not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z",
+              f"worker {pid} outlived the daemon")
+    d2 = Daemon("crash", db=d.db)
+    try:
+        j = d2.job(running["id"])
+        check(j["status"] == "interrupted" and j["error"], f"running job after SIGKILL: {j['status']}")
+        for q in queued:
+            check(d2.wait_status(q["id"], ("succeeded", "failed"))["status"] == "succeeded",
+                  "queued job ran after the restart")
+        db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+        check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "integrity_check after SIGKILL")
+        db.close()
+    finally:
+        d2.stop()
+
+
+def test_sigterm_graceful():
+    d = Daemon("term")
+    job = d.submit({"kind": "numerics", "count": 20_000_000})
+    d.wait_status(job["id"], ("running",))
+    code = d.stop(signal.SIGTERM)
+    check(code == 0, f"exit status after SIGTERM: {code}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    status = db.execute("SELECT status FROM jobs WHERE id = ?", (job["id"],)).fetchone()[0]
+    check(status == "succeeded", f"running job finished before exit: {status}")
+    db.close()
+    log = open(d.log_path).read()
+    check("waiting for running jobs" in log and "stopped" in log, "shutdown logged")
+
+
+def main():
+    d = Daemon("main")
+    try:
+        for test in (test_endpoints, test_errors, test_cancel, test_worker_killed, test_timeout):
+            print("--", test.__name__, flush=True)
+            test(d)
+    finally:
+        d.stop()
+    for test in (test_token, test_queue_full, test_sigkill_restart, test_sigterm_graceful):
+        print("--", test.__name__, flush=True)
+        test()
+    if failures:
+        print(f"{len(failures)} failure(s); daemon logs in {TMP}")
+        return 1
+    print("all API tests passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

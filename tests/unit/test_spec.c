@@ -1,0 +1,106 @@
+/* Unit test: spec validation (schema subset, defaults, error fields) and the
+ * table renderings. */
+#include <string.h>
+
+#include "../engine/check.h"
+#include "api.h"
+#include "jsonschema.h"
+#include "spec.h"
+
+/* Validates text; returns the error field ("" when valid) in field. */
+static int validate_text(const char *text, char *field, size_t len, char *message, size_t mlen)
+{
+    json_t *spec = json_loads(text, 0, NULL);
+    const jobkind *kind = NULL;
+    api_error err = {0};
+    int rc = spec_validate(spec, &kind, &err);
+    snprintf(field, len, "%s", rc ? err.field : "");
+    snprintf(message, mlen, "%s", rc ? err.message : "");
+    json_decref(spec);
+    return rc;
+}
+
+static void expect_field(const char *text, const char *want_field)
+{
+    char field[128], message[512];
+    int rc = validate_text(text, field, sizeof field, message, sizeof message);
+    if (!want_field) {
+        CHECK(rc == 0, "%s should be valid, got error on %s: %s", text, field, message);
+        return;
+    }
+    CHECK(rc != 0, "%s should be rejected", text);
+    CHECK(strcmp(field, want_field) == 0, "%s: error names field '%s', want '%s' (%s)", text, field, want_field,
+          message);
+    CHECK(message[0] != '\0', "%s: empty message", text);
+}
+
+int main(void)
+{
+    expect_field("{\"kind\":\"numerics\"}", NULL);
+    expect_field("{\"kind\":\"numerics\",\"count\":5,\"summand\":0.5,\"device\":\"cpu\",\"label\":\"x\"}", NULL);
+    expect_field("{}", "kind");
+    expect_field("{\"kind\":\"nope\"}", "kind");
+    expect_field("{\"kind\":7}", "kind");
+    expect_field("{\"kind\":\"numerics\",\"bogus\":1}", "bogus");
+    expect_field("{\"kind\":\"numerics\",\"count\":\"many\"}", "count");
+    expect_field("{\"kind\":\"numerics\",\"count\":1.5}", "count");
+    expect_field("{\"kind\":\"numerics\",\"count\":0}", "count");
+    expect_field("{\"kind\":\"numerics\",\"summand\":0}", "summand");
+    expect_field("{\"kind\":\"numerics\",\"device\":\"tpu\"}", "device");
+    expect_field("{\"kind\":\"numerics\",\"experiments\":[]}", "experiments");
+    expect_field("{\"kind\":\"numerics\",\"experiments\":[\"accumulation\",\"x\"]}", "experiments[1]");
+    expect_field("{\"kind\":\"numerics\",\"timeout_s\":0}", "timeout_s");
+    expect_field("{\"kind\":\"numerics\",\"timeout_s\":\"1\"}", "timeout_s");
+
+    /* defaults are filled in */
+    json_t *spec = json_pack("{s:s}", "kind", "numerics");
+    const jobkind *kind = NULL;
+    api_error err;
+    MUST(spec_validate(spec, &kind, &err));
+    CHECK(kind && strcmp(kind->name, "numerics") == 0, "kind found");
+    CHECK(json_integer_value(json_object_get(spec, "count")) == 1000, "default count");
+    CHECK(json_number_value(json_object_get(spec, "timeout_s")) == 3600, "default timeout_s from common.json");
+    json_decref(spec);
+
+    /* the schema subset: oneOf sweep fields, nested paths */
+    json_t *schema = json_loads("{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{"
+                                "\"n\":{\"oneOf\":[{\"type\":\"integer\",\"minimum\":1},"
+                                "{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"integer\",\"minimum\":1}}]},"
+                                "\"m\":{\"type\":\"object\",\"required\":[\"d\"],\"properties\":{\"d\":{\"type\":\"integer\"}}}}}",
+                                0, NULL);
+    static const struct {
+        const char *instance, *field;
+    } cases[] = {
+        {"{\"n\":3}", NULL},         {"{\"n\":[1,2]}", NULL},     {"{\"n\":0}", "n"},
+        {"{\"n\":[1,0]}", "n[1]"},   {"{\"n\":\"x\"}", "n"},     {"{\"m\":{}}", "m.d"},
+        {"{\"m\":{\"d\":\"x\"}}", "m.d"}, {"{\"z\":1}", "z"},     {"[]", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *inst = json_loads(cases[i].instance, JSON_DECODE_ANY, NULL);
+        api_error e = {0};
+        int rc = jsonschema_validate(schema, inst, &e);
+        if (!cases[i].field)
+            CHECK(rc == 0, "%s valid: %s", cases[i].instance, e.message);
+        else
+            CHECK(rc != 0 && strcmp(e.field, cases[i].field) == 0, "%s: field '%s' want '%s'", cases[i].instance,
+                  e.field, cases[i].field);
+        json_decref(inst);
+    }
+    json_decref(schema);
+
+    /* table renderings */
+    json_t *table = json_loads("{\"columns\":[\"model\",\"fwd (ms)\",\"note\"],"
+                               "\"rows\":[[\"small\",\"12.5 ± 0.1\",\"a|b\"],[\"medium\",3,\"x,\\\"y\\\"\"]]}",
+                               0, NULL);
+    char *md = api_table_markdown(table);
+    char *csv = api_table_csv(table);
+    CHECK(md && strcmp(md, "| model | fwd (ms) | note |\n|---|---:|---|\n| small | 12.5 ± 0.1 | a\\|b |\n"
+                           "| medium | 3 | x,\"y\" |\n") == 0,
+          "markdown:\n%s", md);
+    CHECK(csv && strcmp(csv, "model,fwd (ms),note\r\nsmall,12.5 ± 0.1,a|b\r\nmedium,3,\"x,\"\"y\"\"\"\r\n") == 0,
+          "csv:\n%s", csv);
+    free(md);
+    free(csv);
+    json_decref(table);
+    return check_report("test_spec");
+}

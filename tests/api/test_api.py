@@ -123,7 +123,12 @@ def test_endpoints(d):
     check(system["devices"] and system["devices"][0]["gpu_index"] == -1, "CPU worker device listed")
     check(system["schema_version"] >= 1 and system["version"], "system versions")
     status, _, models = d.get("/v1/models")
-    check(status == 200 and "models" in models, f"models: {models}")
+    by_name = {m["name"]: m for m in models.get("models", [])}
+    for name, params in (("small", 128_625_408), ("medium", 423_183_360), ("large", 969_411_840),
+                         ("xl", 1_998_235_200), ("2.7B", 3_406_809_600)):
+        check(status == 200 and by_name.get(name, {}).get("parameters") == params,
+              f"model {name}: {by_name.get(name)}")
+    check(by_name.get("2.7B", {}).get("d_head") == 80 and "tiny" in by_name, "presets tiny and 2.7B")
     if WEB_ROOT and os.path.exists(os.path.join(WEB_ROOT, "index.html")):
         status, resp, page = d.get("/")
         check(status == 200 and resp.getheader("Content-Type").startswith("text/html"), f"GET /: {status}")

@@ -1,0 +1,74 @@
+// The daemon's HTTP API as async functions. Errors throw ApiError with the
+// server's {"error":{code,message,field}} when there is one.
+
+export class ApiError extends Error {
+  constructor(status, code, message, field) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+const TOKEN_KEY = 'lmperf.token';
+export const token = {
+  get: () => localStorage.getItem(TOKEN_KEY) || '',
+  set: (t) => (t ? localStorage.setItem(TOKEN_KEY, t) : localStorage.removeItem(TOKEN_KEY)),
+};
+
+async function call(method, path, body) {
+  const headers = {Accept: 'application/json'};
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (method !== 'GET' && token.get()) headers.Authorization = 'Bearer ' + token.get();
+  let res;
+  try {
+    res = await fetch(path, {method, headers, body: body === undefined ? undefined : JSON.stringify(body)});
+  } catch (e) {
+    throw new ApiError(0, 'unreachable', `lmperfd is not reachable (${e.message})`);
+  }
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!res.ok) {
+    const e = data && data.error;
+    throw new ApiError(res.status, e ? e.code : 'http_' + res.status, e ? e.message : text || res.statusText, e && e.field);
+  }
+  return data;
+}
+
+export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'interrupted']);
+export const ACTIVE = new Set(['queued', 'running']);
+
+// Finished jobs never change: keep their details.
+const finished = new Map();
+
+export const api = {
+  system: () => call('GET', '/v1/system'),
+  models: () => call('GET', '/v1/models'),
+  list(params = {}) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== '' && v !== undefined && v !== null) q.set(k, v);
+    return call('GET', '/v1/jobs' + (q.size ? '?' + q : ''));
+  },
+  async job(id) {
+    if (finished.has(id)) return finished.get(id);
+    const job = await call('GET', `/v1/jobs/${id}`);
+    if (TERMINAL.has(job.status)) finished.set(id, job);
+    return job;
+  },
+  submit: (spec) => call('POST', '/v1/jobs', spec),
+  cancel: (id) => call('DELETE', `/v1/jobs/${id}`),
+  table: (id) => call('GET', `/v1/jobs/${id}/table?format=json`),
+
+  // Every job of a kind (newest first), following pages of the list endpoint.
+  async all(params = {}, max = 5000) {
+    const out = [];
+    for (let offset = 0; offset < max;) {
+      const page = await api.list({...params, limit: 1000, offset});
+      out.push(...page.jobs);
+      offset += page.jobs.length;
+      if (!page.jobs.length || offset >= page.total) break;
+    }
+    return out;
+  },
+};

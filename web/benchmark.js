@@ -1,0 +1,120 @@
+// Benchmark runs: the seeds' summary table, and the charts people read them
+// by (step time vs context length, per-step times with warm-up, precision
+// speedups). Used by the job page and the compare page.
+import {h} from './dom.js';
+import * as fmt from './format.js';
+import {lineChart, barChart} from './chart.js';
+import {modelName, MODEL_PRESETS} from './kinds.js';
+
+export const PHASES = [
+  {key: 'forward', step: 'forward_ms', label: 'Fwd', long: 'forward'},
+  {key: 'backward', step: 'backward_ms', label: 'Bwd', long: 'backward'},
+  {key: 'optimizer', step: 'optimizer_ms', label: 'Opt', long: 'optimizer'},
+  {key: 'total', step: 'total_ms', label: 'Total', long: 'whole step'},
+];
+
+// Config columns of a run, in the seeds' order.
+export const CONFIG = [
+  {key: 'model', label: 'Model', get: (r) => modelName(r)},
+  {key: 'context_length', label: 'Context', get: (r) => r.context_length, num: true},
+  {key: 'batch_size', label: 'Batch', get: (r) => r.batch_size, num: true},
+  {key: 'precision', label: 'Precision', get: (r) => r.precision},
+  {key: 'mode', label: 'Mode', get: (r) => r.mode},
+  {key: 'attention', label: 'Attention', get: (r) => r.attention},
+];
+
+const PRESET_ORDER = new Map(MODEL_PRESETS.map((p, i) => [p.name, i]));
+const PRECISION_ORDER = ['fp32', 'tf32', 'bf16', 'fp16'];
+
+// Sort key: model (preset order, then by size), context, batch, precision.
+export function compareRuns(a, b) {
+  const ma = modelName(a), mb = modelName(b);
+  const pa = PRESET_ORDER.has(ma) ? PRESET_ORDER.get(ma) : 100 + (a.parameters || 0) / 1e12;
+  const pb = PRESET_ORDER.has(mb) ? PRESET_ORDER.get(mb) : 100 + (b.parameters || 0) / 1e12;
+  return pa - pb || ma.localeCompare(mb) || a.context_length - b.context_length || a.batch_size - b.batch_size ||
+    PRECISION_ORDER.indexOf(a.precision) - PRECISION_ORDER.indexOf(b.precision) ||
+    String(a.mode).localeCompare(String(b.mode)) || String(a.attention).localeCompare(String(b.attention));
+}
+
+// Phases with data in any of the runs (forward-only runs have no bwd/opt).
+export function phasesPresent(runs) {
+  return PHASES.filter((p) => runs.some((r) => r.stats && r.stats[p.key]));
+}
+
+// A right-aligned "mean ± std" cell carrying the raw numbers for tests and export.
+export function statCell(stat, extraClass = '') {
+  if (!stat) return h('td', {class: 'num muted ' + extraClass}, '—');
+  return h('td', {class: 'num ' + extraClass, dataset: {mean: stat.mean_ms, std: stat.std_ms}, title:
+    `median ${fmt.ms(stat.median_ms)} ms · min ${fmt.ms(stat.min_ms)} · max ${fmt.ms(stat.max_ms)}`},
+  fmt.msPm(stat.mean_ms, stat.std_ms));
+}
+
+export function stepSeries(run) {
+  const steps = run.steps || [];
+  return PHASES.filter((p) => steps.some((st) => typeof st[p.step] === 'number')).map((p) => ({
+    name: p.long,
+    points: steps.filter((st) => typeof st[p.step] === 'number').map((st) => ({x: st.step, y: st[p.step], flag: !!st.warmup})),
+  }));
+}
+
+// Per-step times of one run, warm-up steps flagged and shaded.
+export function stepChart(run, title) {
+  const steps = run.steps || [];
+  const warm = steps.filter((st) => st.warmup).map((st) => st.step);
+  return lineChart({
+    title: title || 'Time per step (warm-up steps flagged)',
+    series: stepSeries(run),
+    xLabel: 'step', yLabel: 'time (ms)',
+    yFormat: (v) => fmt.ms(v), xFormat: (v) => String(v),
+    flagLabel: 'warm-up step',
+    band: warm.length ? [Math.min(...warm) - 0.5, Math.max(...warm) + 0.5, 'warm-up'] : null,
+    desc: warm.length ? `${warm.length} warm-up step${warm.length > 1 ? 's' : ''} (squares) are excluded from the statistics.` : 'No warm-up steps: the first steps count in the statistics.',
+  });
+}
+
+// Mean step time vs context length, one series per model (and precision, etc. when they vary).
+export function contextChart(runs, {phase = 'total', logX = false, logY = false} = {}) {
+  const p = PHASES.find((x) => x.key === phase);
+  const varying = CONFIG.filter((c) => c.key !== 'model' && c.key !== 'context_length' && new Set(runs.map(c.get)).size > 1);
+  const groups = new Map();
+  for (const r of [...runs].sort(compareRuns)) {
+    if (!r.stats || !r.stats[phase]) continue;
+    const name = [modelName(r), ...varying.map((c) => `${c.label.toLowerCase()} ${c.get(r)}`)].join(' · ');
+    if (!groups.has(name)) groups.set(name, []);
+    groups.get(name).push({x: r.context_length, y: r.stats[phase].mean_ms, err: r.stats[phase].std_ms});
+  }
+  return lineChart({
+    title: `${p.long[0].toUpperCase() + p.long.slice(1)} time vs context length`,
+    series: [...groups].map(([name, points]) => ({name, points: points.sort((a, b) => a.x - b.x)})),
+    xLabel: 'context length (tokens)', yLabel: `${p.long} mean (ms)`, logX, logY, xBase: 2,
+    xFormat: (v) => String(v), yFormat: (v) => fmt.ms(v),
+  });
+}
+
+// Speedup of each precision over a reference precision, per model × context × rest.
+export function precisionChart(runs, {phase = 'total', reference = 'fp32'} = {}) {
+  const others = CONFIG.filter((c) => c.key !== 'precision');
+  const byConfig = new Map();
+  for (const r of [...runs].sort(compareRuns)) {
+    if (!r.stats || !r.stats[phase]) continue;
+    const key = others.map((c) => c.get(r)).join('|');
+    if (!byConfig.has(key)) byConfig.set(key, {run: r, byPrec: new Map()});
+    byConfig.get(key).byPrec.set(r.precision, r.stats[phase].mean_ms);
+  }
+  const varying = others.filter((c) => c.key !== 'model' && c.key !== 'context_length' && new Set(runs.map(c.get)).size > 1);
+  const groups = [];
+  for (const {run, byPrec} of byConfig.values()) {
+    const ref = byPrec.get(reference);
+    if (!ref) continue;
+    const bars = [...byPrec].filter(([prec]) => prec !== reference)
+      .map(([prec, t]) => ({name: prec, value: ref / t}));
+    if (bars.length)
+      groups.push({label: [modelName(run), run.context_length, ...varying.map((c) => c.get(run))].join(' · '), bars});
+  }
+  return barChart({
+    title: `Speedup over ${reference} (${PHASES.find((x) => x.key === phase).long})`,
+    groups, yLabel: `speedup vs ${reference} (×)`, reference: 1, yFormat: (v) => fmt.ratio(v),
+    emptyText: `Pick runs of the same shapes in ${reference} and another precision to see speedups.`,
+    desc: 'Bars above the line at 1× are faster than the reference.',
+  });
+}

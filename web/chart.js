@@ -1,0 +1,246 @@
+// SVG charts drawn by hand: line/scatter (linear or log axes, error bars,
+// flagged points) and grouped bars. One <path> per series, markers only when
+// few, so thousands of points stay fast; hover or focus shows the nearest
+// point; every chart has a text alternative.
+import {h, s} from './dom.js';
+
+const W = 720, H = 340;
+const M = {top: 16, right: 20, bottom: 52, left: 72};
+const MAX_MARKERS = 400; // per series; above this only the line is drawn
+
+// Nice linear ticks covering [lo, hi].
+function linearTicks(lo, hi, count = 6) {
+  if (lo === hi) { lo -= 1; hi += 1; }
+  const raw = (hi - lo) / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((st) => st >= raw) || raw;
+  const ticks = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) ticks.push(+v.toPrecision(12));
+  return ticks;
+}
+
+// Log ticks: powers of `base` in range; for base 10 over a short range, 1-2-5.
+function logTicks(lo, hi, base) {
+  const ticks = [];
+  const a = Math.floor(Math.log(lo) / Math.log(base)), b = Math.ceil(Math.log(hi) / Math.log(base));
+  for (let e = a; e <= b; e++) {
+    const v = base ** e;
+    const subs = base === 10 && b - a <= 2 ? [1, 2, 5] : [1];
+    for (const m of subs) if (v * m >= lo * 0.999 && v * m <= hi * 1.001) ticks.push(v * m);
+  }
+  return ticks.length >= 2 ? ticks : [lo, hi];
+}
+
+function scale(domain, range, log) {
+  let [d0, d1] = domain;
+  const f = log ? Math.log : (x) => x;
+  if (f(d0) === f(d1)) { d0 = log ? d0 / 2 : d0 - 1; d1 = log ? d1 * 2 : d1 + 1; }
+  const a = f(d0), b = f(d1);
+  const fn = (x) => range[0] + ((f(x) - a) / (b - a)) * (range[1] - range[0]);
+  fn.domain = [d0, d1];
+  return fn;
+}
+
+const defaultFmt = (v) => (Math.abs(v) >= 1000 ? v.toLocaleString('en-US') : String(+v.toPrecision(4)));
+
+// A <figure> with a title, the SVG, a legend and a <details> data table.
+function figure(title, svg, legend, table, desc) {
+  return h('figure', {class: 'chart'},
+    h('figcaption', null, title),
+    svg,
+    legend,
+    desc ? h('p', {class: 'chart-desc'}, desc) : null,
+    table ? h('details', {class: 'chart-data'}, h('summary', null, 'Data as a table'), table) : null);
+}
+
+function legendOf(names) {
+  if (names.length < 2) return null;
+  return h('ul', {class: 'legend'}, names.map((n, i) =>
+    h('li', null, h('span', {class: `swatch c${i % 8}`, 'aria-hidden': 'true'}), n)));
+}
+
+// opts: {title, series:[{name, points:[{x, y, err?, flag?, label?}]}], xLabel, yLabel,
+//        logX, logY, xBase (2|10), xFormat, yFormat, xTime, flagLabel, desc, band?:[x0,x1,label]}
+export function lineChart(opts) {
+  const series = opts.series.filter((sr) => sr.points.length);
+  const all = series.flatMap((sr) => sr.points);
+  const title = opts.title;
+  if (!all.length) return figure(title, h('p', {class: 'empty'}, 'No data to plot.'));
+  const xFmt = opts.xFormat || (opts.xTime ? (v) => new Date(v).toISOString().slice(5, 16).replace('T', ' ') : defaultFmt);
+  const yFmt = opts.yFormat || defaultFmt;
+  const okX = (p) => !opts.logX || p.x > 0, okY = (p) => !opts.logY || p.y > 0;
+  const pts = all.filter((p) => okX(p) && okY(p));
+  let xLo = Math.min(...pts.map((p) => p.x)), xHi = Math.max(...pts.map((p) => p.x));
+  let yLo = Math.min(...pts.map((p) => p.y - (p.err || 0))), yHi = Math.max(...pts.map((p) => p.y + (p.err || 0)));
+  if (!opts.logY) yLo = Math.min(0, yLo);
+  else yLo = Math.max(yLo, Math.min(...pts.map((p) => p.y)) / 1.5);
+  const yTicks = opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi);
+  if (!opts.logY) { yLo = Math.min(yLo, yTicks[0]); yHi = Math.max(yHi, yTicks[yTicks.length - 1]); }
+  const xTicks = opts.xTime ? linearTicks(xLo, xHi, 5) : opts.logX ? logTicks(xLo, xHi, opts.xBase || 10)
+    : linearTicks(xLo, xHi, Math.min(8, new Set(pts.map((p) => p.x)).size + 1));
+  const pad = opts.logX ? 1.08 : 0;
+  const xs = scale(opts.logX ? [xLo / pad, xHi * pad] : [xLo, xHi], [M.left, W - M.right], opts.logX);
+  const ys = scale([yLo, yHi], [H - M.bottom, M.top], opts.logY);
+
+  const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, class: 'plot', role: 'img', 'aria-label': opts.ariaLabel || title});
+  const grid = s('g', {class: 'grid'});
+  for (const t of yTicks) {
+    const y = ys(t);
+    if (y < M.top - 1 || y > H - M.bottom + 1) continue;
+    grid.append(s('line', {x1: M.left, x2: W - M.right, y1: y, y2: y}),
+      s('text', {x: M.left - 6, y: y + 4, class: 'tick y'}, yFmt(t)));
+  }
+  for (const t of xTicks) {
+    const x = xs(t);
+    if (x < M.left - 1 || x > W - M.right + 1) continue;
+    grid.append(s('line', {x1: x, x2: x, y1: M.top, y2: H - M.bottom, class: 'v'}),
+      s('text', {x, y: H - M.bottom + 16, class: 'tick x'}, xFmt(t)));
+  }
+  svg.append(grid);
+  if (opts.band) {
+    const [b0, b1, label] = opts.band;
+    const x0 = xs(b0), x1 = xs(b1);
+    svg.append(s('rect', {class: 'band', x: Math.min(x0, x1), y: M.top, width: Math.abs(x1 - x0), height: H - M.top - M.bottom}),
+      s('text', {class: 'band-label', x: (x0 + x1) / 2, y: M.top + 12}, label));
+  }
+  svg.append(
+    s('line', {class: 'axis', x1: M.left, x2: W - M.right, y1: H - M.bottom, y2: H - M.bottom}),
+    s('line', {class: 'axis', x1: M.left, x2: M.left, y1: M.top, y2: H - M.bottom}),
+    s('text', {class: 'axis-label', x: (M.left + W - M.right) / 2, y: H - 10}, opts.xLabel + (opts.logX ? ' (log)' : '')),
+    s('text', {class: 'axis-label', transform: `translate(16 ${(M.top + H - M.bottom) / 2}) rotate(-90)`}, opts.yLabel + (opts.logY ? ' (log)' : '')));
+
+  const placed = [];
+  series.forEach((sr, i) => {
+    const g = s('g', {class: `series c${i % 8}`});
+    const p = sr.points.filter((q) => okX(q) && okY(q)).map((q) => ({...q, px: xs(q.x), py: ys(q.y), series: sr.name}));
+    if (!opts.noLine && p.length > 1) {
+      let d = '';
+      p.forEach((q, j) => { d += `${j ? 'L' : 'M'}${q.px.toFixed(1)},${q.py.toFixed(1)}`; });
+      g.append(s('path', {d, class: 'line'}));
+    }
+    if (p.length <= MAX_MARKERS) {
+      for (const q of p) {
+        if (q.err) {
+          const lo = ys(Math.max(opts.logY ? q.y / 10 : -Infinity, q.y - q.err)), hi = ys(q.y + q.err);
+          g.append(s('line', {class: 'err', x1: q.px, x2: q.px, y1: lo, y2: hi}));
+        }
+        g.append(q.flag
+          ? s('rect', {class: 'marker flag', x: q.px - 4, y: q.py - 4, width: 8, height: 8})
+          : s('circle', {class: 'marker', cx: q.px, cy: q.py, r: 3.5}));
+      }
+    }
+    placed.push(...p);
+    svg.append(g);
+  });
+  attachHover(svg, placed, (q) => q.label || `${q.series}: ${xFmt(q.x)} → ${yFmt(q.y)}${q.err ? ' ± ' + yFmt(q.err) : ''}${q.flag ? ' (' + (opts.flagLabel || 'flagged') + ')' : ''}`);
+
+  const names = series.map((sr) => sr.name);
+  const legend = legendOf(names);
+  if (legend && all.some((p) => p.flag))
+    legend.append(h('li', null, h('span', {class: 'swatch flag', 'aria-hidden': 'true'}), opts.flagLabel || 'flagged'));
+  const table = dataTable([opts.xLabel, ...names], series, xFmt, yFmt);
+  return figure(title, svg, legend, table, opts.desc);
+}
+
+// Tooltip on the point nearest the pointer; arrow keys walk points when focused.
+function attachHover(svg, placed, text) {
+  if (!placed.length) return;
+  svg.setAttribute('tabindex', '0');
+  const tip = s('g', {class: 'tip', visibility: 'hidden'});
+  const ring = s('circle', {r: 6, class: 'tip-ring'});
+  const bg = s('rect', {rx: 3, class: 'tip-bg'});
+  const label = s('text', {class: 'tip-text'});
+  tip.append(ring, bg, label);
+  svg.append(tip);
+  let current = -1;
+  const show = (i) => {
+    current = i;
+    const q = placed[i];
+    ring.setAttribute('cx', q.px);
+    ring.setAttribute('cy', q.py);
+    label.textContent = text(q);
+    const wText = Math.min(W - 8, 7 * label.textContent.length + 10);
+    let tx = q.px + 10, ty = q.py - 28;
+    if (tx + wText > W) tx = q.px - 10 - wText;
+    if (ty < 2) ty = q.py + 10;
+    bg.setAttribute('x', tx); bg.setAttribute('y', ty); bg.setAttribute('width', wText); bg.setAttribute('height', 20);
+    label.setAttribute('x', tx + 5); label.setAttribute('y', ty + 14);
+    tip.setAttribute('visibility', 'visible');
+  };
+  const hide = () => tip.setAttribute('visibility', 'hidden');
+  svg.addEventListener('pointermove', (ev) => {
+    const r = svg.getBoundingClientRect();
+    const x = ((ev.clientX - r.left) / r.width) * W, y = ((ev.clientY - r.top) / r.height) * H;
+    let best = -1, bd = Infinity;
+    for (let i = 0; i < placed.length; i++) {
+      const d = (placed[i].px - x) ** 2 + ((placed[i].py - y) ** 2) / 4;
+      if (d < bd) { bd = d; best = i; }
+    }
+    if (best >= 0 && bd < 60 ** 2) show(best); else hide();
+  });
+  svg.addEventListener('pointerleave', hide);
+  svg.addEventListener('blur', hide);
+  svg.addEventListener('keydown', (ev) => {
+    if (ev.key !== 'ArrowRight' && ev.key !== 'ArrowLeft') return;
+    ev.preventDefault();
+    show(((current < 0 ? -1 : current) + (ev.key === 'ArrowRight' ? 1 : placed.length - 1)) % placed.length);
+  });
+}
+
+function dataTable(headers, series, xFmt, yFmt) {
+  const xsAll = [...new Set(series.flatMap((sr) => sr.points.map((p) => p.x)))].sort((a, b) => a - b);
+  if (xsAll.length > 500) return null; // the chart is the view for big data
+  const maps = series.map((sr) => new Map(sr.points.map((p) => [p.x, p])));
+  return h('table', {class: 'data'},
+    h('thead', null, h('tr', null, headers.map((c, i) => h('th', {scope: 'col', class: i ? 'num' : ''}, c)))),
+    h('tbody', null, xsAll.map((x) => h('tr', null, h('th', {scope: 'row'}, xFmt(x)),
+      maps.map((m) => {
+        const p = m.get(x);
+        return h('td', {class: 'num'}, p ? yFmt(p.y) + (p.err ? ' ± ' + yFmt(p.err) : '') + (p.flag ? ' *' : '') : '');
+      })))));
+}
+
+// opts: {title, groups:[{label, bars:[{name, value, title?}]}], yLabel, reference?: number, yFormat, desc}
+export function barChart(opts) {
+  const groups = opts.groups.filter((g) => g.bars.length);
+  if (!groups.length) return figure(opts.title, h('p', {class: 'empty'}, opts.emptyText || 'No data to plot.'));
+  const names = [...new Set(groups.flatMap((g) => g.bars.map((b) => b.name)))];
+  const yFmt = opts.yFormat || defaultFmt;
+  const vals = groups.flatMap((g) => g.bars.map((b) => b.value)).concat(opts.reference ?? 0, 0);
+  const yTicks = linearTicks(Math.min(...vals), Math.max(...vals) * 1.05);
+  const ys = scale([yTicks[0], yTicks[yTicks.length - 1]], [H - M.bottom, M.top], false);
+  const gw = (W - M.left - M.right) / groups.length;
+  const bw = Math.max(2, Math.min(36, (gw * 0.8) / names.length));
+  const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, class: 'plot', role: 'img', 'aria-label': opts.title});
+  const grid = s('g', {class: 'grid'});
+  for (const t of yTicks)
+    grid.append(s('line', {x1: M.left, x2: W - M.right, y1: ys(t), y2: ys(t)}),
+      s('text', {x: M.left - 6, y: ys(t) + 4, class: 'tick y'}, yFmt(t)));
+  svg.append(grid);
+  const placed = [];
+  groups.forEach((g, gi) => {
+    const x0 = M.left + gi * gw + (gw - bw * names.length) / 2;
+    g.bars.forEach((b) => {
+      const i = names.indexOf(b.name);
+      const y = ys(Math.max(0, b.value)), y0 = ys(Math.min(0, b.value));
+      const rect = s('rect', {class: `bar c${i % 8}`, x: x0 + i * bw, y, width: bw - 2, height: Math.max(1, y0 - y)});
+      svg.append(rect);
+      placed.push({px: x0 + i * bw + bw / 2, py: y, label: b.title || `${g.label} · ${b.name}: ${yFmt(b.value)}`});
+    });
+    svg.append(s('text', {class: 'tick x', x: M.left + gi * gw + gw / 2, y: H - M.bottom + 16}, g.label));
+  });
+  if (opts.reference !== undefined) {
+    const y = ys(opts.reference);
+    svg.append(s('line', {class: 'reference', x1: M.left, x2: W - M.right, y1: y, y2: y}));
+  }
+  svg.append(
+    s('line', {class: 'axis', x1: M.left, x2: W - M.right, y1: ys(0), y2: ys(0)}),
+    s('line', {class: 'axis', x1: M.left, x2: M.left, y1: M.top, y2: H - M.bottom}),
+    s('text', {class: 'axis-label', transform: `translate(16 ${(M.top + H - M.bottom) / 2}) rotate(-90)`}, opts.yLabel));
+  attachHover(svg, placed, (q) => q.label);
+  const table = h('table', {class: 'data'},
+    h('thead', null, h('tr', null, h('th', {scope: 'col'}, ''), names.map((n) => h('th', {scope: 'col', class: 'num'}, n)))),
+    h('tbody', null, groups.map((g) => h('tr', null, h('th', {scope: 'row'}, g.label),
+      names.map((n) => { const b = g.bars.find((x) => x.name === n); return h('td', {class: 'num'}, b ? yFmt(b.value) : ''); })))));
+  return figure(opts.title, svg, legendOf(names), table, opts.desc);
+}

@@ -1,0 +1,89 @@
+// Number and text formatting: one place decides precision and units.
+
+const nf = (digits) => new Intl.NumberFormat('en-US', {minimumFractionDigits: digits, maximumFractionDigits: digits});
+const NF = [0, 1, 2, 3, 4].map(nf);
+const INT = new Intl.NumberFormat('en-US', {maximumFractionDigits: 0});
+
+const isNum = (x) => typeof x === 'number' && Number.isFinite(x);
+
+// Decimals for a time in ms: 2 from 1 ms up (as the seeds' tables), more below.
+export function msDigits(ms) {
+  const a = Math.abs(ms);
+  if (a >= 1 || a === 0) return 2;
+  if (a >= 0.1) return 3;
+  return 4;
+}
+
+// "12.34" (no unit; column headers carry "ms").
+export function ms(x, digits) {
+  if (!isNum(x)) return '—';
+  return NF[digits ?? msDigits(x)].format(x);
+}
+
+// "12.34 ± 0.56": std uses the mean's decimals so both line up.
+export function msPm(mean, std) {
+  if (!isNum(mean)) return '—';
+  const d = msDigits(mean);
+  return isNum(std) ? `${NF[d].format(mean)} ± ${NF[d].format(std)}` : NF[d].format(mean);
+}
+
+export function int(x) {
+  return isNum(x) ? INT.format(x) : '—';
+}
+
+// Tokens/s etc: integers with separators, 3 significant digits below 100.
+export function rate(x) {
+  if (!isNum(x)) return '—';
+  return Math.abs(x) >= 100 ? INT.format(x) : x.toPrecision(3);
+}
+
+export function ratio(x) {
+  return isNum(x) ? NF[2].format(x) + '×' : '—';
+}
+
+export function percent(x) {
+  return isNum(x) ? NF[1].format(x * 100) + ' %' : '—';
+}
+
+export function tflops(x) {
+  return isNum(x) ? (x >= 1 ? NF[2].format(x) : x.toPrecision(3)) : '—';
+}
+
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+export function bytes(x) {
+  if (!isNum(x)) return '—';
+  let i = 0;
+  let v = x;
+  while (Math.abs(v) >= 1024 && i < UNITS.length - 1) { v /= 1024; i++; }
+  return `${i ? NF[v >= 100 ? 0 : 1].format(v) : INT.format(v)} ${UNITS[i]}`;
+}
+
+// Count in SI steps: 1.2 M, 125 k (parameters, FLOPs).
+export function si(x, unit = '') {
+  if (!isNum(x)) return '—';
+  const steps = [[1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']];
+  for (const [v, p] of steps)
+    if (Math.abs(x) >= v) return `${(x / v).toPrecision(3)} ${p}${unit}`;
+  return `${x}${unit ? ' ' + unit : ''}`;
+}
+
+// Short local date-time; full ISO in a title attribute by the caller.
+export function when(iso) {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+// Seconds between two ISO times, as "1.2 s" / "3 min 4 s".
+export function duration(fromIso, toIso) {
+  if (!fromIso) return '—';
+  const a = new Date(fromIso).getTime();
+  const b = toIso ? new Date(toIso).getTime() : Date.now();
+  const sec = Math.max(0, (b - a) / 1000);
+  if (sec < 60) return `${sec < 10 ? sec.toFixed(2) : sec.toFixed(1)} s`;
+  const m = Math.floor(sec / 60);
+  if (m < 60) return `${m} min ${Math.round(sec - m * 60)} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}

@@ -1,0 +1,78 @@
+// Job kinds as data: the submit form's fields and defaults (mirroring
+// schema/jobs/*.json; tests/web checks they agree), and how a run is named.
+
+// Presets from the engine (MODEL.md); GET /v1/models overrides when it lists them.
+export const MODEL_PRESETS = [
+  {name: 'tiny', d_model: 512, d_ff: 1344, num_layers: 4, num_heads: 16},
+  {name: 'small', d_model: 768, d_ff: 3072, num_layers: 12, num_heads: 12},
+  {name: 'medium', d_model: 1024, d_ff: 4096, num_layers: 24, num_heads: 16},
+  {name: 'large', d_model: 1280, d_ff: 5120, num_layers: 36, num_heads: 20},
+  {name: 'xl', d_model: 1600, d_ff: 6400, num_layers: 48, num_heads: 25},
+  {name: '2.7B', d_model: 2560, d_ff: 10240, num_layers: 32, num_heads: 32},
+];
+
+// Field types: int, number, text, select (options), multi (checkbox list ->
+// array, or a scalar when one is ticked and `scalarWhenOne`), intlist ("128, 256"
+// -> number or array), bool, model (preset or custom shape).
+// `default` is what the schema says; a field equal to its default is still
+// sent, so the curl command shows the whole spec.
+const COMMON = [
+  {name: 'label', type: 'text', label: 'Label', default: '', help: 'free text shown in lists', omitEmpty: true},
+  {name: 'timeout_s', type: 'number', label: 'Time limit', unit: 's', default: 3600, min: 1, max: 604800},
+];
+
+export const KINDS = {
+  numerics: {
+    title: 'Numerics',
+    help: 'Mixed-precision accumulation: add the summand count times for each (accumulator, summand) dtype pairing.',
+    fields: [
+      {name: 'experiments', type: 'multi', label: 'Experiments', options: ['accumulation'], default: ['accumulation']},
+      {name: 'summand', type: 'number', label: 'Summand', default: 0.01, min: 0, max: 1000, step: 'any'},
+      {name: 'count', type: 'int', label: 'Count', default: 1000, min: 1, max: 10000000000},
+      {name: 'device', type: 'select', label: 'Device', options: ['auto', 'cpu'], default: 'auto'},
+      ...COMMON,
+    ],
+  },
+  benchmark: {
+    title: 'Benchmark',
+    help: 'End-to-end step timing of the TransformerLM: forward, backward and optimizer per step, warm-up steps kept and flagged. A list of context lengths or precisions runs every combination.',
+    fields: [
+      {name: 'model', type: 'model', label: 'Model', default: 'small'},
+      {name: 'context_length', type: 'intlist', label: 'Context length', default: 128, help: 'one or more, comma-separated: 128, 256, 512'},
+      {name: 'batch_size', type: 'intlist', label: 'Batch size', default: 4},
+      {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2},
+      {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
+      {name: 'mode', type: 'select', label: 'Mode', options: ['forward', 'forward_backward', 'train_step'], default: 'forward_backward'},
+      {name: 'attention', type: 'select', label: 'Attention', options: ['naive', 'flash'], default: 'naive'},
+      {name: 'warmup_steps', type: 'int', label: 'Warm-up steps', default: 5, min: 0},
+      {name: 'measure_steps', type: 'int', label: 'Measured steps', default: 10, min: 1},
+      ...COMMON,
+    ],
+  },
+};
+
+// Short name of a model shape: the preset name, or "d64 L2 H4 ff128".
+export function modelName(run) {
+  const m = run.model;
+  if (typeof m === 'string' && m !== 'custom') return m;
+  const src = m && typeof m === 'object' ? m : run;
+  const preset = MODEL_PRESETS.find((p) => p.d_model === src.d_model && p.d_ff === src.d_ff &&
+    p.num_layers === src.num_layers && p.num_heads === src.num_heads);
+  if (preset && (typeof m !== 'string')) return preset.name;
+  return `d${src.d_model} L${src.num_layers} H${src.num_heads} ff${src.d_ff}`;
+}
+
+// Model name of a job from its spec (for the list's model filter).
+export function specModel(spec) {
+  if (!spec || spec.model === undefined) return '';
+  if (typeof spec.model === 'string') return spec.model;
+  return modelName({model: spec.model});
+}
+
+// Fields that define "the same configuration" of a benchmark run (history).
+export const CONFIG_FIELDS = ['d_model', 'd_ff', 'num_layers', 'num_heads', 'context_length', 'batch_size',
+  'vocab_size', 'precision', 'mode', 'attention'];
+
+export function configKey(run) {
+  return CONFIG_FIELDS.map((f) => `${f}=${run[f]}`).join(',');
+}

@@ -1,0 +1,232 @@
+// Compare benchmark runs across jobs: pick runs, get the seeds' table (model ×
+// context with fwd/bwd/opt mean ± std, tokens/s, speedup against a chosen
+// baseline, differences highlighted), export CSV/Markdown, and charts.
+// URL: #/compare?runs=JOB:INDEX,…  or  ?jobs=ID,…  &baseline=JOB:INDEX|job:ID &phase=total
+import {h, mount, download, toast} from '../dom.js';
+import {api} from '../api.js';
+import * as fmt from '../format.js';
+import {modelName} from '../kinds.js';
+import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, contextChart, precisionChart} from '../benchmark.js';
+import {replaceParams, link} from '../route.js';
+
+const RECENT_JOBS = 300; // picker: newest benchmark jobs loaded with their runs
+const SAME = 0.03;      // speedups within ±3 % count as "no difference"
+
+const ref = (r) => `${r.job_id}:${r.index}`;
+
+async function loadJobs(ids) {
+  const out = [];
+  const queue = [...ids];
+  const worker = async () => {
+    while (queue.length) {
+      const id = queue.shift();
+      try { out.push(await api.job(id)); } catch (e) { if (e.status !== 404) throw e; }
+    }
+  };
+  await Promise.all(Array.from({length: 6}, worker));
+  return out;
+}
+
+function runsOf(job) {
+  return (job.runs || []).filter((r) => r.status === 'succeeded' && r.stats)
+    .map((r) => ({...r, job_id: job.id, job_label: job.label, job_created_at: job.created_at}));
+}
+
+// Baseline time for a row: a fixed run, or the baseline job's run of the same shape.
+function baselineFor(row, baseline, pool, phase) {
+  if (!baseline) return null;
+  let b = null;
+  if (baseline.startsWith('job:')) {
+    const jid = Number(baseline.slice(4));
+    const same = CONFIG.filter((c) => c.key !== 'precision' && c.key !== 'attention' && c.key !== 'mode');
+    b = pool.find((r) => r.job_id === jid && same.every((c) => c.get(r) === c.get(row)));
+  } else {
+    b = pool.find((r) => ref(r) === baseline);
+  }
+  return b && b.stats[phase] ? b : null;
+}
+
+// The table's rows as data, shared by the HTML table and the exports.
+function tableModel(runs, baseline, phase, pool) {
+  const phases = phasesPresent(runs);
+  const varying = CONFIG.filter((c) => new Set(runs.map(c.get)).size > 1);
+  const shown = CONFIG.filter((c) => c.key === 'model' || c.key === 'context_length' || varying.includes(c));
+  const common = CONFIG.filter((c) => !shown.includes(c)).map((c) => [c.label, runs.length ? c.get(runs[0]) : '']);
+  const rows = [...runs].sort(compareRuns).map((r) => {
+    const b = baselineFor(r, baseline, pool, phase);
+    const speedup = b && r.stats[phase] ? b.stats[phase].mean_ms / r.stats[phase].mean_ms : null;
+    return {run: r, isBaseline: b === r || (b && ref(b) === ref(r)), speedup};
+  });
+  return {phases, shown, varying, common, rows};
+}
+
+function toCsv(m, phase) {
+  const esc = (v) => (/[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
+  const head = ['job', 'run', ...m.shown.map((c) => c.key), ...m.phases.flatMap((p) => [`${p.key}_mean_ms`, `${p.key}_std_ms`]),
+    'tokens_per_s', `speedup_${phase}`];
+  const lines = [head.join(',')];
+  for (const {run, speedup} of m.rows)
+    lines.push([run.job_id, run.index, ...m.shown.map((c) => c.get(run)),
+      ...m.phases.flatMap((p) => (run.stats[p.key] ? [run.stats[p.key].mean_ms, run.stats[p.key].std_ms] : ['', ''])),
+      run.tokens_per_s ?? '', speedup ?? ''].map(esc).join(','));
+  return lines.join('\n') + '\n';
+}
+
+function toMarkdown(m, phase) {
+  const head = [...m.shown.map((c) => (c.key === 'context_length' ? 'Context Length' : c.label)),
+    ...m.phases.map((p) => `${p.label} (ms)`), 'Tokens/s', `Speedup (${phase})`];
+  const right = head.map((_, i) => i >= m.shown.length || m.shown[i]?.num);
+  const body = m.rows.map(({run, speedup}) => [...m.shown.map((c) => String(c.get(run))),
+    ...m.phases.map((p) => (run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms) : '—')),
+    fmt.rate(run.tokens_per_s), speedup === null ? '—' : fmt.ratio(speedup)]);
+  const widths = head.map((t, i) => Math.max(t.length, ...body.map((r) => r[i].length), 3));
+  const line = (cells) => '| ' + cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(' | ') + ' |';
+  const sep = '|' + widths.map((w, i) => (right[i] ? '-'.repeat(w + 1) + ':' : '-'.repeat(w + 2))).join('|') + '|';
+  const common = m.common.length ? `\n${m.common.map(([k, v]) => `${k}: ${v}`).join(' · ')}\n` : '';
+  return [line(head), sep, ...body.map(line)].join('\n') + '\n' + common;
+}
+
+export async function render(main, ctx) {
+  const params = ctx.params;
+  const state = {
+    runs: (params.get('runs') || '').split(',').filter(Boolean),
+    jobs: (params.get('jobs') || '').split(',').filter(Boolean).map(Number),
+    baseline: params.get('baseline') || '',
+    phase: params.get('phase') || 'total',
+    logX: params.get('logx') === '1', logY: params.get('logy') === '1',
+    filter: '',
+  };
+
+  // Jobs named in the URL plus the newest succeeded benchmark jobs (for the picker).
+  const listed = await api.list({kind: 'benchmark', status: 'succeeded', limit: RECENT_JOBS}).catch(() => ({jobs: []}));
+  const wanted = new Set([...listed.jobs.map((j) => j.id), ...state.jobs, ...state.runs.map((r) => Number(r.split(':')[0]))]);
+  if (!ctx.isCurrent()) return;
+  const jobs = await loadJobs([...wanted]);
+  const pool = jobs.flatMap(runsOf);
+  for (const jid of state.jobs) for (const r of pool) if (r.job_id === jid && !state.runs.includes(ref(r))) state.runs.push(ref(r));
+  state.jobs = [];
+  const missing = state.runs.filter((x) => !pool.some((r) => ref(r) === x));
+  state.runs = state.runs.filter((x) => pool.some((r) => ref(r) === x));
+  if (!state.baseline && state.runs.length) state.baseline = state.runs[0];
+
+  const tableBox = h('div');
+  const chartsBox = h('div', {class: 'charts'});
+  const pickerBox = h('div');
+  const controls = h('div', {class: 'controls'});
+  mount(main,
+    h('h1', null, 'Compare runs'),
+    missing.length ? h('p', {class: 'error', role: 'alert'}, `Not found (or not succeeded): ${missing.join(', ')}`) : null,
+    controls, tableBox, chartsBox,
+    h('details', {class: 'picker', open: state.runs.length === 0}, h('summary', null, `Pick runs (${pool.length} succeeded benchmark runs in the ${jobs.length} newest jobs)`), pickerBox));
+
+  function sync() {
+    const p = new URLSearchParams();
+    if (state.runs.length) p.set('runs', state.runs.join(','));
+    if (state.baseline) p.set('baseline', state.baseline);
+    if (state.phase !== 'total') p.set('phase', state.phase);
+    if (state.logX) p.set('logx', '1');
+    if (state.logY) p.set('logy', '1');
+    replaceParams(p);
+  }
+
+  function selectedRuns() {
+    return state.runs.map((x) => pool.find((r) => ref(r) === x)).filter(Boolean);
+  }
+
+  function drawControls() {
+    const runs = selectedRuns();
+    const jobIds = [...new Set(runs.map((r) => r.job_id))];
+    const baseSel = h('select', {id: 'baseline', onchange: (e) => { state.baseline = e.target.value; sync(); drawTable(); }},
+      h('option', {value: ''}, 'none'),
+      h('optgroup', {label: 'One run'}, [...runs].sort(compareRuns).map((r) => h('option', {value: ref(r), selected: ref(r) === state.baseline},
+        `#${r.job_id}.${r.index} ${modelName(r)} ctx ${r.context_length} ${r.precision}`))),
+      jobIds.length > 1 ? h('optgroup', {label: 'Same shape in a job'}, jobIds.map((j) => h('option', {value: `job:${j}`, selected: state.baseline === `job:${j}`},
+        `job #${j} (matching model × context × batch)`))) : null);
+    const phaseSel = h('select', {id: 'phase', onchange: (e) => { state.phase = e.target.value; sync(); drawTable(); drawCharts(); }},
+      PHASES.map((p) => h('option', {value: p.key, selected: p.key === state.phase}, p.long)));
+    const check = (key, label) => h('label', {class: 'check'}, h('input', {type: 'checkbox', checked: state[key],
+      onchange: (e) => { state[key] = e.target.checked; sync(); drawCharts(); }}), label);
+    mount(controls,
+      h('div', {class: 'field inline'}, h('label', {for: 'baseline'}, 'Baseline'), baseSel),
+      h('div', {class: 'field inline'}, h('label', {for: 'phase'}, 'Speedup and charts of'), phaseSel),
+      check('logX', 'log x'), check('logY', 'log y'),
+      h('button', {type: 'button', disabled: !runs.length, onclick: () => { download('lmperf-compare.csv', toCsv(tableModel(selectedRuns(), state.baseline, state.phase, pool), state.phase), 'text/csv'); }}, 'Export CSV'),
+      h('button', {type: 'button', disabled: !runs.length, onclick: () => { download('lmperf-compare.md', toMarkdown(tableModel(selectedRuns(), state.baseline, state.phase, pool), state.phase), 'text/markdown'); }}, 'Export Markdown'),
+      h('button', {type: 'button', disabled: !runs.length, onclick: async () => {
+        try { await navigator.clipboard.writeText(location.href); toast('Link copied'); } catch { toast('Copy the address bar to share this view'); }
+      }}, 'Copy link'));
+  }
+
+  function drawTable() {
+    const runs = selectedRuns();
+    if (!runs.length) { mount(tableBox, h('p', {class: 'muted'}, 'No runs selected yet: pick some below, or use “Compare” on a job.')); return; }
+    const m = tableModel(runs, state.baseline, state.phase, pool);
+    const diff = (c) => (m.varying.includes(c) ? 'differs' : '');
+    mount(tableBox,
+      m.common.length ? h('p', {class: 'common'}, 'All rows: ', m.common.map(([k, v], i) => [i ? ' · ' : '', h('strong', null, k), ' ', String(v)])) : null,
+      h('div', {class: 'scroll'}, h('table', {class: 'results compare', id: 'compare-table'},
+        h('caption', null, `${runs.length} run${runs.length > 1 ? 's' : ''}; highlighted columns differ between rows; speedup = baseline ${state.phase} time ÷ this row's`),
+        h('thead', null, h('tr', null,
+          h('th', {scope: 'col', class: 'num'}, 'Run'),
+          m.shown.map((c) => h('th', {scope: 'col', class: `${c.num ? 'num' : ''} ${diff(c)}`}, c.key === 'context_length' ? 'Context length' : c.label)),
+          m.phases.map((p) => h('th', {scope: 'col', class: 'num', dataset: {phase: p.key}}, `${p.label} (ms)`)),
+          h('th', {scope: 'col', class: 'num'}, 'Tokens/s'),
+          h('th', {scope: 'col', class: 'num'}, `Speedup (${state.phase})`),
+          h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Remove')))),
+        h('tbody', null, m.rows.map(({run, isBaseline, speedup}) => h('tr', {class: isBaseline ? 'baseline' : '', dataset: {run: ref(run)}},
+          h('td', {class: 'num'}, h('a', {href: `#/jobs/${run.job_id}`, title: run.job_label || ''}, `#${run.job_id}.${run.index}`)),
+          m.shown.map((c) => h('td', {class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, String(c.get(run)))),
+          m.phases.map((p) => statCell(run.stats[p.key], p.key)),
+          h('td', {class: 'num', dataset: {value: run.tokens_per_s}}, fmt.rate(run.tokens_per_s)),
+          h('td', {class: `num speedup ${speedup === null ? '' : speedup > 1 + SAME ? 'faster' : speedup < 1 - SAME ? 'slower' : 'same'}`,
+            dataset: {value: speedup ?? ''}},
+          isBaseline ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'baseline')) : speedup === null ? '—' : fmt.ratio(speedup)),
+          h('td', null, h('button', {type: 'button', class: 'small link', 'aria-label': `remove run ${ref(run)}`,
+            onclick: () => { state.runs = state.runs.filter((x) => x !== ref(run)); sync(); drawAll(); }}, '×'))))))));
+  }
+
+  function drawCharts() {
+    const runs = selectedRuns();
+    if (!runs.length) { mount(chartsBox); return; }
+    const precisions = new Set(runs.map((r) => r.precision));
+    mount(chartsBox,
+      contextChart(runs, {phase: state.phase, logX: state.logX, logY: state.logY}),
+      precisions.size > 1 ? precisionChart(runs, {phase: state.phase, reference: precisions.has('fp32') ? 'fp32' : [...precisions][0]}) : null);
+  }
+
+  function drawPicker() {
+    const byJob = new Map();
+    for (const r of pool) {
+      if (!byJob.has(r.job_id)) byJob.set(r.job_id, []);
+      byJob.get(r.job_id).push(r);
+    }
+    const filterInput = h('input', {type: 'search', id: 'pick-filter', value: state.filter, placeholder: 'model, precision, context…',
+      oninput: (e) => { state.filter = e.target.value.toLowerCase(); drawList(); }});
+    const list = h('div', {class: 'pick-list'});
+    const drawList = () => {
+      const words = state.filter.split(/\s+/).filter(Boolean);
+      const text = (r) => `#${r.job_id} ${r.job_label || ''} ${modelName(r)} ${r.context_length} ${r.batch_size} ${r.precision} ${r.mode} ${r.attention}`.toLowerCase();
+      mount(list, [...byJob].sort((a, b) => b[0] - a[0]).map(([jid, rs]) => {
+        const match = rs.filter((r) => words.every((w) => text(r).includes(w)));
+        if (!match.length) return null;
+        return h('fieldset', null, h('legend', null, `Job #${jid}${rs[0].job_label ? ' — ' + rs[0].job_label : ''} · ${fmt.when(rs[0].job_created_at)}`),
+          [...match].sort(compareRuns).map((r) => h('label', {class: 'check'},
+            h('input', {type: 'checkbox', value: ref(r), checked: state.runs.includes(ref(r)), onchange: (e) => {
+              if (e.target.checked) state.runs.push(ref(r)); else state.runs = state.runs.filter((x) => x !== ref(r));
+              if (!state.baseline && state.runs.length) state.baseline = state.runs[0];
+              sync(); drawControls(); drawTable(); drawCharts();
+            }}),
+            `${modelName(r)} · ctx ${r.context_length} · batch ${r.batch_size} · ${r.precision} · ${r.mode} · ${r.attention} — ${fmt.ms(r.stats.total.mean_ms)} ms`)));
+      }));
+      if (!list.children.length) mount(list, h('p', {class: 'muted'}, pool.length ? 'No run matches.' : 'No succeeded benchmark runs yet.'));
+    };
+    mount(pickerBox, h('div', {class: 'field inline'}, h('label', {for: 'pick-filter'}, 'Filter'), filterInput), list);
+    drawList();
+  }
+
+  function drawAll() { drawControls(); drawTable(); drawCharts(); drawPicker(); }
+  sync();
+  drawAll();
+}
+
+export {toCsv, toMarkdown, tableModel};

@@ -1,0 +1,145 @@
+// One job: status, progress, environment, spec, and its result rendered per
+// kind (numerics: the accumulation table; benchmark: the summary table and
+// charts; anything else: the JSON). Polls every second while it is active.
+import {h, mount, toast} from '../dom.js';
+import {api, ACTIVE} from '../api.js';
+import * as fmt from '../format.js';
+import {statusBadge, progressCell} from './jobs.js';
+import {modelName, configKey} from '../kinds.js';
+import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, stepChart, contextChart} from '../benchmark.js';
+import {link} from '../route.js';
+
+const POLL_MS = 1000;
+
+function dl(pairs) {
+  return h('dl', {class: 'facts'}, pairs.filter(([, v]) => v !== undefined && v !== null && v !== '')
+    .map(([k, v]) => [h('dt', null, k), h('dd', null, v)]));
+}
+
+function numericsView(job) {
+  const out = [];
+  for (const run of job.runs || []) {
+    if (run.status !== 'succeeded') { out.push(h('p', {class: 'error'}, `Run ${run.index}: ${run.error || run.status}`)); continue; }
+    out.push(h('h2', null, `Accumulation: ${fmt.int(run.count)} × ${run.summand}`),
+      h('p', {class: 'muted'}, `computed on ${run.computed_on}`),
+      h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'numerics-table'},
+        h('thead', null, h('tr', null, ['Accumulator', 'Summand dtype', 'Cast'].map((c) => h('th', {scope: 'col'}, c)),
+          ['Result', 'Exact', 'Error', 'Relative error'].map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
+        h('tbody', null, (run.rows || []).map((r) => h('tr', {class: Math.abs(r.error) > 1e-3 * Math.abs(r.exact) ? 'warn' : ''},
+          h('td', null, r.accumulator), h('td', null, r.summand_dtype), h('td', null, r.cast),
+          h('td', {class: 'num', dataset: {value: r.result}}, String(+r.result.toPrecision(8))),
+          h('td', {class: 'num'}, String(r.exact)),
+          h('td', {class: 'num', dataset: {value: r.error}}, r.error.toExponential(3)),
+          h('td', {class: 'num'}, r.exact ? fmt.percent(r.error / r.exact) : '—')))))));
+  }
+  return out;
+}
+
+function benchmarkView(job) {
+  const runs = (job.runs || []).filter((r) => r.status === 'succeeded' && r.stats);
+  const failed = (job.runs || []).filter((r) => r.status !== 'succeeded');
+  const phases = phasesPresent(runs);
+  const sorted = [...runs].sort(compareRuns);
+  const table = h('table', {class: 'results', id: 'bench-summary'},
+    h('thead', null, h('tr', null,
+      h('th', {scope: 'col', class: 'num'}, 'Run'),
+      CONFIG.map((c) => h('th', {scope: 'col', class: c.num ? 'num' : ''}, c.label)),
+      phases.map((p) => h('th', {scope: 'col', class: 'num'}, `${p.label} (ms)`)),
+      h('th', {scope: 'col', class: 'num'}, 'Tokens/s'), h('th', {scope: 'col', class: 'num'}, 'TFLOP/s'),
+      h('th', {scope: 'col', class: 'num'}, 'MFU'), h('th', {scope: 'col', class: 'num'}, 'Peak memory'),
+      h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Links')))),
+    h('tbody', null, sorted.map((r) => h('tr', {dataset: {run: r.index}},
+      h('td', {class: 'num'}, String(r.index)),
+      CONFIG.map((c) => h('td', {class: c.num ? 'num' : ''}, String(c.get(r)))),
+      phases.map((p) => statCell(r.stats[p.key])),
+      h('td', {class: 'num', dataset: {value: r.tokens_per_s}}, fmt.rate(r.tokens_per_s)),
+      h('td', {class: 'num'}, fmt.tflops(r.achieved_tflops)),
+      h('td', {class: 'num'}, r.mfu === null || r.mfu === undefined ? '—' : fmt.percent(r.mfu)),
+      h('td', {class: 'num', title: r.estimated_memory_bytes ? `estimated ${fmt.bytes(r.estimated_memory_bytes)}` : null}, fmt.bytes(r.peak_memory_bytes)),
+      h('td', null, h('a', {href: link('/history', {config: configKey(r)})}, 'history'))))));
+
+  const runSel = h('select', {id: 'step-run'}, sorted.map((r) => h('option', {value: r.index},
+    `run ${r.index}: ${modelName(r)}, context ${r.context_length}, batch ${r.batch_size}, ${r.precision}`)));
+  const stepBox = h('div');
+  const drawSteps = () => {
+    const r = runs.find((x) => String(x.index) === runSel.value);
+    mount(stepBox, r ? stepChart(r) : null);
+  };
+  runSel.addEventListener('change', drawSteps);
+  drawSteps();
+  const contexts = new Set(runs.map((r) => r.context_length));
+  return [
+    h('div', {class: 'page-head'}, h('h2', null, 'Summary'),
+      h('a', {class: 'button', href: link('/compare', {jobs: job.id})}, 'Compare these runs')),
+    h('p', {class: 'muted'}, `mean ± std over ${runs[0] ? runs[0].measure_steps : '?'} measured steps after ${runs[0] ? runs[0].warmup_steps : '?'} warm-up steps; hover a time for median, min and max.`),
+    h('div', {class: 'scroll'}, table),
+    failed.length ? h('ul', {class: 'error'}, failed.map((r) => h('li', null, `run ${r.index}: ${r.error || r.status}`))) : null,
+    sorted.length ? h('section', {class: 'chart-box'}, h('h2', null, 'Per-step times'),
+      h('div', {class: 'field inline'}, h('label', {for: 'step-run'}, 'Run'), runSel), stepBox) : null,
+    contexts.size > 1 ? contextChart(runs) : null,
+  ];
+}
+
+const VIEWS = {numerics: numericsView, benchmark: benchmarkView};
+
+export async function render(main, ctx) {
+  const id = ctx.id;
+  let timer = null, stopped = false, lastKey = '';
+  const head = h('div');
+  const body = h('div');
+  mount(main, head, body);
+
+  async function cancel() {
+    try { await api.cancel(id); toast(`Job ${id} cancelled`); } catch (e) { toast(e.message, 'error'); }
+    refresh();
+  }
+
+  function draw(job) {
+    const env = job.environment || {};
+    mount(head,
+      h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/jobs'}, 'Jobs'), ' / ', `#${job.id}`),
+      h('div', {class: 'page-head'},
+        h('h1', null, `Job ${job.id} · ${job.kind}`, job.label ? h('span', {class: 'muted'}, ` — ${job.label}`) : null),
+        h('span', {id: 'job-status'}, statusBadge(job.status)),
+        ACTIVE.has(job.status) ? h('button', {type: 'button', onclick: cancel}, 'Cancel job') : null),
+      ACTIVE.has(job.status) ? h('p', null, progressCell(job)) : null,
+      job.error ? h('p', {class: 'error', role: 'alert'}, job.error) : null,
+      h('div', {class: 'two-col'},
+        dl([['Created', fmt.when(job.created_at)], ['Started', fmt.when(job.started_at)], ['Finished', fmt.when(job.finished_at)],
+          ['Duration', fmt.duration(job.started_at, job.finished_at)], ['Time limit', `${fmt.int(job.timeout_s)} s`],
+          ['Worker', job.worker], ['Device', job.device]]),
+        dl([['Device name', env.device_name], ['Device memory', env.device_memory_bytes ? fmt.bytes(env.device_memory_bytes) : null],
+          ['Compute capability', env.compute_capability], ['Driver', env.driver_version], ['CUDA runtime', env.cuda_runtime_version],
+          ['cuBLAS', env.cublas_version], ['Host', env.hostname], ['lmperf', env.lmperf_version]])));
+    const key = `${job.status}|${(job.runs || []).length}`;
+    if (key === lastKey) return;
+    lastKey = key;
+    const view = VIEWS[job.kind];
+    const done = job.status === 'succeeded';
+    mount(body,
+      (job.runs || []).length ? (view ? view(job) : h('pre', {class: 'code'}, JSON.stringify(job.runs, null, 2))) : h('p', {class: 'muted'}, ACTIVE.has(job.status) ? 'No results yet.' : 'No runs.'),
+      done ? h('p', {class: 'downloads'}, 'Table: ', ['md', 'csv', 'json'].map((f, i) =>
+        [i ? ' · ' : '', h('a', {href: `/v1/jobs/${id}/table?format=${f}`, download: `job-${id}.${f}`}, f.toUpperCase())])) : null,
+      h('details', null, h('summary', null, 'Spec'), h('pre', {class: 'code'}, JSON.stringify(job.spec, null, 2))),
+      job.result ? h('details', null, h('summary', null, 'Result JSON'), h('pre', {class: 'code'}, JSON.stringify(job.result, null, 2))) : null);
+  }
+
+  async function refresh() {
+    clearTimeout(timer);
+    let job;
+    try {
+      job = await api.job(id);
+    } catch (e) {
+      if (stopped) return;
+      if (e.status === 404) { mount(main, h('h1', null, `Job ${id}`), h('p', {class: 'error'}, e.message)); return; }
+      toast(`Could not refresh: ${e.message}`, 'error');
+      timer = setTimeout(refresh, POLL_MS * 3);
+      return;
+    }
+    if (stopped) return;
+    draw(job);
+    if (ACTIVE.has(job.status)) timer = setTimeout(refresh, POLL_MS);
+  }
+  await refresh();
+  return () => { stopped = true; clearTimeout(timer); };
+}

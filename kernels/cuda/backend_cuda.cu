@@ -1,0 +1,255 @@
+/* The cuda backend's table, state and memory: one device, one non-blocking
+ * stream, a private stream-ordered memory pool (release threshold UINT64_MAX,
+ * so cudaFreeAsync inside a step only returns memory to the pool), one cuBLAS
+ * handle bound to the stream with a fixed workspace. Ops live in the other
+ * files of this folder. Nothing here prints; failures are recorded in the
+ * state (lmk_backend_cuda_last_error) and returned as lmk statuses. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.cuh"
+
+extern "C" {
+#include "backend_cuda.h"
+}
+
+int cuda_fail(cuda_state *st, const char *what, cudaError_t e)
+{
+    snprintf(st->last_error, sizeof st->last_error, "%s: %s: %s", what, cudaGetErrorName(e),
+             cudaGetErrorString(e));
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError(); /* not sticky: clear it */
+        return LMK_NOMEM;
+    }
+    return LMK_DEVICE;
+}
+
+int cublas_fail(cuda_state *st, const char *what, cublasStatus_t s)
+{
+    snprintf(st->last_error, sizeof st->last_error, "%s: %s: %s", what, cublasGetStatusName(s),
+             cublasGetStatusString(s));
+    return s == CUBLAS_STATUS_ALLOC_FAILED ? LMK_NOMEM : LMK_DEVICE;
+}
+
+int cuda_scratch(cuda_state *st, size_t bytes, void **out)
+{
+    if (bytes <= st->scratch_bytes && st->scratch) {
+        *out = st->scratch;
+        return LMK_OK;
+    }
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    CUDA_TRY(st, cudaStreamIsCapturing(st->stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone) {
+        snprintf(st->last_error, sizeof st->last_error,
+                 "scratch must grow to %zu bytes during graph capture: run one step first",
+                 bytes);
+        return LMK_UNSUPPORTED;
+    }
+    size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 4;
+    void *p = NULL;
+    CUDA_TRY(st, cudaMallocFromPoolAsync(&p, want, st->pool, st->stream));
+    if (st->scratch)
+        CUDA_TRY(st, cudaFreeAsync(st->scratch, st->stream));
+    st->scratch = p;
+    st->scratch_bytes = want;
+    *out = p;
+    return LMK_OK;
+}
+
+/* --- memory ---------------------------------------------------------- */
+
+static int cu_mem_alloc(lmk_backend *b, size_t bytes, void **out)
+{
+    cuda_state *st = CST(b);
+    if (bytes == 0)
+        return LMK_INVALID;
+    void *p = NULL;
+    CUDA_TRY(st, cudaMallocFromPoolAsync(&p, bytes, st->pool, st->stream));
+    *out = p;
+    return LMK_OK;
+}
+
+static void cu_mem_free(lmk_backend *b, void *p)
+{
+    cuda_state *st = CST(b);
+    if (p) {
+        cudaError_t e = cudaFreeAsync(p, st->stream);
+        if (e != cudaSuccess)
+            (void)cuda_fail(st, "cudaFreeAsync", e);
+    }
+}
+
+static int cu_mem_zero(lmk_backend *b, void *p, size_t bytes)
+{
+    cuda_state *st = CST(b);
+    CUDA_TRY(st, cudaMemsetAsync(p, 0, bytes, st->stream));
+    return LMK_OK;
+}
+
+static int cu_mem_copy(lmk_backend *b, void *dst, const void *src, size_t bytes)
+{
+    cuda_state *st = CST(b);
+    CUDA_TRY(st, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream));
+    return LMK_OK;
+}
+
+/* Pageable host memory: cudaMemcpyAsync returns once the source is staged,
+ * so the caller may reuse it. */
+static int cu_upload(lmk_backend *b, void *dst, const void *host_src, size_t bytes)
+{
+    cuda_state *st = CST(b);
+    CUDA_TRY(st, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, st->stream));
+    return LMK_OK;
+}
+
+static int cu_download(lmk_backend *b, void *host_dst, const void *src, size_t bytes)
+{
+    cuda_state *st = CST(b);
+    CUDA_TRY(st, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
+    CUDA_TRY(st, cudaStreamSynchronize(st->stream));
+    return LMK_OK;
+}
+
+static int cu_synchronize(lmk_backend *b)
+{
+    cuda_state *st = CST(b);
+    CUDA_TRY(st, cudaStreamSynchronize(st->stream));
+    return LMK_OK;
+}
+
+/* --- the table ------------------------------------------------------- */
+
+static void cu_destroy(lmk_backend *b)
+{
+    cuda_state *st = (cuda_state *)b->impl;
+    if (st) {
+        int old = -1;
+        (void)cudaGetDevice(&old);
+        (void)cudaSetDevice(st->device);
+        if (st->stream)
+            (void)cudaStreamSynchronize(st->stream);
+        if (st->cublas)
+            (void)cublasDestroy(st->cublas);
+        if (st->scratch)
+            (void)cudaFreeAsync(st->scratch, st->stream);
+        if (st->stream) {
+            (void)cudaStreamSynchronize(st->stream);
+            (void)cudaStreamDestroy(st->stream);
+        }
+        if (st->cublas_ws)
+            (void)cudaFree(st->cublas_ws);
+        if (st->pool)
+            (void)cudaMemPoolDestroy(st->pool);
+        if (old >= 0)
+            (void)cudaSetDevice(old);
+        free(st);
+    }
+    free(b);
+}
+
+static lmk_backend cuda_template(void)
+{
+    lmk_backend t;
+    memset(&t, 0, sizeof t);
+    t.name = "cuda";
+    t.destroy = cu_destroy;
+    t.mem_alloc = cu_mem_alloc;
+    t.mem_free = cu_mem_free;
+    t.mem_zero = cu_mem_zero;
+    t.mem_copy = cu_mem_copy;
+    t.upload = cu_upload;
+    t.download = cu_download;
+    t.synchronize = cu_synchronize;
+    t.embedding_fwd = cuda_embedding_fwd;
+    t.embedding_bwd = cuda_embedding_bwd;
+    t.rmsnorm_fwd = cuda_rmsnorm_fwd;
+    t.rmsnorm_bwd = cuda_rmsnorm_bwd;
+    t.rope_fwd = cuda_rope_fwd;
+    t.rope_bwd = cuda_rope_bwd;
+    t.gemm = cuda_gemm;
+    t.softmax_causal_fwd = cuda_softmax_causal_fwd;
+    t.softmax_causal_bwd = cuda_softmax_causal_bwd;
+    t.swiglu_fwd = cuda_swiglu_fwd;
+    t.swiglu_bwd = cuda_swiglu_bwd;
+    t.add = cuda_add;
+    t.scale = cuda_scale;
+    t.cast = cuda_cast;
+    t.cross_entropy = cuda_cross_entropy;
+    t.sum_squares = cuda_sum_squares;
+    t.clip_factor = cuda_clip_factor;
+    t.adamw = cuda_adamw;
+    return t;
+}
+
+static int create_state(cuda_state *st, int device)
+{
+    int count = 0;
+    CUDA_TRY(st, cudaGetDeviceCount(&count));
+    if (device < 0 || device >= count) {
+        snprintf(st->last_error, sizeof st->last_error, "no CUDA device %d (%d visible)", device,
+                 count);
+        return LMK_INVALID;
+    }
+    st->device = device;
+    CUDA_TRY(st, cudaSetDevice(device));
+    CUDA_TRY(st, cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    CUDA_TRY(st, cudaMemPoolCreate(&st->pool, &props));
+    uint64_t threshold = UINT64_MAX;
+    CUDA_TRY(st, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    CUDA_TRY(st, cudaMalloc(&st->cublas_ws, CUDA_CUBLAS_WS_BYTES));
+    CUBLAS_TRY(st, cublasCreate(&st->cublas));
+    CUBLAS_TRY(st, cublasSetStream(st->cublas, st->stream));
+    CUBLAS_TRY(st, cublasSetWorkspace(st->cublas, st->cublas_ws, CUDA_CUBLAS_WS_BYTES));
+    CUBLAS_TRY(st, cublasSetPointerMode(st->cublas, CUBLAS_POINTER_MODE_HOST));
+    CUBLAS_TRY(st, cublasSetMathMode(st->cublas, CUBLAS_DEFAULT_MATH));
+    return LMK_OK;
+}
+
+extern "C" int lmk_backend_cuda_create(int device, lmk_backend **out, char *errbuf, size_t errlen)
+{
+    lmk_backend *b = (lmk_backend *)malloc(sizeof *b);
+    cuda_state *st = (cuda_state *)calloc(1, sizeof *st);
+    int rc = LMK_NOMEM;
+    if (!b || !st) {
+        if (errbuf && errlen)
+            snprintf(errbuf, errlen, "out of host memory");
+        free(b);
+        free(st);
+        return rc;
+    }
+    *b = cuda_template();
+    b->impl = st;
+    rc = create_state(st, device);
+    if (rc != LMK_OK) {
+        if (errbuf && errlen)
+            snprintf(errbuf, errlen, "%s", st->last_error);
+        cu_destroy(b);
+        return rc;
+    }
+    *out = b;
+    return LMK_OK;
+}
+
+extern "C" const char *lmk_backend_cuda_last_error(lmk_backend *b)
+{
+    if (!b || !b->name || strcmp(b->name, "cuda") != 0)
+        return NULL;
+    return CST(b)->last_error;
+}
+
+extern "C" int lmk_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}

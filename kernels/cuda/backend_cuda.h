@@ -1,0 +1,34 @@
+/* The cuda backend: every op of backend.h on one CUDA stream of one device,
+ * memory from a private stream-ordered pool, GEMMs through cuBLAS. */
+#ifndef LMK_BACKEND_CUDA_H
+#define LMK_BACKEND_CUDA_H
+
+#include <stddef.h>
+
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Creates a cuda backend on GPU `device` (0-based): its own non-blocking
+ * stream, a memory pool whose release threshold is UINT64_MAX (frees inside a
+ * step are cheap and memory stays reserved until destroy), a cuBLAS handle
+ * with a fixed 32 MiB workspace. Sets *out (new; free with lmk_backend_free).
+ * Returns LMK_OK, LMK_NOMEM, or LMK_DEVICE (no such device, driver missing,
+ * cuBLAS failure) with a one-line reason in errbuf (errlen may be 0). */
+int lmk_backend_cuda_create(int device, lmk_backend **out, char *errbuf, size_t errlen);
+
+/* The text of the last CUDA/cuBLAS failure seen by backend b (a cuda
+ * backend), "call: error name: message"; "" if none. Borrowed, valid until the
+ * next op on b. NULL for a backend of another kind. */
+const char *lmk_backend_cuda_last_error(lmk_backend *b);
+
+/* Number of visible CUDA devices; 0 when there is none or no driver. */
+int lmk_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,137 @@
+/* Private to the cuda backend: its state, status checking, the device-side
+ * rounding helper and the op launchers (one .cu file per op family). */
+#ifndef LMK_CUDA_INTERNAL_CUH
+#define LMK_CUDA_INTERNAL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../backend.h"
+#include "../status.h"
+}
+
+typedef struct cuda_state {
+    int device;
+    cudaStream_t stream;
+    cudaMemPool_t pool;
+    cublasHandle_t cublas;
+    void *cublas_ws;        /* cuBLAS workspace, CUDA_CUBLAS_WS_BYTES */
+    void *scratch;          /* grow-only op scratch (stream-ordered) */
+    size_t scratch_bytes;
+    char last_error[256];
+} cuda_state;
+
+#define CUDA_CUBLAS_WS_BYTES ((size_t)32 << 20)
+
+#define CST(b) ((cuda_state *)(b)->impl)
+
+/* Records "what: error" in st and returns the lmk status for a CUDA error. */
+int cuda_fail(cuda_state *st, const char *what, cudaError_t e);
+int cublas_fail(cuda_state *st, const char *what, cublasStatus_t s);
+
+#define CUDA_TRY(st, call)                                                  \
+    do {                                                                    \
+        cudaError_t e_ = (call);                                            \
+        if (e_ != cudaSuccess)                                              \
+            return cuda_fail((st), #call, e_);                              \
+    } while (0)
+
+#define CUBLAS_TRY(st, call)                                                \
+    do {                                                                    \
+        cublasStatus_t s_ = (call);                                         \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                    \
+            return cublas_fail((st), #call, s_);                            \
+    } while (0)
+
+/* After a kernel launch: the launch status. */
+#define LAUNCH_CHECK(st, name)                                              \
+    do {                                                                    \
+        cudaError_t e_ = cudaGetLastError();                                \
+        if (e_ != cudaSuccess)                                              \
+            return cuda_fail((st), "launch " name, e_);                     \
+    } while (0)
+
+/* At least bytes of scratch on the stream (grow-only). Sets *out. Growing
+ * is refused (LMK_UNSUPPORTED) while the stream is being captured. */
+int cuda_scratch(cuda_state *st, size_t bytes, void **out);
+
+static inline unsigned grid_for(size_t n, unsigned block, unsigned cap)
+{
+    size_t g = (n + block - 1) / block;
+    if (g > cap)
+        g = cap;
+    return g ? (unsigned)g : 1u;
+}
+
+/* Exactly lmk_round_value (backend.c): round-to-nearest-even to tf32, bf16
+ * (dropping float encoding bits) or fp16 (with fp16 subnormals and overflow
+ * to infinity). */
+__device__ __forceinline__ float round_drop_bits_dev(float x, int drop)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7f800000u) == 0x7f800000u)
+        return x;
+    uint32_t half = (1u << (drop - 1)) - 1u;
+    u += half + ((u >> drop) & 1u);
+    u &= ~((1u << drop) - 1u);
+    return __uint_as_float(u);
+}
+
+__device__ __forceinline__ float round_value_dev(float x, int r)
+{
+    if (r == LMK_ROUND_TF32)
+        return round_drop_bits_dev(x, 13);
+    if (r == LMK_ROUND_BF16)
+        return round_drop_bits_dev(x, 16);
+    if (r == LMK_ROUND_FP16) {
+        float a = fabsf(x);
+        if (isnan(x) || isinf(x))
+            return x;
+        if (a < 0x1p-14f)
+            return copysignf(nearbyintf(a * 0x1p24f) * 0x1p-24f, x);
+        float rr = round_drop_bits_dev(x, 13);
+        if (fabsf(rr) > 65504.0f)
+            return copysignf(INFINITY, x);
+        return rr;
+    }
+    return x;
+}
+
+/* --- launchers: (outputs, inputs, sizes, state); LMK_OK or an error ----- */
+int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const float *a, const float *bm);
+int cuda_round_launch(cuda_state *st, float *out, const float *x, size_t n, int r);
+
+int cuda_embedding_fwd(lmk_backend *b, float *out, const int32_t *ids, const float *w, int n,
+                       int d, int vocab);
+int cuda_embedding_bwd(lmk_backend *b, float *dw, const float *dout, const int32_t *ids, int n,
+                       int d, int vocab);
+int cuda_rmsnorm_fwd(lmk_backend *b, float *out, float *rstd, const float *x, const float *w,
+                     int n, int d, float eps);
+int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const float *dout, const float *x,
+                     const float *w, const float *rstd, int n, int d);
+int cuda_rope_fwd(lmk_backend *b, float *out, const float *in, const float *table, int B, int T,
+                  int H, int dh);
+int cuda_rope_bwd(lmk_backend *b, float *din, const float *dout, const float *table, int B,
+                  int T, int H, int dh);
+int cuda_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
+int cuda_softmax_causal_fwd(lmk_backend *b, float *p, const float *s, int batch, int T);
+int cuda_softmax_causal_bwd(lmk_backend *b, float *ds, const float *dp, const float *p,
+                            int batch, int T);
+int cuda_swiglu_fwd(lmk_backend *b, float *out, const float *a, const float *g, size_t n,
+                    lmk_round out_round);
+int cuda_swiglu_bwd(lmk_backend *b, float *da, float *dg, const float *dout, const float *a,
+                    const float *g, size_t n);
+int cuda_add(lmk_backend *b, float *y, const float *x1, const float *x2, size_t n);
+int cuda_scale(lmk_backend *b, float *x, size_t n, float s);
+int cuda_cast(lmk_backend *b, float *out, const float *x, size_t n, lmk_round r);
+int cuda_cross_entropy(lmk_backend *b, float *loss, float *dlogits, const float *logits,
+                       const int32_t *targets, int n, int V, float dscale);
+int cuda_sum_squares(lmk_backend *b, float *sumsq, const float *g, size_t n);
+int cuda_clip_factor(lmk_backend *b, float *factor, const float *sumsq, float max_norm,
+                     float unscale);
+int cuda_adamw(lmk_backend *b, float *p, const float *g, float *m, float *v, size_t n,
+               const lmk_adamw_hp *hp, const float *factor);
+
+#endif

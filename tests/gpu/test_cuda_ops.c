@@ -1,0 +1,487 @@
+/* The cuda backend against the cpu reference: every op forward and backward
+ * on fresh random inputs (odd shapes: dh 80, 25 heads, T 100, V 10007), then
+ * whole models (tiny and an odd custom shape) from the same seed: loss, every
+ * gradient, and 5 AdamW steps' losses. Check: |gpu − ref| ≤ atol + rtol·|ref|.
+ * Exits 77 when no CUDA device is visible (CI), 1 on any failure. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/check.h"
+#include "backend.h"
+#include "cuda/backend_cuda.h"
+#include "model.h"
+#include "status.h"
+
+static lmk_backend *cpu, *gpu;
+static test_rng rng = {12345};
+
+/* --- helpers ------------------------------------------------------------ */
+
+static float *h_rand(size_t n, float lo, float hi)
+{
+    float *p = malloc(n * sizeof *p);
+    if (!p)
+        exit(1);
+    for (size_t i = 0; i < n; i++)
+        p[i] = test_uniform(&rng, lo, hi);
+    return p;
+}
+
+static float *h_copy(const float *h, size_t n)
+{
+    float *p = malloc(n * sizeof *p);
+    if (!p)
+        exit(1);
+    memcpy(p, h, n * sizeof *p);
+    return p;
+}
+
+static void *d_from(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    MUST(gpu->mem_alloc(gpu, bytes, &d));
+    MUST(gpu->upload(gpu, d, h, bytes));
+    return d;
+}
+
+static void *d_alloc(size_t bytes)
+{
+    void *d = NULL;
+    MUST(gpu->mem_alloc(gpu, bytes, &d));
+    MUST(gpu->mem_zero(gpu, d, bytes));
+    return d;
+}
+
+/* Downloads n floats of d and compares them with ref. */
+static void compare(const char *what, const void *d, const float *ref, size_t n, double atol,
+                    double rtol)
+{
+    float *h = malloc(n * sizeof *h);
+    if (!h)
+        exit(1);
+    int rc = gpu->download(gpu, h, d, n * sizeof *h);
+    if (rc != LMK_OK) {
+        CHECK(0, "%s: download %d (%s)", what, rc, lmk_backend_cuda_last_error(gpu));
+        free(h);
+        return;
+    }
+    double worst = 0.0, max_abs = 0.0;
+    size_t bad = 0, at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)h[i] - ref[i]);
+        double lim = atol + rtol * fabs(ref[i]);
+        int nan_ok = isnan(h[i]) && isnan(ref[i]);
+        if (!nan_ok && !(e <= lim) && !(isinf(ref[i]) && h[i] == ref[i])) {
+            if (!bad)
+                at = i;
+            bad++;
+        }
+        if (e > max_abs && !nan_ok && !isinf(ref[i]))
+            max_abs = e;
+        if (lim > 0 && e / lim > worst && !nan_ok && !isinf(ref[i]))
+            worst = e / lim;
+    }
+    printf("  %-44s n=%-9zu max|err|=%.3g  worst err/tol=%.3g  %s\n", what, n, max_abs, worst,
+           bad ? "FAIL" : "ok");
+    CHECK(!bad, "%s: %zu of %zu outside tolerance; first at %zu: gpu %.9g ref %.9g", what, bad, n,
+          at, h[at], ref[at]);
+    free(h);
+}
+
+static void run_gpu(int rc, const char *what)
+{
+    if (rc != LMK_OK) {
+        fprintf(stderr, "FAIL %s returned %d (%s)\n", what, rc, lmk_backend_cuda_last_error(gpu));
+        exit(1);
+    }
+}
+#define GPU(call) run_gpu((call), #call)
+
+/* --- ops ---------------------------------------------------------------- */
+
+static void test_embedding(void)
+{
+    int n = 2 * 100, d = 120, V = 10007;
+    int32_t *ids = malloc(n * sizeof *ids);
+    for (int i = 0; i < n; i++) /* half the tokens from a small range: repeats */
+        ids[i] = (int32_t)(test_next(&rng) % (i % 2 ? 37 : (uint64_t)V));
+    float *w = h_rand((size_t)V * d, -1, 1), *dout = h_rand((size_t)n * d, -1, 1);
+    float *dw = h_rand((size_t)V * d, -1, 1), *out = malloc(sizeof(float) * n * d);
+    void *d_ids = d_from(ids, n * sizeof *ids), *d_w = d_from(w, sizeof(float) * V * d);
+    void *d_out = d_alloc(sizeof(float) * n * d), *d_dout = d_from(dout, sizeof(float) * n * d);
+    void *d_dw = d_from(dw, sizeof(float) * V * d);
+    MUST(cpu->embedding_fwd(cpu, out, ids, w, n, d, V));
+    GPU(gpu->embedding_fwd(gpu, d_out, d_ids, d_w, n, d, V));
+    compare("embedding_fwd (200x120, V 10007)", d_out, out, (size_t)n * d, 0, 0);
+    MUST(cpu->embedding_bwd(cpu, dw, dout, ids, n, d, V));
+    GPU(gpu->embedding_bwd(gpu, d_dw, d_dout, d_ids, n, d, V));
+    compare("embedding_bwd (accumulating, repeats)", d_dw, dw, (size_t)V * d, 0, 0);
+    gpu->mem_free(gpu, d_ids), gpu->mem_free(gpu, d_w), gpu->mem_free(gpu, d_out);
+    gpu->mem_free(gpu, d_dout), gpu->mem_free(gpu, d_dw);
+    free(ids), free(w), free(dout), free(dw), free(out);
+}
+
+static void test_rmsnorm(int n, int d)
+{
+    char name[96];
+    float *x = h_rand((size_t)n * d, -2, 2), *w = h_rand(d, 0.5f, 1.5f);
+    float *dout = h_rand((size_t)n * d, -1, 1), *dw = h_rand(d, -1, 1);
+    float *out = malloc(sizeof(float) * n * d), *rstd = malloc(sizeof(float) * n);
+    float *dx = malloc(sizeof(float) * n * d);
+    void *d_x = d_from(x, sizeof(float) * n * d), *d_w = d_from(w, sizeof(float) * d);
+    void *d_dout = d_from(dout, sizeof(float) * n * d), *d_dw = d_from(dw, sizeof(float) * d);
+    void *d_out = d_alloc(sizeof(float) * n * d), *d_rstd = d_alloc(sizeof(float) * n);
+    void *d_dx = d_alloc(sizeof(float) * n * d);
+    MUST(cpu->rmsnorm_fwd(cpu, out, rstd, x, w, n, d, 1e-5f));
+    GPU(gpu->rmsnorm_fwd(gpu, d_out, d_rstd, d_x, d_w, n, d, 1e-5f));
+    snprintf(name, sizeof name, "rmsnorm_fwd out (%dx%d)", n, d);
+    compare(name, d_out, out, (size_t)n * d, 1e-6, 1e-5);
+    snprintf(name, sizeof name, "rmsnorm_fwd rstd (%d)", n);
+    compare(name, d_rstd, rstd, n, 1e-6, 1e-5);
+    MUST(cpu->rmsnorm_bwd(cpu, dx, dw, dout, x, w, rstd, n, d));
+    GPU(gpu->rmsnorm_bwd(gpu, d_dx, d_dw, d_dout, d_x, d_w, d_rstd, n, d));
+    snprintf(name, sizeof name, "rmsnorm_bwd dx (%dx%d)", n, d);
+    compare(name, d_dx, dx, (size_t)n * d, 1e-5, 1e-4);
+    snprintf(name, sizeof name, "rmsnorm_bwd dw (+=, sum over %d rows)", n);
+    compare(name, d_dw, dw, d, 1e-6 * sqrt(n), 1e-5);
+    gpu->mem_free(gpu, d_x), gpu->mem_free(gpu, d_w), gpu->mem_free(gpu, d_dout);
+    gpu->mem_free(gpu, d_dw), gpu->mem_free(gpu, d_out), gpu->mem_free(gpu, d_rstd);
+    gpu->mem_free(gpu, d_dx);
+    free(x), free(w), free(dout), free(dw), free(out), free(rstd), free(dx);
+}
+
+static void test_rope(int with_table)
+{
+    int B = 2, T = 100, H = 25, dh = 80;
+    size_t n = (size_t)B * T * H * dh;
+    float *table = malloc(sizeof(float) * T * dh);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < dh / 2; k++) {
+            double ang = t * pow(10000.0, -2.0 * k / dh);
+            table[(size_t)t * dh + 2 * k] = (float)cos(ang);
+            table[(size_t)t * dh + 2 * k + 1] = (float)sin(ang);
+        }
+    float *in = h_rand(n, -1, 1), *out = malloc(n * sizeof *out), *back = malloc(n * sizeof *back);
+    void *d_table = d_from(table, sizeof(float) * T * dh), *d_in = d_from(in, n * sizeof *in);
+    void *d_out = d_alloc(n * sizeof(float)), *d_back = d_alloc(n * sizeof(float));
+    const float *tab = with_table ? table : NULL;
+    const float *dtab = with_table ? d_table : NULL;
+    MUST(cpu->rope_fwd(cpu, out, in, tab, B, T, H, dh));
+    GPU(gpu->rope_fwd(gpu, d_out, d_in, dtab, B, T, H, dh));
+    compare(with_table ? "rope_fwd (B2 T100 H25 dh80)" : "head split (B2 T100 H25 dh80)", d_out,
+            out, n, 1e-6, 1e-6);
+    MUST(cpu->rope_bwd(cpu, back, in, tab, B, T, H, dh));
+    GPU(gpu->rope_bwd(gpu, d_back, d_in, dtab, B, T, H, dh));
+    compare(with_table ? "rope_bwd" : "head merge", d_back, back, n, 1e-6, 1e-6);
+    gpu->mem_free(gpu, d_table), gpu->mem_free(gpu, d_in), gpu->mem_free(gpu, d_out);
+    gpu->mem_free(gpu, d_back);
+    free(table), free(in), free(out), free(back);
+}
+
+static const char *round_name(lmk_round r)
+{
+    static const char *names[] = {"fp32", "tf32", "bf16", "fp16"};
+    return names[r];
+}
+
+static void test_gemm(int ta, int tb, int m, int n, int k, int batch, float alpha, float beta,
+                      lmk_round in, lmk_round outr)
+{
+    char name[128];
+    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+    lmk_gemm g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .batch = batch,
+                  .stride_a = (int64_t)na, .stride_b = (int64_t)nb, .stride_c = (int64_t)nc,
+                  .alpha = alpha, .beta = beta, .in_round = in, .out_round = outr};
+    float *a = h_rand(na * batch, -1, 1), *bm = h_rand(nb * batch, -1, 1);
+    float *c = h_rand(nc * batch, -1, 1);
+    void *d_a = d_from(a, sizeof(float) * na * batch), *d_b = d_from(bm, sizeof(float) * nb * batch);
+    void *d_c = d_from(c, sizeof(float) * nc * batch);
+    MUST(cpu->gemm(cpu, &g, c, a, bm));
+    GPU(gpu->gemm(gpu, &g, d_c, d_a, d_b));
+    /* entries are sums of k products of magnitude ≤ 1: scale atol by √k */
+    double tol = in == LMK_ROUND_TF32 ? 2e-3 : 1e-5;
+    double rtol = tol;
+    if (outr == LMK_ROUND_BF16)
+        rtol = 8e-3; /* one bf16 ulp: sums differing in the last float bits may round apart */
+    else if (outr == LMK_ROUND_FP16 || outr == LMK_ROUND_TF32)
+        rtol = 2e-3;
+    snprintf(name, sizeof name, "gemm %c%c m%d n%d k%d b%d a%.2g b%.2g in %s out %s",
+             ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, batch, alpha, beta, round_name(in),
+             round_name(outr));
+    compare(name, d_c, c, nc * batch, tol * sqrt(k) * fabs(alpha), rtol);
+    gpu->mem_free(gpu, d_a), gpu->mem_free(gpu, d_b), gpu->mem_free(gpu, d_c);
+    free(a), free(bm), free(c);
+}
+
+static void test_softmax(int batch, int T, int in_place)
+{
+    char name[96];
+    size_t n = (size_t)batch * T * T;
+    float *s = h_rand(n, -4, 4), *p = malloc(n * sizeof *p), *dp = h_rand(n, -1, 1);
+    float *ds = malloc(n * sizeof *ds);
+    void *d_s = d_from(s, n * sizeof *s), *d_dp = d_from(dp, n * sizeof *dp);
+    void *d_p = in_place ? d_s : d_alloc(n * sizeof(float));
+    void *d_ds = in_place ? d_dp : d_alloc(n * sizeof(float));
+    MUST(cpu->softmax_causal_fwd(cpu, p, s, batch, T));
+    GPU(gpu->softmax_causal_fwd(gpu, d_p, d_s, batch, T));
+    snprintf(name, sizeof name, "softmax_causal_fwd (%dx%dx%d%s)", batch, T, T,
+             in_place ? ", in place" : "");
+    compare(name, d_p, p, n, 1e-7, 1e-5);
+    MUST(cpu->softmax_causal_bwd(cpu, ds, dp, p, batch, T));
+    GPU(gpu->softmax_causal_bwd(gpu, d_ds, d_dp, d_p, batch, T));
+    snprintf(name, sizeof name, "softmax_causal_bwd (%dx%dx%d%s)", batch, T, T,
+             in_place ? ", in place" : "");
+    compare(name, d_ds, ds, n, 1e-7, 1e-4);
+    gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_dp);
+    if (!in_place)
+        gpu->mem_free(gpu, d_p), gpu->mem_free(gpu, d_ds);
+    free(s), free(p), free(dp), free(ds);
+}
+
+static void test_elementwise(void)
+{
+    size_t n = 100003;
+    float *a = h_rand(n, -6, 6), *g = h_rand(n, -2, 2), *dout = h_rand(n, -1, 1);
+    float *out = malloc(n * sizeof *out), *da = malloc(n * sizeof *da), *dg = malloc(n * sizeof *dg);
+    void *d_a = d_from(a, n * 4), *d_g = d_from(g, n * 4), *d_dout = d_from(dout, n * 4);
+    void *d_out = d_alloc(n * 4), *d_da = d_alloc(n * 4), *d_dg = d_alloc(n * 4);
+    for (int r = 0; r < 4; r++) {
+        char name[64];
+        MUST(cpu->swiglu_fwd(cpu, out, a, g, n, (lmk_round)r));
+        GPU(gpu->swiglu_fwd(gpu, d_out, d_a, d_g, n, (lmk_round)r));
+        snprintf(name, sizeof name, "swiglu_fwd (n %zu, out %s)", n, round_name(r));
+        /* expf may differ by an ulp; rounded outputs may then land one ulp apart */
+        compare(name, d_out, out, n, 1e-7,
+                r == LMK_ROUND_BF16 ? 8e-3 : r == LMK_ROUND_NONE ? 1e-6 : 1e-3);
+    }
+    MUST(cpu->swiglu_bwd(cpu, da, dg, dout, a, g, n));
+    GPU(gpu->swiglu_bwd(gpu, d_da, d_dg, d_dout, d_a, d_g, n));
+    compare("swiglu_bwd da", d_da, da, n, 1e-7, 1e-5);
+    compare("swiglu_bwd dg", d_dg, dg, n, 1e-7, 1e-5);
+    /* add with y aliasing x1, scale */
+    float *y = h_copy(a, n);
+    MUST(cpu->add(cpu, y, y, g, n));
+    GPU(gpu->add(gpu, d_a, d_a, d_g, n));
+    compare("add (y aliases x1)", d_a, y, n, 0, 0);
+    MUST(cpu->scale(cpu, y, n, 0.37f));
+    GPU(gpu->scale(gpu, d_a, n, 0.37f));
+    compare("scale", d_a, y, n, 0, 0);
+    /* cast: exact, including subnormals, halfway cases, overflow, inf/nan */
+    float *x = h_rand(n, -70000, 70000);
+    for (size_t i = 0; i < n; i += 3)
+        x[i] *= (float)ldexp(1.0, -(int)(test_next(&rng) % 40) - 10);
+    x[0] = INFINITY, x[1] = -INFINITY, x[2] = NAN, x[3] = 65504.0f, x[4] = 65520.0f;
+    x[5] = 0x1p-25f, x[6] = 0x1.8p-24f, x[7] = 1.0f + 0x1p-11f, x[8] = 1.0f + 0x3p-11f;
+    void *d_x = d_from(x, n * 4);
+    for (int r = 1; r < 4; r++) {
+        char name[64];
+        float *c = h_copy(x, n);
+        MUST(cpu->cast(cpu, c, c, n, (lmk_round)r));
+        GPU(gpu->cast(gpu, d_out, d_x, n, (lmk_round)r));
+        snprintf(name, sizeof name, "cast %s (special values, exact)", round_name(r));
+        compare(name, d_out, c, n, 0, 0);
+        free(c);
+    }
+    gpu->mem_free(gpu, d_a), gpu->mem_free(gpu, d_g), gpu->mem_free(gpu, d_dout);
+    gpu->mem_free(gpu, d_out), gpu->mem_free(gpu, d_da), gpu->mem_free(gpu, d_dg);
+    gpu->mem_free(gpu, d_x);
+    free(a), free(g), free(dout), free(out), free(da), free(dg), free(y), free(x);
+}
+
+static void test_cross_entropy(int n, int V, int alias)
+{
+    char name[96];
+    size_t nv = (size_t)n * V;
+    float *z = h_rand(nv, -8, 8), *dz = malloc(nv * sizeof *dz), loss = 0;
+    int32_t *t = malloc(n * sizeof *t);
+    for (int i = 0; i < n; i++)
+        t[i] = (int32_t)(test_next(&rng) % (uint64_t)V);
+    t[0] = V - 1;
+    void *d_z = d_from(z, nv * 4), *d_t = d_from(t, n * sizeof *t), *d_loss = d_alloc(4);
+    void *d_dz = alias ? d_z : d_alloc(nv * 4);
+    MUST(cpu->cross_entropy(cpu, &loss, dz, z, t, n, V, 2.0f));
+    GPU(gpu->cross_entropy(gpu, d_loss, d_dz, d_z, d_t, n, V, 2.0f));
+    snprintf(name, sizeof name, "cross_entropy loss (n %d, V %d%s)", n, V,
+             alias ? ", dlogits aliases logits" : "");
+    compare(name, d_loss, &loss, 1, 1e-6, 1e-5);
+    compare("cross_entropy dlogits", d_dz, dz, nv, 1e-9, 1e-5);
+    gpu->mem_free(gpu, d_z), gpu->mem_free(gpu, d_t), gpu->mem_free(gpu, d_loss);
+    if (!alias)
+        gpu->mem_free(gpu, d_dz);
+    free(z), free(dz), free(t);
+}
+
+static void test_optimizer(void)
+{
+    size_t n = 1000003;
+    float *g = h_rand(n, -1, 1);
+    float sumsq = 1.5f;
+    void *d_g = d_from(g, n * 4), *d_ss = d_from(&sumsq, 4), *d_f = d_alloc(4);
+    MUST(cpu->sum_squares(cpu, &sumsq, g, n));
+    GPU(gpu->sum_squares(gpu, d_ss, d_g, n));
+    compare("sum_squares (n 1000003, +=)", d_ss, &sumsq, 1, 0, 1e-6);
+    struct { float ss, max_norm, unscale; } cases[] = {
+        {sumsq, 0.0f, 1.0f}, {sumsq, 1.0f, 1.0f}, {sumsq, 1e6f, 0.5f}, {INFINITY, 1.0f, 1.0f},
+        {NAN, 0.0f, 1.0f}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float f = -1.0f;
+        MUST(gpu->upload(gpu, d_ss, &cases[i].ss, 4));
+        MUST(cpu->clip_factor(cpu, &f, &cases[i].ss, cases[i].max_norm, cases[i].unscale));
+        GPU(gpu->clip_factor(gpu, d_f, d_ss, cases[i].max_norm, cases[i].unscale));
+        char name[64];
+        snprintf(name, sizeof name, "clip_factor case %zu", i);
+        compare(name, d_f, &f, 1, 0, 1e-6);
+    }
+    size_t na = 100003;
+    float *p = h_rand(na, -1, 1), *m = h_rand(na, -0.1f, 0.1f), *v = h_rand(na, 0, 0.01f);
+    void *d_p = d_from(p, na * 4), *d_m = d_from(m, na * 4), *d_v = d_from(v, na * 4);
+    lmk_adamw_hp hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                       .weight_decay = 0.01f, .t = 3};
+    float factors[] = {1.0f, 0.5f, 0.0f};
+    for (int i = 0; i < 3; i++) {
+        MUST(gpu->upload(gpu, d_f, &factors[i], 4));
+        MUST(cpu->adamw(cpu, p, g, m, v, na, &hp, i ? &factors[i] : NULL));
+        GPU(gpu->adamw(gpu, d_p, d_g, d_m, d_v, na, &hp, i ? d_f : NULL));
+        hp.t++;
+    }
+    compare("adamw p (3 steps, factor 1/0.5/0 skip)", d_p, p, na, 1e-7, 1e-5);
+    compare("adamw m", d_m, m, na, 1e-8, 1e-5);
+    compare("adamw v", d_v, v, na, 1e-10, 1e-5);
+    /* unaligned (scalar path) */
+    MUST(cpu->adamw(cpu, p + 1, g, m + 1, v + 1, na - 1, &hp, NULL));
+    GPU(gpu->adamw(gpu, (float *)d_p + 1, d_g, (float *)d_m + 1, (float *)d_v + 1, na - 1, &hp,
+                   NULL));
+    compare("adamw p (unaligned)", d_p, p, na, 1e-7, 1e-5);
+    gpu->mem_free(gpu, d_g), gpu->mem_free(gpu, d_ss), gpu->mem_free(gpu, d_f);
+    gpu->mem_free(gpu, d_p), gpu->mem_free(gpu, d_m), gpu->mem_free(gpu, d_v);
+    free(g), free(p), free(m), free(v);
+}
+
+/* --- whole model -------------------------------------------------------- */
+
+static void test_model(const lmk_model_config *c, int B, int T, lmk_precision prec, int grads)
+{
+    lmk_allocator *ac = NULL, *ag = NULL;
+    lmk_model *mc = NULL, *mg = NULL;
+    MUST(lmk_allocator_create(cpu, &ac));
+    MUST(lmk_allocator_create(gpu, &ag));
+    MUST(lmk_model_create(cpu, ac, c, B, T, prec, 42, 1, &mc));
+    GPU(lmk_model_create(gpu, ag, c, B, T, prec, 42, 1, &mg));
+    int N = B * T;
+    int32_t *in = malloc(sizeof(int32_t) * N), *tg = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++) {
+        in[i] = (int32_t)(test_next(&rng) % (uint64_t)c->vocab_size);
+        tg[i] = (int32_t)(test_next(&rng) % (uint64_t)c->vocab_size);
+    }
+    MUST(lmk_model_set_batch(mc, in, tg));
+    GPU(lmk_model_set_batch(mg, in, tg));
+    /* tf32/bf16/fp16 round differently on the two sides (tensor-core tf32
+     * conversion, rounded outputs one ulp apart): loss tolerance by precision */
+    double ltol = prec == LMK_PREC_FP32 ? 2e-5 : prec == LMK_PREC_TF32 ? 2e-3 : 1e-2;
+    lmk_adamw_config cfg = lmk_adamw_defaults();
+    cfg.max_grad_norm = 1.0f;
+    printf(" model %s (V %d d %d ff %d L %d H %d) B %d T %d %s\n", c->name, c->vocab_size,
+           c->d_model, c->d_ff, c->num_layers, c->num_heads, B, T, lmk_precision_name(prec));
+    for (int step = 0; step < 6; step++) {
+        float lc = 0, lg = 0;
+        MUST(lmk_model_forward(mc, 1));
+        GPU(lmk_model_forward(mg, 1));
+        MUST(lmk_model_loss(mc, &lc));
+        GPU(lmk_model_loss(mg, &lg));
+        char name[64];
+        snprintf(name, sizeof name, "loss after %d AdamW steps (cpu %.6f)", step, lc);
+        double e = fabs((double)lg - lc);
+        CHECK(e <= ltol * fabs(lc), "%s: gpu %.7f cpu %.7f", name, lg, lc);
+        printf("    step %d loss cpu %.7f gpu %.7f |diff| %.3g %s\n", step, lc, lg, e,
+               e <= ltol * fabs(lc) ? "ok" : "FAIL");
+        MUST(lmk_model_backward(mc));
+        GPU(lmk_model_backward(mg));
+        if (step == 0 && grads) {
+            for (size_t i = 0; i < lmk_model_tensor_count(mc); i++) {
+                const char *pn = NULL;
+                lmk_tensor *pc, *gc, *pg, *gg;
+                MUST(lmk_model_tensor(mc, i, &pn, &pc, &gc));
+                MUST(lmk_model_tensor(mg, i, &pn, &pg, &gg));
+                float *ref = gc->data;
+                double mx = 0;
+                for (size_t j = 0; j < gc->numel; j++)
+                    mx = fabs(ref[j]) > mx ? fabs(ref[j]) : mx;
+                /* relative to the tensor's largest gradient: sums over B·T
+                 * tokens in another order */
+                snprintf(name, sizeof name, "grad %s", pn);
+                compare(name, gg->data, ref, gc->numel, 1e-4 * mx, 1e-3);
+            }
+        }
+        if (step < 5) {
+            MUST(lmk_model_step(mc, &cfg));
+            GPU(lmk_model_step(mg, &cfg));
+        }
+    }
+    lmk_model_free(mc);
+    lmk_model_free(mg);
+    lmk_allocator_free(ac);
+    lmk_allocator_free(ag);
+    free(in), free(tg);
+}
+
+int main(void)
+{
+    if (lmk_cuda_device_count() == 0) {
+        printf("test_cuda_ops: no CUDA device visible, skipped\n");
+        return 77;
+    }
+    char err[256] = "";
+    if (lmk_backend_cuda_create(0, &gpu, err, sizeof err) != LMK_OK) {
+        fprintf(stderr, "FAIL lmk_backend_cuda_create: %s\n", err);
+        return 1;
+    }
+    MUST(lmk_backend_cpu_create(&cpu));
+
+    printf("ops:\n");
+    test_embedding();
+    test_rmsnorm(200, 2000);
+    test_rmsnorm(37, 80);
+    test_rope(1);
+    test_rope(0);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            test_gemm(ta, tb, 100, 77, 80, 1, 1.0f, 0.0f, LMK_ROUND_NONE, LMK_ROUND_NONE);
+            test_gemm(ta, tb, 100, 100, 80, 6, 0.11f, 0.0f, LMK_ROUND_NONE, LMK_ROUND_NONE);
+        }
+    test_gemm(0, 0, 200, 333, 1000, 1, 1.0f, 1.0f, LMK_ROUND_NONE, LMK_ROUND_NONE);
+    test_gemm(1, 0, 160, 432, 200, 1, 1.0f, 1.0f, LMK_ROUND_NONE, LMK_ROUND_NONE);
+    test_gemm(0, 1, 200, 10007, 160, 1, 1.0f, 0.0f, LMK_ROUND_NONE, LMK_ROUND_NONE);
+    test_gemm(0, 1, 200, 333, 512, 1, 1.0f, 0.0f, LMK_ROUND_TF32, LMK_ROUND_NONE);
+    test_gemm(1, 0, 100, 80, 100, 6, 0.5f, 1.0f, LMK_ROUND_TF32, LMK_ROUND_NONE);
+    test_gemm(0, 1, 200, 333, 512, 1, 1.0f, 0.0f, LMK_ROUND_BF16, LMK_ROUND_NONE);
+    test_gemm(0, 1, 200, 333, 512, 1, 1.0f, 0.0f, LMK_ROUND_BF16, LMK_ROUND_BF16);
+    test_gemm(1, 0, 100, 80, 100, 6, 0.5f, 0.0f, LMK_ROUND_BF16, LMK_ROUND_BF16);
+    test_gemm(0, 0, 200, 333, 512, 1, 1.0f, 1.0f, LMK_ROUND_FP16, LMK_ROUND_NONE);
+    test_gemm(0, 1, 100, 100, 80, 6, 0.11f, 0.0f, LMK_ROUND_FP16, LMK_ROUND_FP16);
+    test_softmax(6, 100, 0);
+    test_softmax(3, 1000, 1);
+    test_softmax(2, 33, 1);
+    test_elementwise();
+    test_cross_entropy(200, 10007, 0);
+    test_cross_entropy(64, 10000, 1);
+    test_cross_entropy(3, 50, 0);
+    test_optimizer();
+
+    printf("models:\n");
+    lmk_model_config tiny;
+    MUST(lmk_model_preset("tiny", &tiny));
+    test_model(&tiny, 2, 64, LMK_PREC_FP32, 1);
+    lmk_model_config odd = {"custom-odd", 10007, 128, 160, 432, 2, 2, 10000.0f}; /* dh 80 */
+    test_model(&odd, 2, 100, LMK_PREC_FP32, 1);
+    lmk_model_config heads25 = {"custom-25h", 1003, 128, 200, 328, 1, 25, 10000.0f}; /* dh 8 */
+    test_model(&heads25, 3, 100, LMK_PREC_FP32, 1);
+    test_model(&tiny, 2, 64, LMK_PREC_TF32, 0);
+    test_model(&odd, 2, 100, LMK_PREC_BF16, 0);
+
+    lmk_backend_free(gpu);
+    lmk_backend_free(cpu);
+    return check_report("test_cuda_ops");
+}

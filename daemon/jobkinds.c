@@ -4,9 +4,11 @@
 #include "jobkind.h"
 
 extern const jobkind jobkind_numerics;
+extern const jobkind jobkind_allreduce;
 
 const jobkind *const jobkinds[] = {
     &jobkind_numerics,
+    &jobkind_allreduce,
     NULL,
 };
 

@@ -1,5 +1,6 @@
 /* lmperfd: the daemon (default), one-shot mode (`run SPEC.json`) and the
- * internal worker sub-command (`__worker`). */
+ * internal worker sub-command (`__worker`), and one MPI rank of the allreduce
+ * job (`__allreduce-rank`, started by mpirun). */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "allreduce_rank.h"
 #include "api.h"
 #include "config.h"
 #include "device.h"
@@ -193,6 +195,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "__worker") == 0)
         return worker_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], ALLREDUCE_RANK_COMMAND) == 0)
+        return allreduce_rank_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         return run_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "version") == 0)

@@ -1,0 +1,685 @@
+/* The allreduce job: time, algorithm and bus bandwidth and a checked sum per
+ * (world size, size) point, over NCCL on this machine's GPUs (one thread per
+ * GPU inside this worker, kernels/collectives) or over Open MPI on CPU
+ * processes (mpirun; each rank is `lmperfd __allreduce-rank`).
+ *
+ * DESIGN: points run world size by world size (an NCCL communicator or an
+ * mpirun is set up once per world size), sizes inside. A point that cannot
+ * run (more ranks than GPUs, a buffer that does not fit, a wrong sum) is a
+ * failed run with its reason; the others go on. The job fails only when no
+ * point succeeded. NVLink multicast (NVLS) is always disabled: on shared
+ * machines it can take every GPU of the host out of service. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef LMPERF_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "allreduce_rank.h"
+#include "collectives.h"
+#include "device.h"
+#include "jobkind.h"
+#include "status.h"
+
+#define MPI_MAX_RANKS 64          /* oversubscribed CPU processes, at most */
+#define MAX_POINTS 256            /* world sizes x sizes */
+#define MAX_SIZE_BYTES (16ull << 30)
+#define MPI_MAX_BYTES (4ull * INT_MAX) /* MPI's int element count of floats */
+#define HOST_MEMORY_SHARE 0.8     /* of MemAvailable, for the mpi buffers */
+#define STDERR_TAIL 800           /* bytes of mpirun's stderr kept for errors */
+#define POLL_MS 200               /* cancellation checks while mpirun runs */
+#define MPIRUN "mpirun"
+
+/* --- sizes ---------------------------------------------------------------------- */
+
+typedef struct size_point {
+    uint64_t bytes;  /* per rank */
+    char label[40];  /* as written: "1MB", "1GiB", "4096" */
+} size_point;
+
+static const struct {
+    const char *unit;
+    uint64_t scale;
+} size_units[] = {
+    {"B", 1},          {"KB", 1000},      {"MB", 1000000},   {"GB", 1000000000},
+    {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
+};
+
+/* Parses one entry of "sizes". Returns 0, or -1 with a reason in why. */
+static int parse_size(const json_t *v, size_point *out, char *why, size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    if (json_is_integer(v) || json_is_real(v)) {
+        double d = json_number_value(v);
+        out->bytes = d > 0 ? (uint64_t)d : 0;
+        snprintf(out->label, sizeof out->label, "%llu", (unsigned long long)out->bytes);
+    } else if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end;
+        errno = 0;
+        double x = strtod(s, &end);
+        while (*end == ' ')
+            end++;
+        uint64_t scale = 0;
+        for (size_t u = 0; u < sizeof size_units / sizeof size_units[0]; u++)
+            if (strcasecmp(end, size_units[u].unit) == 0)
+                scale = size_units[u].scale;
+        if (end == s || errno || !scale || !(x > 0)) {
+            snprintf(why, whylen, "\"%s\" is not a size: a number and a unit (B, KB, MB, GB, KiB, MiB, GiB)", s);
+            return -1;
+        }
+        double bytes = x * (double)scale;
+        if (bytes > (double)MAX_SIZE_BYTES || fabs(bytes - round(bytes)) > 1e-6) {
+            snprintf(why, whylen, "\"%s\" is not a whole number of bytes up to 16 GiB", s);
+            return -1;
+        }
+        out->bytes = (uint64_t)llround(bytes);
+        snprintf(out->label, sizeof out->label, "%s", s);
+    } else {
+        snprintf(why, whylen, "a size is a number of bytes or a string like \"1MB\"");
+        return -1;
+    }
+    if (out->bytes == 0 || out->bytes % sizeof(float) || out->bytes > MAX_SIZE_BYTES) {
+        snprintf(why, whylen, "%s bytes: a size must be a positive multiple of 4 bytes (float32), at most 16 GiB",
+                 out->label);
+        return -1;
+    }
+    return 0;
+}
+
+static int is_nccl(const json_t *spec)
+{
+    const char *b = json_string_value(json_object_get(spec, "backend"));
+    return !b || strcmp(b, "nccl") == 0;
+}
+
+static int allreduce_check(json_t *spec, api_error *err)
+{
+    const json_t *sizes = json_object_get(spec, "sizes"), *worlds = json_object_get(spec, "world_sizes");
+    size_t i;
+    const json_t *v;
+    json_array_foreach(sizes, i, v)
+    {
+        size_point p;
+        char why[160], field[32];
+        snprintf(field, sizeof field, "sizes[%zu]", i);
+        if (parse_size(v, &p, why, sizeof why))
+            return api_fail(err, API_ERR_INVALID_SPEC, field, "%s", why);
+        if (!is_nccl(spec) && p.bytes > MPI_MAX_BYTES)
+            return api_fail(err, API_ERR_INVALID_SPEC, field, "the mpi backend takes at most %llu bytes per rank",
+                            (unsigned long long)MPI_MAX_BYTES);
+    }
+    if (json_array_size(sizes) * json_array_size(worlds) > MAX_POINTS)
+        return api_fail(err, API_ERR_INVALID_SPEC, "world_sizes", "%zu sizes x %zu world sizes is more than %d points",
+                        json_array_size(sizes), json_array_size(worlds), MAX_POINTS);
+    return 0;
+}
+
+static int allreduce_gpus_needed(const json_t *spec)
+{
+    if (!is_nccl(spec))
+        return 1; /* one worker; the ranks are mpirun's processes */
+    int most = 1;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(spec, "world_sizes"), i, v)
+    if (json_integer_value(v) > most)
+        most = (int)json_integer_value(v);
+    return most;
+}
+
+/* --- runs ------------------------------------------------------------------------ */
+
+typedef struct job_state {
+    run_ctx *ctx;
+    const json_t *spec;
+    const char *backend;
+    int warmup, iterations;
+    int done, total;     /* points, for progress */
+    int succeeded;
+    int all_correct;
+    char first_error[640];
+} job_state;
+
+/* A new run object with the point's configuration. */
+static json_t *point_new(const job_state *js, int world, const size_point *p)
+{
+    return json_pack("{s:s, s:s, s:i, s:I, s:s, s:i, s:i}", "backend", js->backend, "dtype", "float32",
+                     "world_size", world, "size_bytes", (json_int_t)p->bytes, "size", p->label, "warmup",
+                     js->warmup, "iterations", js->iterations);
+}
+
+static void point_progress(job_state *js, int world, const size_point *p)
+{
+    char msg[96];
+    js->done++;
+    snprintf(msg, sizeof msg, "%s: %d ranks, %s", js->backend, world, p->label);
+    runctx_progress(js->ctx, js->total ? (double)js->done / js->total : 1.0, msg);
+}
+
+/* Emits a failed point (run stolen). */
+static void emit_failed(job_state *js, int world, const size_point *p, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void emit_failed(job_state *js, int world, const size_point *p, const char *fmt, ...)
+{
+    char error[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error, sizeof error, fmt, ap);
+    va_end(ap);
+    json_t *run = point_new(js, world, p);
+    json_object_set_new(run, "status", json_string("failed"));
+    json_object_set_new(run, "error", json_string(error));
+    json_object_set_new(run, "correct", json_null());
+    if (!js->first_error[0])
+        snprintf(js->first_error, sizeof js->first_error, "%d ranks, %s: %s", world, p->label, error);
+    runctx_emit_run(js->ctx, run);
+    point_progress(js, world, p);
+}
+
+/* Emits a measured point: statistics of times_ms (n), the check, where. */
+static void emit_measured(job_state *js, int world, const size_point *p, const double *times_ms, int n,
+                          uint64_t mismatches, const char *devices, int oversubscribed)
+{
+    lmk_allreduce_stats st;
+    lmk_allreduce_stats_compute(times_ms, n, p->bytes, world, &st);
+    json_t *samples = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(samples, json_real(times_ms[i]));
+    json_t *run = point_new(js, world, p);
+    int correct = mismatches == 0;
+    char error[160];
+    snprintf(error, sizeof error, "wrong sum: %llu elements differ from the exact result",
+             (unsigned long long)mismatches);
+    json_object_update_new(run, json_pack("{s:s, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:I, s:s, s:b, s:o}",
+                                          "status", correct ? "succeeded" : "failed", "error",
+                                          correct ? json_null() : json_string(error), "median_ms", st.median_ms,
+                                          "mean_ms", st.mean_ms, "min_ms", st.min_ms, "max_ms", st.max_ms,
+                                          "algbw_gbps", st.algbw_gbps, "busbw_gbps", st.busbw_gbps, "correct",
+                                          correct, "mismatches", (json_int_t)mismatches, "devices", devices,
+                                          "oversubscribed", oversubscribed, "times_ms", samples));
+    if (correct)
+        js->succeeded++;
+    else {
+        js->all_correct = 0;
+        if (!js->first_error[0])
+            snprintf(js->first_error, sizeof js->first_error, "%d ranks, %s: %s", world, p->label, error);
+    }
+    runctx_emit_run(js->ctx, run);
+    point_progress(js, world, p);
+}
+
+/* --- nccl ------------------------------------------------------------------------ */
+
+static int visible_gpus(void)
+{
+#ifdef LMPERF_HAVE_CUDA
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+#else
+    return 0;
+#endif
+}
+
+/* The devices of a world: this worker's GPU first, then the others in order.
+ * (The scheduler reserved max(world_sizes) workers; with one worker per GPU
+ * and the whole machine reserved for the largest world, these are free.) */
+static void pick_devices(int own, int gpus, int world, int *devices)
+{
+    int k = 0;
+    devices[k++] = own;
+    for (int d = 0; d < gpus && k < world; d++)
+        if (d != own)
+            devices[k++] = d;
+}
+
+static int run_nccl_world(job_state *js, int world, const size_point *points, int count, double *times)
+{
+    const runctx_device *dev = runctx_device_info(js->ctx);
+    int gpus = visible_gpus();
+    const char *why = NULL;
+    char reason[256];
+    if (!lmk_nccl_available())
+        why = "this build of lmperf has no NCCL (built without CUDA or NCCL)";
+    else if (dev->gpu_index < 0)
+        why = "this worker has no GPU (a CPU worker or --cpu-only)";
+    else if (world > gpus) {
+        snprintf(reason, sizeof reason, "world size %d needs %d GPUs; this machine has %d", world, world, gpus);
+        why = reason;
+    }
+    if (why) {
+        for (int i = 0; i < count; i++)
+            emit_failed(js, world, &points[i], "%s", why);
+        return LMK_OK;
+    }
+    int devices[LMK_ALLREDUCE_MAX_RANKS];
+    pick_devices(dev->gpu_index, gpus, world, devices);
+    char where[256] = "";
+    for (int r = 0; r < world; r++) {
+        size_t len = strlen(where);
+        snprintf(where + len, sizeof where - len, "%scuda:%d", r ? "," : "", devices[r]);
+    }
+    lmk_nccl_group *group = NULL;
+    char errbuf[512];
+    for (int i = 0; i < count; i++) {
+        if (runctx_cancelled(js->ctx)) {
+            lmk_nccl_group_free(group);
+            return LMK_CANCELLED;
+        }
+        if (!group) {
+            errbuf[0] = '\0';
+            if (lmk_nccl_group_create(world, devices, &group, errbuf, sizeof errbuf) != LMK_OK) {
+                emit_failed(js, world, &points[i], "%s", errbuf);
+                continue;
+            }
+        }
+        uint64_t mismatches = 0;
+        errbuf[0] = '\0';
+        int rc = lmk_nccl_allreduce_point(group, points[i].bytes, js->warmup, js->iterations, times, &mismatches,
+                                          errbuf, sizeof errbuf);
+        if (rc == LMK_OK) {
+            emit_measured(js, world, &points[i], times, js->iterations, mismatches, where, 0);
+            continue;
+        }
+        emit_failed(js, world, &points[i], "%s", errbuf[0] ? errbuf : lmk_status_text(rc));
+        if (rc != LMK_NOMEM) { /* NCCL or CUDA error: start over with a fresh communicator */
+            lmk_nccl_group_free(group);
+            group = NULL;
+        }
+    }
+    lmk_nccl_group_free(group);
+    return LMK_OK;
+}
+
+/* --- mpi ------------------------------------------------------------------------- */
+
+/* Starts mpirun for `world` ranks over the sizes; its stdout and stderr come
+ * back on *out_fd and *err_fd. Returns 0 or -1 with a message in errbuf. */
+static int mpirun_start(const job_state *js, int world, const uint64_t *bytes, int count, pid_t *pid_out,
+                        int *out_fd, int *err_fd, char *errbuf, size_t errlen)
+{
+    char exe[PATH_MAX], sizes[64 * 24] = "", np[16], warmup[16], iterations[16];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        snprintf(errbuf, errlen, "cannot find lmperfd's own executable: %s", strerror(errno));
+        return -1;
+    }
+    exe[n] = '\0';
+    for (int i = 0; i < count; i++) {
+        size_t len = strlen(sizes);
+        snprintf(sizes + len, sizeof sizes - len, "%s%llu", i ? "," : "", (unsigned long long)bytes[i]);
+    }
+    snprintf(np, sizeof np, "%d", world);
+    snprintf(warmup, sizeof warmup, "%d", js->warmup);
+    snprintf(iterations, sizeof iterations, "%d", js->iterations);
+    /* --oversubscribe: more ranks than cores is allowed (and reported);
+     * --bind-to none: binding to cores fails when oversubscribed. Transports
+     * are Open MPI's defaults (shared memory with CMA single copy on one host:
+     * forcing single-copy off made 10 MB 10x slower here). */
+    const char *argv[32];
+    int a = 0;
+    argv[a++] = MPIRUN;
+    if (geteuid() == 0)
+        argv[a++] = "--allow-run-as-root";
+    const char *fixed[] = {"--oversubscribe", "--bind-to", "none", "-np", np, exe, ALLREDUCE_RANK_COMMAND,
+                           "--sizes", sizes, "--warmup", warmup, "--iterations", iterations};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        argv[a++] = fixed[i];
+    argv[a] = NULL;
+
+    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+    if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
+        snprintf(errbuf, errlen, "pipe: %s", strerror(errno));
+        goto fail;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(errbuf, errlen, "fork: %s", strerror(errno));
+        goto fail;
+    }
+    if (pid == 0) {
+        setpgid(0, 0); /* one group: cancellation kills mpirun and its ranks */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(out_pipe[1], STDOUT_FILENO);
+        dup2(err_pipe[1], STDERR_FILENO);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        execvp(MPIRUN, (char *const *)argv);
+        dprintf(STDERR_FILENO, "cannot run %s: %s (install Open MPI: mpirun must be on PATH)\n", MPIRUN,
+                strerror(errno));
+        _exit(127);
+    }
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    *pid_out = pid;
+    *out_fd = out_pipe[0];
+    *err_fd = err_pipe[0];
+    return 0;
+fail:
+    for (int i = 0; i < 2; i++) {
+        if (out_pipe[i] >= 0)
+            close(out_pipe[i]);
+        if (err_pipe[i] >= 0)
+            close(err_pipe[i]);
+    }
+    return -1;
+}
+
+/* Appends data to a tail buffer of STDERR_TAIL bytes. */
+static void tail_append(char *tail, const char *data, size_t n)
+{
+    size_t have = strlen(tail);
+    if (n >= STDERR_TAIL) {
+        memcpy(tail, data + n - STDERR_TAIL + 1, STDERR_TAIL - 1);
+        tail[STDERR_TAIL - 1] = '\0';
+        return;
+    }
+    if (have + n >= STDERR_TAIL) {
+        size_t drop = have + n - (STDERR_TAIL - 1);
+        memmove(tail, tail + drop, have - drop + 1);
+        have -= drop;
+    }
+    memcpy(tail + have, data, n);
+    tail[have + n] = '\0';
+}
+
+/* One line of rank 0: the result of points[*next]. */
+static void mpi_line(job_state *js, int world, const size_point *points, int count, int *next, const char *line,
+                     int oversubscribed, double *times)
+{
+    json_error_t jerr;
+    json_t *msg = json_loads(line, 0, &jerr);
+    if (!msg || *next >= count) {
+        json_decref(msg);
+        return; /* not ours (MPI noise on stdout) */
+    }
+    const size_point *p = &points[(*next)++];
+    const char *error = json_string_value(json_object_get(msg, "error"));
+    const json_t *samples = json_object_get(msg, "times_ms");
+    if (error || json_array_size(samples) != (size_t)js->iterations) {
+        emit_failed(js, world, p, "%s", error ? error : "rank 0 reported no times");
+    } else {
+        for (int i = 0; i < js->iterations; i++)
+            times[i] = json_number_value(json_array_get(samples, (size_t)i));
+        char where[64];
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        snprintf(where, sizeof where, "cpu x%d (mpirun, %ld cores)", world, cores);
+        emit_measured(js, world, p, times, js->iterations,
+                      (uint64_t)json_integer_value(json_object_get(msg, "mismatches")), where, oversubscribed);
+    }
+    json_decref(msg);
+}
+
+static int run_mpi_world(job_state *js, int world, const size_point *points, int count, double *times)
+{
+    if (world > MPI_MAX_RANKS) {
+        for (int i = 0; i < count; i++)
+            emit_failed(js, world, &points[i], "the mpi backend runs at most %d ranks on one machine", MPI_MAX_RANKS);
+        return LMK_OK;
+    }
+    /* sizes whose buffers do not fit in host memory fail here; the rest run */
+    size_point runnable[64];
+    uint64_t bytes[64];
+    int n = 0;
+    double budget = HOST_MEMORY_SHARE * (double)device_cpu_available_bytes();
+    for (int i = 0; i < count; i++) {
+        double need = 2.0 * (double)points[i].bytes * world;
+        if (budget > 0 && need > budget)
+            emit_failed(js, world, &points[i], "needs %.1f GB of host memory (%d ranks x send + receive); %.1f GB is available",
+                        need / 1e9, world, budget / HOST_MEMORY_SHARE / 1e9);
+        else {
+            runnable[n] = points[i];
+            bytes[n++] = points[i].bytes;
+        }
+    }
+    if (!n)
+        return LMK_OK;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int oversubscribed = cores > 0 && world > cores;
+    pid_t pid;
+    int out_fd, err_fd;
+    char errbuf[512];
+    if (mpirun_start(js, world, bytes, n, &pid, &out_fd, &err_fd, errbuf, sizeof errbuf)) {
+        for (int i = 0; i < n; i++)
+            emit_failed(js, world, &runnable[i], "%s", errbuf);
+        return LMK_OK;
+    }
+    char line[1 << 16];
+    size_t line_len = 0;
+    char tail[STDERR_TAIL] = "";
+    int next = 0, cancelled = 0;
+    struct pollfd fds[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
+    while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+        if (!cancelled && runctx_cancelled(js->ctx)) {
+            kill(-pid, SIGTERM);
+            cancelled = 1;
+        }
+        if (poll(fds, 2, POLL_MS) < 0 && errno != EINTR)
+            break;
+        for (int f = 0; f < 2; f++) {
+            if (fds[f].fd < 0 || !(fds[f].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[4096];
+            ssize_t got = read(fds[f].fd, buf, sizeof buf);
+            if (got <= 0) {
+                close(fds[f].fd);
+                fds[f].fd = -1;
+                continue;
+            }
+            if (f == 1) {
+                tail_append(tail, buf, (size_t)got);
+                continue;
+            }
+            for (ssize_t k = 0; k < got; k++) {
+                if (buf[k] != '\n') {
+                    if (line_len < sizeof line - 1)
+                        line[line_len++] = buf[k];
+                    continue;
+                }
+                line[line_len] = '\0';
+                line_len = 0;
+                if (!cancelled)
+                    mpi_line(js, world, runnable, n, &next, line, oversubscribed, times);
+            }
+        }
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (cancelled)
+        return LMK_CANCELLED;
+    for (size_t k = strlen(tail); k > 0 && (tail[k - 1] == '\n' || tail[k - 1] == ' '); k--)
+        tail[k - 1] = '\0';
+    for (; next < n; next++)
+        emit_failed(js, world, &runnable[next], "mpirun %s %d before this size: %s",
+                    WIFEXITED(status) ? "exited with status" : "was killed by signal",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), tail[0] ? tail : "(no message)");
+    return LMK_OK;
+}
+
+static int allreduce_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
+{
+    /* never NVLink multicast (NVLS) here: on shared hosts it can take all GPUs out of service */
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    job_state js = {.ctx = ctx, .spec = spec, .all_correct = 1};
+    js.backend = is_nccl(spec) ? "nccl" : "mpi";
+    js.warmup = (int)json_integer_value(json_object_get(spec, "warmup"));
+    js.iterations = (int)json_integer_value(json_object_get(spec, "iterations"));
+    const json_t *sizes = json_object_get(spec, "sizes"), *worlds = json_object_get(spec, "world_sizes");
+    int count = (int)json_array_size(sizes);
+    js.total = count * (int)json_array_size(worlds);
+    size_point points[64];
+    double *times = calloc((size_t)(js.iterations > 0 ? js.iterations : 1), sizeof *times);
+    int rc = LMK_OK;
+    if (!times) {
+        snprintf(errbuf, errlen, "out of memory");
+        return LMK_NOMEM;
+    }
+    for (int i = 0; i < count && i < 64; i++) {
+        char why[160];
+        if (parse_size(json_array_get(sizes, (size_t)i), &points[i], why, sizeof why)) {
+            snprintf(errbuf, errlen, "sizes[%d]: %s", i, why);
+            rc = LMK_INVALID;
+            goto out;
+        }
+    }
+    size_t w;
+    const json_t *v;
+    json_array_foreach(worlds, w, v)
+    {
+        int world = (int)json_integer_value(v);
+        rc = strcmp(js.backend, "nccl") == 0 ? run_nccl_world(&js, world, points, count, times)
+                                             : run_mpi_world(&js, world, points, count, times);
+        if (rc != LMK_OK)
+            goto out;
+    }
+    if (!js.succeeded) {
+        snprintf(errbuf, errlen, "no point succeeded; first: %s", js.first_error);
+        rc = LMK_INVALID;
+        goto out;
+    }
+    *result = json_pack("{s:s, s:i, s:i, s:b}", "backend", js.backend, "points", js.total, "failed",
+                        js.total - js.succeeded, "all_correct", js.all_correct);
+out:
+    free(times);
+    return rc;
+}
+
+/* --- storage and table --------------------------------------------------------------- */
+
+static void bind_real_or_null(sqlite3_stmt *st, int col, const json_t *v)
+{
+    if (json_is_number(v))
+        sqlite3_bind_double(st, col, json_number_value(v));
+    else
+        sqlite3_bind_null(st, col);
+}
+
+static int allreduce_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec, const json_t *run)
+{
+    (void)spec;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+                                "INSERT INTO allreduce_runs (run_id, job_id, backend, dtype, world_size, size_bytes, "
+                                "size_label, warmup, iterations, status, error, median_ms, mean_ms, min_ms, max_ms, "
+                                "algbw_gbps, busbw_gbps, correct, mismatches, devices, oversubscribed) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    const char *text_fields[] = {"backend", "dtype"};
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_int64(st, 2, job_id);
+    for (int i = 0; i < 2; i++)
+        sqlite3_bind_text(st, 3 + i, json_string_value(json_object_get(run, text_fields[i])), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 5, json_integer_value(json_object_get(run, "world_size")));
+    sqlite3_bind_int64(st, 6, json_integer_value(json_object_get(run, "size_bytes")));
+    sqlite3_bind_text(st, 7, json_string_value(json_object_get(run, "size")), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 8, json_integer_value(json_object_get(run, "warmup")));
+    sqlite3_bind_int64(st, 9, json_integer_value(json_object_get(run, "iterations")));
+    sqlite3_bind_text(st, 10, json_string_value(json_object_get(run, "status")), -1, SQLITE_TRANSIENT);
+    const char *error = json_string_value(json_object_get(run, "error"));
+    if (error)
+        sqlite3_bind_text(st, 11, error, -1, SQLITE_TRANSIENT);
+    const char *stats[] = {"median_ms", "mean_ms", "min_ms", "max_ms", "algbw_gbps", "busbw_gbps"};
+    for (int i = 0; i < 6; i++)
+        bind_real_or_null(st, 12 + i, json_object_get(run, stats[i]));
+    const json_t *correct = json_object_get(run, "correct");
+    if (json_is_boolean(correct))
+        sqlite3_bind_int(st, 18, json_is_true(correct));
+    const json_t *mismatches = json_object_get(run, "mismatches");
+    if (json_is_integer(mismatches))
+        sqlite3_bind_int64(st, 19, json_integer_value(mismatches));
+    const char *devices = json_string_value(json_object_get(run, "devices"));
+    if (devices)
+        sqlite3_bind_text(st, 20, devices, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 21, json_is_true(json_object_get(run, "oversubscribed")));
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_OK)
+        return rc;
+    const json_t *samples = json_object_get(run, "times_ms");
+    if (!json_array_size(samples))
+        return SQLITE_OK;
+    rc = sqlite3_prepare_v2(db, "INSERT INTO allreduce_samples (run_id, iteration, ms) VALUES (?, ?, ?)", -1, &st,
+                            NULL);
+    size_t i;
+    const json_t *v;
+    json_array_foreach(samples, i, v)
+    {
+        if (rc != SQLITE_OK)
+            break;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)i);
+        sqlite3_bind_double(st, 3, json_number_value(v));
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Rows: one per point, by size then world size. */
+static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT backend, size_label, world_size, median_ms, mean_ms, min_ms, max_ms, algbw_gbps, "
+                           "busbw_gbps, correct, status, error FROM allreduce_runs WHERE job_id = ? "
+                           "ORDER BY size_bytes, world_size, id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return api_fail(err, API_ERR_INTERNAL, NULL, "allreduce table: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, job_id);
+    json_t *rows = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *row = json_pack("[s, s, i]", sqlite3_column_text(st, 0), sqlite3_column_text(st, 1),
+                                sqlite3_column_int(st, 2));
+        for (int c = 3; c <= 8; c++) {
+            char cell[32] = "—";
+            if (sqlite3_column_type(st, c) != SQLITE_NULL)
+                snprintf(cell, sizeof cell, c <= 6 ? "%.4f" : "%.2f", sqlite3_column_double(st, c));
+            json_array_append_new(row, json_string(cell));
+        }
+        json_array_append_new(row, json_string(sqlite3_column_type(st, 9) == SQLITE_NULL ? "—"
+                                               : sqlite3_column_int(st, 9)                ? "yes"
+                                                                                           : "no"));
+        const char *status = (const char *)sqlite3_column_text(st, 10);
+        const char *error = (const char *)sqlite3_column_text(st, 11);
+        char cell[600];
+        snprintf(cell, sizeof cell, "%s%s%s", status, error ? ": " : "", error ? error : "");
+        json_array_append_new(row, json_string(cell));
+        json_array_append_new(rows, row);
+    }
+    sqlite3_finalize(st);
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "backend", "size", "world", "median ms",
+                       "mean ms", "min ms", "max ms", "algbw GB/s", "busbw GB/s", "correct", "status", "rows", rows);
+    return 0;
+}
+
+const jobkind jobkind_allreduce = {
+    .name = "allreduce",
+    .check = allreduce_check,
+    .gpus_needed = allreduce_gpus_needed,
+    .run = allreduce_run,
+    .store_run = allreduce_store_run,
+    .table = allreduce_table,
+};

@@ -1,0 +1,99 @@
+/* Collectives: timing loops for one all-reduce point (float32 sum), and the
+ * pattern, check and statistics shared by every backend.
+ *
+ * DESIGN: an all-reduce point is `warmup` untimed then `iterations` timed
+ * out-of-place all-reduces of `bytes` per rank. Each timed iteration starts
+ * after all ranks meet (thread barrier / MPI_Barrier) with the device idle and
+ * ends when every rank's result is ready; its time is the span from the first
+ * rank's start to the last rank's end (wall clock), which is what a user who
+ * writes barrier; sync; t0; all_reduce; sync; t1 measures. Bandwidths follow
+ * nccl-tests: algbw = bytes / time, busbw = algbw * 2(n-1)/n.
+ *
+ * Correctness: rank r sends lmk_allreduce_pattern(r, i) at element i; these
+ * are small integers, so every float32 sum of up to LMK_ALLREDUCE_MAX_RANKS
+ * ranks is exact in any order and the result is checked for equality.
+ *
+ * NCCL (lmk_nccl_group_*, built with CUDA and NCCL): one process, one thread
+ * per GPU, one communicator per thread (ncclCommInitRank), threads kept for
+ * the group's life so that a sweep over sizes initialises NCCL once. The
+ * caller must set NCCL_NVLS_ENABLE=0 in the environment on shared machines
+ * before lmk_nccl_group_create (this library does not touch the environment).
+ * No logging, no global state. */
+#ifndef LMK_COLLECTIVES_H
+#define LMK_COLLECTIVES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LMK_ALLREDUCE_MAX_RANKS 1024 /* pattern values < 2^14: sums < 2^24 */
+
+/* Summary of the per-iteration times of one point. */
+typedef struct lmk_allreduce_stats {
+    double median_ms, mean_ms, min_ms, max_ms; /* ms */
+    double algbw_gbps;                         /* GB/s (1e9), bytes / median */
+    double busbw_gbps;                         /* GB/s, algbw * 2(n-1)/n */
+} lmk_allreduce_stats;
+
+#ifdef __CUDACC__
+#define LMK_COLLECTIVES_HD __host__ __device__
+#else
+#define LMK_COLLECTIVES_HD
+#endif
+
+/* The value rank `rank` contributes at element i: an integer in [0, 16). */
+static inline LMK_COLLECTIVES_HD float lmk_allreduce_pattern(int rank, size_t i)
+{
+    return (float)((i * 7u + (size_t)rank * 5u) & 15u);
+}
+
+/* The exact reduced value at element i for `world` ranks. */
+static inline float lmk_allreduce_expected(int world, size_t i)
+{
+    unsigned sum = 0;
+    for (int r = 0; r < world; r++)
+        sum += (unsigned)((i * 7u + (size_t)r * 5u) & 15u);
+    return (float)sum;
+}
+
+/* Fills x (count floats) with rank's pattern. x borrowed. */
+void lmk_allreduce_fill_host(float *x, size_t count, int rank);
+
+/* Number of elements of x (count floats) that differ from the exact sum of
+ * `world` ranks. x borrowed. */
+size_t lmk_allreduce_mismatches_host(const float *x, size_t count, int world);
+
+/* Statistics of times_ms (n >= 1 samples, borrowed, not modified) for
+ * `bytes` per rank over `world` ranks. */
+void lmk_allreduce_stats_compute(const double *times_ms, int n, uint64_t bytes, int world,
+                                 lmk_allreduce_stats *out);
+
+/* Bus-bandwidth factor 2(n-1)/n (0 for one rank). */
+double lmk_allreduce_bus_factor(int world);
+
+/* --- NCCL ------------------------------------------------------------------ */
+
+typedef struct lmk_nccl_group lmk_nccl_group;
+
+/* Non-zero when this build has NCCL. */
+int lmk_nccl_available(void);
+
+/* Starts one thread per device and a communicator across them. devices
+ * (world entries, borrowed) are CUDA device indices. On success sets *out
+ * (new; free with lmk_nccl_group_free) and returns LMK_OK; else a negative
+ * lmk status with a message in errbuf (LMK_UNSUPPORTED without NCCL). */
+int lmk_nccl_group_create(int world, const int *devices, lmk_nccl_group **out, char *errbuf, size_t errlen);
+
+/* One all-reduce point on the group: allocates send and receive buffers of
+ * `bytes` (a multiple of 4) on every rank, fills them, runs warmup + timed
+ * iterations and checks every rank's result. times_ms (iterations entries,
+ * borrowed) receives the per-iteration times; *mismatches the number of wrong
+ * elements summed over ranks. Returns LMK_OK or a negative status with a
+ * message in errbuf (LMK_NOMEM when a buffer does not fit; the group stays
+ * usable), LMK_DEVICE on an NCCL/CUDA failure (free the group). */
+int lmk_nccl_allreduce_point(lmk_nccl_group *g, uint64_t bytes, int warmup, int iterations, double *times_ms,
+                             uint64_t *mismatches, char *errbuf, size_t errlen);
+
+/* Stops the threads, destroys the communicators. Accepts NULL. */
+void lmk_nccl_group_free(lmk_nccl_group *g);
+
+#endif

@@ -13,7 +13,7 @@ export const MODEL_PRESETS = [
 
 // Field types: int, number, text, select (options), multi (checkbox list ->
 // array, or a scalar when one is ticked and `scalarWhenOne`), intlist ("128, 256"
-// -> number or array), bool, model (preset or custom shape).
+// -> number or array), bool, model (presets and/or a custom shape).
 // `default` is what the schema says; a field equal to its default is still
 // sent, so the curl command shows the whole spec.
 const COMMON = [
@@ -37,15 +37,17 @@ export const KINDS = {
     title: 'Benchmark',
     help: 'End-to-end step timing of the TransformerLM: forward, backward and optimizer per step, warm-up steps kept and flagged. A list of context lengths or precisions runs every combination.',
     fields: [
-      {name: 'model', type: 'model', label: 'Model', default: 'small'},
-      {name: 'context_length', type: 'intlist', label: 'Context length', default: 128, help: 'one or more, comma-separated: 128, 256, 512'},
-      {name: 'batch_size', type: 'intlist', label: 'Batch size', default: 4},
-      {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2},
+      {name: 'model', type: 'model', label: 'Model', default: 'small', help: 'tick several to sweep; a custom shape adds one more'},
+      {name: 'context_length', type: 'intlist', label: 'Context length', default: 128, unit: 'tokens', help: 'one or more, comma-separated: 128, 256, 512, 1024'},
+      {name: 'batch_size', type: 'intlist', label: 'Batch size', default: 4, unit: 'sequences'},
+      {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2, max: 1048576},
       {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
-      {name: 'mode', type: 'select', label: 'Mode', options: ['forward', 'forward_backward', 'train_step'], default: 'forward_backward'},
-      {name: 'attention', type: 'select', label: 'Attention', options: ['naive', 'flash'], default: 'naive'},
-      {name: 'warmup_steps', type: 'int', label: 'Warm-up steps', default: 5, min: 0},
-      {name: 'measure_steps', type: 'int', label: 'Measured steps', default: 10, min: 1},
+      {name: 'mode', type: 'multi', label: 'Mode', options: ['forward', 'forward_backward', 'train_step'], default: 'train_step', scalarWhenOne: true},
+      {name: 'attention', type: 'select', label: 'Attention', options: ['naive'], default: 'naive'},
+      {name: 'warmup_steps', type: 'int', label: 'Warm-up steps', default: 5, min: 0, max: 1000, help: 'run and shown, left out of the statistics'},
+      {name: 'measure_steps', type: 'int', label: 'Measured steps', default: 10, min: 1, max: 10000},
+      {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0},
+      {name: 'graphs', type: 'bool', label: 'CUDA graphs', default: false, help: 'capture each step into a CUDA graph (ignored on the CPU)'},
       ...COMMON,
     ],
   },

@@ -73,10 +73,14 @@ function toCsv(m, phase) {
 }
 
 function toMarkdown(m, phase) {
-  const head = [...m.shown.map((c) => (c.key === 'context_length' ? 'Context Length' : c.label)),
+  // A run column only when two rows would otherwise read the same.
+  const keys = m.rows.map(({run}) => m.shown.map((c) => c.get(run)).join('|'));
+  const withRun = new Set(keys).size < keys.length;
+  const head = [...(withRun ? ['Run'] : []), ...m.shown.map((c) => (c.key === 'context_length' ? 'Context Length' : c.label)),
     ...m.phases.map((p) => `${p.label} (ms)`), 'Tokens/s', `Speedup (${phase})`];
-  const right = head.map((_, i) => i >= m.shown.length || m.shown[i]?.num);
-  const body = m.rows.map(({run, speedup}) => [...m.shown.map((c) => String(c.get(run))),
+  const off = withRun ? 1 : 0;
+  const right = head.map((_, i) => i < off || i >= m.shown.length + off || m.shown[i - off].num);
+  const body = m.rows.map(({run, speedup}) => [...(withRun ? [`#${run.job_id}.${run.index}`] : []), ...m.shown.map((c) => String(c.get(run))),
     ...m.phases.map((p) => (run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms) : '—')),
     fmt.rate(run.tokens_per_s), speedup === null ? '—' : fmt.ratio(speedup)]);
   const widths = head.map((t, i) => Math.max(t.length, ...body.map((r) => r[i].length), 3));

@@ -49,24 +49,33 @@ function buildField(f, presets) {
     };
   }
   if (f.type === 'model') {
-    const names = presets.map((p) => p.name);
-    const sel = h('select', {id, name: 'model'}, names.map((n) => {
-      const p = presets.find((x) => x.name === n);
-      return h('option', {value: n, selected: n === f.default}, `${n} (d ${p.d_model}, ${p.num_layers} layers, ${p.num_heads} heads)`);
-    }), h('option', {value: 'custom'}, 'custom shape…'));
-    const shape = Object.fromEntries(SHAPE.map((k) => [k, h('input', {id: `${id}-${k}`, name: k, type: 'number', min: 1, step: 1,
-      value: (presets.find((p) => p.name === f.default) || presets[0])[k]})]));
+    // Presets as checkboxes plus an optional custom shape; one pick -> a scalar.
+    const boxes = presets.map((p) => h('input', {type: 'checkbox', name: 'model', value: p.name, id: `${id}-${p.name}`, checked: p.name === f.default}));
+    const customBox = h('input', {type: 'checkbox', id: `${id}-custom`, name: 'model-custom'});
+    const base = presets.find((p) => p.name === f.default) || presets[0];
+    const shape = Object.fromEntries(SHAPE.map((k) => [k, h('input', {id: `${id}-${k}`, name: k, type: 'number', min: 1, step: 1, value: base[k]})]));
     const custom = h('div', {class: 'shape', hidden: true}, SHAPE.map((k) => h('label', {for: `${id}-${k}`}, k, shape[k])));
-    sel.addEventListener('change', () => {
-      custom.hidden = sel.value !== 'custom';
-      const p = presets.find((x) => x.name === sel.value);
-      if (p) for (const k of SHAPE) shape[k].value = p[k];
-    });
+    customBox.addEventListener('change', () => { custom.hidden = !customBox.checked; });
+    const el = h('fieldset', {class: 'field multi', dataset: {field: f.name}},
+      h('legend', null, f.label),
+      boxes.map((b, i) => {
+        const p = presets[i];
+        return h('label', {class: 'check', for: b.id, title: `d_model ${p.d_model}, d_ff ${p.d_ff}, ${p.num_layers} layers, ${p.num_heads} heads`}, b, p.name);
+      }),
+      h('label', {class: 'check', for: customBox.id}, customBox, 'custom shape'), custom, help);
     return {
-      el: wrap(sel, custom),
-      read: () => (sel.value === 'custom' ? Object.fromEntries(SHAPE.map((k) => [k, Number(shape[k].value)])) : sel.value),
-      input: sel,
+      el,
+      read: () => {
+        const v = boxes.filter((b) => b.checked).map((b) => b.value);
+        if (customBox.checked) v.push(Object.fromEntries(SHAPE.map((k) => [k, Number(shape[k].value)])));
+        return v.length === 1 ? v[0] : v;
+      },
+      input: boxes[0],
     };
+  }
+  if (f.type === 'bool') {
+    const el = h('input', {id, name: f.name, type: 'checkbox', checked: f.default, 'aria-describedby': described});
+    return {el: h('div', {class: 'field', dataset: {field: f.name}}, h('label', {class: 'check', for: id}, el, f.label), help), read: () => el.checked, input: el};
   }
   const isNum = f.type === 'int' || f.type === 'number';
   const el = h('input', {id, name: f.name, type: isNum ? 'number' : 'text', value: f.default, min: f.min, max: f.max,

@@ -1,0 +1,331 @@
+// Web test: the real lmperfd (CPU worker) serving web/, driven in headless
+// Debian Chromium through playwright-core. Submits jobs from the form, watches
+// them finish in the list, opens job pages, and checks that the compare page's
+// table (and its CSV export) carries exactly the API's numbers. Writes
+// screenshots next to this test in the build dir. Exit 0 pass, 1 fail.
+//
+// usage: node test_web.mjs LMPERFD SOURCE_ROOT OUT_DIR
+import {spawn} from 'node:child_process';
+import {createRequire} from 'node:module';
+import {mkdtempSync, readFileSync, rmSync, existsSync, mkdirSync} from 'node:fs';
+import {tmpdir} from 'node:os';
+import {join, dirname} from 'node:path';
+import {fileURLToPath, pathToFileURL} from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const [lmperfd, sourceRoot = join(HERE, '../..'), outDir = HERE] = process.argv.slice(2);
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const JOB_TIMEOUT_MS = 60000;
+
+// A small custom model: each point runs in well under a second on the CPU.
+const SHAPE = {d_model: 64, d_ff: 128, num_layers: 2, num_heads: 4};
+const CONTEXTS = [16, 32];
+
+let daemon = null, context = null, tmp = null, page = null;
+const consoleErrors = [];
+const screenshots = [];
+
+function fail(message) {
+  const err = new Error(message);
+  err.isCheck = true;
+  throw err;
+}
+function check(cond, message) { if (!cond) fail(message); }
+function log(...a) { console.log('[web]', ...a); }
+
+function loadPlaywright() {
+  const require = createRequire(join(HERE, 'package.json'));
+  try {
+    return require('playwright-core');
+  } catch {
+    console.error(`FAIL: playwright-core is not installed in ${join(HERE, 'node_modules')}.\n` +
+      `Run:  npm ci --prefix tests/web   (from the source root), then run the web tests again.`);
+    process.exit(1);
+  }
+}
+
+async function startDaemon() {
+  tmp = mkdtempSync(join(tmpdir(), 'lmperf-web-'));
+  const portFile = join(tmp, 'port');
+  daemon = spawn(lmperfd, ['--port', '0', '--port-file', portFile, '--db', join(tmp, 'db'),
+    '--web-root', join(sourceRoot, 'web'), '--cpu-only'], {stdio: ['ignore', 'inherit', 'inherit']});
+  daemon.on('exit', (code, sig) => { if (daemon) log(`lmperfd exited (${code ?? sig})`); daemon = null; });
+  for (let i = 0; i < 200; i++) {
+    if (existsSync(portFile) && readFileSync(portFile, 'utf8').trim()) {
+      const base = `http://127.0.0.1:${readFileSync(portFile, 'utf8').trim()}`;
+      try { if ((await fetch(base + '/healthz')).ok) return base; } catch { /* not yet */ }
+    }
+    if (!daemon) fail('lmperfd exited during start-up');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  fail('lmperfd did not start within 10 s');
+}
+
+async function apiGet(base, path) {
+  const res = await fetch(base + path);
+  if (!res.ok) fail(`GET ${path} → ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+async function apiPost(base, spec) {
+  const res = await fetch(base + '/v1/jobs', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(spec)});
+  if (res.status !== 202) fail(`POST /v1/jobs → ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+async function waitJob(base, id) {
+  const t0 = Date.now();
+  for (;;) {
+    const job = await apiGet(base, `/v1/jobs/${id}`);
+    if (['succeeded', 'failed', 'cancelled', 'interrupted'].includes(job.status)) {
+      check(job.status === 'succeeded', `job ${id} ended ${job.status}: ${job.error}`);
+      return job;
+    }
+    if (Date.now() - t0 > JOB_TIMEOUT_MS) fail(`job ${id} still ${job.status} after ${JOB_TIMEOUT_MS / 1000} s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function shot(name, opts = {}) {
+  const path = join(outDir, name);
+  await page.screenshot({path, fullPage: true, ...opts});
+  screenshots.push(path);
+}
+
+// The submit form's defaults must be the JSON Schemas' defaults.
+async function checkFormDefaults() {
+  const {KINDS} = await import(pathToFileURL(join(sourceRoot, 'web/kinds.js')).href);
+  const common = JSON.parse(readFileSync(join(sourceRoot, 'schema/jobs/common.json'), 'utf8'));
+  for (const [kind, def] of Object.entries(KINDS)) {
+    const file = join(sourceRoot, `schema/jobs/${kind}.json`);
+    if (!existsSync(file)) continue;
+    const props = {...common.properties, ...JSON.parse(readFileSync(file, 'utf8')).properties};
+    for (const f of def.fields) {
+      check(f.name in props, `web/kinds.js: ${kind} field '${f.name}' is not in schema/jobs/${kind}.json`);
+      if ('default' in props[f.name])
+        check(JSON.stringify(props[f.name].default) === JSON.stringify(f.default),
+          `web/kinds.js: ${kind}.${f.name} default ${JSON.stringify(f.default)} != schema's ${JSON.stringify(props[f.name].default)}`);
+    }
+  }
+  log('form defaults match schema/jobs/*.json');
+}
+
+// Parses "1,234.56" → 1234.56.
+const num = (text) => Number(String(text).replace(/[,×\s]/g, ''));
+
+// A displayed number must equal the API's value rounded to the shown decimals.
+function checkShown(text, value, what) {
+  const m = String(text).trim().match(/^-?[\d,]+(?:\.(\d+))?/);
+  check(m, `${what}: '${text}' is not a number`);
+  const decimals = m[1] ? m[1].length : 0;
+  const shown = num(m[0]);
+  check(Math.abs(shown - value) <= 0.5 * 10 ** -decimals + 1e-9 * Math.abs(value),
+    `${what}: page shows ${text}, API says ${value}`);
+}
+
+async function submitNumerics(base) {
+  await page.goto(base + '/#/submit?kind=numerics');
+  await page.waitForSelector('#f-count');
+  await page.fill('#f-label', 'web test numerics');
+  await page.fill('#f-count', '2000');
+  const curl = await page.textContent('#curl');
+  check(curl.includes('/v1/jobs') && curl.includes('"count":2000'), `curl command does not show the spec: ${curl}`);
+  await page.click('button[type=submit]');
+  await page.waitForURL(/#\/jobs\?highlight=\d+/);
+  const id = Number(new URL(page.url()).hash.match(/highlight=(\d+)/)[1]);
+  await page.waitForSelector(`tr[data-id="${id}"][data-status="succeeded"]`, {timeout: JOB_TIMEOUT_MS});
+  const job = await apiGet(base, `/v1/jobs/${id}`);
+  check(job.spec.count === 2000 && job.label === 'web test numerics', `submitted spec differs: ${JSON.stringify(job.spec)}`);
+  log(`numerics job ${id} submitted from the form and seen succeeded in the list`);
+
+  await page.click(`tr[data-id="${id}"] a[href="#/jobs/${id}"]`);
+  await page.waitForSelector('#numerics-table tbody tr');
+  const cells = await page.$$eval('#numerics-table tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => ({text: td.textContent, value: td.dataset.value}))));
+  const rows = job.runs[0].rows;
+  check(cells.length === rows.length, `numerics table has ${cells.length} rows, API ${rows.length}`);
+  rows.forEach((r, i) => {
+    check(cells[i][0].text === r.accumulator && Number(cells[i][3].value) === r.result, `numerics row ${i} differs from the API`);
+  });
+  await shot('job-numerics.png');
+  return id;
+}
+
+async function submitBenchmark(base) {
+  await page.goto(base + '/#/submit?kind=benchmark');
+  await page.waitForSelector('#f-model-small');
+  await page.uncheck('#f-model-small');
+  await page.check('#f-model-custom');
+  for (const [k, v] of Object.entries(SHAPE)) await page.fill(`#f-model-${k}`, String(v));
+  await page.fill('#f-context_length', CONTEXTS.join(', '));
+  await page.fill('#f-batch_size', '2');
+  await page.fill('#f-vocab_size', '256');
+  await page.check('#f-precision-bf16');
+  await page.fill('#f-warmup_steps', '2');
+  await page.fill('#f-measure_steps', '3');
+  await page.fill('#f-label', 'web test fp32+bf16');
+  const spec = JSON.parse(await page.textContent('#spec-json'));
+  const want = {kind: 'benchmark', model: SHAPE, context_length: CONTEXTS, batch_size: 2, vocab_size: 256,
+    precision: ['fp32', 'bf16'], mode: 'train_step', warmup_steps: 2, measure_steps: 3};
+  for (const [k, v] of Object.entries(want))
+    check(JSON.stringify(spec[k]) === JSON.stringify(v), `form spec ${k} = ${JSON.stringify(spec[k])}, expected ${JSON.stringify(v)}`);
+  await shot('submit-benchmark.png');
+  await page.click('button[type=submit]');
+  await page.waitForURL(/#\/jobs\?highlight=\d+/);
+  const id = Number(new URL(page.url()).hash.match(/highlight=(\d+)/)[1]);
+  await page.waitForSelector(`tr[data-id="${id}"][data-status="succeeded"]`, {timeout: JOB_TIMEOUT_MS});
+  log(`benchmark job ${id} submitted from the form and seen succeeded in the list`);
+  await shot('jobs.png');
+  return id;
+}
+
+async function checkBenchmarkPage(base, id) {
+  const job = await apiGet(base, `/v1/jobs/${id}`);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('#bench-summary tbody tr');
+  const n = await page.$$eval('#bench-summary tbody tr', (trs) => trs.length);
+  check(n === job.runs.length, `benchmark summary has ${n} rows, API ${job.runs.length} runs`);
+  const run = job.runs.find((r) => String(r.index) === (page.url(), '0'));
+  const warm = run.steps.filter((s) => s.warmup).length;
+  const series = run.steps.some((s) => s.optimizer_ms !== null) ? 4 : 2;
+  const flags = await page.$$eval('figure.chart svg rect.marker.flag', (r) => r.length);
+  check(flags >= warm * 2 && flags <= warm * series, `per-step chart shows ${flags} warm-up markers, expected ${warm} per series`);
+  await shot('job-benchmark.png');
+}
+
+async function checkCompare(base, formJob, apiJob) {
+  const jobs = new Map();
+  for (const id of [formJob, apiJob]) jobs.set(id, await apiGet(base, `/v1/jobs/${id}`));
+  const refs = [...jobs.values()].flatMap((j) => j.runs.map((r) => `${j.id}:${r.index}`));
+  const baseline = `${apiJob}:0`;
+  await page.goto(`${base}/#/compare?runs=${refs.join(',')}&baseline=${baseline}`);
+  await page.waitForSelector('#compare-table tbody tr');
+  const rows = await page.$$eval('#compare-table tbody tr', (trs) => trs.map((tr) => ({
+    run: tr.dataset.run,
+    keys: Object.fromEntries([...tr.querySelectorAll('td[data-key]')].map((td) => [td.dataset.key, {text: td.textContent, differs: td.classList.contains('differs')}])),
+    stats: Object.fromEntries([...tr.querySelectorAll('td[data-mean]')].map((td) => [[...td.classList].find((c) => ['forward', 'backward', 'optimizer', 'total'].includes(c)),
+      {mean: td.dataset.mean, std: td.dataset.std, text: td.textContent}])),
+    tokens: tr.querySelector('td[data-value]').dataset.value,
+    tokensText: tr.querySelector('td[data-value]').textContent,
+    speedup: tr.querySelector('td.speedup').dataset.value,
+    speedupText: tr.querySelector('td.speedup').textContent,
+  })));
+  check(rows.length === refs.length, `compare table has ${rows.length} rows, expected ${refs.length}`);
+  const base0 = jobs.get(apiJob).runs[0].stats.total.mean_ms;
+  for (const row of rows) {
+    const [jid, idx] = row.run.split(':').map(Number);
+    const r = jobs.get(jid).runs.find((x) => x.index === idx);
+    const where = `compare row ${row.run}`;
+    check(Number(row.keys.context_length.text) === r.context_length, `${where}: context ${row.keys.context_length.text} != API ${r.context_length}`);
+    check(!row.keys.precision || row.keys.precision.text === r.precision, `${where}: precision differs from API`);
+    for (const phase of ['forward', 'backward', 'optimizer', 'total']) {
+      const api = r.stats[phase];
+      if (!api) continue;
+      const cell = row.stats[phase];
+      check(cell, `${where}: no ${phase} cell`);
+      check(Number(cell.mean) === api.mean_ms && Number(cell.std) === api.std_ms, `${where}: ${phase} ${cell.mean} ± ${cell.std} != API ${api.mean_ms} ± ${api.std_ms}`);
+      const [m, s] = cell.text.split('±');
+      checkShown(m, api.mean_ms, `${where} ${phase} mean`);
+      checkShown(s, api.std_ms, `${where} ${phase} std`);
+    }
+    check(Number(row.tokens) === r.tokens_per_s, `${where}: tokens/s ${row.tokens} != API ${r.tokens_per_s}`);
+    checkShown(row.tokensText, r.tokens_per_s, `${where} tokens/s`);
+    const speedup = base0 / r.stats.total.mean_ms;
+    check(Math.abs(Number(row.speedup) - speedup) < 1e-9 * speedup, `${where}: speedup ${row.speedup} != ${speedup}`);
+    checkShown(row.speedupText, speedup, `${where} speedup`);
+  }
+  check(rows.every((r) => r.keys.precision && r.keys.precision.differs), 'precision differs between rows but is not highlighted');
+  const charts = await page.$$eval('figure.chart svg.plot', (s) => s.length);
+  check(charts >= 2, `compare page shows ${charts} charts, expected time-vs-context and precision speedup`);
+  log(`compare table: ${rows.length} rows equal the API's numbers`);
+
+  // The CSV export carries the same numbers, unrounded.
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('button:text("Export CSV")')]);
+  const csv = readFileSync(await download.path(), 'utf8').trim().split('\n').map((l) => l.split(','));
+  const head = csv[0];
+  check(csv.length - 1 === refs.length, `CSV has ${csv.length - 1} rows, expected ${refs.length}`);
+  for (const line of csv.slice(1)) {
+    const r = jobs.get(Number(line[0])).runs.find((x) => x.index === Number(line[1]));
+    check(Number(line[head.indexOf('total_mean_ms')]) === r.stats.total.mean_ms, `CSV total mean of ${line[0]}:${line[1]} differs from the API`);
+  }
+  const [md] = await Promise.all([page.waitForEvent('download'), page.click('button:text("Export Markdown")')]);
+  const mdText = readFileSync(await md.path(), 'utf8');
+  check(/^\|[^\n]*\bModel\s*\|\s*Context Length\s*\|[^\n]*\|\s*Fwd \(ms\)\s*\|/.test(mdText) && mdText.split('\n').filter((l) => l.startsWith('|')).length === refs.length + 2,
+    `Markdown export is not the seeds' table:\n${mdText}`);
+  await shot('compare.png');
+  await page.emulateMedia({colorScheme: 'dark'});
+  await shot('compare-dark.png');
+  await page.emulateMedia({colorScheme: 'light'});
+}
+
+async function checkKeyboard(base) {
+  await page.goto(base + '/#/jobs');
+  await page.reload(); // a fresh load: focus starts at the document
+  await page.waitForSelector('table.jobs tbody tr');
+  await page.keyboard.press('Tab');
+  const first = await page.evaluate(() => document.activeElement && document.activeElement.textContent);
+  check(first === 'Skip to content', `first Tab stop is '${first}', expected the skip link`);
+  // The Nav links are reachable and activate with Enter.
+  for (let i = 0; i < 10; i++) {
+    await page.keyboard.press('Tab');
+    if (await page.evaluate(() => document.activeElement.getAttribute('href') === '#/compare')) break;
+  }
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/#\/compare/);
+  await page.waitForSelector('h1:text("Compare runs")');
+}
+
+async function main() {
+  if (!lmperfd) { console.error('usage: node test_web.mjs LMPERFD SOURCE_ROOT OUT_DIR'); process.exit(2); }
+  const {chromium} = loadPlaywright();
+  check(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM)`);
+  mkdirSync(outDir, {recursive: true});
+  await checkFormDefaults();
+  const base = await startDaemon();
+  log(`lmperfd at ${base}`);
+  context = await chromium.launchPersistentContext(join(tmp, 'profile'), {
+    executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true, acceptDownloads: true,
+    viewport: {width: 1280, height: 900}});
+  page = context.pages()[0] || await context.newPage();
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') consoleErrors.push(`console ${m.type()}: ${m.text()}`); });
+  page.on('pageerror', (e) => consoleErrors.push(`uncaught: ${e.message}`));
+  page.on('requestfailed', (r) => { if (!r.url().startsWith('blob:')) consoleErrors.push(`request failed: ${r.url()} ${r.failure() && r.failure().errorText}`); });
+  page.setDefaultTimeout(20000);
+
+  await page.goto(base + '/');
+  await page.waitForSelector('h1:text("Jobs")');
+  check(await page.isVisible('text=No jobs yet'), 'empty job list does not say so');
+
+  await submitNumerics(base);
+  const formJob = await submitBenchmark(base);
+  // A second job from the API: fp32 only, same shapes, so runs compare across jobs.
+  const apiJob = (await apiPost(base, {kind: 'benchmark', label: 'web test fp32', model: SHAPE, vocab_size: 256,
+    context_length: CONTEXTS, batch_size: 2, warmup_steps: 2, measure_steps: 3})).id;
+  await waitJob(base, apiJob);
+  await checkBenchmarkPage(base, formJob);
+  await checkCompare(base, formJob, apiJob);
+  await page.goto(base + '/#/history');
+  await page.waitForSelector('#history-table tbody tr');
+  await shot('history.png');
+  await checkKeyboard(base);
+  check(consoleErrors.length === 0, `the page logged errors:\n  ${consoleErrors.join('\n  ')}`);
+}
+
+let code = 0;
+try {
+  await main();
+  log(`PASS; screenshots: ${screenshots.join(', ')}`);
+} catch (e) {
+  code = 1;
+  console.error(`FAIL: ${e.isCheck ? e.message : e.stack || e}`);
+  if (consoleErrors.length) console.error(`page errors:\n  ${consoleErrors.join('\n  ')}`);
+  if (page) {
+    try { await page.screenshot({path: join(outDir, 'failure.png'), fullPage: true}); console.error(`screenshot: ${join(outDir, 'failure.png')}`); } catch { /* browser gone */ }
+  }
+} finally {
+  if (context) await context.close().catch(() => {});
+  if (daemon) { const d = daemon; daemon = null; d.kill('SIGTERM'); }
+  if (tmp) rmSync(tmp, {recursive: true, force: true});
+}
+process.exit(code);

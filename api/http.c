@@ -267,6 +267,27 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
     json_decref(table);
 }
 
+static void handle_events(api_server *server, struct MHD_Connection *conn, const char *id,
+                          request *req, response *res)
+{
+    (void)req;
+    int64_t job_id, run_index;
+    if (parse_id(id, &job_id, res) || query_int(conn, "run", 0, INT32_MAX, &run_index, res))
+        return;
+    json_t *out = NULL;
+    api_error err;
+    int rc = server->backend.job_events(server->backend.self, job_id, (int)run_index, &out, &err);
+    if (rc) {
+        set_error(res, &err);
+        return;
+    }
+    /* compact: event lists are long */
+    res->status = 200;
+    res->body = json_dumps(out, JSON_COMPACT);
+    res->content_type = "application/json; charset=utf-8";
+    json_decref(out);
+}
+
 static const route routes[] = {
     {"GET", "/healthz", handle_health, 0, "healthz"},
     {"GET", "/metrics", handle_metrics, 0, "metrics"},
@@ -277,6 +298,7 @@ static const route routes[] = {
     {"GET", "/v1/jobs/{id}", handle_get, 0, "job_get"},
     {"DELETE", "/v1/jobs/{id}", handle_cancel, 1, "job_cancel"},
     {"GET", "/v1/jobs/{id}/table", handle_table, 0, "job_table"},
+    {"GET", "/v1/jobs/{id}/events", handle_events, 0, "job_events"},
 };
 #define ROUTE_COUNT (sizeof routes / sizeof routes[0])
 #define ROUTE_STATIC ROUTE_COUNT         /* counters index for static files */

@@ -7,7 +7,16 @@
 
 #define PATH_MAX_LEN 128
 
-static int validate_at(const json_t *schema, const json_t *value, const char *path, api_error *err);
+/* The root schema, for "$ref": "#/$defs/<name>". */
+typedef struct schema_ctx {
+    const json_t *root;
+    int depth;
+} schema_ctx;
+
+#define REF_DEPTH_MAX 32
+
+static int validate_at(schema_ctx *ctx, const json_t *schema, const json_t *value, const char *path,
+                       api_error *err);
 
 static int is_integer_value(const json_t *v)
 {
@@ -160,7 +169,7 @@ static int check_string(const json_t *schema, const json_t *v, const char *path,
     return 0;
 }
 
-static int check_array(const json_t *schema, const json_t *v, const char *path, api_error *err)
+static int check_array(schema_ctx *ctx, const json_t *schema, const json_t *v, const char *path, api_error *err)
 {
     if (!json_is_array(v))
         return 0;
@@ -177,7 +186,7 @@ static int check_array(const json_t *schema, const json_t *v, const char *path, 
     for (size_t i = 0; i < n; i++) {
         char sub[PATH_MAX_LEN];
         snprintf(sub, sizeof sub, "%s[%zu]", path, i);
-        if (items && validate_at(items, json_array_get(v, i), sub, err))
+        if (items && validate_at(ctx, items, json_array_get(v, i), sub, err))
             return -1;
         for (size_t j = 0; unique && j < i; j++)
             if (json_equal(json_array_get(v, i), json_array_get(v, j)))
@@ -186,7 +195,7 @@ static int check_array(const json_t *schema, const json_t *v, const char *path, 
     return 0;
 }
 
-static int check_object(const json_t *schema, const json_t *v, const char *path, api_error *err)
+static int check_object(schema_ctx *ctx, const json_t *schema, const json_t *v, const char *path, api_error *err)
 {
     if (!json_is_object(v))
         return 0;
@@ -211,7 +220,7 @@ static int check_object(const json_t *schema, const json_t *v, const char *path,
         snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", key);
         const json_t *child_schema = properties ? json_object_get(properties, key) : NULL;
         if (child_schema) {
-            if (validate_at(child_schema, child, sub, err))
+            if (validate_at(ctx, child_schema, child, sub, err))
                 return -1;
         } else if (json_is_false(additional)) {
             return api_fail(err, API_ERR_INVALID_SPEC, sub, "unknown field %s", sub);
@@ -222,7 +231,7 @@ static int check_object(const json_t *schema, const json_t *v, const char *path,
 
 /* oneOf: exactly one branch; anyOf: at least one. The error reported is the
  * one of the branch whose "type" matches the value, when there is one. */
-static int check_alternatives(const json_t *schema, const json_t *v, const char *path, api_error *err)
+static int check_alternatives(schema_ctx *ctx, const json_t *schema, const json_t *v, const char *path, api_error *err)
 {
     static const char *const keywords[] = {"oneOf", "anyOf"};
     for (int k = 0; k < 2; k++) {
@@ -236,7 +245,7 @@ static int check_alternatives(const json_t *schema, const json_t *v, const char 
         json_array_foreach(branches, i, branch)
         {
             api_error e = {0};
-            if (validate_at(branch, v, path, &e) == 0) {
+            if (validate_at(ctx, branch, v, path, &e) == 0) {
                 matches++;
                 continue;
             }
@@ -259,32 +268,58 @@ static int check_alternatives(const json_t *schema, const json_t *v, const char 
     return 0;
 }
 
-static int validate_at(const json_t *schema, const json_t *value, const char *path, api_error *err)
+/* Resolves "#/$defs/<name>" against the root; NULL when unresolvable. */
+static const json_t *resolve_ref(schema_ctx *ctx, const char *ref)
+{
+    static const char prefix[] = "#/$defs/";
+    if (!ref || strncmp(ref, prefix, sizeof prefix - 1) != 0)
+        return NULL;
+    return json_object_get(json_object_get(ctx->root, "$defs"), ref + sizeof prefix - 1);
+}
+
+static int validate_at(schema_ctx *ctx, const json_t *schema, const json_t *value, const char *path,
+                       api_error *err)
 {
     if (json_is_true(schema))
         return 0;
     if (!json_is_object(schema))
         return api_fail(err, API_ERR_INTERNAL, path, "schema for %s is not an object", field_or_root(path));
+    const json_t *ref = json_object_get(schema, "$ref");
+    if (ref) {
+        const json_t *target = resolve_ref(ctx, json_string_value(ref));
+        if (!target || ctx->depth >= REF_DEPTH_MAX)
+            return api_fail(err, API_ERR_INTERNAL, path, "schema $ref %s cannot be resolved",
+                            json_string_value(ref) ? json_string_value(ref) : "?");
+        ctx->depth++;
+        int rc = validate_at(ctx, target, value, path, err);
+        ctx->depth--;
+        if (rc)
+            return rc;
+    }
     if (check_type(schema, value, path, err) || check_enum(schema, value, path, err) ||
         check_number(schema, value, path, err) || check_string(schema, value, path, err) ||
-        check_array(schema, value, path, err) || check_object(schema, value, path, err) ||
-        check_alternatives(schema, value, path, err))
+        check_array(ctx, schema, value, path, err) || check_object(ctx, schema, value, path, err) ||
+        check_alternatives(ctx, schema, value, path, err))
         return -1;
     return 0;
 }
 
 int jsonschema_validate(const json_t *schema, const json_t *instance, api_error *err)
 {
-    return validate_at(schema, instance, "", err);
+    schema_ctx ctx = {.root = schema};
+    return validate_at(&ctx, schema, instance, "", err);
 }
 
 static void fill_defaults(const json_t *schema, json_t *spec)
 {
     const char *key;
     json_t *prop;
+    schema_ctx ctx = {.root = schema};
     json_object_foreach(json_object_get(schema, "properties"), key, prop)
     {
         json_t *def = json_object_get(prop, "default");
+        if (!def && json_object_get(prop, "$ref"))
+            def = json_object_get(resolve_ref(&ctx, json_string_value(json_object_get(prop, "$ref"))), "default");
         if (def && !json_object_get(spec, key))
             json_object_set_new(spec, key, json_deep_copy(def));
     }
@@ -308,6 +343,12 @@ int jsonschema_validate_spec(const json_t *common, const json_t *kind_schema, js
         json_object_set_new(merged, "required", required);
     }
     json_object_update_missing(props, json_object_get(common, "properties"));
+    json_t *defs = json_object_get(merged, "$defs");
+    if (!defs) {
+        defs = json_object();
+        json_object_set_new(merged, "$defs", defs);
+    }
+    json_object_update_missing(defs, json_object_get(common, "$defs"));
     json_array_extend(required, json_object_get(common, "required"));
     if (!json_is_object(spec)) {
         api_fail(err, API_ERR_INVALID_SPEC, "", "the job spec must be a JSON object");

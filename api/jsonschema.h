@@ -3,7 +3,8 @@
  * Keywords: type (string or list; "integer" accepts numbers with no fraction),
  * properties, required, additionalProperties (boolean), enum, const, minimum,
  * maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength, items,
- * minItems, maxItems, uniqueItems, oneOf, anyOf, default. Annotation keywords
+ * minItems, maxItems, uniqueItems, oneOf, anyOf, default, and "$ref" to
+ * "#/$defs/<name>" (common.json's $defs are visible to every kind). Annotation keywords
  * ($schema, $id, title, description, examples) are ignored. */
 #ifndef API_JSONSCHEMA_H
 #define API_JSONSCHEMA_H

@@ -39,6 +39,13 @@ typedef struct jobkind {
     /* Builds the summary table of a job from the database (reader side).
      * Sets *table (new). Returns 0 or -1 with err filled. */
     int (*table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);
+    /* Top-level fields of a run too large for the generic `runs` row (the
+     * kind's store_run keeps them in its own tables). NULL-terminated; may
+     * be NULL. */
+    const char *const *bulky_fields;
+    /* GET /v1/jobs/{id}/events?run=N: the full event list of one run, from
+     * the kind's tables (NULL: the kind has none). Sets *out (new). */
+    int (*events)(sqlite3 *db, int64_t job_id, int run_index, json_t **out, api_error *err);
 } jobkind;
 
 /* Looks a kind up by name; NULL when unknown. Returned pointer is static. */

@@ -3,11 +3,15 @@
 
 #include "jobkind.h"
 
+extern const jobkind jobkind_benchmark;
 extern const jobkind jobkind_numerics;
+extern const jobkind jobkind_memory;
 extern const jobkind jobkind_allreduce;
 
 const jobkind *const jobkinds[] = {
+    &jobkind_benchmark,
     &jobkind_numerics,
+    &jobkind_memory,
     &jobkind_allreduce,
     NULL,
 };

@@ -117,6 +117,19 @@ static int svc_table(void *self, int64_t id, json_t **table, api_error *err)
     return store_job_table(svc->store, kind, id, table, err);
 }
 
+static int svc_events(void *self, int64_t id, int run_index, json_t **out, api_error *err)
+{
+    service *svc = self;
+    char kind_name[64], status[32];
+    int rc = store_job_state(svc->store, id, kind_name, sizeof kind_name, status, sizeof status);
+    if (rc != STORE_OK)
+        return store_failed(err, rc, id);
+    const jobkind *kind = jobkind_find(kind_name);
+    if (!kind)
+        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld has an unknown kind", (long long)id);
+    return store_job_events(svc->store, kind, id, run_index, out, err);
+}
+
 static int svc_system(void *self, json_t **out, api_error *err)
 {
     (void)err;
@@ -222,6 +235,7 @@ void service_bind(service *svc, api_backend *backend)
         .job_list = svc_list,
         .job_cancel = svc_cancel,
         .job_table = svc_table,
+        .job_events = svc_events,
         .system = svc_system,
         .models = svc_models,
         .health = svc_health,

@@ -324,7 +324,15 @@ int store_run_add(store *s, const jobkind *kind, int64_t job_id, int run_index,
     sqlite3_bind_int(st, 2, run_index);
     bind_text(st, 3, status);
     bind_text(st, 4, error);
-    bind_json(st, 5, run);
+    if (kind && kind->bulky_fields) {
+        json_t *lean = json_copy((json_t *)run); /* shallow: drop the bulky members only */
+        for (const char *const *f = kind->bulky_fields; *f; f++)
+            json_object_del(lean, *f);
+        bind_json(st, 5, lean);
+        json_decref(lean);
+    } else {
+        bind_json(st, 5, run);
+    }
     if (exec_write(s->writer, st) != 1)
         goto rollback;
     int64_t run_id = sqlite3_last_insert_rowid(s->writer);
@@ -637,6 +645,16 @@ int store_job_counts(store *s, json_t **counts)
         *counts = c;
     else
         json_decref(c);
+    return rc;
+}
+
+int store_job_events(store *s, const jobkind *kind, int64_t id, int run_index, json_t **out, api_error *err)
+{
+    if (!kind->events)
+        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job kind %s records no events", kind->name);
+    pthread_mutex_lock(&s->read_lock);
+    int rc = kind->events(s->reader, id, run_index, out, err);
+    pthread_mutex_unlock(&s->read_lock);
     return rc;
 }
 

@@ -74,6 +74,8 @@ int store_job_state(store *s, int64_t id, char *kind, size_t kind_len, char *sta
                     size_t status_len);
 /* {"queued": n, "running": n, ...} for every status (new). */
 int store_job_counts(store *s, json_t **counts);
+/* Calls kind->events on the read connection. */
+int store_job_events(store *s, const jobkind *kind, int64_t id, int run_index, json_t **out, api_error *err);
 /* Calls kind->table on the read connection. */
 int store_job_table(store *s, const jobkind *kind, int64_t id, json_t **table, api_error *err);
 

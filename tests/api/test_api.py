@@ -181,6 +181,56 @@ def test_endpoints(d):
           and "lmperf_http_requests_total" in metrics, "metrics text")
 
 
+def test_memory(d):
+    spec = {"kind": "memory", "model": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "name": "mini"},
+            "vocab_size": 256, "context_length": [16, 32], "batch_size": 2, "mode": ["inference", "train_step"],
+            "timeline_points": 50}
+    job = d.submit(spec)
+    done = d.wait_status(job["id"], ("succeeded", "failed"), timeout=60)
+    check(done["status"] == "succeeded" and len(done["runs"]) == 4, f"memory job: {done['status']} {done['error']}")
+    runs = {(r["context_length"], r["mode"]): r for r in done["runs"]}
+    params = done["runs"][0]["parameters"]
+    for (ctx, mode), r in runs.items():
+        check(r["status"] == "succeeded", f"memory run {ctx} {mode}: {r['error']}")
+        check(sum(r["breakdown_at_peak"].values()) == r["peak_allocated_bytes"],
+              f"breakdown at the peak adds up to the peak ({ctx}, {mode})")
+        check(r["measured"]["parameters"] == 4 * params, f"parameter bytes exact: {r['measured']}")
+        check(r["residual_stream_bytes"] == 2 * ctx * 64 * 4, "residual stream (B, T, d) float32")
+        check("events" not in r, "the full event list is not inlined in the job")
+        check(0 < len(r["timeline"]["points"]) <= 50, "timeline downsampled")
+        check(max(sum(p[2:]) for p in r["timeline"]["points"]) == r["peak_allocated_bytes"], "timeline keeps the peak")
+        check(r["largest_allocations"] and r["largest_allocations"][0]["bytes"] >= r["largest_allocations"][-1]["bytes"],
+              "largest allocations sorted")
+    for ctx in (16, 32):
+        inf, train = runs[(ctx, "inference")], runs[(ctx, "train_step")]
+        check(train["peak_allocated_bytes"] > inf["peak_allocated_bytes"], f"train step peaks higher at {ctx}")
+        check(train["measured"]["optimizer_state"] == 8 * params and inf["measured"]["optimizer_state"] == 0,
+              "optimizer state: two float32 moments per parameter in training only")
+        check(set(train["peak_by_phase"]) == {"init", "forward", "backward", "optimizer"}, "phases of a train step")
+    check(runs[(32, "train_step")]["peak_allocated_bytes"] > runs[(16, "train_step")]["peak_allocated_bytes"],
+          "peak grows with context")
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    check(status == 200 and len(table["rows"]) == 2, f"memory table: {table}")
+    row16 = [r for r in table["rows"] if r[2] == 16][0]
+    check(abs(row16[5] - round(runs[(16, "train_step")]["peak_allocated_bytes"] / 2**20, 1)) < 1e-9,
+          "table peak equals the run's peak")
+    train_index = [r["index"] for r in done["runs"] if r["mode"] == "train_step"][0]
+    status, _, events = d.get(f"/v1/jobs/{job['id']}/events?run={train_index}")
+    run = [r for r in done["runs"] if r["index"] == train_index][0]
+    check(status == 200 and len(events["rows"]) == run["event_count"], "full event list downloadable")
+    live = 0
+    peak = 0
+    for row in events["rows"]:
+        live += row[2] if row[1] == "alloc" else -row[2]
+        peak = max(peak, live)
+    check(peak == run["peak_allocated_bytes"], "replaying the events gives the peak")
+    expect_error(d, "GET", f"/v1/jobs/{job['id']}/events?run=99", 404, "not_found", "run")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    n = db.execute("SELECT count(*) FROM memory_summary WHERE job_id = ?", (job["id"],)).fetchone()[0]
+    check(n == 2, "memory_summary view")
+    db.close()
+
+
 def test_errors(d):
     expect_error(d, "POST", "/v1/jobs", 400, "malformed_json", body="{not json",
                  headers={"Content-Type": "application/json"})
@@ -348,7 +398,7 @@ def test_sigterm_graceful():
 def main():
     d = Daemon("main")
     try:
-        for test in (test_endpoints, test_errors, test_cancel, test_worker_killed, test_timeout):
+        for test in (test_endpoints, test_memory, test_errors, test_cancel, test_worker_killed, test_timeout):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

@@ -1,4 +1,4 @@
-/* Backend selection for a worker: the CUDA backend on a GPU worker, the cpu
+/* Backend selection for a worker: the cuda backend on a GPU worker, the cpu
  * reference backend on the CPU worker. */
 #include "worker_backend.h"
 
@@ -6,15 +6,24 @@
 
 #include "backend.h"
 #include "status.h"
+#ifdef LMPERF_HAVE_CUDA
+#include "cuda/backend_cuda.h"
+#endif
 
 int worker_backend_create(const runctx_device *device, struct lmk_backend **out, char *errbuf,
                           size_t errlen)
 {
+    int rc;
     if (device->gpu_index >= 0) {
-        snprintf(errbuf, errlen, "the CUDA backend is not built into this binary");
-        return LMK_UNSUPPORTED;
+#ifdef LMPERF_HAVE_CUDA
+        rc = lmk_backend_cuda_create(device->gpu_index, out, errbuf, errlen);
+#else
+        snprintf(errbuf, errlen, "this lmperfd was built without CUDA");
+        rc = LMK_UNSUPPORTED;
+#endif
+        return rc;
     }
-    int rc = lmk_backend_cpu_create(out);
+    rc = lmk_backend_cpu_create(out);
     if (rc != LMK_OK)
         snprintf(errbuf, errlen, "cpu backend: %s", lmk_status_text(rc));
     return rc;

@@ -60,6 +60,20 @@ export const api = {
   cancel: (id) => call('DELETE', `/v1/jobs/${id}`),
   table: (id) => call('GET', `/v1/jobs/${id}/table?format=json`),
 
+  // Details of many jobs, a few requests at a time; missing ids are skipped.
+  async jobs(ids, parallel = 6) {
+    const out = new Map();
+    const queue = [...ids];
+    const worker = async () => {
+      while (queue.length) {
+        const id = queue.shift();
+        try { out.set(id, await api.job(id)); } catch (e) { if (e.status !== 404) throw e; }
+      }
+    };
+    await Promise.all(Array.from({length: parallel}, worker));
+    return ids.filter((id) => out.has(id)).map((id) => out.get(id));
+  },
+
   // Every job of a kind (newest first), following pages of the list endpoint.
   async all(params = {}, max = 5000) {
     const out = [];

@@ -76,10 +76,17 @@ export function stepChart(run, title) {
 export function contextChart(runs, {phase = 'total', logX = false, logY = false} = {}) {
   const p = PHASES.find((x) => x.key === phase);
   const varying = CONFIG.filter((c) => c.key !== 'model' && c.key !== 'context_length' && new Set(runs.map(c.get)).size > 1);
+  const seriesName = (r) => [modelName(r), ...varying.map((c) => `${c.label.toLowerCase()} ${c.get(r)}`)].join(' · ');
+  // The same configuration from several jobs: one series per job.
+  const seen = new Set();
+  const perJob = runs.some((r) => {
+    const k = `${seriesName(r)}|${r.context_length}`;
+    return seen.has(k) || !seen.add(k);
+  });
   const groups = new Map();
   for (const r of [...runs].sort(compareRuns)) {
     if (!r.stats || !r.stats[phase]) continue;
-    const name = [modelName(r), ...varying.map((c) => `${c.label.toLowerCase()} ${c.get(r)}`)].join(' · ');
+    const name = seriesName(r) + (perJob && r.job_id !== undefined ? ` · job #${r.job_id}` : '');
     if (!groups.has(name)) groups.set(name, []);
     groups.get(name).push({x: r.context_length, y: r.stats[phase].mean_ms, err: r.stats[phase].std_ms});
   }
@@ -94,8 +101,10 @@ export function contextChart(runs, {phase = 'total', logX = false, logY = false}
 // Speedup of each precision over a reference precision, per model × context × rest.
 export function precisionChart(runs, {phase = 'total', reference = 'fp32'} = {}) {
   const others = CONFIG.filter((c) => c.key !== 'precision');
+  // Per configuration and precision the newest run (highest job id) counts.
   const byConfig = new Map();
-  for (const r of [...runs].sort(compareRuns)) {
+  const ordered = [...runs].sort(compareRuns).sort((a, b) => (a.job_id ?? 0) - (b.job_id ?? 0));
+  for (const r of ordered) {
     if (!r.stats || !r.stats[phase]) continue;
     const key = others.map((c) => c.get(r)).join('|');
     if (!byConfig.has(key)) byConfig.set(key, {run: r, byPrec: new Map()});

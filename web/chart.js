@@ -53,8 +53,8 @@ function figure(title, svg, legend, table, desc) {
     table ? h('details', {class: 'chart-data'}, h('summary', null, 'Data as a table'), table) : null);
 }
 
-function legendOf(names) {
-  if (names.length < 2) return null;
+function legendOf(names, always = false) {
+  if (names.length < (always ? 1 : 2)) return null;
   return h('ul', {class: 'legend'}, names.map((n, i) =>
     h('li', null, h('span', {class: `swatch c${i % 8}`, 'aria-hidden': 'true'}), n)));
 }
@@ -76,10 +76,13 @@ export function lineChart(opts) {
   else yLo = Math.max(yLo, Math.min(...pts.map((p) => p.y)) / 1.5);
   const yTicks = opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi);
   if (!opts.logY) { yLo = Math.min(yLo, yTicks[0]); yHi = Math.max(yHi, yTicks[yTicks.length - 1]); }
-  const xTicks = opts.xTime ? linearTicks(xLo, xHi, 5) : opts.logX ? logTicks(xLo, xHi, opts.xBase || 10)
-    : linearTicks(xLo, xHi, Math.min(8, new Set(pts.map((p) => p.x)).size + 1));
-  const pad = opts.logX ? 1.08 : 0;
-  const xs = scale(opts.logX ? [xLo / pad, xHi * pad] : [xLo, xHi], [M.left, W - M.right], opts.logX);
+  // Few distinct x values (context lengths): tick exactly those.
+  const distinctX = [...new Set(pts.map((p) => p.x))].sort((a, b) => a - b);
+  const xTicks = opts.xTime ? linearTicks(xLo, xHi, 5)
+    : opts.categoricalX !== false && distinctX.length <= 12 && !opts.integerX ? distinctX
+      : opts.logX ? logTicks(xLo, xHi, opts.xBase || 10) : linearTicks(xLo, xHi, 8);
+  const xPad = opts.logX ? 0 : (xHi - xLo || 1) * 0.04;
+  const xs = scale(opts.logX ? [xLo / 1.08, xHi * 1.08] : [xLo - xPad, xHi + xPad], [M.left, W - M.right], opts.logX);
   const ys = scale([yLo, yHi], [H - M.bottom, M.top], opts.logY);
 
   const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, class: 'plot', role: 'img', 'aria-label': opts.ariaLabel || title});
@@ -242,5 +245,5 @@ export function barChart(opts) {
     h('thead', null, h('tr', null, h('th', {scope: 'col'}, ''), names.map((n) => h('th', {scope: 'col', class: 'num'}, n)))),
     h('tbody', null, groups.map((g) => h('tr', null, h('th', {scope: 'row'}, g.label),
       names.map((n) => { const b = g.bars.find((x) => x.name === n); return h('td', {class: 'num'}, b ? yFmt(b.value) : ''); })))));
-  return figure(opts.title, svg, legendOf(names), table, opts.desc);
+  return figure(opts.title, svg, legendOf(names, true), table, opts.desc);
 }

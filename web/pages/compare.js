@@ -14,19 +14,6 @@ const SAME = 0.03;      // speedups within ±3 % count as "no difference"
 
 const ref = (r) => `${r.job_id}:${r.index}`;
 
-async function loadJobs(ids) {
-  const out = [];
-  const queue = [...ids];
-  const worker = async () => {
-    while (queue.length) {
-      const id = queue.shift();
-      try { out.push(await api.job(id)); } catch (e) { if (e.status !== 404) throw e; }
-    }
-  };
-  await Promise.all(Array.from({length: 6}, worker));
-  return out;
-}
-
 function runsOf(job) {
   return (job.runs || []).filter((r) => r.status === 'succeeded' && r.stats)
     .map((r) => ({...r, job_id: job.id, job_label: job.label, job_created_at: job.created_at}));
@@ -105,7 +92,7 @@ export async function render(main, ctx) {
   const listed = await api.list({kind: 'benchmark', status: 'succeeded', limit: RECENT_JOBS}).catch(() => ({jobs: []}));
   const wanted = new Set([...listed.jobs.map((j) => j.id), ...state.jobs, ...state.runs.map((r) => Number(r.split(':')[0]))]);
   if (!ctx.isCurrent()) return;
-  const jobs = await loadJobs([...wanted]);
+  const jobs = await api.jobs([...wanted]);
   const pool = jobs.flatMap(runsOf);
   for (const jid of state.jobs) for (const r of pool) if (r.job_id === jid && !state.runs.includes(ref(r))) state.runs.push(ref(r));
   state.jobs = [];

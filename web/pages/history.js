@@ -13,8 +13,7 @@ const MAX_JOBS = 500;
 export async function render(main, ctx) {
   let config = ctx.params.get('config') || '';
   const listed = await api.list({kind: 'benchmark', status: 'succeeded', limit: MAX_JOBS}).catch(() => ({jobs: []}));
-  const jobs = [];
-  for (const j of listed.jobs) jobs.push(await api.job(j.id));
+  const jobs = await api.jobs(listed.jobs.map((j) => j.id));
   if (!ctx.isCurrent()) return;
   const byConfig = new Map();
   for (const job of jobs)

@@ -122,6 +122,12 @@ static int allreduce_check(json_t *spec, api_error *err)
             return api_fail(err, API_ERR_INVALID_SPEC, field, "the mpi backend takes at most %llu bytes per rank",
                             (unsigned long long)MPI_MAX_BYTES);
     }
+    const json_t *hostfile = json_object_get(spec, "hostfile");
+    if (hostfile && is_nccl(spec))
+        return api_fail(err, API_ERR_INVALID_SPEC, "hostfile", "hostfile is for the mpi backend");
+    if (hostfile && access(json_string_value(hostfile), R_OK) != 0)
+        return api_fail(err, API_ERR_INVALID_SPEC, "hostfile", "cannot read %s: %s", json_string_value(hostfile),
+                        strerror(errno));
     if (json_array_size(sizes) * json_array_size(worlds) > MAX_POINTS)
         return api_fail(err, API_ERR_INVALID_SPEC, "world_sizes", "%zu sizes x %zu world sizes is more than %d points",
                         json_array_size(sizes), json_array_size(worlds), MAX_POINTS);
@@ -338,6 +344,11 @@ static int mpirun_start(const job_state *js, int world, const uint64_t *bytes, i
     argv[a++] = MPIRUN;
     if (geteuid() == 0)
         argv[a++] = "--allow-run-as-root";
+    const char *hostfile = json_string_value(json_object_get(js->spec, "hostfile"));
+    if (hostfile) { /* across machines: lmperfd must be at the same path on every host */
+        argv[a++] = "--hostfile";
+        argv[a++] = hostfile;
+    }
     const char *fixed[] = {"--oversubscribe", "--bind-to", "none", "-np", np, exe, ALLREDUCE_RANK_COMMAND,
                            "--sizes", sizes, "--warmup", warmup, "--iterations", iterations};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
@@ -421,7 +432,10 @@ static void mpi_line(job_state *js, int world, const size_point *points, int cou
             times[i] = json_number_value(json_array_get(samples, (size_t)i));
         char where[64];
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        snprintf(where, sizeof where, "cpu x%d (mpirun, %ld cores)", world, cores);
+        if (json_object_get(js->spec, "hostfile"))
+            snprintf(where, sizeof where, "cpu x%d (mpirun --hostfile)", world);
+        else
+            snprintf(where, sizeof where, "cpu x%d (mpirun, %ld cores)", world, cores);
         emit_measured(js, world, p, times, js->iterations,
                       (uint64_t)json_integer_value(json_object_get(msg, "mismatches")), where, oversubscribed);
     }
@@ -430,16 +444,19 @@ static void mpi_line(job_state *js, int world, const size_point *points, int cou
 
 static int run_mpi_world(job_state *js, int world, const size_point *points, int count, double *times)
 {
-    if (world > MPI_MAX_RANKS) {
+    if (world > MPI_MAX_RANKS && !json_object_get(js->spec, "hostfile")) {
         for (int i = 0; i < count; i++)
-            emit_failed(js, world, &points[i], "the mpi backend runs at most %d ranks on one machine", MPI_MAX_RANKS);
+            emit_failed(js, world, &points[i], "the mpi backend runs at most %d ranks on one machine (give a hostfile for more)",
+                        MPI_MAX_RANKS);
         return LMK_OK;
     }
     /* sizes whose buffers do not fit in host memory fail here; the rest run */
     size_point runnable[64];
     uint64_t bytes[64];
     int n = 0;
-    double budget = HOST_MEMORY_SHARE * (double)device_cpu_available_bytes();
+    const char *hostfile = json_string_value(json_object_get(js->spec, "hostfile"));
+    /* one host: all ranks' buffers share its memory (unknown per host with a hostfile) */
+    double budget = hostfile ? 0 : HOST_MEMORY_SHARE * (double)device_cpu_available_bytes();
     for (int i = 0; i < count; i++) {
         double need = 2.0 * (double)points[i].bytes * world;
         if (budget > 0 && need > budget)
@@ -453,7 +470,7 @@ static int run_mpi_world(job_state *js, int world, const size_point *points, int
     if (!n)
         return LMK_OK;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int oversubscribed = cores > 0 && world > cores;
+    int oversubscribed = !hostfile && cores > 0 && world > cores;
     pid_t pid;
     int out_fd, err_fd;
     char errbuf[512];

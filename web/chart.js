@@ -7,6 +7,7 @@ import {h, s} from './dom.js';
 const W = 720, H = 340;
 const M = {top: 16, right: 20, bottom: 52, left: 72};
 const MAX_MARKERS = 400; // per series; above this only the line is drawn
+let clipCount = 0;    // unique clipPath ids per page
 
 // Nice linear ticks covering [lo, hi].
 function linearTicks(lo, hi, count = 6) {
@@ -71,7 +72,8 @@ export function lineChart(opts) {
   const okX = (p) => !opts.logX || p.x > 0, okY = (p) => !opts.logY || p.y > 0;
   const pts = all.filter((p) => okX(p) && okY(p));
   let xLo = Math.min(...pts.map((p) => p.x)), xHi = Math.max(...pts.map((p) => p.x));
-  let yLo = Math.min(...pts.map((p) => p.y - (p.err || 0))), yHi = Math.max(...pts.map((p) => p.y + (p.err || 0)));
+  // Times are positive: the axis starts at 0 and error bars are clipped there.
+  let yLo = Math.min(...pts.map((p) => p.y)), yHi = Math.max(...pts.map((p) => p.y + (p.err || 0)));
   if (!opts.logY) yLo = Math.min(0, yLo);
   else yLo = Math.max(yLo, Math.min(...pts.map((p) => p.y)) / 1.5);
   const yTicks = opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi);
@@ -86,6 +88,15 @@ export function lineChart(opts) {
   const ys = scale([yLo, yHi], [H - M.bottom, M.top], opts.logY);
 
   const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, class: 'plot', role: 'img', 'aria-label': opts.ariaLabel || title});
+  const clipId = `clip-${++clipCount}`;
+  svg.append(s('defs', null, s('clipPath', {id: clipId},
+    s('rect', {x: M.left, y: M.top - 6, width: W - M.left - M.right + 6, height: H - M.top - M.bottom + 6}))));
+  if (opts.band) {
+    const [b0, b1, label] = opts.band;
+    const x0 = Math.max(M.left, xs(b0)), x1 = Math.min(W - M.right, xs(b1));
+    svg.append(s('rect', {class: 'band', x: Math.min(x0, x1), y: M.top, width: Math.abs(x1 - x0), height: H - M.top - M.bottom}),
+      s('text', {class: 'band-label', x: (x0 + x1) / 2, y: M.top + 12}, label));
+  }
   const grid = s('g', {class: 'grid'});
   for (const t of yTicks) {
     const y = ys(t);
@@ -100,12 +111,6 @@ export function lineChart(opts) {
       s('text', {x, y: H - M.bottom + 16, class: 'tick x'}, xFmt(t)));
   }
   svg.append(grid);
-  if (opts.band) {
-    const [b0, b1, label] = opts.band;
-    const x0 = xs(b0), x1 = xs(b1);
-    svg.append(s('rect', {class: 'band', x: Math.min(x0, x1), y: M.top, width: Math.abs(x1 - x0), height: H - M.top - M.bottom}),
-      s('text', {class: 'band-label', x: (x0 + x1) / 2, y: M.top + 12}, label));
-  }
   svg.append(
     s('line', {class: 'axis', x1: M.left, x2: W - M.right, y1: H - M.bottom, y2: H - M.bottom}),
     s('line', {class: 'axis', x1: M.left, x2: M.left, y1: M.top, y2: H - M.bottom}),
@@ -114,7 +119,7 @@ export function lineChart(opts) {
 
   const placed = [];
   series.forEach((sr, i) => {
-    const g = s('g', {class: `series c${i % 8}`});
+    const g = s('g', {class: `series c${i % 8}`, 'clip-path': `url(#${clipId})`});
     const p = sr.points.filter((q) => okX(q) && okY(q)).map((q) => ({...q, px: xs(q.x), py: ys(q.y), series: sr.name}));
     if (!opts.noLine && p.length > 1) {
       let d = '';

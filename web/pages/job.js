@@ -40,17 +40,20 @@ function benchmarkView(job) {
   const failed = (job.runs || []).filter((r) => r.status !== 'succeeded');
   const phases = phasesPresent(runs);
   const sorted = [...runs].sort(compareRuns);
+  // Config that is the same in every run goes above the table, not in columns.
+  const shown = CONFIG.filter((c) => c.key === 'model' || c.key === 'context_length' || new Set(runs.map(c.get)).size > 1);
+  const common = CONFIG.filter((c) => !shown.includes(c));
   const table = h('table', {class: 'results', id: 'bench-summary'},
     h('thead', null, h('tr', null,
       h('th', {scope: 'col', class: 'num'}, 'Run'),
-      CONFIG.map((c) => h('th', {scope: 'col', class: c.num ? 'num' : ''}, c.label)),
+      shown.map((c) => h('th', {scope: 'col', class: c.num ? 'num' : ''}, c.label)),
       phases.map((p) => h('th', {scope: 'col', class: 'num'}, `${p.label} (ms)`)),
       h('th', {scope: 'col', class: 'num'}, 'Tokens/s'), h('th', {scope: 'col', class: 'num'}, 'TFLOP/s'),
       h('th', {scope: 'col', class: 'num'}, 'MFU'), h('th', {scope: 'col', class: 'num'}, 'Peak memory'),
       h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Links')))),
     h('tbody', null, sorted.map((r) => h('tr', {dataset: {run: r.index}},
       h('td', {class: 'num'}, String(r.index)),
-      CONFIG.map((c) => h('td', {class: c.num ? 'num' : ''}, String(c.get(r)))),
+      shown.map((c) => h('td', {class: c.num ? 'num' : ''}, String(c.get(r)))),
       phases.map((p) => statCell(r.stats[p.key])),
       h('td', {class: 'num', dataset: {value: r.tokens_per_s}}, fmt.rate(r.tokens_per_s)),
       h('td', {class: 'num'}, fmt.tflops(r.achieved_tflops)),
@@ -72,6 +75,7 @@ function benchmarkView(job) {
     h('div', {class: 'page-head'}, h('h2', null, 'Summary'),
       h('a', {class: 'button', href: link('/compare', {jobs: job.id})}, 'Compare these runs')),
     h('p', {class: 'muted'}, `mean ± std over ${runs[0] ? runs[0].measure_steps : '?'} measured steps after ${runs[0] ? runs[0].warmup_steps : '?'} warm-up steps; hover a time for median, min and max.`),
+    runs.length && common.length ? h('p', {class: 'common'}, 'All runs: ', common.map((c, i) => [i ? ' · ' : '', h('strong', null, c.label), ' ', String(c.get(runs[0]))])) : null,
     h('div', {class: 'scroll'}, table),
     failed.length ? h('ul', {class: 'error'}, failed.map((r) => h('li', null, `run ${r.index}: ${r.error || r.status}`))) : null,
     sorted.length ? h('section', {class: 'chart-box'}, h('h2', null, 'Per-step times'),

@@ -1,0 +1,161 @@
+/* The benchmark job kind without a worker: spec validation (schema + check,
+ * 400s naming the field), and store_run / table / benchmark_summary on an
+ * in-memory database migrated with the embedded schema. */
+#include <sqlite3.h>
+#include <string.h>
+
+#include "check.h"
+#include "jobkind.h"
+#include "schema_embedded.h"
+#include "spec.h"
+
+static void expect(const char *text, const char *want_field)
+{
+    json_t *spec = json_loads(text, 0, NULL);
+    const jobkind *kind = NULL;
+    api_error err = {0};
+    int rc = spec_validate(spec, &kind, &err);
+    if (!want_field)
+        CHECK(rc == 0, "%s rejected: %s: %s", text, err.field, err.message);
+    else if (want_field[0] == '*') /* any field, but one must be named */
+        CHECK(rc != 0 && err.code == API_ERR_INVALID_SPEC && err.field[0], "%s: accepted or no field", text);
+    else
+        CHECK(rc != 0 && strcmp(err.field, want_field) == 0, "%s: field '%s' want '%s' (%s)", text,
+              rc ? err.field : "", want_field, err.message);
+    json_decref(spec);
+}
+
+static void test_specs(void)
+{
+    expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":[64,128],"
+           "\"mode\":[\"forward\",\"train_step\"],\"warmup_steps\":1,\"measure_steps\":2}", NULL);
+    expect("{\"kind\":\"benchmark\",\"model\":[\"small\",{\"name\":\"m\",\"d_model\":2560,\"d_ff\":10240,"
+           "\"num_layers\":2,\"num_heads\":32}],\"context_length\":128,\"precision\":[\"fp32\",\"bf16\"]}", NULL);
+    expect("{\"kind\":\"benchmark\",\"model\":\"huge\",\"context_length\":64}", "model");
+    expect("{\"kind\":\"benchmark\",\"model\":{\"d_model\":100,\"d_ff\":64,\"num_layers\":2,\"num_heads\":3},"
+           "\"context_length\":64}", "model.num_heads");
+    expect("{\"kind\":\"benchmark\",\"model\":[\"tiny\",\"nope\"],\"context_length\":64}", "model[1]");
+    expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":0}", "*");
+    expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"precision\":\"fp8\"}", "*");
+    expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"extra\":1}", "extra");
+    expect("{\"kind\":\"benchmark\",\"context_length\":64}", "*");
+    /* 3 × 256 × 256 × 4 × 3 ≈ 2.4 million points */
+    char big[8192];
+    size_t len = (size_t)snprintf(big, sizeof big, "{\"kind\":\"benchmark\",\"model\":[\"tiny\",\"small\",\"xl\"],"
+                                                   "\"precision\":[\"fp32\",\"tf32\",\"bf16\",\"fp16\"],"
+                                                   "\"mode\":[\"forward\",\"forward_backward\",\"train_step\"],"
+                                                   "\"context_length\":[");
+    for (int i = 1; i <= 256; i++)
+        len += (size_t)snprintf(big + len, sizeof big - len, "%s%d", i > 1 ? "," : "", i);
+    len += (size_t)snprintf(big + len, sizeof big - len, "],\"batch_size\":[");
+    for (int i = 1; i <= 256; i++)
+        len += (size_t)snprintf(big + len, sizeof big - len, "%s%d", i > 1 ? "," : "", i);
+    snprintf(big + len, sizeof big - len, "]}");
+    expect(big, "context_length");
+
+    /* defaults are filled in */
+    json_t *spec = json_loads("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64}", 0, NULL);
+    const jobkind *kind = NULL;
+    api_error err = {0};
+    CHECK(spec_validate(spec, &kind, &err) == 0 && kind && strcmp(kind->name, "benchmark") == 0, "validate");
+    CHECK(json_integer_value(json_object_get(spec, "batch_size")) == 4, "batch_size default");
+    CHECK(json_integer_value(json_object_get(spec, "warmup_steps")) == 5, "warmup default");
+    CHECK(json_integer_value(json_object_get(spec, "measure_steps")) == 10, "measure default");
+    CHECK(strcmp(json_string_value(json_object_get(spec, "mode")), "train_step") == 0, "mode default");
+    CHECK(strcmp(json_string_value(json_object_get(spec, "precision")), "fp32") == 0, "precision default");
+    json_decref(spec);
+}
+
+static const char *run_json =
+    "{\"status\":\"succeeded\",\"error\":null,\"model\":\"tiny\",\"d_model\":512,\"d_ff\":1344,"
+    "\"num_layers\":4,\"num_heads\":16,\"context_length\":64,\"batch_size\":4,\"vocab_size\":10000,"
+    "\"precision\":\"fp32\",\"mode\":\"forward_backward\",\"attention\":\"naive\",\"warmup_steps\":1,"
+    "\"measure_steps\":2,\"seed\":0,\"graphs\":false,\"parameters\":22696448,"
+    "\"steps\":[{\"step\":0,\"warmup\":true,\"forward_ms\":20.0,\"backward_ms\":40.0,\"optimizer_ms\":null,\"total_ms\":60.0},"
+    "{\"step\":1,\"warmup\":false,\"forward_ms\":12.0,\"backward_ms\":30.0,\"optimizer_ms\":null,\"total_ms\":42.0},"
+    "{\"step\":2,\"warmup\":false,\"forward_ms\":13.0,\"backward_ms\":31.0,\"optimizer_ms\":null,\"total_ms\":44.0}],"
+    "\"stats\":{\"forward\":{\"mean_ms\":12.5,\"std_ms\":0.7071,\"median_ms\":12.5,\"min_ms\":12.0,\"max_ms\":13.0},"
+    "\"backward\":{\"mean_ms\":30.5,\"std_ms\":0.7071,\"median_ms\":30.5,\"min_ms\":30.0,\"max_ms\":31.0},"
+    "\"optimizer\":null,"
+    "\"total\":{\"mean_ms\":43.0,\"std_ms\":1.4142,\"median_ms\":43.0,\"min_ms\":42.0,\"max_ms\":44.0}},"
+    "\"tokens_per_s\":5953.5,\"flops_per_step\":1.0e10,\"achieved_tflops\":0.2326,\"mfu\":null,"
+    "\"peak_memory_bytes\":300000000,\"estimated_memory_bytes\":310000000}";
+
+static void test_store(void)
+{
+    sqlite3 *db;
+    MUST(sqlite3_open(":memory:", &db));
+    for (const schema_file *f = schema_files; f->name; f++) {
+        size_t n = strlen(f->name);
+        if (n > 4 && strcmp(f->name + n - 4, ".sql") == 0) {
+            char *msg = NULL;
+            if (sqlite3_exec(db, f->text, NULL, NULL, &msg) != SQLITE_OK) {
+                CHECK(0, "migration %s: %s", f->name, msg);
+                sqlite3_free(msg);
+            }
+        }
+    }
+    MUST(sqlite3_exec(db,
+                      "INSERT INTO jobs (id, kind, spec, created_at, timeout_s) VALUES (7, 'benchmark', '{}', 'now', 60);"
+                      "INSERT INTO runs (id, job_id, run_index, status, created_at, result) VALUES (70, 7, 0, 'succeeded', 'now', '{}');"
+                      "INSERT INTO runs (id, job_id, run_index, status, created_at, result) VALUES (71, 7, 1, 'failed', 'now', '{}');",
+                      NULL, NULL, NULL));
+    const jobkind *k = jobkind_find("benchmark");
+    CHECK(k != NULL, "benchmark kind not registered");
+    if (!k)
+        return;
+    json_t *run = json_loads(run_json, 0, NULL), *spec = json_object();
+    CHECK(run != NULL, "run json");
+    CHECK(k->store_run(db, 7, 70, spec, run) == SQLITE_OK, "store_run: %s", sqlite3_errmsg(db));
+    json_t *bad = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:I}", "status", "failed",
+                            "error", "does not fit: estimated memory 31266.7 MiB", "model", "xl", "context_length", 128,
+                            "batch_size", 4, "vocab_size", 10000, "precision", "bf16", "mode", "train_step",
+                            "attention", "naive", "warmup_steps", 5, "measure_steps", 10, "seed", 0, "graphs", 0,
+                            "estimated_memory_bytes", (json_int_t)32785520192);
+    CHECK(k->store_run(db, 7, 71, spec, bad) == SQLITE_OK, "store_run failed point: %s", sqlite3_errmsg(db));
+
+    sqlite3_stmt *st;
+    MUST(sqlite3_prepare_v2(db, "SELECT count(*), sum(warmup) FROM benchmark_samples", -1, &st, NULL));
+    CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 9 && sqlite3_column_int(st, 1) == 3,
+          "samples: %d rows", sqlite3_column_int(st, 0));
+    sqlite3_finalize(st);
+    MUST(sqlite3_prepare_v2(db, "SELECT model, context_length, fwd_ms, bwd_ms, opt_ms FROM benchmark_summary "
+                                "WHERE run_id = 70", -1, &st, NULL));
+    CHECK(sqlite3_step(st) == SQLITE_ROW, "summary row");
+    CHECK(strcmp((const char *)sqlite3_column_text(st, 2), "12.50 ± 0.71") == 0, "summary fwd '%s'",
+          sqlite3_column_text(st, 2));
+    CHECK(strcmp((const char *)sqlite3_column_text(st, 3), "30.50 ± 0.71") == 0, "summary bwd");
+    CHECK(sqlite3_column_type(st, 4) == SQLITE_NULL, "summary opt should be NULL");
+    sqlite3_finalize(st);
+    MUST(sqlite3_prepare_v2(db, "SELECT forward_median_ms, total_max_ms, graphs, estimated_memory_bytes "
+                                "FROM benchmark_runs WHERE run_id = 70", -1, &st, NULL));
+    CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_double(st, 0) == 12.5 &&
+              sqlite3_column_double(st, 1) == 44.0 && sqlite3_column_int(st, 2) == 0 &&
+              sqlite3_column_int64(st, 3) == 310000000,
+          "benchmark_runs columns");
+    sqlite3_finalize(st);
+
+    json_t *table = NULL;
+    api_error err = {0};
+    CHECK(k->table(db, 7, &table, &err) == 0 && table, "table: %s", err.message);
+    json_t *rows = json_object_get(table, "rows");
+    CHECK(json_array_size(rows) == 2, "table rows %zu", json_array_size(rows));
+    json_t *r0 = json_array_get(rows, 0), *r1 = json_array_get(rows, 1);
+    CHECK(strcmp(json_string_value(json_array_get(r0, 0)), "tiny") == 0, "table model");
+    CHECK(strcmp(json_string_value(json_array_get(r0, 2)), "12.50 ± 0.71") == 0, "table fwd");
+    CHECK(strcmp(json_string_value(json_array_get(r0, 4)), "-") == 0, "table opt");
+    CHECK(strstr(json_string_value(json_array_get(r1, 11)), "does not fit") != NULL, "failed row status");
+    CHECK(json_array_size(json_object_get(table, "columns")) == json_array_size(r0), "columns vs cells");
+    json_decref(table);
+    json_decref(run);
+    json_decref(bad);
+    json_decref(spec);
+    sqlite3_close(db);
+}
+
+int main(void)
+{
+    test_specs();
+    test_store();
+    return check_report("benchmark kind");
+}

@@ -290,7 +290,8 @@ async function main() {
   page = context.pages()[0] || await context.newPage();
   page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') consoleErrors.push(`console ${m.type()}: ${m.text()}`); });
   page.on('pageerror', (e) => consoleErrors.push(`uncaught: ${e.message}`));
-  page.on('requestfailed', (r) => { if (!r.url().startsWith('blob:')) consoleErrors.push(`request failed: ${r.url()} ${r.failure() && r.failure().errorText}`); });
+  // ERR_ABORTED: a poll cut short by the test's own navigation, not a page error.
+  page.on('requestfailed', (r) => { if (!r.url().startsWith('blob:') && !/ERR_ABORTED/.test(r.failure()?.errorText || '')) consoleErrors.push(`request failed: ${r.url()} ${r.failure() && r.failure().errorText}`); });
   page.setDefaultTimeout(20000);
 
   await page.goto(base + '/');

@@ -289,10 +289,13 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     int32_t *tokens = NULL;
     double *times = NULL; /* (steps, PH_COUNT) */
     int training = p->mode != MODE_FORWARD, steps = p->warmup + p->measure;
+    int holds = p->mode == MODE_FORWARD            ? LMK_MODEL_INFERENCE
+                : p->mode == MODE_FORWARD_BACKWARD ? LMK_MODEL_GRADIENTS
+                                                   : LMK_MODEL_TRAIN;
     size_t n = (size_t)p->batch * p->T;
     int rc;
 
-    lmk_memory_estimate est = lmk_model_memory_estimate(&p->cfg, p->batch, p->T, training);
+    lmk_memory_estimate est = lmk_model_memory_estimate(&p->cfg, p->batch, p->T, holds);
     json_object_set_new(run, "estimated_memory_bytes", json_integer((json_int_t)est.total));
     uint64_t avail = available_bytes(runctx_device_info(ctx));
     if ((double)est.total > BENCH_MEMORY_HEADROOM * (double)avail) {
@@ -316,7 +319,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
         tokens[i] = (int32_t)(splitmix64(&s) % (uint64_t)p->cfg.vocab_size);
     if ((rc = lmk_allocator_create(b, &a)) != LMK_OK ||
         (lmk_allocator_set_recording(a, 0), rc = lmk_model_create(b, a, &p->cfg, p->batch, p->T, p->prec,
-                                                                   p->seed, training, &m)) != LMK_OK ||
+                                                                   p->seed, holds, &m)) != LMK_OK ||
         (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK) {
         fail_run(run, "model set-up failed: %s", lmk_status_text(rc));
         goto out;

@@ -123,7 +123,7 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     uint64_t act;
     if (training) {
         e.gradients = 4 * P;
-        e.optimizer_state = 8 * P;
+        e.optimizer_state = training == LMK_MODEL_GRADIENTS ? 0 : 8 * P;
         uint64_t fwd = N * d + L * layer + N + N * d + N * V; /* end of forward */
         uint64_t p1 = fwd + N * d;                             /* LM-head backward */
         uint64_t base = fwd - N * V - N - N * d;               /* top layer, dres live */
@@ -409,8 +409,9 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
         param_slot *s = &m->params[i];
         size_t n = (size_t)s->rows * s->cols;
         TRY(lmk_tensor_alloc(a, &s->p, LMK_F32, n, LMK_MEM_PARAMETER, "%s", s->name));
-        if (training) {
+        if (training)
             TRY(lmk_tensor_alloc(a, &s->g, LMK_F32, n, LMK_MEM_GRADIENT, "%s.grad", s->name));
+        if (training && training != LMK_MODEL_GRADIENTS) {
             TRY(lmk_tensor_alloc(a, &s->m, LMK_F32, n, LMK_MEM_OPTIMIZER_STATE, "%s.exp_avg",
                                  s->name));
             TRY(lmk_tensor_alloc(a, &s->v, LMK_F32, n, LMK_MEM_OPTIMIZER_STATE,
@@ -725,7 +726,7 @@ int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg)
 {
     lmk_backend *b = m->b;
     int rc = LMK_OK;
-    if (!m->have_grads)
+    if (!m->have_grads || !m->params[0].m.data)
         return LMK_INVALID;
     m->have_grads = 0;
     float *sumsq = LMK_F(m->scalars) + 1, *factor = LMK_F(m->scalars) + 2;

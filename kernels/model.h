@@ -82,9 +82,19 @@ typedef struct lmk_memory_estimate {
     uint64_t total;
 } lmk_memory_estimate;
 
+/* What a model holds besides its parameters: the `training` argument of
+ * lmk_model_create and lmk_model_memory_estimate. Any other non-zero value
+ * means LMK_MODEL_TRAIN. */
+enum {
+    LMK_MODEL_INFERENCE = 0, /* forward only */
+    LMK_MODEL_TRAIN = 1,     /* gradients and AdamW state */
+    LMK_MODEL_GRADIENTS = 2, /* gradients only: forward + backward, no step */
+};
+
 /* Analytic estimate of the peak of the allocator's live total for one step
- * (training = forward + backward + optimizer; else forward only), on a
- * backend whose tensors are float32 (cpu). */
+ * (training: forward + backward (+ optimizer state unless
+ * LMK_MODEL_GRADIENTS); inference: forward only), on a backend whose tensors
+ * are float32 (cpu). */
 lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T,
                                               int training);
 
@@ -99,8 +109,8 @@ lmk_adamw_config lmk_adamw_defaults(void);
 typedef struct lmk_model lmk_model;
 
 /* Creates a model for batches of (batch, T) tokens, T ≤ context_length,
- * initialised deterministically from seed. training != 0 also allocates
- * gradients and optimizer state. b and a are borrowed and must outlive the
+ * initialised deterministically from seed. training: LMK_MODEL_INFERENCE,
+ * LMK_MODEL_TRAIN (gradients and optimizer state) or LMK_MODEL_GRADIENTS. b and a are borrowed and must outlive the
  * model. Sets *out (new). Returns LMK_OK, LMK_INVALID or LMK_NOMEM. */
 int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c, int batch,
                      int T, lmk_precision prec, uint64_t seed, int training, lmk_model **out);
@@ -112,7 +122,8 @@ int lmk_model_set_batch(lmk_model *m, const int32_t *inputs, const int32_t *targ
 int lmk_model_forward(lmk_model *m, int with_backward);
 /* Backward into the gradients (zeroed first). Needs forward(m, 1). */
 int lmk_model_backward(lmk_model *m);
-/* Clipping (if configured), AdamW, loss-scale update. Needs backward. */
+/* Clipping (if configured), AdamW, loss-scale update. Needs backward and a
+ * model created with LMK_MODEL_TRAIN (else LMK_INVALID). */
 int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg);
 /* The loss of the last forward (downloads; synchronises). */
 int lmk_model_loss(lmk_model *m, float *loss);

@@ -306,21 +306,27 @@ static int cpu_cross_entropy(lmk_backend *b, float *loss, float *dlogits, const 
         int i0 = (int)((long)n * c / CHUNKS), i1 = (int)((long)n * (c + 1) / CHUNKS);
         for (int i = i0; i < i1; i++) {
             const float *z = logits + (size_t)i * V;
+            float *dz = dlogits ? dlogits + (size_t)i * V : NULL; /* may alias z */
             int t = targets[i];
-            float mx = -INFINITY;
+            float mx = -INFINITY, zt = z[t];
             for (int j = 0; j < V; j++)
                 mx = z[j] > mx ? z[j] : mx;
             double sum = 0.0;
-            for (int j = 0; j < V; j++)
-                sum += exp((double)(z[j] - mx));
-            part[c] += mx + log(sum) - z[t];
-            if (dlogits) {
-                float *dz = dlogits + (size_t)i * V;
-                float inv = (float)(1.0 / sum);
+            if (dz) {
+                for (int j = 0; j < V; j++) {
+                    float e = expf(z[j] - mx);
+                    sum += e;
+                    dz[j] = e;
+                }
+                float scale = (float)(gs / sum);
                 for (int j = 0; j < V; j++)
-                    dz[j] = expf(z[j] - mx) * inv * gs;
+                    dz[j] *= scale;
                 dz[t] -= gs;
+            } else {
+                for (int j = 0; j < V; j++)
+                    sum += expf(z[j] - mx);
             }
+            part[c] += mx + log(sum) - zt;
         }
     }
     double total = 0.0;

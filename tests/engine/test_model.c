@@ -217,9 +217,10 @@ static void test_memory(void)
         {{"custom", 500, 64, 64, 160, 3, 4, 10000.0f}, 64},
         {{"custom", 50, 128, 32, 48, 2, 8, 10000.0f}, 128},
     };
-    for (int k = 0; k < 4; k++) {
-        const lmk_model_config c = shapes[k / 2].c;
-        int training = k % 2, T = shapes[k / 2].T;
+    static const int holds[3] = {LMK_MODEL_INFERENCE, LMK_MODEL_TRAIN, LMK_MODEL_GRADIENTS};
+    for (int k = 0; k < 6; k++) {
+        const lmk_model_config c = shapes[k / 3].c;
+        int training = holds[k % 3], T = shapes[k / 3].T;
         fixture f;
         fixture_open(&f, &c, 2, T, LMK_PREC_FP32, 1, training);
         lmk_allocator_reset_peak(f.a);
@@ -229,7 +230,12 @@ static void test_memory(void)
             CHECK(saved > 0, "no activations saved for backward");
             MUST(lmk_model_backward(f.m));
             lmk_adamw_config opt = lmk_adamw_defaults();
-            MUST(lmk_model_step(f.m, &opt));
+            if (training == LMK_MODEL_TRAIN)
+                MUST(lmk_model_step(f.m, &opt));
+            else
+                CHECK(lmk_model_step(f.m, &opt) == LMK_INVALID, "step without optimizer state accepted");
+            CHECK((lmk_allocator_live(f.a, LMK_MEM_OPTIMIZER_STATE) > 0) == (training == LMK_MODEL_TRAIN),
+                  "optimizer state present iff LMK_MODEL_TRAIN");
         }
         CHECK(lmk_allocator_live(f.a, LMK_MEM_ACTIVATION) == 0, "activations live after the step");
         lmk_memory_estimate e = lmk_model_memory_estimate(&c, 2, T, training);

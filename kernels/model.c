@@ -463,7 +463,10 @@ static int linear_fwd(lmk_model *m, float *y, const float *x, const float *w, in
     return m->b->gemm(m->b, &g, y, x, w);
 }
 
-/* dx (N, din) (+)= dy (N, dout) · W;  dW (dout, din) += dyᵀ · x. */
+/* dx (N, din) (+)= dy (N, dout) · W;  dW (dout, din) += dyᵀ · x.
+ * dW is accumulated in float32 without output rounding: each weight is used
+ * once per step, so this equals autocast's half dW only up to that rounding;
+ * keeping it exact lets beta = 1 accumulate safely. */
 static int linear_bwd(lmk_model *m, float *dx, int accumulate_dx, float *dw, const float *dy,
                       const float *x, const float *w, int n, int din, int dout)
 {

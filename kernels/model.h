@@ -98,6 +98,11 @@ enum {
 lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T,
                                               int training);
 
+/* AdamW as CS336 writes it: m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
+ * α_t = lr·sqrt(1−β2^t)/(1−β1^t); p −= α_t·m/(sqrt(v) + eps); p −= lr·wd·p.
+ * (torch.optim.AdamW adds eps to sqrt(v̂) after bias correction instead, and
+ * decays before the update: results differ slightly.) Clipping scales the
+ * gradients by min(1, max_grad_norm / (‖g‖ + 1e-6)), ‖g‖ the global L2 norm. */
 typedef struct lmk_adamw_config {
     float lr, beta1, beta2, eps, weight_decay;
     float max_grad_norm; /* ≤ 0: no clipping */

@@ -7,7 +7,9 @@
 /* GEMM blocking: micro-tile MR×NR, cache blocks MB×KB (A) and KB×NB (B). */
 enum { CPU_MR = 4, CPU_NR = 16, CPU_MB = 64, CPU_NB = 256, CPU_KB = 256 };
 
-/* One thread's packing and accumulation buffers. */
+/* One thread's packing and accumulation buffers: backend-private, allocated
+ * once by lmk_backend_cpu_create (about 384 KiB per thread), so a GEMM never
+ * allocates; not counted by the tracked allocator. */
 typedef struct cpu_scratch {
     float *apack; /* (MB, KB) in MR-row panels */
     float *bpack; /* (KB, NB) in NR-column panels */

@@ -87,3 +87,9 @@ export function duration(fromIso, toIso) {
   if (m < 60) return `${m} min ${Math.round(sec - m * 60)} s`;
   return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
+
+// Bandwidth in GB/s: 2 decimals, 3 significant digits below 1.
+export function gbps(x) {
+  if (!isNum(x)) return '—';
+  return Math.abs(x) >= 1 ? NF[2].format(x) : x.toPrecision(3);
+}

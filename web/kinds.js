@@ -51,6 +51,19 @@ export const KINDS = {
       ...COMMON,
     ],
   },
+  allreduce: {
+    title: 'All-reduce',
+    help: 'Time an all-reduce of each size across each number of ranks: NCCL over this machine\'s GPUs, or MPI over CPU processes. Reports mean and median time, algorithm and bus bandwidth, and checks the sum.',
+    fields: [
+      {name: 'backend', type: 'select', label: 'Backend', options: ['nccl', 'mpi'], default: 'nccl'},
+      {name: 'sizes', type: 'strlist', label: 'Sizes per rank', default: ['1MB', '10MB', '100MB', '1GB'], help: 'comma-separated bytes or with a unit: 1MB (10⁶), 1MiB (2²⁰), GB, GiB'},
+      {name: 'world_sizes', type: 'intlist', label: 'World sizes', default: [2], alwaysArray: true, unit: 'ranks'},
+      {name: 'dtype', type: 'select', label: 'Data type', options: ['float32'], default: 'float32'},
+      {name: 'warmup', type: 'int', label: 'Warm-up iterations', default: 5, min: 0, max: 1000},
+      {name: 'iterations', type: 'int', label: 'Measured iterations', default: 20, min: 1, max: 10000},
+      ...COMMON,
+    ],
+  },
 };
 
 // Short name of a model shape: the preset name, or "d64 L2 H4 ff128".

@@ -259,6 +259,29 @@ async function checkCompare(base, formJob, apiJob) {
   await page.emulateMedia({colorScheme: 'light'});
 }
 
+// All-reduce over 2 MPI CPU ranks, when this daemon has the kind and mpirun works.
+async function checkAllreduce(base) {
+  const sys = await apiGet(base, '/v1/system');
+  if (!sys.kinds.includes('allreduce')) { log('allreduce kind absent: its page is not checked'); return; }
+  const id = (await apiPost(base, {kind: 'allreduce', backend: 'mpi', sizes: ['4KB', '1MB'], world_sizes: [2], warmup: 1, iterations: 3})).id;
+  let job;
+  try {
+    job = await waitJob(base, id);
+  } catch (e) {
+    const j = await apiGet(base, `/v1/jobs/${id}`);
+    if (/mpirun|mpi/i.test(j.error || '')) { log(`allreduce over MPI unavailable here (${j.error}): its page is not checked`); return; }
+    throw e;
+  }
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('#allreduce-table tbody tr');
+  const n = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.length);
+  check(n === job.runs.length, `allreduce table has ${n} rows, API ${job.runs.length}`);
+  const charts = await page.$$eval('figure.chart svg.plot', (s) => s.length);
+  check(charts === 2, `allreduce page shows ${charts} charts, expected time and bus bandwidth vs size`);
+  await shot('job-allreduce.png');
+  log(`allreduce job ${id}: table and charts shown`);
+}
+
 async function checkKeyboard(base) {
   await page.goto(base + '/#/jobs');
   await page.reload(); // a fresh load: focus starts at the document
@@ -281,6 +304,7 @@ async function main() {
   const {chromium} = loadPlaywright();
   check(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM)`);
   mkdirSync(outDir, {recursive: true});
+  rmSync(join(outDir, 'failure.png'), {force: true});
   await checkFormDefaults();
   const base = await startDaemon();
   log(`lmperfd at ${base}`);
@@ -309,6 +333,7 @@ async function main() {
   await page.goto(base + '/#/history');
   await page.waitForSelector('#history-table tbody tr');
   await shot('history.png');
+  await checkAllreduce(base);
   await checkKeyboard(base);
   check(consoleErrors.length === 0, `the page logged errors:\n  ${consoleErrors.join('\n  ')}`);
 }

@@ -8,6 +8,7 @@ import {statusBadge, progressCell} from './jobs.js';
 import {modelName, configKey} from '../kinds.js';
 import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, stepChart, contextChart} from '../benchmark.js';
 import {link} from '../route.js';
+import {lineChart} from '../chart.js';
 
 const POLL_MS = 1000;
 
@@ -84,7 +85,34 @@ function benchmarkView(job) {
   ];
 }
 
-const VIEWS = {numerics: numericsView, benchmark: benchmarkView};
+function allreduceView(job) {
+  const runs = [...(job.runs || [])].sort((a, b) => a.world_size - b.world_size || a.size_bytes - b.size_bytes);
+  const ok = runs.filter((r) => r.status === 'succeeded');
+  const worlds = [...new Set(ok.map((r) => r.world_size))];
+  const series = (key) => worlds.map((w) => ({name: `${w} ranks`, points: ok.filter((r) => r.world_size === w && typeof r[key] === 'number')
+    .map((r) => ({x: r.size_bytes, y: r[key], label: `${w} ranks, ${r.size}: ${key === 'mean_ms' ? fmt.ms(r[key]) + ' ms' : fmt.gbps(r[key]) + ' GB/s'}`}))}));
+  return [
+    h('h2', null, `All-reduce (${runs[0] ? runs[0].backend : ''}, ${runs[0] ? runs[0].dtype : ''})`),
+    h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'allreduce-table'},
+      h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, 'Ranks'), h('th', {scope: 'col', class: 'num'}, 'Size per rank'),
+        ['Mean (ms)', 'Median (ms)', 'Min (ms)', 'Max (ms)', 'Alg bw (GB/s)', 'Bus bw (GB/s)'].map((c) => h('th', {scope: 'col', class: 'num'}, c)),
+        h('th', {scope: 'col'}, 'Sum'))),
+      h('tbody', null, runs.map((r) => h('tr', {class: r.status === 'succeeded' ? '' : 'warn'},
+        h('td', {class: 'num'}, String(r.world_size)),
+        h('td', {class: 'num', title: `${fmt.int(r.size_bytes)} bytes`}, r.size || fmt.bytes(r.size_bytes)),
+        r.status === 'succeeded'
+          ? [fmt.ms(r.mean_ms), fmt.ms(r.median_ms), fmt.ms(r.min_ms), fmt.ms(r.max_ms)].map((v) => h('td', {class: 'num'}, v))
+            .concat([r.algbw_gbps, r.busbw_gbps].map((v) => h('td', {class: 'num'}, fmt.gbps(v))))
+          : h('td', {colspan: 6, class: 'error'}, r.error || r.status),
+        h('td', null, r.correct === false ? h('span', {class: 'error'}, 'wrong') : r.correct ? 'checked' : '—')))))),
+    ok.length ? lineChart({title: 'All-reduce time vs size', series: series('mean_ms'), xLabel: 'bytes per rank', yLabel: 'mean time (ms)',
+      logX: true, logY: true, categoricalX: false, xFormat: (v) => fmt.bytes(v), yFormat: (v) => fmt.ms(v)}) : null,
+    ok.length ? lineChart({title: 'Bus bandwidth vs size', series: series('busbw_gbps'), xLabel: 'bytes per rank', yLabel: 'bus bandwidth (GB/s)',
+      logX: true, categoricalX: false, xFormat: (v) => fmt.bytes(v), yFormat: (v) => fmt.gbps(v)}) : null,
+  ];
+}
+
+const VIEWS = {numerics: numericsView, benchmark: benchmarkView, allreduce: allreduceView};
 
 export async function render(main, ctx) {
   const id = ctx.id;

@@ -43,8 +43,17 @@ function buildField(f, presets) {
       el: wrap(el),
       read: () => {
         const v = el.value.split(',').map((x) => x.trim()).filter(Boolean).map(Number);
-        return v.length === 1 ? v[0] : v;
+        return v.length === 1 && !f.alwaysArray ? v[0] : v;
       },
+      input: el,
+    };
+  }
+  if (f.type === 'strlist') {
+    // "1MB, 4096" -> ["1MB", 4096]: plain integers are sent as numbers.
+    const el = h('input', {id, name: f.name, type: 'text', value: [].concat(f.default).join(', '), 'aria-describedby': described});
+    return {
+      el: wrap(el),
+      read: () => el.value.split(',').map((x) => x.trim()).filter(Boolean).map((x) => (/^\d+$/.test(x) ? Number(x) : x)),
       input: el,
     };
   }

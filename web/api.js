@@ -39,6 +39,10 @@ async function call(method, path, body) {
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'interrupted']);
 export const ACTIVE = new Set(['queued', 'running']);
 
+// Polling: every second while something is queued or running, else slowly.
+export const POLL_ACTIVE_MS = 1000;
+export const POLL_IDLE_MS = 5000;
+
 // Finished jobs never change: keep their details.
 const finished = new Map();
 

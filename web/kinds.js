@@ -70,6 +70,7 @@ export const KINDS = {
 export function modelName(run) {
   const m = run.model;
   if (typeof m === 'string' && m !== 'custom') return m;
+  if (m && typeof m === 'object' && m.name) return m.name;
   const src = m && typeof m === 'object' ? m : run;
   const preset = MODEL_PRESETS.find((p) => p.d_model === src.d_model && p.d_ff === src.d_ff &&
     p.num_layers === src.num_layers && p.num_heads === src.num_heads);
@@ -80,8 +81,8 @@ export function modelName(run) {
 // Model name of a job from its spec (for the list's model filter).
 export function specModel(spec) {
   if (!spec || spec.model === undefined) return '';
-  if (typeof spec.model === 'string') return spec.model;
-  return modelName({model: spec.model});
+  const one = (m) => (typeof m === 'string' ? m : m && m.name ? m.name : modelName({model: m}));
+  return Array.isArray(spec.model) ? spec.model.map(one).join(', ') : one(spec.model);
 }
 
 // Fields that define "the same configuration" of a benchmark run (history).

@@ -2,15 +2,13 @@
 // kind (numerics: the accumulation table; benchmark: the summary table and
 // charts; anything else: the JSON). Polls every second while it is active.
 import {h, mount, toast} from '../dom.js';
-import {api, ACTIVE} from '../api.js';
+import {api, ACTIVE, POLL_ACTIVE_MS as POLL_MS} from '../api.js';
 import * as fmt from '../format.js';
 import {statusBadge, progressCell} from './jobs.js';
 import {modelName, configKey} from '../kinds.js';
 import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, stepChart, contextChart} from '../benchmark.js';
 import {link} from '../route.js';
 import {lineChart} from '../chart.js';
-
-const POLL_MS = 1000;
 
 function dl(pairs) {
   return h('dl', {class: 'facts'}, pairs.filter(([, v]) => v !== undefined && v !== null && v !== '')

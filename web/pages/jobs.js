@@ -1,14 +1,13 @@
 // Job list: filters (kind, status, model), live status and progress (polls
 // every second while a listed job is queued or running), select for compare.
 import {h, mount, toast} from '../dom.js';
-import {api, ACTIVE} from '../api.js';
+import {api, ACTIVE, POLL_ACTIVE_MS, POLL_IDLE_MS} from '../api.js';
 import {when, duration} from '../format.js';
 import {specModel} from '../kinds.js';
-import {currentRoute, replaceParams, link} from '../route.js';
+import {replaceParams, link} from '../route.js';
 
 const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'];
 const PAGE = 50;
-const POLL_ACTIVE_MS = 1000, POLL_IDLE_MS = 5000;
 
 export function statusBadge(status) {
   return h('span', {class: `badge s-${status}`}, status);

@@ -71,11 +71,16 @@ export function lineChart(opts) {
   const yFmt = opts.yFormat || defaultFmt;
   const okX = (p) => !opts.logX || p.x > 0, okY = (p) => !opts.logY || p.y > 0;
   const pts = all.filter((p) => okX(p) && okY(p));
-  let xLo = Math.min(...pts.map((p) => p.x)), xHi = Math.max(...pts.map((p) => p.x));
-  // Times are positive: the axis starts at 0 and error bars are clipped there.
-  let yLo = Math.min(...pts.map((p) => p.y)), yHi = Math.max(...pts.map((p) => p.y + (p.err || 0)));
+  if (!pts.length) return figure(title, h('p', {class: 'empty'}, 'Nothing to plot on a log axis (values ≤ 0).'));
+  // min/max by loop: spreading 10⁵ points into Math.min overflows the stack.
+  let xLo = Infinity, xHi = -Infinity, yLo = Infinity, yHi = -Infinity;
+  for (const p of pts) {
+    xLo = Math.min(xLo, p.x); xHi = Math.max(xHi, p.x);
+    yLo = Math.min(yLo, p.y); yHi = Math.max(yHi, p.y + (p.err || 0));
+  }
+  // Times are positive: a linear axis starts at 0 and error bars are clipped there.
   if (!opts.logY) yLo = Math.min(0, yLo);
-  else yLo = Math.max(yLo, Math.min(...pts.map((p) => p.y)) / 1.5);
+  else yLo /= 1.5;
   const yTicks = opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi);
   if (!opts.logY) { yLo = Math.min(yLo, yTicks[0]); yHi = Math.max(yHi, yTicks[yTicks.length - 1]); }
   // Few distinct x values (context lengths): tick exactly those.

@@ -236,6 +236,18 @@ async function checkCompare(base, formJob, apiJob) {
     checkShown(row.speedupText, speedup, `${where} speedup`);
   }
   check(rows.every((r) => r.keys.precision && r.keys.precision.differs), 'precision differs between rows but is not highlighted');
+  // Baseline "same shape in job N": each row against N's fp32 run of its context length.
+  await page.selectOption('#baseline', `job:${apiJob}`);
+  const perShape = await page.$$eval('#compare-table tbody tr', (trs) => trs.map((tr) => [tr.dataset.run, tr.querySelector('td.speedup').dataset.value]));
+  for (const [refText, value] of perShape) {
+    const [jid, idx] = refText.split(':').map(Number);
+    const r = jobs.get(jid).runs.find((x) => x.index === idx);
+    const b = jobs.get(apiJob).runs.find((x) => x.context_length === r.context_length);
+    const want = b.stats.total.mean_ms / r.stats.total.mean_ms;
+    check(Math.abs(Number(value) - want) < 1e-9 * want, `per-shape speedup of ${refText} is ${value}, expected ${want}`);
+  }
+  check(new URL(page.url()).hash.includes(`baseline=job%3A${apiJob}`) || new URL(page.url()).hash.includes(`baseline=job:${apiJob}`),
+    `the URL does not keep the baseline: ${page.url()}`);
   const charts = await page.$$eval('figure.chart svg.plot', (s) => s.length);
   check(charts >= 2, `compare page shows ${charts} charts, expected time-vs-context and precision speedup`);
   log(`compare table: ${rows.length} rows equal the API's numbers`);

@@ -174,8 +174,11 @@ async function submitBenchmark(base) {
   await page.click('button[type=submit]');
   await page.waitForURL(/#\/jobs\?highlight=\d+/);
   const id = Number(new URL(page.url()).hash.match(/highlight=(\d+)/)[1]);
+  await page.waitForSelector(`tr[data-id="${id}"]`);
+  const first = await page.$eval(`tr[data-id="${id}"]`, (tr) => ({status: tr.dataset.status, bar: !!tr.querySelector('progress')}));
+  if (first.status !== 'succeeded') check(first.bar, `job ${id} is ${first.status} but its row shows no progress bar`);
   await page.waitForSelector(`tr[data-id="${id}"][data-status="succeeded"]`, {timeout: JOB_TIMEOUT_MS});
-  log(`benchmark job ${id} submitted from the form and seen succeeded in the list`);
+  log(`benchmark job ${id} submitted from the form, first seen ${first.status}, then succeeded in the list without a reload`);
   await shot('jobs.png');
   return id;
 }
@@ -294,6 +297,25 @@ async function checkAllreduce(base) {
   log(`allreduce job ${id}: table and charts shown`);
 }
 
+// Charts stay usable with many points: 20,000 points render in well under 2 s.
+async function checkBigChart(base) {
+  const result = await page.evaluate(async () => {
+    const {lineChart} = await import('/chart.js');
+    const points = Array.from({length: 20000}, (_, i) => ({x: i, y: 10 + Math.sin(i / 50) + (i % 7) / 10}));
+    const t0 = performance.now();
+    const fig = lineChart({title: 'big', series: [{name: 'a', points}, {name: 'b', points: points.map((p) => ({x: p.x, y: p.y * 2}))}], xLabel: 'step', yLabel: 'ms'});
+    document.querySelector('main').append(fig);
+    fig.getBoundingClientRect();
+    const ms = performance.now() - t0;
+    const paths = fig.querySelectorAll('path.line').length, markers = fig.querySelectorAll('.marker').length;
+    fig.remove();
+    return {ms, paths, markers};
+  });
+  check(result.paths === 2 && result.markers === 0, `big chart drew ${result.paths} lines and ${result.markers} markers`);
+  check(result.ms < 2000, `a 40,000-point chart took ${result.ms.toFixed(0)} ms to build`);
+  log(`40,000-point chart built in ${result.ms.toFixed(0)} ms`);
+}
+
 async function checkKeyboard(base) {
   await page.goto(base + '/#/jobs');
   await page.reload(); // a fresh load: focus starts at the document
@@ -346,6 +368,7 @@ async function main() {
   await page.waitForSelector('#history-table tbody tr');
   await shot('history.png');
   await checkAllreduce(base);
+  await checkBigChart(base);
   await checkKeyboard(base);
   check(consoleErrors.length === 0, `the page logged errors:\n  ${consoleErrors.join('\n  ')}`);
 }

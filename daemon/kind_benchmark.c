@@ -10,7 +10,6 @@
  * soon as it is done. A point that cannot fit or fails is a failed run with
  * the reason; the sweep goes on. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,17 +18,12 @@
 #include "alloc.h"
 #include "backend.h"
 #include "jobkind.h"
+#include "device_peaks.h"
 #include "model.h"
+#include "model_point.h"
 #include "status.h"
 
-#define BENCH_MAX_POINTS 256
-#define BENCH_MEMORY_HEADROOM 0.9 /* use at most this fraction of available memory */
 #define MIB (1024.0 * 1024.0)
-
-/* The sweepable fields, in the order points are walked (outermost first). */
-enum { SW_MODEL, SW_CONTEXT, SW_BATCH, SW_PRECISION, SW_MODE, SW_COUNT };
-static const char *const sweep_fields[SW_COUNT] = {"model", "context_length", "batch_size",
-                                                   "precision", "mode"};
 
 typedef enum bench_mode { MODE_FORWARD, MODE_FORWARD_BACKWARD, MODE_TRAIN_STEP, MODE_COUNT } bench_mode;
 static const char *const mode_names[MODE_COUNT] = {"forward", "forward_backward", "train_step"};
@@ -37,31 +31,14 @@ static const char *const mode_names[MODE_COUNT] = {"forward", "forward_backward"
 enum { PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_TOTAL, PH_COUNT };
 static const char *const phase_names[PH_COUNT] = {"forward", "backward", "optimizer", "total"};
 
-/* One point of the sweep. */
+/* One point of the sweep: the shared model point and this kind's fields. */
 typedef struct bench_point {
-    lmk_model_config cfg; /* context_length = T, vocab from the spec */
-    int batch, T;
-    lmk_precision prec;
+    model_point base;
     bench_mode mode;
-    const char *attention;
     int warmup, measure, graphs;
-    uint64_t seed;
 } bench_point;
 
-/* --- spec helpers ------------------------------------------------------------ */
-
-static size_t field_len(const json_t *spec, const char *key)
-{
-    const json_t *v = json_object_get(spec, key);
-    return json_is_array(v) ? json_array_size(v) : 1;
-}
-
-/* The i-th value of a sweepable field (a scalar is a one-element list). */
-static const json_t *field_at(const json_t *spec, const char *key, size_t i)
-{
-    const json_t *v = json_object_get(spec, key);
-    return json_is_array(v) ? json_array_get(v, i) : v;
-}
+/* --- check ---------------------------------------------------------------------- */
 
 static int parse_mode(const char *name, bench_mode *mode)
 {
@@ -74,119 +51,24 @@ static int parse_mode(const char *name, bench_mode *mode)
     return -1;
 }
 
-/* Fills cfg from a model entry (preset name or shape object). Returns 0, or
- * -1 with *bad set to the offending sub-field ("" for the entry itself). */
-static int model_from_json(const json_t *m, int vocab, int T, lmk_model_config *cfg, const char **bad)
-{
-    *bad = "";
-    if (json_is_string(m)) {
-        if (lmk_model_preset(json_string_value(m), cfg) != LMK_OK)
-            return -1;
-    } else if (json_is_object(m)) {
-        const char *name = json_string_value(json_object_get(m, "name"));
-        memset(cfg, 0, sizeof *cfg);
-        snprintf(cfg->name, sizeof cfg->name, "%s", name ? name : "custom");
-        cfg->d_model = (int)json_integer_value(json_object_get(m, "d_model"));
-        cfg->d_ff = (int)json_integer_value(json_object_get(m, "d_ff"));
-        cfg->num_layers = (int)json_integer_value(json_object_get(m, "num_layers"));
-        cfg->num_heads = (int)json_integer_value(json_object_get(m, "num_heads"));
-        cfg->rope_theta = 10000.0f;
-    } else {
-        return -1;
-    }
-    cfg->vocab_size = vocab;
-    cfg->context_length = T;
-    return lmk_model_config_check(cfg, bad) == LMK_OK ? 0 : -1;
-}
-
 static int spec_int(const json_t *spec, const char *key, int dflt)
 {
     const json_t *v = json_object_get(spec, key);
     return json_is_integer(v) ? (int)json_integer_value(v) : dflt;
 }
 
-/* --- check ---------------------------------------------------------------------- */
-
+/* The shared model/sweep fields (model_point.c), then this kind's own. */
 static int benchmark_check(json_t *spec, api_error *err)
 {
-    double points = 1;
-    const char *largest = sweep_fields[0];
-    size_t largest_n = 0;
-    for (int f = 0; f < SW_COUNT; f++) {
-        size_t n = field_len(spec, sweep_fields[f]);
-        points *= (double)n;
-        if (n > largest_n) {
-            largest_n = n;
-            largest = sweep_fields[f];
-        }
-    }
-    if (points > BENCH_MAX_POINTS)
-        return api_fail(err, API_ERR_INVALID_SPEC, largest,
-                        "the sweep has %.0f points (model × context_length × batch_size × precision "
-                        "× mode); the limit is %d",
-                        points, BENCH_MAX_POINTS);
-    int vocab = spec_int(spec, "vocab_size", 10000);
-    if (vocab < 2)
-        return api_fail(err, API_ERR_INVALID_SPEC, "vocab_size", "vocab_size must be at least 2");
-    const json_t *models = json_object_get(spec, "model");
-    if (!models)
-        return api_fail(err, API_ERR_INVALID_SPEC, "model", "model is required");
-    for (size_t i = 0; i < field_len(spec, "model"); i++) {
-        const json_t *m = field_at(spec, "model", i);
-        lmk_model_config cfg;
-        const char *bad;
-        char field[128];
-        if (json_is_array(models))
-            snprintf(field, sizeof field, "model[%zu]", i);
-        else
-            snprintf(field, sizeof field, "model");
-        if (model_from_json(m, vocab, 1, &cfg, &bad) == 0)
-            continue;
-        if (json_is_string(m)) {
-            char names[128] = "";
-            for (size_t p = 0; p < lmk_model_preset_count(); p++) {
-                strncat(names, p ? ", " : "", sizeof names - strlen(names) - 1);
-                strncat(names, lmk_model_preset_at(p)->name, sizeof names - strlen(names) - 1);
-            }
-            return api_fail(err, API_ERR_INVALID_SPEC, field, "unknown model preset \"%s\" (presets: %s)",
-                            json_string_value(m), names);
-        }
-        if (strcmp(bad, "num_heads") == 0)
-            return api_fail(err, API_ERR_INVALID_SPEC, strcat(field, ".num_heads"),
-                            "num_heads (%d) must divide d_model (%d) into an even head dimension",
-                            cfg.num_heads, cfg.d_model);
-        if (bad[0]) {
-            strncat(field, ".", sizeof field - strlen(field) - 1);
-            strncat(field, bad, sizeof field - strlen(field) - 1);
-        }
-        return api_fail(err, API_ERR_INVALID_SPEC, field, "invalid model shape: %s", bad[0] ? bad : "entry");
-    }
-    for (int f = SW_CONTEXT; f <= SW_BATCH; f++) {
-        for (size_t i = 0; i < field_len(spec, sweep_fields[f]); i++) {
-            const json_t *v = field_at(spec, sweep_fields[f], i);
-            if (v && (!json_is_integer(v) || json_integer_value(v) < 1))
-                return api_fail(err, API_ERR_INVALID_SPEC, sweep_fields[f], "%s must be a positive integer",
-                                sweep_fields[f]);
-        }
-    }
-    if (!json_object_get(spec, "context_length"))
-        return api_fail(err, API_ERR_INVALID_SPEC, "context_length", "context_length is required");
-    for (size_t i = 0; i < field_len(spec, "precision"); i++) {
-        const json_t *v = field_at(spec, "precision", i);
-        lmk_precision p;
-        if (v && (!json_is_string(v) || lmk_precision_parse(json_string_value(v), &p) != LMK_OK))
-            return api_fail(err, API_ERR_INVALID_SPEC, "precision", "precision must be fp32, tf32, bf16 or fp16");
-    }
-    for (size_t i = 0; i < field_len(spec, "mode"); i++) {
-        const json_t *v = field_at(spec, "mode", i);
+    if (model_point_check(spec, err))
+        return -1;
+    const json_t *modes = json_object_get(spec, "mode");
+    for (size_t i = 0; i < (json_is_array(modes) ? json_array_size(modes) : 1); i++) {
+        const json_t *v = json_is_array(modes) ? json_array_get(modes, i) : modes;
         bench_mode mo;
         if (v && parse_mode(json_string_value(v), &mo) != 0)
             return api_fail(err, API_ERR_INVALID_SPEC, "mode", "mode must be forward, forward_backward or train_step");
     }
-    const char *attention = json_string_value(json_object_get(spec, "attention"));
-    if (attention && strcmp(attention, "naive") != 0)
-        return api_fail(err, API_ERR_INVALID_SPEC, "attention", "attention \"%s\" is not implemented (naive)",
-                        attention);
     if (spec_int(spec, "measure_steps", 10) < 1)
         return api_fail(err, API_ERR_INVALID_SPEC, "measure_steps", "measure_steps must be at least 1");
     if (spec_int(spec, "warmup_steps", 5) < 0)
@@ -201,22 +83,6 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-/* Available memory of the worker's device in bytes (CPU: MemAvailable). */
-static uint64_t available_bytes(const runctx_device *dev)
-{
-    if (dev->gpu_index >= 0)
-        return dev->free_bytes;
-    FILE *f = fopen("/proc/meminfo", "r");
-    unsigned long long kb = 0;
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb ? (uint64_t)kb * 1024 : dev->free_bytes;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -243,47 +109,15 @@ static json_t *stats_json(double *v, int n, double *mean_out)
                      "min_ms", v[0], "max_ms", v[n - 1]);
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* The run object with the point's configuration (new). */
-static json_t *point_json(const bench_point *p)
-{
-    return json_pack("{s:s, s:n, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s, s:i, s:i, "
-                     "s:I, s:b, s:I}",
-                     "status", "failed", "error", "model", p->cfg.name, "d_model", p->cfg.d_model,
-                     "d_ff", p->cfg.d_ff, "num_layers", p->cfg.num_layers, "num_heads", p->cfg.num_heads,
-                     "context_length", p->T, "batch_size", p->batch, "vocab_size", p->cfg.vocab_size,
-                     "precision", lmk_precision_name(p->prec), "mode", mode_names[p->mode], "attention",
-                     p->attention, "warmup_steps", p->warmup, "measure_steps", p->measure, "seed",
-                     (json_int_t)p->seed, "graphs", p->graphs, "parameters",
-                     (json_int_t)lmk_model_param_count(&p->cfg));
-}
-
-static void fail_run(json_t *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Marks run failed with a printf-style reason. */
-static void fail_run(json_t *run, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    json_object_set_new(run, "status", json_string("failed"));
-    json_object_set_new(run, "error", json_string(msg));
-}
-
 /* Runs one point; returns the run object (new; failed runs carry the reason).
  * Sets *cancelled when the job was cancelled in the middle. */
 static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int *cancelled)
 {
-    json_t *run = point_json(p);
+    json_t *run = model_point_run_json(&p->base);
+    json_object_set_new(run, "mode", json_string(mode_names[p->mode]));
+    json_object_set_new(run, "warmup_steps", json_integer(p->warmup));
+    json_object_set_new(run, "measure_steps", json_integer(p->measure));
+    json_object_set_new(run, "graphs", json_boolean(p->graphs));
     lmk_allocator *a = NULL;
     lmk_model *m = NULL;
     int32_t *tokens = NULL;
@@ -292,36 +126,23 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     int holds = p->mode == MODE_FORWARD            ? LMK_MODEL_INFERENCE
                 : p->mode == MODE_FORWARD_BACKWARD ? LMK_MODEL_GRADIENTS
                                                    : LMK_MODEL_TRAIN;
-    size_t n = (size_t)p->batch * p->T;
+    size_t n = (size_t)p->base.batch * p->base.T;
     int rc;
 
-    lmk_memory_estimate est = lmk_model_memory_estimate(&p->cfg, p->batch, p->T, holds);
-    json_object_set_new(run, "estimated_memory_bytes", json_integer((json_int_t)est.total));
-    uint64_t avail = available_bytes(runctx_device_info(ctx));
-    if ((double)est.total > BENCH_MEMORY_HEADROOM * (double)avail) {
-        char detail[256];
-        snprintf(detail, sizeof detail,
-                 "%.1f MiB (parameters %.1f, gradients %.1f, optimizer state %.1f, activations %.1f) "
-                 "but only %.1f MiB available",
-                 est.total / MIB, est.parameters / MIB, est.gradients / MIB, est.optimizer_state / MIB,
-                 est.activations / MIB, avail / MIB);
-        fail_run(run, "does not fit: estimated memory %s", detail);
+    if (model_point_preflight(&p->base, holds, runctx_device_info(ctx), run))
         return run;
-    }
     tokens = malloc(2 * n * sizeof *tokens);
     times = calloc((size_t)steps * PH_COUNT, sizeof *times);
     if (!tokens || !times) {
-        fail_run(run, "%s", "out of host memory");
+        model_point_fail(run, "%s", "out of host memory");
         goto out;
     }
-    uint64_t s = p->seed ^ 0x6a09e667f3bcc908ull;
-    for (size_t i = 0; i < 2 * n; i++)
-        tokens[i] = (int32_t)(splitmix64(&s) % (uint64_t)p->cfg.vocab_size);
+    model_point_tokens(&p->base, tokens, tokens + n);
     if ((rc = lmk_allocator_create(b, &a)) != LMK_OK ||
-        (lmk_allocator_set_recording(a, 0), rc = lmk_model_create(b, a, &p->cfg, p->batch, p->T, p->prec,
-                                                                   p->seed, holds, &m)) != LMK_OK ||
+        (lmk_allocator_set_recording(a, 0), rc = lmk_model_create(b, a, &p->base.cfg, p->base.batch, p->base.T,
+                                                                   p->base.prec, p->base.seed, holds, &m)) != LMK_OK ||
         (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK) {
-        fail_run(run, "model set-up failed: %s", lmk_status_text(rc));
+        model_point_fail(run, "model set-up failed: %s", lmk_status_text(rc));
         goto out;
     }
     lmk_adamw_config opt = lmk_adamw_defaults();
@@ -356,7 +177,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
                 snprintf(detail, sizeof detail, "out of memory allocating %.1f MiB for %s", bytes / MIB, name);
             else
                 snprintf(detail, sizeof detail, "%s", lmk_status_text(rc));
-            fail_run(run, "step %d: %s", st, detail);
+            model_point_fail(run, "step %d: %s", st, detail);
             goto out;
         }
         t[PH_FORWARD] = t1 - t0;
@@ -392,13 +213,17 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     }
     free(v);
     json_object_set_new(run, "stats", stats);
-    lmk_model_flops fl = lmk_model_flops_per_step(&p->cfg, p->batch, p->T);
+    lmk_model_flops fl = lmk_model_flops_per_step(&p->base.cfg, p->base.batch, p->base.T);
     double flops = fl.forward + (training ? fl.backward : 0) + (p->mode == MODE_TRAIN_STEP ? fl.optimizer : 0);
     double secs = total_mean / 1e3;
     json_object_set_new(run, "tokens_per_s", secs > 0 ? json_real((double)n / secs) : json_null());
     json_object_set_new(run, "flops_per_step", json_real(flops));
     json_object_set_new(run, "achieved_tflops", secs > 0 ? json_real(flops / secs / 1e12) : json_null());
-    json_object_set_new(run, "mfu", json_null()); /* no peak figure for this device */
+    const char *peak_source;
+    double peak = device_peak_flops(runctx_device_info(ctx), p->base.prec, &peak_source);
+    json_object_set_new(run, "mfu", peak > 0 && secs > 0 ? json_real(flops / secs / peak) : json_null());
+    json_object_set_new(run, "peak_flops", peak > 0 ? json_real(peak) : json_null());
+    json_object_set_new(run, "peak_source", json_string(peak_source));
     json_object_set_new(run, "peak_memory_bytes", json_integer((json_int_t)lmk_allocator_peak(a, -1)));
     json_object_set_new(run, "status", json_string("succeeded"));
     json_object_set_new(run, "error", json_null());
@@ -410,36 +235,19 @@ out:
     return run;
 }
 
-/* Decodes point index idx into the per-field indices (mode fastest). */
+/* Decodes point index idx (mode fastest). */
 static int make_point(const json_t *spec, size_t idx, bench_point *p)
 {
-    size_t at[SW_COUNT];
-    for (int f = SW_COUNT - 1; f >= 0; f--) {
-        size_t n = field_len(spec, sweep_fields[f]);
-        at[f] = idx % n;
-        idx /= n;
-    }
     memset(p, 0, sizeof *p);
-    const json_t *ctxv = field_at(spec, "context_length", at[SW_CONTEXT]);
-    const json_t *bv = field_at(spec, "batch_size", at[SW_BATCH]);
-    const char *prec = json_string_value(field_at(spec, "precision", at[SW_PRECISION]));
-    const char *mode = json_string_value(field_at(spec, "mode", at[SW_MODE]));
-    const char *attention = json_string_value(json_object_get(spec, "attention"));
-    p->T = (int)json_integer_value(ctxv);
-    p->batch = bv ? (int)json_integer_value(bv) : 4;
-    p->prec = LMK_PREC_FP32;
-    p->mode = MODE_TRAIN_STEP;
-    if ((prec && lmk_precision_parse(prec, &p->prec) != LMK_OK) || (mode && parse_mode(mode, &p->mode) != 0))
+    if (model_point_at(spec, idx, &p->base))
         return -1;
-    p->attention = attention ? attention : "naive";
+    p->mode = MODE_TRAIN_STEP;
+    if (p->base.mode && parse_mode(p->base.mode, &p->mode) != 0)
+        return -1;
     p->warmup = spec_int(spec, "warmup_steps", 5);
     p->measure = spec_int(spec, "measure_steps", 10);
-    const json_t *seed = json_object_get(spec, "seed");
-    p->seed = json_is_integer(seed) ? (uint64_t)json_integer_value(seed) : 0;
     p->graphs = json_is_true(json_object_get(spec, "graphs"));
-    const char *bad;
-    return model_from_json(field_at(spec, "model", at[SW_MODEL]), spec_int(spec, "vocab_size", 10000), p->T,
-                           &p->cfg, &bad);
+    return 0;
 }
 
 static int benchmark_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
@@ -448,9 +256,7 @@ static int benchmark_run(run_ctx *ctx, const json_t *spec, json_t **result, char
     int rc = runctx_backend(ctx, &b, errbuf, errlen);
     if (rc != 0)
         return -1;
-    size_t points = 1;
-    for (int f = 0; f < SW_COUNT; f++)
-        points *= field_len(spec, sweep_fields[f]);
+    size_t points = model_point_count(spec);
     int succeeded = 0, failed = 0;
     for (size_t i = 0; i < points; i++) {
         if (runctx_cancelled(ctx))
@@ -461,8 +267,7 @@ static int benchmark_run(run_ctx *ctx, const json_t *spec, json_t **result, char
             return -1;
         }
         char msg[160];
-        snprintf(msg, sizeof msg, "%s, context %d, batch %d, %s, %s", p.cfg.name, p.T, p.batch,
-                 lmk_precision_name(p.prec), mode_names[p.mode]);
+        model_point_describe(&p.base, msg, sizeof msg);
         runctx_progress(ctx, (double)i / points, msg);
         int cancelled = 0;
         json_t *run = run_point(ctx, b, &p, &cancelled);

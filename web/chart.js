@@ -42,6 +42,21 @@ function scale(domain, range, log) {
   return fn;
 }
 
+// Local time labels as fine as the span needs: seconds, minutes, or dates.
+function timeFormat(points) {
+  let lo = Infinity, hi = -Infinity;
+  for (const p of points) { lo = Math.min(lo, p.x); hi = Math.max(hi, p.x); }
+  const span = hi - lo;
+  const pad = (n) => String(n).padStart(2, '0');
+  return (v) => {
+    const d = new Date(v);
+    const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+    if (span < 3600e3) return `${hm}:${pad(d.getSeconds())}`;
+    if (span < 86400e3) return hm;
+    return `${d.getFullYear() !== new Date().getFullYear() ? d.getFullYear() + '-' : ''}${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${hm}`;
+  };
+}
+
 const defaultFmt = (v) => (Math.abs(v) >= 1000 ? v.toLocaleString('en-US') : String(+v.toPrecision(4)));
 
 // A <figure> with a title, the SVG, a legend and a <details> data table.
@@ -67,7 +82,7 @@ export function lineChart(opts) {
   const all = series.flatMap((sr) => sr.points);
   const title = opts.title;
   if (!all.length) return figure(title, h('p', {class: 'empty'}, 'No data to plot.'));
-  const xFmt = opts.xFormat || (opts.xTime ? (v) => new Date(v).toISOString().slice(5, 16).replace('T', ' ') : defaultFmt);
+  const xFmt = opts.xFormat || (opts.xTime ? timeFormat(all) : defaultFmt);
   const yFmt = opts.yFormat || defaultFmt;
   const okX = (p) => !opts.logX || p.x > 0, okY = (p) => !opts.logY || p.y > 0;
   const pts = all.filter((p) => okX(p) && okY(p));

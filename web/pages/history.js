@@ -43,7 +43,6 @@ export async function render(main, ctx) {
           x: new Date(r.at).getTime(), y: r.stats[p.key].mean_ms, err: r.stats[p.key].std_ms,
           label: `job #${r.job_id} ${fmt.when(r.at)}: ${p.long} ${fmt.msPm(r.stats[p.key].mean_ms, r.stats[p.key].std_ms)} ms`}))})),
         xLabel: 'finished at', yLabel: 'mean time (ms)', xTime: true, yFormat: (v) => fmt.ms(v),
-        xFormat: (v) => fmt.when(new Date(v).toISOString()).slice(5, 16),
         desc: 'Error bars: ± one standard deviation over the measured steps.',
       }),
       h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'history-table'},

@@ -253,3 +253,59 @@ extern "C" int lmk_cuda_device_count(void)
     }
     return n;
 }
+
+/* --- graphs ------------------------------------------------------------ */
+
+struct lmk_cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+extern "C" int lmk_backend_cuda_capture_begin(lmk_backend *b)
+{
+    cuda_state *st = CST(b);
+    CUDA_TRY(st, cudaStreamBeginCapture(st->stream, cudaStreamCaptureModeThreadLocal));
+    return LMK_OK;
+}
+
+extern "C" void lmk_cuda_graph_free(lmk_cuda_graph *g)
+{
+    if (!g)
+        return;
+    if (g->exec)
+        (void)cudaGraphExecDestroy(g->exec);
+    if (g->graph)
+        (void)cudaGraphDestroy(g->graph);
+    free(g);
+}
+
+extern "C" int lmk_backend_cuda_capture_end(lmk_backend *b, lmk_cuda_graph **out)
+{
+    cuda_state *st = CST(b);
+    lmk_cuda_graph *g = (lmk_cuda_graph *)calloc(1, sizeof *g);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(st->stream, &graph);
+    if (e != cudaSuccess) {
+        free(g);
+        return cuda_fail(st, "cudaStreamEndCapture", e);
+    }
+    if (!g) {
+        (void)cudaGraphDestroy(graph);
+        return LMK_NOMEM;
+    }
+    g->graph = graph;
+    e = cudaGraphInstantiate(&g->exec, g->graph, 0);
+    if (e != cudaSuccess) {
+        lmk_cuda_graph_free(g);
+        return cuda_fail(st, "cudaGraphInstantiate", e);
+    }
+    *out = g;
+    return LMK_OK;
+}
+
+extern "C" int lmk_cuda_graph_launch(lmk_backend *b, lmk_cuda_graph *g)
+{
+    cuda_state *st = CST(b);
+    CUDA_TRY(st, cudaGraphLaunch(g->exec, st->stream));
+    return LMK_OK;
+}

@@ -27,6 +27,21 @@ const char *lmk_backend_cuda_last_error(lmk_backend *b);
 /* Number of visible CUDA devices; 0 when there is none or no driver. */
 int lmk_cuda_device_count(void);
 
+/* CUDA graphs of a sequence of ops (e.g. forward + backward of a model):
+ * begin starts capturing b's stream (ops are recorded, not run); end stops
+ * and instantiates, setting *out (new; free with lmk_cuda_graph_free).
+ * Nothing between begin and end may synchronise (download, synchronize,
+ * lmk_model_loss): such a call fails and the capture is lost. Scratch must
+ * already be large enough: run the same sequence once before capturing.
+ * Device memory allocated inside the capture is allocated and freed by each
+ * replay. Return LMK_OK, LMK_DEVICE (reason in last_error) or LMK_NOMEM. */
+typedef struct lmk_cuda_graph lmk_cuda_graph;
+int lmk_backend_cuda_capture_begin(lmk_backend *b);
+int lmk_backend_cuda_capture_end(lmk_backend *b, lmk_cuda_graph **out);
+/* Enqueues one replay of g on b's stream (asynchronous). */
+int lmk_cuda_graph_launch(lmk_backend *b, lmk_cuda_graph *g);
+void lmk_cuda_graph_free(lmk_cuda_graph *g); /* NULL allowed */
+
 #ifdef __cplusplus
 }
 #endif

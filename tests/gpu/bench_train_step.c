@@ -4,6 +4,7 @@
  * synchronisation (synchronised wall clock, CLOCK_MONOTONIC). Prints one
  * line per point: mean and min ms, tokens/s.
  * usage: bench_train_step [steps] [batch] [preset,...] [T,...] [prec,...]
+ *        bench_train_step adamw [n]   (AdamW against the copy bandwidth)
  * Exits 77 without a GPU. */
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +78,49 @@ out:
     return rc;
 }
 
+/* AdamW over n parameters (p, g, m, v: 28 bytes moved per parameter)
+ * against a device-to-device copy of the same 4 n floats (bytes read +
+ * written); prints both and the ratio to the memory floor. */
+static int adamw_point(lmk_backend *b, size_t n, int iters)
+{
+    float *t[5] = {0};
+    int rc = LMK_OK;
+    for (int i = 0; i < 5 && rc == LMK_OK; i++)
+        if ((rc = b->mem_alloc(b, n * sizeof(float), (void **)&t[i])) == LMK_OK)
+            rc = b->mem_zero(b, t[i], n * sizeof(float));
+    lmk_adamw_hp hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                       .weight_decay = 0.01f, .t = 1};
+    double ms[2] = {0, 0}; /* adamw, copy */
+    for (int pass = 0; pass < 2 && rc == LMK_OK; pass++) {
+        double t0 = 0;
+        for (int i = -3; i < iters && rc == LMK_OK; i++) {
+            if (i == 0) {
+                if ((rc = b->synchronize(b)) != LMK_OK)
+                    break;
+                t0 = now_ms();
+            }
+            rc = pass ? b->mem_copy(b, t[4], t[0], n * sizeof(float)) /* 8 bytes per float */
+                      : b->adamw(b, t[0], t[1], t[2], t[3], n, &hp, NULL);
+        }
+        if (rc == LMK_OK && (rc = b->synchronize(b)) == LMK_OK)
+            ms[pass] = (now_ms() - t0) / iters;
+    }
+    double t_adamw = ms[0], t_copy = ms[1];
+    if (rc == LMK_OK) {
+        double bw_copy = 8.0 * n / (t_copy / 1e3), bw_adamw = 28.0 * n / (t_adamw / 1e3);
+        double floor_ms = 28.0 * n / bw_copy * 1e3;
+        printf("adamw n=%zu iters=%d adamw_ms=%.3f adamw_GBps=%.0f copy_ms=%.3f copy_GBps=%.0f "
+               "floor_ms=%.3f adamw_over_floor=%.2f\n",
+               n, iters, t_adamw, bw_adamw / 1e9, t_copy, bw_copy / 1e9, floor_ms,
+               t_adamw / floor_ms);
+    } else {
+        printf("adamw n=%zu FAILED rc=%d %s\n", n, rc, lmk_backend_cuda_last_error(b));
+    }
+    for (int i = 0; i < 5; i++)
+        b->mem_free(b, t[i]);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (lmk_cuda_device_count() == 0) {
@@ -96,6 +140,12 @@ int main(int argc, char **argv)
     if (lmk_backend_cuda_create(0, &b, err, sizeof err) != LMK_OK) {
         fprintf(stderr, "cuda backend: %s\n", err);
         return 1;
+    }
+    if (argc > 1 && strcmp(argv[1], "adamw") == 0) {
+        size_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : ((size_t)1 << 27);
+        int rc = adamw_point(b, n, 20);
+        lmk_backend_free(b);
+        return rc != LMK_OK;
     }
     int failed = 0;
     char *sp1, *sp2, *sp3;

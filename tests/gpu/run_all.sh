@@ -12,6 +12,8 @@ CARRY=${CARRY:-$ROOT/.carry}
 OUT=${OUT:-/tmp/lmperf-gpu-out}
 SIZES=${SIZES:-small,medium}
 CTX=${CTX:-128,256,512,1024}
+PRECS=${PRECS:-fp32,tf32}
+TORCH=${TORCH:-1} # 0: skip the PyTorch peer
 mkdir -p "$OUT"
 PYLIB=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$CARRY/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${PYLIB:+:$PYLIB}:${LD_LIBRARY_PATH:-}"
@@ -28,18 +30,21 @@ timeout 270 "$CARRY/test_cuda_ops" >"$OUT/test_cuda_ops.log" 2>&1
 TEST_RC=$?
 echo "test_cuda_ops rc=$TEST_RC" >>"$OUT/env.txt"
 
-timeout 150 "$CARRY/bench_train_step" 10 4 "$SIZES" "$CTX" fp32,tf32 >"$OUT/bench.log" 2>&1
+timeout 30 "$CARRY/bench_train_step" adamw 134217728 >"$OUT/bench.log" 2>&1
+timeout 150 "$CARRY/bench_train_step" 10 4 "$SIZES" "$CTX" "$PRECS" >>"$OUT/bench.log" 2>&1
 echo "bench_train_step rc=$?" >>"$OUT/env.txt"
 
-timeout 80 python3 "$CARRY/torch_lm.py" --sizes "$SIZES" --ctx "$CTX" --precs fp32 \
-    --out "$OUT/torch_fp32.jsonl" >"$OUT/torch.log" 2>&1
-echo "torch fp32 rc=$?" >>"$OUT/env.txt"
-timeout 80 python3 "$CARRY/torch_lm.py" --sizes "$SIZES" --ctx "$CTX" --precs fp32 --tf32 \
-    --out "$OUT/torch_tf32.jsonl" >>"$OUT/torch.log" 2>&1
-echo "torch tf32 rc=$?" >>"$OUT/env.txt"
+if [ "$TORCH" = 1 ]; then
+    timeout 80 python3 "$CARRY/torch_lm.py" --sizes "$SIZES" --ctx "$CTX" --precs fp32 \
+        --out "$OUT/torch_fp32.jsonl" >"$OUT/torch.log" 2>&1
+    echo "torch fp32 rc=$?" >>"$OUT/env.txt"
+    timeout 80 python3 "$CARRY/torch_lm.py" --sizes "$SIZES" --ctx "$CTX" --precs fp32 --tf32 \
+        --out "$OUT/torch_tf32.jsonl" >>"$OUT/torch.log" 2>&1
+    echo "torch tf32 rc=$?" >>"$OUT/env.txt"
+fi
 
 cat "$OUT/env.txt"
-grep -E 'FAIL|: ok|check\(s\)' "$OUT/test_cuda_ops.log" | tail -40
+grep -E 'FAIL|: ok|check\(s\)|graph' "$OUT/test_cuda_ops.log" | tail -40
 grep -c ' ok$' "$OUT/test_cuda_ops.log" | sed 's/^/checks ok: /'
 cat "$OUT/bench.log"
 exit $TEST_RC

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../engine/check.h"
 #include "backend.h"
@@ -16,6 +17,13 @@
 #include "status.h"
 
 static lmk_backend *cpu, *gpu;
+
+static double now_ms_test(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 static test_rng rng = {12345};
 
 /* --- helpers ------------------------------------------------------------ */
@@ -253,9 +261,10 @@ static void test_elementwise(void)
         MUST(cpu->swiglu_fwd(cpu, out, a, g, n, (lmk_round)r));
         GPU(gpu->swiglu_fwd(gpu, d_out, d_a, d_g, n, (lmk_round)r));
         snprintf(name, sizeof name, "swiglu_fwd (n %zu, out %s)", n, round_name(r));
-        /* expf may differ by an ulp; rounded outputs may then land one ulp apart */
+        /* expf may differ by an ulp; with two roundings (silu, then the
+         * product) the outputs may land two ulps of the format apart */
         compare(name, d_out, out, n, 1e-7,
-                r == LMK_ROUND_BF16 ? 8e-3 : r == LMK_ROUND_NONE ? 1e-6 : 1e-3);
+                r == LMK_ROUND_BF16 ? 1.6e-2 : r == LMK_ROUND_NONE ? 1e-6 : 2.5e-3);
     }
     MUST(cpu->swiglu_bwd(cpu, da, dg, dout, a, g, n));
     GPU(gpu->swiglu_bwd(gpu, d_da, d_dg, d_dout, d_a, d_g, n));
@@ -427,6 +436,82 @@ static void test_model(const lmk_model_config *c, int B, int T, lmk_precision pr
     free(in), free(tg);
 }
 
+/* A model's forward + backward captured in a CUDA graph and replayed: loss
+ * and every gradient bitwise equal to the eager run's; then replay timing. */
+static void test_graph(const lmk_model_config *c, int B, int T)
+{
+    lmk_allocator *a = NULL;
+    lmk_model *m = NULL;
+    lmk_cuda_graph *g = NULL;
+    MUST(lmk_allocator_create(gpu, &a));
+    GPU(lmk_model_create(gpu, a, c, B, T, LMK_PREC_FP32, 7, 1, &m));
+    int N = B * T;
+    int32_t *tok = malloc(sizeof(int32_t) * 2 * N);
+    for (int i = 0; i < 2 * N; i++)
+        tok[i] = (int32_t)(test_next(&rng) % (uint64_t)c->vocab_size);
+    GPU(lmk_model_set_batch(m, tok, tok + N));
+    /* eager reference (also sizes the scratch) */
+    GPU(lmk_model_forward(m, 1));
+    GPU(lmk_model_backward(m));
+    float le = 0, lg = 0;
+    GPU(lmk_model_loss(m, &le));
+    size_t nt = lmk_model_tensor_count(m);
+    float **ref = calloc(nt, sizeof *ref);
+    for (size_t i = 0; i < nt; i++) {
+        const char *pn;
+        lmk_tensor *p, *gr;
+        MUST(lmk_model_tensor(m, i, &pn, &p, &gr));
+        ref[i] = malloc(gr->bytes);
+        GPU(gpu->download(gpu, ref[i], gr->data, gr->bytes));
+    }
+    int rc = lmk_backend_cuda_capture_begin(gpu);
+    if (rc == LMK_OK)
+        rc = lmk_model_forward(m, 1);
+    if (rc == LMK_OK)
+        rc = lmk_model_backward(m);
+    int rc2 = lmk_backend_cuda_capture_end(gpu, &g);
+    if (rc != LMK_OK || rc2 != LMK_OK) {
+        CHECK(0, "graph capture of forward+backward: rc %d/%d (%s)", rc, rc2,
+              lmk_backend_cuda_last_error(gpu));
+        goto out;
+    }
+    for (int r = 0; r < 3; r++)
+        GPU(lmk_cuda_graph_launch(gpu, g));
+    GPU(lmk_model_loss(m, &lg));
+    printf("  graph replay loss %.7f eager %.7f  %s\n", lg, le, lg == le ? "ok" : "FAIL");
+    CHECK(lg == le, "graph replay loss %.9g != eager %.9g", lg, le);
+    for (size_t i = 0; i < nt; i++) {
+        const char *pn;
+        lmk_tensor *p, *gr;
+        MUST(lmk_model_tensor(m, i, &pn, &p, &gr));
+        char name[96];
+        snprintf(name, sizeof name, "graph replay grad %s (bitwise)", pn);
+        compare(name, gr->data, ref[i], gr->numel, 0, 0);
+    }
+    /* timing: eager forward+backward vs graph replay */
+    double t0 = now_ms_test();
+    for (int r = 0; r < 10; r++) {
+        GPU(lmk_model_forward(m, 1));
+        GPU(lmk_model_backward(m));
+    }
+    GPU(gpu->synchronize(gpu));
+    double t1 = now_ms_test();
+    for (int r = 0; r < 10; r++)
+        GPU(lmk_cuda_graph_launch(gpu, g));
+    GPU(gpu->synchronize(gpu));
+    double t2 = now_ms_test();
+    printf("  fwd+bwd %s B%d T%d: eager %.3f ms, graph %.3f ms per step\n", c->name, B, T,
+           (t1 - t0) / 10, (t2 - t1) / 10);
+out:
+    lmk_cuda_graph_free(g);
+    for (size_t i = 0; i < nt; i++)
+        free(ref[i]);
+    free(ref);
+    free(tok);
+    lmk_model_free(m);
+    lmk_allocator_free(a);
+}
+
 int main(void)
 {
     if (lmk_cuda_device_count() == 0) {
@@ -480,6 +565,12 @@ int main(void)
     test_model(&heads25, 3, 100, LMK_PREC_FP32, 1);
     test_model(&tiny, 2, 64, LMK_PREC_TF32, 0);
     test_model(&odd, 2, 100, LMK_PREC_BF16, 0);
+
+    printf("graphs:\n");
+    test_graph(&tiny, 2, 64);
+    lmk_model_config small;
+    MUST(lmk_model_preset("small", &small));
+    test_graph(&small, 4, 128);
 
     lmk_backend_free(gpu);
     lmk_backend_free(cpu);

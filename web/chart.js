@@ -95,7 +95,7 @@ export function lineChart(opts) {
   }
   // Times are positive: a linear axis starts at 0 and error bars are clipped there.
   if (!opts.logY) yLo = Math.min(0, yLo);
-  else yLo /= 1.5;
+  else { yLo /= 1.5; yHi *= 1.3; }
   const yTicks = opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi);
   if (!opts.logY) { yLo = Math.min(yLo, yTicks[0]); yHi = Math.max(yHi, yTicks[yTicks.length - 1]); }
   // Few distinct x values (context lengths): tick exactly those.

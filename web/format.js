@@ -93,3 +93,11 @@ export function gbps(x) {
   if (!isNum(x)) return '—';
   return Math.abs(x) >= 1 ? NF[2].format(x) : x.toPrecision(3);
 }
+
+// Decimal bytes (1 MB = 10⁶), as all-reduce sizes are written.
+export function bytesSI(x) {
+  if (!isNum(x)) return '—';
+  const steps = [[1e12, 'TB'], [1e9, 'GB'], [1e6, 'MB'], [1e3, 'kB']];
+  for (const [v, u] of steps) if (Math.abs(x) >= v) return `${+(x / v).toPrecision(3)} ${u}`;
+  return `${x} B`;
+}

@@ -104,9 +104,9 @@ function allreduceView(job) {
           : h('td', {colspan: 6, class: 'error'}, r.error || r.status),
         h('td', null, r.correct === false ? h('span', {class: 'error'}, 'wrong') : r.correct ? 'checked' : '—')))))),
     ok.length ? lineChart({title: 'All-reduce time vs size', series: series('mean_ms'), xLabel: 'bytes per rank', yLabel: 'mean time (ms)',
-      logX: true, logY: true, categoricalX: false, xFormat: (v) => fmt.bytes(v), yFormat: (v) => fmt.ms(v)}) : null,
+      logX: true, logY: true, categoricalX: false, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.ms(v)}) : null,
     ok.length ? lineChart({title: 'Bus bandwidth vs size', series: series('busbw_gbps'), xLabel: 'bytes per rank', yLabel: 'bus bandwidth (GB/s)',
-      logX: true, categoricalX: false, xFormat: (v) => fmt.bytes(v), yFormat: (v) => fmt.gbps(v)}) : null,
+      logX: true, categoricalX: false, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.gbps(v)}) : null,
   ];
 }
 

@@ -9,6 +9,27 @@
 
 #include "status.h"
 
+/* NVTX ranges for Nsight Systems and the profile job (header-only NVTX3;
+ * no-ops unless a tool is injected). Every kernel of a step is launched
+ * inside forward, backward or optimizer. */
+#ifdef LMPERF_HAVE_CUDA
+#include <nvtx3/nvToolsExt.h>
+#define RANGE_PUSH(name) nvtxRangePushA(name)
+#define RANGE_POP() nvtxRangePop()
+#else
+#define RANGE_PUSH(name) ((void)0)
+#define RANGE_POP() ((void)0)
+#endif
+
+/* "layer N" ranges (name built on the stack). */
+static void range_push_layer(int l)
+{
+    char name[32];
+    snprintf(name, sizeof name, "layer %d", l);
+    RANGE_PUSH(name);
+    (void)name;
+}
+
 #define RMS_EPS 1e-5f
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
@@ -527,10 +548,19 @@ static int layer_forward(lmk_model *m, int l, int keep)
 
     /* scores = q kᵀ / sqrt(dh), causal softmax in place */
     ACT(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
-    TRY(heads_gemm(m, LMK_F(la->probs), LMK_F(la->qh), LMK_F(la->kh), 0, 1, T, T, m->dh, scale));
-    TRY(b->softmax_causal_fwd(b, LMK_F(la->probs), LMK_F(la->probs), m->B * m->H, T));
+    RANGE_PUSH("attention scores");
+    rc = heads_gemm(m, LMK_F(la->probs), LMK_F(la->qh), LMK_F(la->kh), 0, 1, T, T, m->dh, scale);
+    RANGE_POP();
+    TRY(rc);
+    RANGE_PUSH("attention softmax");
+    rc = b->softmax_causal_fwd(b, LMK_F(la->probs), LMK_F(la->probs), m->B * m->H, T);
+    RANGE_POP();
+    TRY(rc);
     TMP(tmp, (size_t)N * d, "layers.%d.attn.values", l);
-    TRY(heads_gemm(m, LMK_F(tmp), LMK_F(la->probs), LMK_F(la->vh), 0, 0, T, m->dh, T, 1.0f));
+    RANGE_PUSH("attention values");
+    rc = heads_gemm(m, LMK_F(tmp), LMK_F(la->probs), LMK_F(la->vh), 0, 0, T, m->dh, T, 1.0f);
+    RANGE_POP();
+    TRY(rc);
     ACT(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
     TRY(b->rope_bwd(b, LMK_F(la->merged), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
     TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->merged), LMK_F(layer_param(m, l, P_WO)->p), N, d, d));
@@ -563,7 +593,7 @@ out:
     return rc;
 }
 
-int lmk_model_forward(lmk_model *m, int with_backward)
+static int model_forward(lmk_model *m, int with_backward)
 {
     int rc = LMK_OK, N = m->N, d = m->c.d_model, V = m->c.vocab_size, L = m->c.num_layers;
     lmk_backend *b = m->b;
@@ -573,8 +603,12 @@ int lmk_model_forward(lmk_model *m, int with_backward)
     m->have_grads = 0;
     ACT(m->resid[0], (size_t)N * d, "%s", "token_embeddings.out");
     TRY(b->embedding_fwd(b, LMK_F(m->resid[0]), LMK_I(m->inputs), LMK_F(m->params[0].p), N, d, V));
-    for (int l = 0; l < L; l++)
-        TRY(layer_forward(m, l, with_backward));
+    for (int l = 0; l < L; l++) {
+        range_push_layer(l);
+        rc = layer_forward(m, l, with_backward);
+        RANGE_POP();
+        TRY(rc);
+    }
     ACT(m->lnf_rstd, N, "%s", "ln_final.rstd");
     ACT(m->lnf_out, (size_t)N * d, "%s", "ln_final.out");
     TRY(b->rmsnorm_fwd(b, LMK_F(m->lnf_out), LMK_F(m->lnf_rstd), LMK_F(m->resid[L]),
@@ -645,17 +679,28 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     TRY(b->rope_fwd(b, LMK_F(t2), LMK_F(t1), NULL, B, T, H, dh)); /* split heads */
     lmk_tensor_release(m->a, &t1);
     TMP(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
-    TRY(heads_gemm(m, LMK_F(t3), LMK_F(t2), LMK_F(la->vh), 0, 1, T, T, dh, 1.0f));
     TMP(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
-    TRY(heads_gemm(m, LMK_F(t4), LMK_F(la->probs), LMK_F(t2), 1, 0, T, dh, T, 1.0f));
+    RANGE_PUSH("attention values backward");
+    rc = heads_gemm(m, LMK_F(t3), LMK_F(t2), LMK_F(la->vh), 0, 1, T, T, dh, 1.0f);
+    if (rc == LMK_OK)
+        rc = heads_gemm(m, LMK_F(t4), LMK_F(la->probs), LMK_F(t2), 1, 0, T, dh, T, 1.0f);
+    RANGE_POP();
+    TRY(rc);
     lmk_tensor_release(m->a, &t2);
     lmk_tensor_release(m->a, &la->vh);
-    TRY(b->softmax_causal_bwd(b, LMK_F(t3), LMK_F(t3), LMK_F(la->probs), B * H, T));
+    RANGE_PUSH("attention softmax backward");
+    rc = b->softmax_causal_bwd(b, LMK_F(t3), LMK_F(t3), LMK_F(la->probs), B * H, T);
+    RANGE_POP();
+    TRY(rc);
     lmk_tensor_release(m->a, &la->probs);
     TMP(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
-    TRY(heads_gemm(m, LMK_F(t1), LMK_F(t3), LMK_F(la->kh), 0, 0, T, dh, T, scale));
     TMP(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
-    TRY(heads_gemm(m, LMK_F(t2), LMK_F(t3), LMK_F(la->qh), 1, 0, T, dh, T, scale));
+    RANGE_PUSH("attention scores backward");
+    rc = heads_gemm(m, LMK_F(t1), LMK_F(t3), LMK_F(la->kh), 0, 0, T, dh, T, scale);
+    if (rc == LMK_OK)
+        rc = heads_gemm(m, LMK_F(t2), LMK_F(t3), LMK_F(la->qh), 1, 0, T, dh, T, scale);
+    RANGE_POP();
+    TRY(rc);
     lmk_tensor_release(m->a, &t3);
     lmk_tensor_release(m->a, &la->qh);
     lmk_tensor_release(m->a, &la->kh);
@@ -691,7 +736,7 @@ out:
     return rc;
 }
 
-int lmk_model_backward(lmk_model *m)
+static int model_backward(lmk_model *m)
 {
     lmk_backend *b = m->b;
     int rc = LMK_OK, N = m->N, d = m->c.d_model, V = m->c.vocab_size, L = m->c.num_layers;
@@ -712,8 +757,12 @@ int lmk_model_backward(lmk_model *m)
     lmk_tensor_release(m->a, &t);
     lmk_tensor_release(m->a, &m->lnf_rstd);
     lmk_tensor_release(m->a, &m->resid[L]);
-    for (int l = L - 1; l >= 0; l--)
-        TRY(layer_backward(m, l, &dres));
+    for (int l = L - 1; l >= 0; l--) {
+        range_push_layer(l);
+        rc = layer_backward(m, l, &dres);
+        RANGE_POP();
+        TRY(rc);
+    }
     TRY(b->embedding_bwd(b, LMK_F(m->params[0].g), LMK_F(dres), LMK_I(m->inputs), N, d, V));
     m->have_grads = 1;
 out:
@@ -725,7 +774,7 @@ out:
 
 /* --- optimizer ---------------------------------------------------------------- */
 
-int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg)
+static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
 {
     lmk_backend *b = m->b;
     int rc = LMK_OK;
@@ -792,4 +841,28 @@ int lmk_model_tensor(lmk_model *m, size_t i, const char **name, lmk_tensor **par
     if (grad)
         *grad = &m->params[i].g;
     return LMK_OK;
+}
+
+int lmk_model_forward(lmk_model *m, int with_backward)
+{
+    RANGE_PUSH("forward");
+    int rc = model_forward(m, with_backward);
+    RANGE_POP();
+    return rc;
+}
+
+int lmk_model_backward(lmk_model *m)
+{
+    RANGE_PUSH("backward");
+    int rc = model_backward(m);
+    RANGE_POP();
+    return rc;
+}
+
+int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg)
+{
+    RANGE_PUSH("optimizer");
+    int rc = model_step(m, cfg);
+    RANGE_POP();
+    return rc;
 }

@@ -16,7 +16,10 @@ extern "C" {
  * step are cheap and memory stays reserved until destroy), a cuBLAS handle
  * with a fixed 32 MiB workspace. Sets *out (new; free with lmk_backend_free).
  * Returns LMK_OK, LMK_NOMEM, or LMK_DEVICE (no such device, driver missing,
- * cuBLAS failure) with a one-line reason in errbuf (errlen may be 0). */
+ * cuBLAS failure) with a one-line reason in errbuf (errlen may be 0).
+ * create makes `device` current for the calling thread; ops do not switch
+ * devices, so call them from a thread whose current device is `device`
+ * (cudaSetDevice) — one backend per worker thread is the simple rule. */
 int lmk_backend_cuda_create(int device, lmk_backend **out, char *errbuf, size_t errlen);
 
 /* The text of the last CUDA/cuBLAS failure seen by backend b (a cuda

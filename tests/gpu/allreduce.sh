@@ -2,7 +2,7 @@
 # GPU test of the allreduce job: the nccl backend on all GPUs of the machine,
 # 1 MiB .. 1 GiB, beside the PyTorch peer (torch_allreduce.py, same sizes in
 # MiB, same machine, same NCCL library), then the mpi CPU baseline beside
-# gloo when mpirun exists. Prints a markdown table with the ratios and leaves
+# gloo when mpirun exists, then one job through the daemon. Prints a markdown table with the ratios and leaves
 # the raw JSON in OUTDIR. Exit 77 without a GPU, 1 when a point failed.
 #
 # usage: tests/gpu/allreduce.sh [LMPERFD] [TORCH_ALLREDUCE_PY] [OUTDIR]
@@ -51,10 +51,12 @@ echo "== lmperf nccl (2nd pass)"
 lmperfd run "$OUTDIR/nccl.json" > "$OUTDIR/lmperf_nccl_2.json" 2> "$OUTDIR/lmperf_nccl_2.log" || status=1
 if command -v mpirun > /dev/null; then
   echo "== lmperf mpi (CPU baseline)"
-  echo '{"kind": "allreduce", "backend": "mpi", "sizes": ["1MiB", "10MiB", "100MiB"], "world_sizes": [2], "warmup": 5, "iterations": 10}' > "$OUTDIR/mpi.json"
+  echo '{"kind": "allreduce", "backend": "mpi", "sizes": ["1MiB", "10MiB", "100MiB"], "world_sizes": ['"$worlds"'], "warmup": 5, "iterations": 10}' > "$OUTDIR/mpi.json"
   lmperfd run "$OUTDIR/mpi.json" > "$OUTDIR/lmperf_mpi.json" 2> "$OUTDIR/lmperf_mpi.log" || status=1
 else
   echo "== no mpirun on this machine: mpi baseline not run"
 fi
+echo "== the same job through the daemon (HTTP API, scheduler reserving $ngpu GPUs)"
+LD_LIBRARY_PATH="$LMPERF_LD_LIBRARY_PATH" timeout 300 python3 "$here/allreduce_daemon.py" "$LMPERFD" "$OUTDIR" nccl "$ngpu" || status=1
 python3 "$here/allreduce_compare.py" "$OUTDIR" || status=1
 exit $status

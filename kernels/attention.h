@@ -1,0 +1,108 @@
+/* Scaled dot-product attention, forward and backward: the CPU reference
+ * (attention_cpu.c), the fused flash-attention kernels (cuda/flash_attn.cu)
+ * and the materialising naive CUDA path (cuda/attention_naive.cu).
+ *
+ * Math, per (batch b, head h), with s = 1/sqrt(d):
+ *   S = s·Q·Kᵀ (T, T), masked to -inf where key > query when causal;
+ *   P = softmax(S) row-wise; O = P·V; lse[i] = log Σ_j exp(S[i][j]).
+ * Backward, given dO:
+ *   D[i] = Σ_c dO[i][c]·O[i][c];  dV = Pᵀ·dO;  dP = dO·Vᵀ;
+ *   dS = P∘(dP − D);  dQ = s·dS·K;  dK = s·dSᵀ·Q.
+ * Every tensor is (B, H, T, d) contiguous; lse and D are (B, H, T) float32.
+ *
+ * FLOP convention (lmk_attn_flops): the forward is 4·B·H·T²·d (the two
+ * T×T×d matmuls); causal counts half of it; the backward is 2.5× the forward
+ * (five matmuls; the flash backward's recomputation of S is not counted). */
+#ifndef LMK_ATTENTION_H
+#define LMK_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lmk_attn_shape {
+    int B, H, T, d;  /* batch, heads, sequence length, head dim */
+    int causal;      /* non-zero: key j attends only to queries i ≥ j */
+    lmk_dtype dtype; /* element type of Q, K, V, O, dO, dQ, dK, dV */
+} lmk_attn_shape;
+
+/* Head dims the flash kernels are compiled for. */
+#define LMK_ATTN_HEAD_DIMS(XX) XX(16) XX(32) XX(64) XX(80) XX(128)
+
+/* Non-zero when d is one of LMK_ATTN_HEAD_DIMS. */
+int lmk_attn_head_dim_supported(int d);
+
+/* Forward and backward FLOPs by the convention above. */
+double lmk_attn_flops_fwd(const lmk_attn_shape *s);
+double lmk_attn_flops_bwd(const lmk_attn_shape *s);
+
+/* --- CPU reference (float32 storage, double accumulation) ---------------- */
+
+/* o: (B, H, T, d) out; lse: (B, H, T) out; q, k, v: (B, H, T, d) in.
+ * s->dtype must be LMK_F32. Returns LMK_OK, LMK_INVALID, LMK_NOMEM. */
+int lmk_attn_cpu_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
+                     const lmk_attn_shape *s);
+/* dq, dk, dv: (B, H, T, d) out; dout, q, k, v, o: (B, H, T, d) in;
+ * lse: (B, H, T) in (from lmk_attn_cpu_fwd). Returns as above. */
+int lmk_attn_cpu_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                     const float *k, const float *v, const float *o, const float *lse,
+                     const lmk_attn_shape *s);
+
+/* --- CUDA (device pointers; stream is a cudaStream_t; asynchronous) ------- */
+
+/* Flash forward. o: (B, H, T, d) out; lse: (B, H, T) float32 out;
+ * q, k, v: (B, H, T, d) in. Returns LMK_OK, LMK_INVALID (shape, head dim),
+ * LMK_UNSUPPORTED (no CUDA build) or LMK_DEVICE (launch failed). */
+int lmk_flash_attn_fwd(void *o, float *lse, const void *q, const void *k, const void *v,
+                       const lmk_attn_shape *s, void *stream);
+/* Flash backward, recomputing P; deterministic (dK/dV in one pass over key
+ * blocks, dQ in a second pass over query blocks; no atomics).
+ * dq, dk, dv: (B, H, T, d) out; work: (B, H, T) float32 scratch (D);
+ * dout, q, k, v, o: (B, H, T, d) in; lse: (B, H, T) in. Returns as above. */
+int lmk_flash_attn_bwd(void *dq, void *dk, void *dv, float *work, const void *dout,
+                       const void *q, const void *k, const void *v, const void *o,
+                       const float *lse, const lmk_attn_shape *s, void *stream);
+
+/* Naive CUDA path: cuBLAS strided-batched GEMMs with the (B·H, T, T) scores
+ * materialised, as the CS336 model computes them. The handle is a
+ * cublasHandle_t already set to the stream. Scores/probabilities are stored
+ * in the element dtype; softmax math is float32.
+ * Forward: o (B,H,T,d) out; p (B,H,T,T) out (the probabilities, kept for the
+ * backward); q, k, v in. Backward: dq, dk, dv out; dp (B,H,T,T) scratch;
+ * dout, q, k, v, p in. Return LMK_OK, LMK_INVALID, LMK_DEVICE. */
+int lmk_naive_attn_fwd(void *o, void *p, const void *q, const void *k, const void *v,
+                       const lmk_attn_shape *s, void *cublas, void *stream);
+int lmk_naive_attn_bwd(void *dq, void *dk, void *dv, void *dp, const void *dout,
+                       const void *q, const void *k, const void *v, const void *p,
+                       const lmk_attn_shape *s, void *cublas, void *stream);
+
+/* --- one benchmark point on a GPU (cuda/attention_bench.cu) --------------- */
+
+typedef enum lmk_attn_impl { LMK_ATTN_NAIVE = 0, LMK_ATTN_FLASH = 1 } lmk_attn_impl;
+
+typedef struct lmk_attn_bench_result {
+    double fwd_ms, bwd_ms, fwd_bwd_ms;      /* means over passes (CUDA events) */
+    uint64_t mem_before_bwd_bytes;          /* live device bytes of this point after the
+                                               forward, dO included */
+    int oom;                                /* 1: a point allocation failed */
+    uint64_t oom_request_bytes;             /* the request that failed */
+} lmk_attn_bench_result;
+
+/* Runs one point on GPU `device`: random inputs, `warmup` untimed passes,
+ * then `passes` timed forwards, backwards and forward+backwards. Memory comes
+ * from cudaMallocAsync; a failed allocation frees everything and returns
+ * LMK_OK with r->oom = 1. Returns LMK_OK, LMK_INVALID, LMK_UNSUPPORTED (no
+ * CUDA build) or LMK_DEVICE with a reason in errbuf. */
+int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_attn_shape *s, int warmup,
+                        int passes, lmk_attn_bench_result *r, char *errbuf, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

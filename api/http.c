@@ -288,11 +288,22 @@ static void handle_events(api_server *server, struct MHD_Connection *conn, const
     json_decref(out);
 }
 
+static void handle_schema(api_server *server, struct MHD_Connection *conn, const char *kind,
+                          request *req, response *res)
+{
+    (void)conn, (void)req;
+    json_t *out = NULL;
+    api_error err;
+    int rc = server->backend.schema(server->backend.self, kind, &out, &err);
+    finish_call(res, rc, out, &err, 200);
+}
+
 static const route routes[] = {
     {"GET", "/healthz", handle_health, 0, "healthz"},
     {"GET", "/metrics", handle_metrics, 0, "metrics"},
     {"GET", "/v1/system", handle_system, 0, "system"},
     {"GET", "/v1/models", handle_models, 0, "models"},
+    {"GET", "/v1/schemas/{id}", handle_schema, 0, "schema"},
     {"POST", "/v1/jobs", handle_submit, 1, "jobs_submit"},
     {"GET", "/v1/jobs", handle_list, 0, "jobs_list"},
     {"GET", "/v1/jobs/{id}", handle_get, 0, "job_get"},

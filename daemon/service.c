@@ -160,6 +160,12 @@ static int svc_system(void *self, json_t **out, api_error *err)
     return 0;
 }
 
+static int svc_schema(void *self, const char *kind, json_t **out, api_error *err)
+{
+    (void)self;
+    return spec_schema(kind, out, err);
+}
+
 static int svc_models(void *self, json_t **out, api_error *err)
 {
     (void)self;
@@ -238,6 +244,7 @@ void service_bind(service *svc, api_backend *backend)
         .job_events = svc_events,
         .system = svc_system,
         .models = svc_models,
+        .schema = svc_schema,
         .health = svc_health,
         .metrics = svc_metrics,
     };

@@ -17,6 +17,36 @@ static json_t *load_schema(const char *name, api_error *err)
     return schema;
 }
 
+int spec_schema(const char *kind_name, json_t **schema_out, api_error *err)
+{
+    const jobkind *kind = jobkind_find(kind_name);
+    if (!kind)
+        return api_fail(err, API_ERR_NOT_FOUND, "kind", "no job kind named '%s'", kind_name);
+    char name[96];
+    snprintf(name, sizeof name, "jobs/%s.json", kind->name);
+    json_t *common = load_schema("jobs/common.json", err);
+    json_t *schema = common ? load_schema(name, err) : NULL;
+    if (!schema) {
+        json_decref(common);
+        return -1;
+    }
+    json_t *props = json_object_get(schema, "properties");
+    if (!props)
+        json_object_set_new(schema, "properties", props = json_object());
+    json_object_update_missing(props, json_object_get(common, "properties"));
+    json_t *required = json_object_get(schema, "required");
+    if (!required)
+        json_object_set_new(schema, "required", required = json_array());
+    json_array_extend(required, json_object_get(common, "required"));
+    json_t *defs = json_object_get(schema, "$defs");
+    if (!defs)
+        json_object_set_new(schema, "$defs", defs = json_object());
+    json_object_update_missing(defs, json_object_get(common, "$defs"));
+    json_decref(common);
+    *schema_out = schema;
+    return 0;
+}
+
 int spec_validate(json_t *spec, const jobkind **kind_out, api_error *err)
 {
     int rc = -1;

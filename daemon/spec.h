@@ -13,4 +13,9 @@
  * Returns 0, or -1 with err naming the field. */
 int spec_validate(json_t *spec, const jobkind **kind, api_error *err);
 
+/* The JSON Schema of a kind as the validator applies it: the kind's schema
+ * with the common fields and $defs merged in. Sets *schema (new). Returns 0,
+ * or -1 with err (NOT_FOUND for an unknown kind). */
+int spec_schema(const char *kind_name, json_t **schema, api_error *err);
+
 #endif

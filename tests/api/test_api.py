@@ -129,6 +129,11 @@ def test_endpoints(d):
         check(status == 200 and by_name.get(name, {}).get("parameters") == params,
               f"model {name}: {by_name.get(name)}")
     check(by_name.get("2.7B", {}).get("d_head") == 80 and "tiny" in by_name, "presets tiny and 2.7B")
+    for kind in system["kinds"]:
+        status, _, schema = d.get(f"/v1/schemas/{kind}")
+        check(status == 200 and "kind" in schema["properties"] and "timeout_s" in schema["properties"],
+              f"schema of {kind}: {status}")
+    expect_error(d, "GET", "/v1/schemas/teleport", 404, "not_found", "kind")
     if WEB_ROOT and os.path.exists(os.path.join(WEB_ROOT, "index.html")):
         status, resp, page = d.get("/")
         check(status == 200 and resp.getheader("Content-Type").startswith("text/html"), f"GET /: {status}")

@@ -1,0 +1,252 @@
+/* GPU test: flash attention (and the naive cuBLAS path) against the CPU
+ * reference on fresh random inputs, for every dtype, supported head dim,
+ * causal flag and odd sequence lengths: O, logsumexp, dQ, dK, dV within
+ * |gpu − ref| ≤ atol + rtol·|ref| (tolerance by dtype). Exit 77 without a GPU.
+ * `test_flash bench [impl dtype B H T d causal]...` prints timing points
+ * (JSON lines) instead; with no points, a small default set. */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "cuda/backend_cuda.h"
+#include "dtype.h"
+#include "halfprec.h"
+#include "status.h"
+
+static unsigned long long rng_state = 0x9E3779B97F4A7C15ull;
+static float urand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 11) * (1.0 / 9007199254740992.0)) * 2.f - 1.f;
+}
+
+/* Host buffer of dtype dt from floats (rounding), and back. */
+static void to_dtype(void *dst, const float *src, size_t n, lmk_dtype dt)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dt == LMK_F32)
+            ((float *)dst)[i] = src[i];
+        else if (dt == LMK_F16)
+            ((lmk_fp16 *)dst)[i] = lmk_fp16_from_double(src[i]);
+        else
+            ((lmk_bf16 *)dst)[i] = lmk_bf16_from_double(src[i]);
+    }
+}
+
+static void from_dtype(float *dst, const void *src, size_t n, lmk_dtype dt)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dt == LMK_F32)
+            dst[i] = ((const float *)src)[i];
+        else if (dt == LMK_F16)
+            dst[i] = lmk_fp16_to_float(((const lmk_fp16 *)src)[i]);
+        else
+            dst[i] = lmk_bf16_to_float(((const lmk_bf16 *)src)[i]);
+    }
+}
+
+typedef struct tol {
+    double atol, rtol;
+} tol;
+
+static tol tol_for(lmk_dtype dt, int grad)
+{
+    if (dt == LMK_F32)
+        return (tol){grad ? 2e-4 : 1e-4, 1e-3};
+    if (dt == LMK_F16)
+        return (tol){grad ? 6e-3 : 3e-3, 1e-2};
+    return (tol){grad ? 3e-2 : 1.5e-2, 3e-2};
+}
+
+/* Number of elements outside tolerance; *worst = max |gpu − ref|. */
+static size_t compare(const float *gpu, const float *ref, size_t n, tol t, double *worst)
+{
+    size_t bad = 0;
+    *worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)gpu[i] - ref[i]);
+        if (!(e <= t.atol + t.rtol * fabs(ref[i])))
+            bad++;
+        if (!(e <= *worst))
+            *worst = e;
+    }
+    return bad;
+}
+
+#define CK(x)                                                                   \
+    do {                                                                        \
+        cudaError_t e_ = (x);                                                   \
+        if (e_ != cudaSuccess) {                                                \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,            \
+                    cudaGetErrorString(e_));                                    \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+
+/* One case; returns the number of failed tensors. */
+static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d, int causal,
+                    cublasHandle_t hb)
+{
+    lmk_attn_shape s = {B, H, T, d, causal, dt};
+    lmk_attn_shape s32 = s;
+    s32.dtype = LMK_F32;
+    size_t n = (size_t)B * H * T * d, rows = (size_t)B * H * T, es = lmk_dtype_size(dt);
+    float *h[6], *ref[5], *got[5], *lse_ref = malloc(rows * 4), *lse_got = malloc(rows * 4);
+    void *hx = malloc(n * 4);
+    for (int i = 0; i < 6; i++)
+        h[i] = malloc(n * 4);
+    for (int i = 0; i < 5; i++) {
+        ref[i] = malloc(n * 4);
+        got[i] = malloc(n * 4);
+    }
+    /* q, k, v, dout rounded to dt; the reference sees the rounded values */
+    void *dev[9];
+    for (int i = 0; i < 9; i++)
+        CK(cudaMalloc(&dev[i], n * es));
+    float *dlse, *dwork;
+    void *dp = NULL, *dpp = NULL;
+    CK(cudaMalloc((void **)&dlse, rows * 4));
+    CK(cudaMalloc((void **)&dwork, rows * 4));
+    int in_idx[4] = {0, 1, 2, 4}; /* q k v dout among dev: q k v o dout dq dk dv */
+    for (int t = 0; t < 4; t++) {
+        for (size_t i = 0; i < n; i++)
+            h[t][i] = urand();
+        to_dtype(hx, h[t], n, dt);
+        from_dtype(h[t], hx, n, dt);
+        CK(cudaMemcpy(dev[in_idx[t]], hx, n * es, cudaMemcpyHostToDevice));
+    }
+    float *q = h[0], *k = h[1], *v = h[2], *g = h[3];
+    /* reference: O, lse; gradients use the reference's O (fp32) */
+    int rc = lmk_attn_cpu_fwd(ref[0], lse_ref, q, k, v, &s32);
+    if (!rc)
+        rc = lmk_attn_cpu_bwd(ref[1], ref[2], ref[3], g, q, k, v, ref[0], lse_ref, &s32);
+    if (rc) {
+        fprintf(stderr, "cpu reference failed: %d\n", rc);
+        exit(1);
+    }
+    if (impl == LMK_ATTN_FLASH) {
+        rc = lmk_flash_attn_fwd(dev[3], dlse, dev[0], dev[1], dev[2], &s, NULL);
+        if (!rc)
+            rc = lmk_flash_attn_bwd(dev[5], dev[6], dev[7], dwork, dev[4], dev[0], dev[1], dev[2],
+                                    dev[3], dlse, &s, NULL);
+    } else {
+        CK(cudaMalloc(&dp, rows * T * es));
+        CK(cudaMalloc(&dpp, rows * T * es));
+        rc = lmk_naive_attn_fwd(dev[3], dp, dev[0], dev[1], dev[2], &s, hb, NULL);
+        if (!rc)
+            rc = lmk_naive_attn_bwd(dev[5], dev[6], dev[7], dpp, dev[4], dev[0], dev[1], dev[2],
+                                    dp, &s, hb, NULL);
+    }
+    CK(cudaDeviceSynchronize());
+    if (rc) {
+        fprintf(stderr, "launch failed: %s\n", lmk_status_text(rc));
+        exit(1);
+    }
+    int out_idx[4] = {3, 5, 6, 7};
+    for (int t = 0; t < 4; t++) {
+        CK(cudaMemcpy(hx, dev[out_idx[t]], n * es, cudaMemcpyDeviceToHost));
+        from_dtype(got[t], hx, n, dt);
+    }
+    CK(cudaMemcpy(lse_got, dlse, rows * 4, cudaMemcpyDeviceToHost));
+    const char *names[5] = {"O", "dQ", "dK", "dV", "lse"};
+    int fails = 0;
+    char line[512];
+    int len = snprintf(line, sizeof line, "%-5s %-8s d=%3d T=%4d causal=%d", impl ? "flash" : "naive",
+                       lmk_dtype_name(dt), d, T, causal);
+    for (int t = 0; t < 5; t++) {
+        if (t == 4 && impl != LMK_ATTN_FLASH)
+            continue;
+        double worst;
+        size_t bad = t < 4 ? compare(got[t], ref[t], n, tol_for(dt, t > 0), &worst)
+                           : compare(lse_got, lse_ref, rows, tol_for(dt, 0), &worst);
+        len += snprintf(line + len, sizeof line - len, " %s %.1e%s", names[t], worst,
+                        bad ? "!" : "");
+        if (bad) {
+            fails++;
+        }
+    }
+    printf("%s%s\n", line, fails ? "  FAIL" : "");
+    for (int i = 0; i < 9; i++)
+        cudaFree(dev[i]);
+    cudaFree(dlse);
+    cudaFree(dwork);
+    cudaFree(dp);
+    cudaFree(dpp);
+    for (int i = 0; i < 6; i++)
+        free(h[i]);
+    for (int i = 0; i < 5; i++) {
+        free(ref[i]);
+        free(got[i]);
+    }
+    free(hx);
+    free(lse_ref);
+    free(lse_got);
+    return fails;
+}
+
+static int bench_point(const char *impl, const char *dtn, int B, int H, int T, int d, int causal)
+{
+    lmk_attn_shape s = {B, H, T, d, causal, LMK_F32};
+    if (lmk_dtype_parse(dtn, &s.dtype))
+        return 1;
+    lmk_attn_impl im = strcmp(impl, "flash") == 0 ? LMK_ATTN_FLASH : LMK_ATTN_NAIVE;
+    lmk_attn_bench_result r;
+    char err[256] = "";
+    int passes = T >= 8192 ? 10 : 30;
+    int rc = lmk_attn_bench_cuda(0, im, &s, 2, passes, &r, err, sizeof err);
+    double fl = lmk_attn_flops_fwd(&s);
+    printf("{\"impl\": \"%s\", \"dtype\": \"%s\", \"batch\": %d, \"heads\": %d, \"seq\": %d, "
+           "\"d\": %d, \"causal\": %d, \"rc\": %d, \"err\": \"%s\", \"oom\": %d, \"fwd_ms\": %.4f, "
+           "\"bwd_ms\": %.4f, \"fwd_bwd_ms\": %.4f, \"mem_before_bwd_mib\": %.1f, "
+           "\"fwd_tflops\": %.1f, \"fwd_bwd_tflops\": %.1f}\n",
+           impl, dtn, B, H, T, d, causal, rc, err, r.oom, r.fwd_ms, r.bwd_ms, r.fwd_bwd_ms,
+           r.mem_before_bwd_bytes / 1048576.0, r.fwd_ms > 0 ? fl / r.fwd_ms / 1e9 : 0,
+           r.fwd_bwd_ms > 0 ? 3.5 * fl / r.fwd_bwd_ms / 1e9 : 0);
+    fflush(stdout);
+    return rc != 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (lmk_cuda_device_count() < 1) {
+        printf("no GPU: skipped\n");
+        return 77;
+    }
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) {
+        int fails = 0;
+        for (int a = 2; a + 7 <= argc; a += 7)
+            fails += bench_point(argv[a], argv[a + 1], atoi(argv[a + 2]), atoi(argv[a + 3]),
+                                 atoi(argv[a + 4]), atoi(argv[a + 5]), atoi(argv[a + 6]));
+        return fails ? 1 : 0;
+    }
+    cublasHandle_t hb;
+    if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasCreate failed\n");
+        return 1;
+    }
+    const lmk_dtype dts[3] = {LMK_F32, LMK_F16, LMK_BF16};
+    const int ds[5] = {16, 32, 64, 80, 128};
+    const int Ts[4] = {1, 37, 129, 1000};
+    int fails = 0, cases = 0;
+    for (int di = 0; di < 3; di++)
+        for (int dj = 0; dj < 5; dj++)
+            for (int c = 0; c < 2; c++)
+                for (int ti = 0; ti < 4; ti++) {
+                    int T = Ts[ti], B = T >= 1000 ? 1 : 2, H = T >= 1000 ? 1 : 3;
+                    fails += run_case(LMK_ATTN_FLASH, dts[di], B, H, T, ds[dj], c, hb) != 0;
+                    cases++;
+                    if (ti == 2) { /* the naive path on the same shapes, T = 129 */
+                        fails += run_case(LMK_ATTN_NAIVE, dts[di], B, H, T, ds[dj], c, hb) != 0;
+                        cases++;
+                    }
+                }
+    cublasDestroy(hb);
+    printf("%d of %d cases failed\n", fails, cases);
+    return fails ? 1 : 0;
+}

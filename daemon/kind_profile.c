@@ -1,0 +1,807 @@
+/* The profile job: CUPTI traces a few steps of the model inside the worker;
+ * kernels are joined to lmperf's NVTX ranges and summarised the way people
+ * summarise nsys reports by hand (schema/0005_profile.sql).
+ *
+ * DESIGN: per point, one model; warm-up steps run untraced, then the traced
+ * steps are first run untraced and timed (the overhead baseline), then run
+ * again inside one profiler session (profiler.h). Each step is wrapped in a
+ * "step" range by the runner; forward, backward, optimizer, "layer N" and
+ * the attention sub-ops come from kernels/model.c. A kernel counts in every
+ * range open when it was launched. The per-op roofline uses FLOPs and bytes
+ * by formula (float32 storage, full T×T attention as the naive kernels
+ * compute it) against the device's peaks. The Chrome trace is a bulky field,
+ * stored in profile_traces and served by GET /v1/jobs/{id}/trace (and
+ * /events?run=N). CUPTI failing to start fails the job with its reason. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device_peaks.h"
+#include "jobkind.h"
+#include "model_point.h"
+#include "profiler.h"
+#include "status.h"
+
+#define PROFILE_NOTEWORTHY_PCT 2.0 /* non-GEMM kernels above this share of the step */
+#define PROFILE_ALL "(all)"        /* the pseudo-range of every kernel (cuda_gpu_kern_sum) */
+#define SOFTMAX_FLOPS_PER_ELEM 5.0 /* max, subtract, exp, sum, divide */
+#define SOFTMAX_BWD_FLOPS_PER_ELEM 4.0
+
+static const char *const bulky_fields[] = {"trace", NULL};
+
+/* Memory bandwidth ceilings measured on the lent machines (device-to-device
+ * copy, bytes read + written), matched by device name. */
+static const struct { const char *match; double bytes_per_s; } bandwidth_peaks[] = {
+    {"H200", 4.3e12},
+    {"H100", 3.0e12},
+};
+
+static double device_peak_bandwidth(const runctx_device *dev)
+{
+    for (size_t i = 0; i < sizeof bandwidth_peaks / sizeof bandwidth_peaks[0]; i++)
+        if (strstr(dev->name, bandwidth_peaks[i].match))
+            return bandwidth_peaks[i].bytes_per_s;
+    return 0;
+}
+
+/* cuBLAS/cuBLASLt/CUTLASS GEMM kernels by name. */
+static int kernel_is_gemm(const char *name)
+{
+    static const char *const patterns[] = {"gemm", "GEMM", "cutlass", "xmma", "cublas", "sm90_", "sm80_", "nvjet",
+                                           "Kernel2<", "splitKreduce"};
+    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++)
+        if (strstr(name, patterns[i]))
+            return 1;
+    return 0;
+}
+
+static int spec_int(const json_t *spec, const char *key, int fallback)
+{
+    const json_t *v = json_object_get(spec, key);
+    return json_is_integer(v) ? (int)json_integer_value(v) : fallback;
+}
+
+static int profile_check(json_t *spec, api_error *err)
+{
+    return model_point_check(spec, err);
+}
+
+static double wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* One step of the point's mode inside a "step" range, synchronised. */
+static int one_step(lmk_backend *b, lmk_model *m, int training, const lmk_adamw_config *opt)
+{
+    int rc;
+    profiler_range_push("step");
+    rc = lmk_model_forward(m, training);
+    if (rc == LMK_OK && training)
+        rc = lmk_model_backward(m);
+    if (rc == LMK_OK && training)
+        rc = lmk_model_step(m, opt);
+    profiler_range_pop();
+    if (rc == LMK_OK)
+        rc = b->synchronize(b);
+    return rc;
+}
+
+/* --- the summary: durations per (range name, kernel name) ---------------------- */
+
+typedef struct cell {
+    uint64_t *v; /* durations, ns */
+    size_t n, cap;
+} cell;
+
+typedef struct summary {
+    char **ranges;       /* distinct range names; [0] = PROFILE_ALL (borrowed strings) */
+    size_t *range_inst;  /* instances per range name */
+    size_t nr;
+    char **kernels;      /* distinct kernel names (borrowed) */
+    size_t nk;
+    cell *cells;         /* nr × nk */
+    uint64_t *range_total; /* kernel ns per range name */
+} summary;
+
+static size_t index_of(char **names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return n;
+}
+
+static int cell_push(cell *c, uint64_t v)
+{
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? 2 * c->cap : 16;
+        uint64_t *nv = realloc(c->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        c->v = nv;
+        c->cap = nc;
+    }
+    c->v[c->n++] = v;
+    return 0;
+}
+
+static void summary_free(summary *s)
+{
+    if (s->cells)
+        for (size_t i = 0; i < s->nr * s->nk; i++)
+            free(s->cells[i].v);
+    free(s->cells);
+    free(s->ranges);
+    free(s->range_inst);
+    free(s->kernels);
+    free(s->range_total);
+}
+
+/* Builds the summary; *unattributed counts kernels launched outside every
+ * range. Returns 0 or -1 (out of memory). */
+static int summary_build(summary *s, const prof_range *r, size_t nr, const prof_op *ops, size_t nops,
+                         size_t *unattributed)
+{
+    memset(s, 0, sizeof *s);
+    s->ranges = calloc(nr + 1, sizeof *s->ranges);
+    s->range_inst = calloc(nr + 1, sizeof *s->range_inst);
+    s->kernels = calloc(nops + 1, sizeof *s->kernels);
+    if (!s->ranges || !s->range_inst || !s->kernels)
+        return -1;
+    s->ranges[s->nr++] = PROFILE_ALL;
+    s->range_inst[0] = 1;
+    for (size_t i = 0; i < nr; i++) {
+        size_t k = index_of(s->ranges, s->nr, r[i].name);
+        if (k == s->nr)
+            s->ranges[s->nr++] = r[i].name;
+        s->range_inst[k]++;
+    }
+    for (size_t i = 0; i < nops; i++)
+        if (ops[i].kind == PROF_KERNEL && index_of(s->kernels, s->nk, ops[i].name) == s->nk)
+            s->kernels[s->nk++] = ops[i].name;
+    s->cells = calloc(s->nr * s->nk + 1, sizeof *s->cells);
+    s->range_total = calloc(s->nr, sizeof *s->range_total);
+    if (!s->cells || !s->range_total)
+        return -1;
+    *unattributed = 0;
+    for (size_t i = 0; i < nops; i++) {
+        if (ops[i].kind != PROF_KERNEL)
+            continue;
+        size_t k = index_of(s->kernels, s->nk, ops[i].name);
+        uint64_t dur = ops[i].end > ops[i].start ? ops[i].end - ops[i].start : 0;
+        uint64_t at = ops[i].launch ? ops[i].launch : ops[i].start;
+        if (cell_push(&s->cells[k], dur))
+            return -1;
+        s->range_total[0] += dur;
+        int inside = 0;
+        for (size_t j = 0; j < nr && r[j].start <= at; j++) {
+            if (at > r[j].end)
+                continue;
+            size_t ri = index_of(s->ranges, s->nr, r[j].name);
+            if (cell_push(&s->cells[ri * s->nk + k], dur))
+                return -1;
+            s->range_total[ri] += dur;
+            inside = 1;
+        }
+        *unattributed += !inside;
+    }
+    return 0;
+}
+
+static uint64_t cell_total(const cell *c)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < c->n; i++)
+        t += c->v[i];
+    return t;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The nsys columns of one cell (sorts its durations). */
+static json_t *cell_row(const summary *s, size_t ri, size_t k)
+{
+    cell *c = &s->cells[ri * s->nk + k];
+    qsort(c->v, c->n, sizeof *c->v, cmp_u64);
+    uint64_t total = cell_total(c);
+    double avg = (double)total / (double)c->n, var = 0;
+    for (size_t i = 0; i < c->n; i++)
+        var += ((double)c->v[i] - avg) * ((double)c->v[i] - avg);
+    double med = c->n % 2 ? (double)c->v[c->n / 2] : 0.5 * ((double)c->v[c->n / 2 - 1] + (double)c->v[c->n / 2]);
+    return json_pack("{s:s, s:I, s:s, s:b, s:I, s:I, s:f, s:f, s:I, s:I, s:f, s:f}", "range", s->ranges[ri],
+                     "range_instances", (json_int_t)s->range_inst[ri], "kernel", s->kernels[k], "is_gemm",
+                     kernel_is_gemm(s->kernels[k]), "instances", (json_int_t)c->n, "total_ns", (json_int_t)total,
+                     "avg_ns", avg, "med_ns", med, "min_ns", (json_int_t)c->v[0], "max_ns",
+                     (json_int_t)c->v[c->n - 1], "std_ns", c->n > 1 ? sqrt(var / (double)(c->n - 1)) : 0.0,
+                     "share_pct", s->range_total[ri] ? 100.0 * (double)total / (double)s->range_total[ri] : 0.0);
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    int c = strcmp(json_string_value(json_object_get(x, "range")), json_string_value(json_object_get(y, "range")));
+    if (c)
+        return c;
+    json_int_t tx = json_integer_value(json_object_get(x, "total_ns")),
+               ty = json_integer_value(json_object_get(y, "total_ns"));
+    return tx > ty ? -1 : tx < ty;
+}
+
+/* Rows sorted by range name, then total time descending (new). */
+static json_t *summary_rows(const summary *s)
+{
+    size_t n = 0;
+    json_t **rows = malloc((s->nr * s->nk + 1) * sizeof *rows);
+    json_t *out = json_array();
+    if (!rows)
+        return out;
+    for (size_t ri = 0; ri < s->nr; ri++)
+        for (size_t k = 0; k < s->nk; k++)
+            if (s->cells[ri * s->nk + k].n)
+                rows[n++] = cell_row(s, ri, k);
+    qsort(rows, n, sizeof *rows, cmp_row);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(out, rows[i]);
+    free(rows);
+    return out;
+}
+
+static size_t range_index(const summary *s, const char *name)
+{
+    return index_of(s->ranges, s->nr, name);
+}
+
+static uint64_t range_kernel_ns(const summary *s, const char *range, int gemm_only)
+{
+    size_t ri = range_index(s, range);
+    uint64_t t = 0;
+    for (size_t k = 0; ri < s->nr && k < s->nk; k++)
+        if (!gemm_only || kernel_is_gemm(s->kernels[k]))
+            t += cell_total(&s->cells[ri * s->nk + k]);
+    return t;
+}
+
+/* Kernel time per instance of a range (ns); 0 when absent. */
+static double per_instance_ns(const summary *s, const char *range)
+{
+    size_t ri = range_index(s, range);
+    return ri < s->nr && s->range_inst[ri] ? (double)s->range_total[ri] / (double)s->range_inst[ri] : 0;
+}
+
+/* --- the computed answers ------------------------------------------------------------ */
+
+static void add_answers(json_t *run, const summary *s, int training, const model_point *p)
+{
+    json_t *a = json_object();
+    size_t fi = range_index(s, "forward"), bi = range_index(s, "backward");
+    size_t top = s->nk, top2 = s->nk;
+    uint64_t best = 0, best2 = 0;
+    for (size_t k = 0; k < s->nk; k++) {
+        uint64_t f = fi < s->nr ? cell_total(&s->cells[fi * s->nk + k]) : 0;
+        uint64_t fb = f + (bi < s->nr ? cell_total(&s->cells[bi * s->nk + k]) : 0);
+        if (f > best)
+            best = f, top = k;
+        if (fb > best2)
+            best2 = fb, top2 = k;
+    }
+    if (top < s->nk) {
+        json_object_set_new(a, "top_forward_kernel", json_string(s->kernels[top]));
+        json_object_set_new(a, "top_forward_calls_per_forward",
+                            json_real((double)s->cells[fi * s->nk + top].n / (double)s->range_inst[fi]));
+        json_object_set_new(a, "top_forward_share_pct", json_real(100.0 * (double)best / (double)s->range_total[fi]));
+    }
+    if (training && top2 < s->nk) {
+        json_object_set_new(a, "top_fwd_bwd_kernel", json_string(s->kernels[top2]));
+        json_object_set_new(a, "top_forward_also_top_fwd_bwd", json_boolean(top == top2));
+    }
+    uint64_t fwd = range_kernel_ns(s, "forward", 0), step = range_kernel_ns(s, "step", 0);
+    if (fwd)
+        json_object_set_new(a, "gemm_share_forward_pct",
+                            json_real(100.0 * (double)range_kernel_ns(s, "forward", 1) / (double)fwd));
+    if (training && step)
+        json_object_set_new(a, "gemm_share_step_pct",
+                            json_real(100.0 * (double)range_kernel_ns(s, "step", 1) / (double)step));
+    json_t *noteworthy = json_array();
+    size_t si = range_index(s, "step");
+    for (size_t k = 0; si < s->nr && k < s->nk; k++) {
+        double share = step ? 100.0 * (double)cell_total(&s->cells[si * s->nk + k]) / (double)step : 0;
+        if (!kernel_is_gemm(s->kernels[k]) && share > PROFILE_NOTEWORTHY_PCT)
+            json_array_append_new(noteworthy, json_pack("{s:s, s:f}", "kernel", s->kernels[k], "share_pct", share));
+    }
+    json_object_set_new(a, "non_gemm_above_2pct", noteworthy);
+    double sm = per_instance_ns(s, "attention softmax");
+    double mm = per_instance_ns(s, "attention scores") + per_instance_ns(s, "attention values");
+    double dh = (double)p->cfg.d_model / p->cfg.num_heads;
+    json_object_set_new(a, "attention",
+                        json_pack("{s:f, s:f, s:f, s:f, s:s}", "softmax_ns", sm, "matmul_ns", mm, "time_ratio_matmul_to_softmax",
+                                  sm > 0 ? mm / sm : 0.0, "flop_ratio_matmul_to_softmax",
+                                  4.0 * dh / SOFTMAX_FLOPS_PER_ELEM, "note",
+                                  "forward, per layer; the two matmuls (scores, values) do 4·dh FLOPs per score "
+                                  "element, the softmax about 5"));
+    json_object_set_new(run, "answers", a);
+}
+
+/* --- the roofline ----------------------------------------------------------------------- */
+
+static void roofline_row(json_t *rows, const summary *s, const char *op, const char *range, double flops,
+                         double bytes, double time_ns, double peak_flops, double peak_bw)
+{
+    size_t ri = range ? range_index(s, range) : 0;
+    if (range && ri == s->nr)
+        return;
+    size_t inst = range ? s->range_inst[ri] : 1;
+    if (range)
+        time_ns = per_instance_ns(s, range);
+    if (time_ns <= 0)
+        return;
+    const char *bound = NULL;
+    if (peak_flops > 0 && peak_bw > 0)
+        bound = flops / bytes > peak_flops / peak_bw ? "compute" : "memory";
+    json_array_append_new(rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:s?}", "op", op,
+                                          "instances", (json_int_t)inst, "flops", flops, "bytes", bytes, "time_ns",
+                                          time_ns, "tflops", flops / time_ns / 1e3, "gbps", bytes / time_ns,
+                                          "peak_tflops", peak_flops > 0 ? json_real(peak_flops / 1e12) : json_null(),
+                                          "peak_gbps", peak_bw > 0 ? json_real(peak_bw / 1e9) : json_null(),
+                                          "bound", bound));
+}
+
+static void add_roofline(json_t *run, const summary *s, const model_point *p, const runctx_device *dev)
+{
+    const char *src;
+    double B = p->batch, T = p->T, H = p->cfg.num_heads, d = p->cfg.d_model, ff = p->cfg.d_ff, V = p->cfg.vocab_size;
+    double L = p->cfg.num_layers, N = B * T, dh = d / H, BH = B * H, S = BH * T * T, E = 4.0; /* float32 */
+    double gemm_peak = device_peak_flops(dev, p->prec, &src);
+    double fp32_peak = device_peak_flops(dev, LMK_PREC_FP32, &src);
+    double bw = device_peak_bandwidth(dev);
+    json_t *rows = json_array();
+    roofline_row(rows, s, "attention scores", "attention scores", 2 * S * dh, E * (2 * BH * T * dh + S), 0, gemm_peak, bw);
+    roofline_row(rows, s, "attention softmax", "attention softmax", SOFTMAX_FLOPS_PER_ELEM * S, E * 2 * S, 0, fp32_peak, bw);
+    roofline_row(rows, s, "attention values", "attention values", 2 * S * dh, E * (S + 2 * BH * T * dh), 0, gemm_peak, bw);
+    roofline_row(rows, s, "attention scores backward", "attention scores backward", 4 * S * dh,
+                 E * (2 * S + 4 * BH * T * dh), 0, gemm_peak, bw);
+    roofline_row(rows, s, "attention softmax backward", "attention softmax backward", SOFTMAX_BWD_FLOPS_PER_ELEM * S,
+                 E * 3 * S, 0, fp32_peak, bw);
+    roofline_row(rows, s, "attention values backward", "attention values backward", 4 * S * dh,
+                 E * (2 * S + 4 * BH * T * dh), 0, gemm_peak, bw);
+    /* the linear layers of one forward: GEMM time in forward less the attention matmuls */
+    size_t fi = range_index(s, "forward");
+    if (fi < s->nr) {
+        double lin_flops = 2 * N * (L * (4 * d * d + 3 * d * ff) + d * V);
+        double lin_bytes = E * (L * (4 * (2 * N * d + d * d) + 2 * (N * d + d * ff + N * ff) + (N * ff + ff * d + N * d)) +
+                                N * d + d * V + N * V);
+        double attn_gemm = 0;
+        static const char *const attn[] = {"attention scores", "attention values"};
+        for (int i = 0; i < 2; i++)
+            attn_gemm += (double)range_kernel_ns(s, attn[i], 1);
+        double t = ((double)range_kernel_ns(s, "forward", 1) - attn_gemm) / (double)s->range_inst[fi];
+        roofline_row(rows, s, "forward linear layers (GEMMs)", NULL, lin_flops, lin_bytes, t, gemm_peak, bw);
+    }
+    json_object_set_new(run, "roofline", rows);
+    json_object_set_new(run, "roofline_notes",
+                        json_string("FLOPs and bytes per instance by formula: float32 storage, the full T×T scores "
+                                    "the naive kernels compute; time = kernel time inside the range per instance; "
+                                    "ceilings: the device's dense peak for the precision (GEMMs) or fp32 (softmax) "
+                                    "and the measured copy bandwidth"));
+}
+
+/* --- the Chrome trace ------------------------------------------------------------------ */
+
+static double us(uint64_t t, uint64_t t0)
+{
+    return (double)(int64_t)(t - t0) / 1e3;
+}
+
+/* Trace Event Format: CPU ranges and launching API calls on pid 1, device
+ * work on pid 2 with one track per stream, flow arrows launch → kernel. */
+static json_t *build_trace(const profiler *prof, const char *title)
+{
+    size_t nr, nops, napi;
+    const prof_range *r = profiler_ranges(prof, &nr);
+    const prof_op *ops = profiler_ops(prof, &nops);
+    const prof_api *api = profiler_apis(prof, &napi);
+    uint64_t t0 = UINT64_MAX;
+    for (size_t i = 0; i < nr; i++)
+        t0 = r[i].start < t0 ? r[i].start : t0;
+    for (size_t i = 0; i < nops; i++) {
+        t0 = ops[i].start < t0 ? ops[i].start : t0;
+        if (ops[i].launch)
+            t0 = ops[i].launch < t0 ? ops[i].launch : t0;
+    }
+    json_t *ev = json_array();
+    json_array_append_new(ev, json_pack("{s:s, s:s, s:i, s:{s:s}}", "name", "process_name", "ph", "M", "pid", 1,
+                                        "args", "name", "CPU (lmperf worker)"));
+    json_array_append_new(ev, json_pack("{s:s, s:s, s:i, s:{s:s}}", "name", "process_name", "ph", "M", "pid", 2,
+                                        "args", "name", "GPU"));
+    for (size_t i = 0; i < nr; i++)
+        json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:I, s:{s:i}}", "name", r[i].name, "cat",
+                                            "nvtx", "ph", "X", "ts", us(r[i].start, t0), "dur",
+                                            (double)(r[i].end - r[i].start) / 1e3, "pid", 1, "tid",
+                                            (json_int_t)r[i].thread, "args", "depth", r[i].depth));
+    for (size_t i = 0; i < napi; i++) {
+        /* only the calls that launched device work (the rest is noise) */
+        int launched = 0;
+        for (size_t j = 0; j < nops && !launched; j++)
+            launched = ops[j].correlation == api[i].correlation && ops[j].launch == api[i].start;
+        if (launched)
+            json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:I, s:{s:I}}", "name", api[i].name,
+                                                "cat", "cuda_api", "ph", "X", "ts", us(api[i].start, t0), "dur",
+                                                (double)(api[i].end - api[i].start) / 1e3, "pid", 1, "tid",
+                                                (json_int_t)api[i].thread, "args", "correlation",
+                                                (json_int_t)api[i].correlation));
+    }
+    static const char *const cats[] = {"kernel", "memcpy", "memset"};
+    for (size_t i = 0; i < nops; i++) {
+        const prof_op *o = &ops[i];
+        json_t *args = o->kind == PROF_KERNEL
+                           ? json_pack("{s:[i,i,i], s:[i,i,i], s:I}", "grid", o->grid[0], o->grid[1], o->grid[2],
+                                       "block", o->block[0], o->block[1], o->block[2], "correlation",
+                                       (json_int_t)o->correlation)
+                           : json_pack("{s:I, s:I}", "bytes", (json_int_t)o->bytes, "correlation",
+                                       (json_int_t)o->correlation);
+        json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:I, s:o}", "name", o->name, "cat",
+                                            cats[o->kind], "ph", "X", "ts", us(o->start, t0), "dur",
+                                            (double)(o->end - o->start) / 1e3, "pid", 2, "tid",
+                                            (json_int_t)o->stream, "args", args));
+        if (!o->launch)
+            continue;
+        json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:I, s:f, s:i, s:I}", "name", "launch", "cat", "flow",
+                                            "ph", "s", "id", (json_int_t)o->correlation, "ts", us(o->launch, t0),
+                                            "pid", 1, "tid", (json_int_t)o->launch_thread));
+        json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:s, s:I, s:f, s:i, s:I}", "name", "launch", "cat",
+                                            "flow", "ph", "f", "bp", "e", "id", (json_int_t)o->correlation, "ts",
+                                            us(o->start, t0), "pid", 2, "tid", (json_int_t)o->stream));
+    }
+    return json_pack("{s:o, s:s, s:{s:s}}", "traceEvents", ev, "displayTimeUnit", "ns", "otherData", "title", title);
+}
+
+/* --- running ------------------------------------------------------------------------- */
+
+/* Runs one point. Returns the run (new); *job_error set (and NULL returned)
+ * when CUPTI cannot trace: that fails the job. */
+static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const model_point *p, int *cancelled,
+                         char *job_error, size_t errlen)
+{
+    json_t *run = model_point_run_json(p);
+    int training = !p->mode || strcmp(p->mode, "train_step") == 0;
+    int warmup = spec_int(spec, "warmup_steps", 2), steps = spec_int(spec, "profile_steps", 1);
+    if (!p->mode)
+        json_object_set_new(run, "mode", json_string("train_step"));
+    json_object_set_new(run, "warmup_steps", json_integer(warmup));
+    json_object_set_new(run, "profile_steps", json_integer(steps));
+    if (model_point_preflight(p, training, runctx_device_info(ctx), run))
+        return run;
+    size_t n = (size_t)p->batch * p->T;
+    int32_t *tokens = malloc(2 * n * sizeof *tokens);
+    lmk_allocator *a = NULL;
+    lmk_model *m = NULL;
+    profiler *prof = NULL;
+    int rc = LMK_NOMEM;
+    lmk_adamw_config opt = lmk_adamw_defaults();
+    if (!tokens || lmk_allocator_create(b, &a) != LMK_OK) {
+        model_point_fail(run, "out of host memory");
+        goto out;
+    }
+    model_point_tokens(p, tokens, tokens + n);
+    if ((rc = lmk_model_create(b, a, &p->cfg, p->batch, p->T, p->prec, p->seed, training, &m)) != LMK_OK ||
+        (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK)
+        goto failed;
+    for (int st = 0; st < warmup; st++)
+        if ((rc = one_step(b, m, training, &opt)) != LMK_OK)
+            goto failed;
+    if (runctx_cancelled(ctx)) {
+        *cancelled = 1;
+        goto out;
+    }
+    double t0 = wall_ms();
+    for (int st = 0; st < steps; st++)
+        if ((rc = one_step(b, m, training, &opt)) != LMK_OK)
+            goto failed;
+    double plain = (wall_ms() - t0) / steps;
+
+    if (profiler_start(&prof, job_error, errlen)) {
+        json_decref(run);
+        run = NULL;
+        goto out;
+    }
+    t0 = wall_ms();
+    for (int st = 0; st < steps && rc == LMK_OK; st++)
+        rc = one_step(b, m, training, &opt);
+    double traced = (wall_ms() - t0) / steps;
+    char perr[256];
+    if (profiler_stop(prof, perr, sizeof perr)) {
+        model_point_fail(run, "%s", perr);
+        goto out;
+    }
+    if (rc != LMK_OK)
+        goto failed;
+
+    size_t nr, nops, unattributed = 0;
+    const prof_range *ranges = profiler_ranges(prof, &nr);
+    const prof_op *ops = profiler_ops(prof, &nops);
+    size_t nkernels = 0;
+    for (size_t i = 0; i < nops; i++)
+        nkernels += ops[i].kind == PROF_KERNEL;
+    if (nkernels == 0) {
+        model_point_fail(run, "CUPTI recorded no kernels (tracing was enabled but saw no device work)");
+        goto out;
+    }
+    if (nr == 0) {
+        model_point_fail(run, "CUPTI recorded no NVTX ranges: NVTX was not injected with CUPTI "
+                              "(NVTX_INJECTION64_PATH=%s)",
+                         profiler_injection_path()[0] ? profiler_injection_path() : "unset");
+        goto out;
+    }
+    summary s;
+    if (summary_build(&s, ranges, nr, ops, nops, &unattributed)) {
+        summary_free(&s);
+        model_point_fail(run, "out of host memory");
+        goto out;
+    }
+    json_object_set_new(run, "kernel_summary", summary_rows(&s));
+    json_object_set_new(run, "kernel_count", json_integer((json_int_t)nkernels));
+    json_object_set_new(run, "kernel_time_ns", json_integer((json_int_t)s.range_total[0]));
+    json_object_set_new(run, "unattributed_kernels", json_integer((json_int_t)unattributed));
+    json_object_set_new(run, "range_count", json_integer((json_int_t)nr));
+    json_object_set_new(run, "dropped_records", json_integer((json_int_t)profiler_dropped(prof)));
+    json_object_set_new(run, "step_ms_unprofiled", json_real(plain));
+    json_object_set_new(run, "step_ms_profiled", json_real(traced));
+    json_object_set_new(run, "overhead_pct", json_real(plain > 0 ? 100.0 * (traced - plain) / plain : 0.0));
+    uint64_t fwall = 0;
+    size_t nf = 0;
+    for (size_t i = 0; i < nr; i++)
+        if (strcmp(ranges[i].name, "forward") == 0)
+            fwall += ranges[i].end - ranges[i].start, nf++;
+    if (nf) {
+        json_object_set_new(run, "forward_wall_ns", json_integer((json_int_t)(fwall / nf)));
+        json_object_set_new(run, "forward_kernel_ns", json_integer((json_int_t)(range_kernel_ns(&s, "forward", 0) / nf)));
+    }
+    size_t copies = 0;
+    uint64_t copy_ns = 0;
+    for (size_t i = 0; i < nops; i++)
+        if (ops[i].kind != PROF_KERNEL)
+            copies++, copy_ns += ops[i].end - ops[i].start;
+    json_object_set_new(run, "memcpy_memset_count", json_integer((json_int_t)copies));
+    json_object_set_new(run, "memcpy_memset_ns", json_integer((json_int_t)copy_ns));
+    add_answers(run, &s, training, p);
+    add_roofline(run, &s, p, runctx_device_info(ctx));
+    summary_free(&s);
+    char title[160];
+    model_point_describe(p, title, sizeof title);
+    json_object_set_new(run, "trace", build_trace(prof, title));
+    json_object_set_new(run, "status", json_string("succeeded"));
+    json_object_set_new(run, "error", json_null());
+    goto out;
+failed:
+    model_point_fail(run, "%s", lmk_status_text(rc));
+out:
+    profiler_free(prof);
+    lmk_model_free(m);
+    lmk_allocator_free(a);
+    free(tokens);
+    return run;
+}
+
+static int profile_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
+{
+    if (runctx_device_info(ctx)->gpu_index < 0) {
+        snprintf(errbuf, errlen, "profile jobs need a GPU worker (this worker runs on the CPU: %s)",
+                 runctx_device_info(ctx)->name);
+        return -1;
+    }
+    lmk_backend *b = NULL;
+    int rc = runctx_backend(ctx, &b, errbuf, errlen);
+    if (rc != LMK_OK)
+        return rc;
+    size_t points = model_point_count(spec);
+    int succeeded = 0;
+    for (size_t i = 0; i < points; i++) {
+        model_point p;
+        if (runctx_cancelled(ctx))
+            return LMK_CANCELLED;
+        if (model_point_at(spec, i, &p)) {
+            snprintf(errbuf, errlen, "point %zu of the sweep is invalid", i);
+            return LMK_INVALID;
+        }
+        char what[160];
+        model_point_describe(&p, what, sizeof what);
+        runctx_progress(ctx, (double)i / (double)points, what);
+        int cancelled = 0;
+        json_t *run = run_point(ctx, b, spec, &p, &cancelled, errbuf, errlen);
+        if (!run)
+            return -1; /* CUPTI unavailable: errbuf says why */
+        if (cancelled) {
+            json_decref(run);
+            return LMK_CANCELLED;
+        }
+        succeeded += strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0;
+        runctx_emit_run(ctx, run);
+    }
+    runctx_progress(ctx, 1.0, "done");
+    *result = json_pack("{s:I, s:i, s:I}", "runs", (json_int_t)points, "succeeded", succeeded, "failed",
+                        (json_int_t)(points - (size_t)succeeded));
+    return LMK_OK;
+}
+
+/* --- storage ----------------------------------------------------------------------------- */
+
+static void bind_json(sqlite3_stmt *st, int i, const json_t *v)
+{
+    if (json_is_integer(v))
+        sqlite3_bind_int64(st, i, json_integer_value(v));
+    else if (json_is_real(v))
+        sqlite3_bind_double(st, i, json_real_value(v));
+    else if (json_is_string(v))
+        sqlite3_bind_text(st, i, json_string_value(v), -1, SQLITE_TRANSIENT);
+    else if (json_is_boolean(v))
+        sqlite3_bind_int(st, i, json_is_true(v));
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* Inserts one row: values are the run's (or obj's) fields named by keys. */
+static int insert_row(sqlite3 *db, const char *sql, int64_t run_id, int64_t job_id, const json_t *obj,
+                      const char *const *keys, size_t nkeys)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    int col = 1;
+    sqlite3_bind_int64(st, col++, run_id);
+    if (job_id >= 0)
+        sqlite3_bind_int64(st, col++, job_id);
+    for (size_t i = 0; i < nkeys; i++)
+        bind_json(st, col++, json_object_get(obj, keys[i]));
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec, const json_t *run)
+{
+    (void)spec;
+    if (!json_object_get(run, "kernel_summary"))
+        return SQLITE_OK; /* a failed run: the generic row says why */
+    json_t *flat = json_deep_copy(run);
+    json_object_update(flat, json_object_get(run, "answers"));
+    const json_t *att = json_object_get(json_object_get(run, "answers"), "attention");
+    json_object_set(flat, "softmax_ns", json_object_get(att, "softmax_ns"));
+    json_object_set(flat, "attention_matmul_ns", json_object_get(att, "matmul_ns"));
+    json_object_set(flat, "attention_flop_ratio", json_object_get(att, "flop_ratio_matmul_to_softmax"));
+    static const char *const run_keys[] = {
+        "model", "context_length", "batch_size", "precision", "mode", "warmup_steps", "profile_steps",
+        "kernel_count", "kernel_time_ns", "unattributed_kernels", "range_count", "dropped_records",
+        "step_ms_unprofiled", "step_ms_profiled", "overhead_pct", "forward_wall_ns", "forward_kernel_ns",
+        "top_forward_kernel", "top_forward_calls_per_forward", "top_forward_share_pct",
+        "top_forward_also_top_fwd_bwd", "top_fwd_bwd_kernel", "gemm_share_forward_pct", "gemm_share_step_pct",
+        "softmax_ns", "attention_matmul_ns", "attention_flop_ratio"};
+    int rc = insert_row(db,
+                        "INSERT INTO profile_runs (run_id, job_id, model, context_length, batch_size, precision, mode, "
+                        "warmup_steps, profile_steps, kernel_count, kernel_time_ns, unattributed_kernels, range_count, "
+                        "dropped_records, step_ms_unprofiled, step_ms_profiled, overhead_pct, forward_wall_ns, "
+                        "forward_kernel_ns, top_forward_kernel, top_forward_calls_per_forward, top_forward_share_pct, "
+                        "top_forward_also_top_fwd_bwd, top_fwd_bwd_kernel, gemm_share_forward_pct, "
+                        "gemm_share_step_pct, softmax_ns, attention_matmul_ns, attention_flop_ratio) VALUES "
+                        "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        run_id, job_id, flat, run_keys, sizeof run_keys / sizeof run_keys[0]);
+    json_decref(flat);
+    static const char *const kernel_keys[] = {"range", "range_instances", "kernel", "is_gemm", "instances", "total_ns",
+                                              "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns", "share_pct"};
+    size_t i;
+    const json_t *row;
+    json_array_foreach(json_object_get(run, "kernel_summary"), i, row)
+    {
+        if (rc != SQLITE_OK)
+            break;
+        rc = insert_row(db,
+                        "INSERT INTO profile_kernels (run_id, range_name, range_instances, kernel, is_gemm, instances, "
+                        "total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns, share_pct) VALUES "
+                        "(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        run_id, -1, row, kernel_keys, 12);
+    }
+    static const char *const note_keys[] = {"kernel", "share_pct"};
+    json_array_foreach(json_object_get(json_object_get(run, "answers"), "non_gemm_above_2pct"), i, row)
+    {
+        if (rc != SQLITE_OK)
+            break;
+        rc = insert_row(db, "INSERT INTO profile_noteworthy (run_id, kernel, share_pct) VALUES (?,?,?)", run_id, -1,
+                        row, note_keys, 2);
+    }
+    static const char *const roof_keys[] = {"op",     "instances", "flops",       "bytes",     "time_ns", "tflops",
+                                            "gbps",   "peak_tflops", "peak_gbps", "bound"};
+    json_array_foreach(json_object_get(run, "roofline"), i, row)
+    {
+        if (rc != SQLITE_OK)
+            break;
+        rc = insert_row(db,
+                        "INSERT INTO profile_roofline (run_id, op, instances, flops, bytes, time_ns, tflops, gbps, "
+                        "peak_tflops, peak_gbps, bound) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        run_id, -1, row, roof_keys, 10);
+    }
+    const json_t *trace = json_object_get(run, "trace");
+    if (rc == SQLITE_OK && trace) {
+        char *text = json_dumps(trace, JSON_COMPACT);
+        sqlite3_stmt *st = NULL;
+        rc = text ? sqlite3_prepare_v2(db, "INSERT INTO profile_traces (run_id, trace) VALUES (?, ?)", -1, &st, NULL)
+                  : SQLITE_NOMEM;
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, run_id);
+            sqlite3_bind_text(st, 2, text, -1, SQLITE_TRANSIENT);
+            rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+        }
+        sqlite3_finalize(st);
+        free(text);
+    }
+    return rc;
+}
+
+/* The kernel summary of every run: the nsys nvtx_kern_sum columns. */
+static int profile_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT r.run_index, p.model, p.context_length, p.precision, p.mode, k.range_name, "
+                           "k.range_instances, k.instances, k.total_ns, k.avg_ns, k.med_ns, k.min_ns, k.max_ns, "
+                           "k.std_ns, k.share_pct, k.kernel FROM profile_kernels k "
+                           "JOIN profile_runs p ON p.run_id = k.run_id JOIN runs r ON r.id = k.run_id "
+                           "WHERE p.job_id = ? ORDER BY r.run_index, k.range_name, k.total_ns DESC",
+                           -1, &st, NULL) != SQLITE_OK)
+        return api_fail(err, API_ERR_INTERNAL, NULL, "profile table: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, job_id);
+    json_t *rows = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW)
+        json_array_append_new(
+            rows, json_pack("[i, s, i, s, s, s, i, i, I, f, f, I, I, f, f, s]", sqlite3_column_int(st, 0),
+                            sqlite3_column_text(st, 1), sqlite3_column_int(st, 2), sqlite3_column_text(st, 3),
+                            sqlite3_column_text(st, 4), sqlite3_column_text(st, 5), sqlite3_column_int(st, 6),
+                            sqlite3_column_int(st, 7), (json_int_t)sqlite3_column_int64(st, 8),
+                            sqlite3_column_double(st, 9), sqlite3_column_double(st, 10),
+                            (json_int_t)sqlite3_column_int64(st, 11), (json_int_t)sqlite3_column_int64(st, 12),
+                            sqlite3_column_double(st, 13), sqlite3_column_double(st, 14), sqlite3_column_text(st, 15)));
+    sqlite3_finalize(st);
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "run", "model", "context",
+                       "precision", "mode", "NVTX Range", "NVTX Inst", "Kern Inst", "Total Time (ns)", "Avg (ns)",
+                       "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Range %", "Kernel Name", "rows", rows);
+    return 0;
+}
+
+/* The Chrome trace of one run (GET /v1/jobs/{id}/trace?run=N and /events). */
+static int profile_trace(sqlite3 *db, int64_t job_id, int run_index, json_t **out, api_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT t.trace FROM profile_traces t JOIN runs r ON r.id = t.run_id "
+                           "WHERE r.job_id = ? AND r.run_index = ?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return api_fail(err, API_ERR_INTERNAL, NULL, "profile trace: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int(st, 2, run_index);
+    json_t *trace = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        trace = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+    sqlite3_finalize(st);
+    if (!trace)
+        return api_fail(err, API_ERR_NOT_FOUND, "run", "job %lld has no trace for run %d", (long long)job_id,
+                        run_index);
+    *out = trace;
+    return 0;
+}
+
+const jobkind jobkind_profile = {
+    .name = "profile",
+    .check = profile_check,
+    .run = profile_run,
+    .store_run = profile_store_run,
+    .table = profile_table,
+    .bulky_fields = bulky_fields,
+    .events = profile_trace,
+};

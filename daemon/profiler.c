@@ -1,0 +1,419 @@
+/* CUPTI activity tracing for the profile job. See profiler.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
+#include "profiler.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef LMPERF_HAVE_CUDA
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+#ifdef LMPERF_HAVE_CUPTI
+#include <cupti.h>
+#include <dlfcn.h>
+#endif
+
+#define PROF_BUFFER_BYTES (8u << 20) /* one CUPTI activity buffer */
+#define PROF_BUFFER_ALIGN 8
+
+struct profiler {
+    prof_range *ranges;
+    size_t nranges, cap_ranges;
+    prof_op *ops;
+    size_t nops, cap_ops;
+    prof_api *apis;
+    size_t napis, cap_apis;
+    /* marker starts waiting for their end, by id */
+    struct pending { uint32_t id; uint64_t start; uint32_t thread; char *name; } *open;
+    size_t nopen, cap_open;
+    uint64_t dropped;
+    int running, nomem;
+};
+
+static char injection_path[1024];
+
+const char *profiler_injection_path(void)
+{
+    return injection_path;
+}
+
+#define GROW(p, arr, n, cap)                                                   \
+    do {                                                                       \
+        if ((p)->n == (p)->cap) {                                              \
+            size_t nc = (p)->cap ? 2 * (p)->cap : 1024;                        \
+            void *nb = realloc((p)->arr, nc * sizeof *(p)->arr);               \
+            if (!nb) {                                                         \
+                (p)->nomem = 1;                                                \
+                return;                                                        \
+            }                                                                  \
+            (p)->arr = nb;                                                     \
+            (p)->cap = nc;                                                     \
+        }                                                                      \
+    } while (0)
+
+void profiler_range_push(const char *name)
+{
+#ifdef LMPERF_HAVE_CUDA
+    nvtxRangePushA(name);
+#else
+    (void)name;
+#endif
+}
+
+void profiler_range_pop(void)
+{
+#ifdef LMPERF_HAVE_CUDA
+    nvtxRangePop();
+#endif
+}
+
+const prof_range *profiler_ranges(const profiler *p, size_t *count)
+{
+    *count = p->nranges;
+    return p->ranges;
+}
+
+const prof_op *profiler_ops(const profiler *p, size_t *count)
+{
+    *count = p->nops;
+    return p->ops;
+}
+
+const prof_api *profiler_apis(const profiler *p, size_t *count)
+{
+    *count = p->napis;
+    return p->apis;
+}
+
+uint64_t profiler_dropped(const profiler *p)
+{
+    return p->dropped;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+    const prof_range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start ? 1 : (x->end > y->end ? -1 : x->end < y->end);
+}
+
+static int cmp_op(const void *a, const void *b)
+{
+    const prof_op *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int cmp_api_corr(const void *a, const void *b)
+{
+    const prof_api *x = a, *y = b;
+    return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
+}
+
+void profiler_free(profiler *p)
+{
+    if (!p)
+        return;
+    if (p->running) {
+        char ignored[64];
+        profiler_stop(p, ignored, sizeof ignored);
+    }
+    for (size_t i = 0; i < p->nranges; i++)
+        free(p->ranges[i].name);
+    for (size_t i = 0; i < p->nops; i++)
+        free(p->ops[i].name);
+    for (size_t i = 0; i < p->nopen; i++)
+        free(p->open[i].name);
+    free(p->ranges);
+    free(p->ops);
+    free(p->apis);
+    free(p->open);
+    free(p);
+}
+
+/* Range depths and kernel launch times, once all records are in. */
+static void resolve(profiler *p)
+{
+    qsort(p->ranges, p->nranges, sizeof *p->ranges, cmp_range);
+    for (size_t i = 0; i < p->nranges; i++) {
+        int depth = 0;
+        for (size_t j = 0; j < i; j++)
+            depth += p->ranges[j].thread == p->ranges[i].thread && p->ranges[j].end >= p->ranges[i].end;
+        p->ranges[i].depth = depth;
+    }
+    qsort(p->apis, p->napis, sizeof *p->apis, cmp_api_corr);
+    for (size_t i = 0; i < p->nops; i++) {
+        prof_api key = {.correlation = p->ops[i].correlation};
+        const prof_api *a = bsearch(&key, p->apis, p->napis, sizeof *p->apis, cmp_api_corr);
+        if (a) {
+            p->ops[i].launch = a->start;
+            p->ops[i].launch_thread = a->thread;
+        }
+    }
+    qsort(p->ops, p->nops, sizeof *p->ops, cmp_op);
+}
+
+#ifdef LMPERF_HAVE_CUPTI
+
+/* daemon/demangle.cu: abi::__cxa_demangle behind a C name (new or NULL). */
+char *lmperf_demangle(const char *mangled);
+
+static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
+static profiler *session; /* the running session (CUPTI callbacks have no user pointer) */
+static int callbacks_registered;
+
+/* Points NVTX at the libcupti this process loaded, before any NVTX call. */
+__attribute__((constructor)) static void profiler_set_injection(void)
+{
+    Dl_info info;
+    const char *set = getenv("NVTX_INJECTION64_PATH");
+    if (set) {
+        snprintf(injection_path, sizeof injection_path, "%s", set);
+        return;
+    }
+    if (dladdr((void *)cuptiActivityEnable, &info) && info.dli_fname && info.dli_fname[0] == '/') {
+        snprintf(injection_path, sizeof injection_path, "%s", info.dli_fname);
+        setenv("NVTX_INJECTION64_PATH", injection_path, 0);
+    }
+}
+
+uint64_t profiler_now(void)
+{
+    uint64_t t = 0;
+    return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? t : 0;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = aligned_alloc(PROF_BUFFER_ALIGN, PROF_BUFFER_BYTES);
+    *size = *buffer ? PROF_BUFFER_BYTES : 0;
+    *max_records = 0;
+}
+
+static char *copy_name(profiler *p, const char *name)
+{
+    char *s = NULL;
+    if (name && strncmp(name, "_Z", 2) == 0)
+        s = lmperf_demangle(name);
+    if (!s)
+        s = strdup(name ? name : "?");
+    if (!s)
+        p->nomem = 1;
+    return s;
+}
+
+static const char *memcpy_name(uint8_t kind)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "memcpy HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "memcpy PtoP";
+    default: return "memcpy";
+    }
+}
+
+static void add_op(profiler *p, prof_op op)
+{
+    if (!op.name)
+        return;
+    GROW(p, ops, nops, cap_ops);
+    p->ops[p->nops++] = op;
+}
+
+static void add_marker(profiler *p, const CUpti_ActivityMarker2 *m)
+{
+    if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+        GROW(p, open, nopen, cap_open);
+        char *name = strdup(m->name ? m->name : "?");
+        if (!name) {
+            p->nomem = 1;
+            return;
+        }
+        p->open[p->nopen++] = (struct pending){m->id, m->timestamp, m->objectId.pt.threadId, name};
+    } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+        for (size_t i = p->nopen; i-- > 0;) {
+            if (p->open[i].id != m->id)
+                continue;
+            GROW(p, ranges, nranges, cap_ranges);
+            p->ranges[p->nranges++] = (prof_range){p->open[i].name, p->open[i].start, m->timestamp,
+                                                   p->open[i].thread, 0};
+            p->open[i] = p->open[--p->nopen];
+            return;
+        }
+    }
+}
+
+static void add_record(profiler *p, CUpti_Activity *r)
+{
+    switch (r->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL: {
+        const CUpti_ActivityKernel10 *k = (const void *)r;
+        add_op(p, (prof_op){.kind = PROF_KERNEL, .name = copy_name(p, k->name), .start = k->start, .end = k->end,
+                            .stream = k->streamId, .correlation = k->correlationId,
+                            .grid = {k->gridX, k->gridY, k->gridZ}, .block = {k->blockX, k->blockY, k->blockZ}});
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const CUpti_ActivityMemcpy6 *c = (const void *)r;
+        add_op(p, (prof_op){.kind = PROF_MEMCPY, .name = strdup(memcpy_name(c->copyKind)), .start = c->start,
+                            .end = c->end, .stream = c->streamId, .correlation = c->correlationId,
+                            .bytes = c->bytes});
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const CUpti_ActivityMemset4 *s = (const void *)r;
+        add_op(p, (prof_op){.kind = PROF_MEMSET, .name = strdup("memset"), .start = s->start, .end = s->end,
+                            .stream = s->streamId, .correlation = s->correlationId, .bytes = s->bytes});
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+        const CUpti_ActivityAPI *a = (const void *)r;
+        const char *name = NULL;
+        cuptiGetCallbackName(r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                                     : CUPTI_CB_DOMAIN_DRIVER_API,
+                             a->cbid, &name);
+        GROW(p, apis, napis, cap_apis);
+        p->apis[p->napis++] = (prof_api){name ? name : "api", a->start, a->end, a->threadId, a->correlationId};
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MARKER:
+        add_marker(p, (const CUpti_ActivityMarker2 *)r);
+        break;
+    default:
+        break;
+    }
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, size_t size,
+                                      size_t valid)
+{
+    (void)ctx, (void)size;
+    pthread_mutex_lock(&session_lock);
+    profiler *p = session;
+    CUpti_Activity *r = NULL;
+    if (p) {
+        while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS)
+            add_record(p, r);
+        size_t dropped = 0;
+        if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS)
+            p->dropped += dropped;
+    }
+    pthread_mutex_unlock(&session_lock);
+    free(buffer);
+}
+
+static const CUpti_ActivityKind traced[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_MARKER,
+};
+#define TRACED_COUNT (sizeof traced / sizeof traced[0])
+
+static void disable_all(void)
+{
+    for (size_t i = 0; i < TRACED_COUNT; i++)
+        cuptiActivityDisable(traced[i]);
+}
+
+static int cupti_fail(CUptiResult r, const char *what, char *errbuf, size_t errlen)
+{
+    const char *text = NULL;
+    cuptiGetResultString(r, &text);
+    snprintf(errbuf, errlen, "CUPTI unavailable: %s failed: %s (code %d)%s", what, text ? text : "unknown error",
+             (int)r,
+             r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+                 ? "; profiling needs access to GPU performance counters (NVreg_RestrictProfilingToAdminUsers=0 or root)"
+             : r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == CUPTI_ERROR_NOT_INITIALIZED
+                 ? "; another profiler (Nsight Systems, ncu) may be attached"
+                 : "");
+    return -1;
+}
+
+int profiler_start(profiler **out, char *errbuf, size_t errlen)
+{
+    CUptiResult r;
+    profiler *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(errbuf, errlen, "out of host memory");
+        return -1;
+    }
+    pthread_mutex_lock(&session_lock);
+    if (session) {
+        pthread_mutex_unlock(&session_lock);
+        free(p);
+        snprintf(errbuf, errlen, "a profiling session is already running in this worker");
+        return -1;
+    }
+    session = p;
+    pthread_mutex_unlock(&session_lock);
+    if (!callbacks_registered) {
+        if ((r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS)
+            goto failed_r;
+        callbacks_registered = 1;
+    }
+    for (size_t i = 0; i < TRACED_COUNT; i++)
+        if ((r = cuptiActivityEnable(traced[i])) != CUPTI_SUCCESS)
+            goto failed_r;
+    p->running = 1;
+    *out = p;
+    return 0;
+failed_r:
+    disable_all();
+    pthread_mutex_lock(&session_lock);
+    session = NULL;
+    pthread_mutex_unlock(&session_lock);
+    free(p);
+    return cupti_fail(r, "enabling activity records", errbuf, errlen);
+}
+
+int profiler_stop(profiler *p, char *errbuf, size_t errlen)
+{
+    if (!p->running)
+        return 0;
+    CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    disable_all();
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    pthread_mutex_lock(&session_lock);
+    session = NULL;
+    pthread_mutex_unlock(&session_lock);
+    p->running = 0;
+    if (r != CUPTI_SUCCESS)
+        return cupti_fail(r, "flushing activity buffers", errbuf, errlen);
+    if (p->nomem) {
+        snprintf(errbuf, errlen, "out of host memory while collecting CUPTI records");
+        return -1;
+    }
+    resolve(p);
+    return 0;
+}
+
+#else /* no CUPTI in this build */
+
+uint64_t profiler_now(void)
+{
+    return 0;
+}
+
+int profiler_start(profiler **out, char *errbuf, size_t errlen)
+{
+    (void)out;
+    snprintf(errbuf, errlen, "CUPTI unavailable: this lmperfd was built without CUPTI");
+    return -1;
+}
+
+int profiler_stop(profiler *p, char *errbuf, size_t errlen)
+{
+    (void)errbuf, (void)errlen;
+    if (p->running)
+        resolve(p);
+    p->running = 0;
+    return 0;
+}
+
+#endif

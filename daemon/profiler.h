@@ -1,0 +1,82 @@
+/* In-process CUPTI activity tracing for the profile job.
+ *
+ * DESIGN: lmperf's ranges are NVTX push/pop ranges (kernels/model.c and the
+ * profile runner). CUPTI sees them as CUPTI_ACTIVITY_KIND_MARKER records only
+ * when it is NVTX's injection library, so a constructor in profiler.c sets
+ * NVTX_INJECTION64_PATH to the libcupti this binary loaded, at process start
+ * (before any NVTX call, which decides injection once per process), unless
+ * the variable is already set (Nsight Systems attached: then CUPTI tracing is
+ * refused and the job reports it). Without tracing enabled, the injected
+ * CUPTI only forwards NVTX calls: benchmark jobs are unaffected.
+ *
+ * A session enables concurrent-kernel, memcpy, memset, runtime and driver
+ * API and marker records; stop flushes and disables them all, so tracing is
+ * on only between profiler_start and profiler_stop. A kernel is joined to
+ * the API call that launched it by correlation id (its launch time), and
+ * belongs to every range open on the launching thread at that time (the
+ * nsys rule). Timestamps are CUPTI's (ns, one clock for host and device).
+ *
+ * CUPTI's buffer callbacks carry no user pointer: one session at a time per
+ * process (a worker runs one job at a time). */
+#ifndef DAEMON_PROFILER_H
+#define DAEMON_PROFILER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct profiler profiler;
+
+typedef struct prof_range {   /* one NVTX push/pop range */
+    char *name;               /* owned by the profiler */
+    uint64_t start, end;      /* ns */
+    uint32_t thread;
+    int depth;                /* 0 = outermost */
+} prof_range;
+
+typedef enum prof_op_kind { PROF_KERNEL, PROF_MEMCPY, PROF_MEMSET } prof_op_kind;
+
+typedef struct prof_op {      /* one kernel, memcpy or memset on the device */
+    prof_op_kind kind;
+    char *name;               /* demangled kernel name or "memcpy HtoD" (owned) */
+    uint64_t start, end;      /* ns on the device */
+    uint64_t launch;          /* ns: start of the API call that launched it; 0 when unknown */
+    uint32_t launch_thread;
+    uint32_t stream, correlation;
+    uint64_t bytes;           /* memcpy/memset; 0 for kernels */
+    int grid[3], block[3];    /* kernels */
+} prof_op;
+
+typedef struct prof_api {     /* one runtime/driver API call */
+    const char *name;         /* static (CUPTI's) */
+    uint64_t start, end;
+    uint32_t thread, correlation;
+} prof_api;
+
+/* Starts tracing. Returns 0 and sets *out (new), or -1 with the reason in
+ * errbuf (no CUPTI in this build, insufficient privileges, another profiler
+ * attached, a session already running). */
+int profiler_start(profiler **out, char *errbuf, size_t errlen);
+/* Flushes every buffer, disables all record kinds and resolves the records
+ * (launch times, range nesting). The caller synchronizes the device first.
+ * Returns 0 or -1 with errbuf. The session's records stay readable. */
+int profiler_stop(profiler *p, char *errbuf, size_t errlen);
+/* Frees the session (stops it first when running). Accepts NULL. */
+void profiler_free(profiler *p);
+
+/* The records after profiler_stop (borrowed, valid until profiler_free).
+ * Ranges are sorted by start, ops by start. */
+const prof_range *profiler_ranges(const profiler *p, size_t *count);
+const prof_op *profiler_ops(const profiler *p, size_t *count);
+const prof_api *profiler_apis(const profiler *p, size_t *count);
+/* Records CUPTI dropped (buffers full): non-zero makes the profile partial. */
+uint64_t profiler_dropped(const profiler *p);
+
+/* CUPTI's clock now (ns); 0 without CUPTI. */
+uint64_t profiler_now(void);
+/* NVTX push/pop for the runner's own ranges ("step"). */
+void profiler_range_push(const char *name);
+void profiler_range_pop(void);
+/* The libcupti NVTX was pointed at ("" when none). Static. */
+const char *profiler_injection_path(void);
+
+#endif

@@ -19,11 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "dtype.h" /* a C header without its own extern "C" */
 
 typedef struct lmk_attn_shape {
     int B, H, T, d;  /* batch, heads, sequence length, head dim */

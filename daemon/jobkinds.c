@@ -7,6 +7,7 @@ extern const jobkind jobkind_benchmark;
 extern const jobkind jobkind_numerics;
 extern const jobkind jobkind_memory;
 extern const jobkind jobkind_allreduce;
+extern const jobkind jobkind_attention;
 extern const jobkind jobkind_profile;
 
 const jobkind *const jobkinds[] = {
@@ -14,6 +15,7 @@ const jobkind *const jobkinds[] = {
     &jobkind_numerics,
     &jobkind_memory,
     &jobkind_allreduce,
+    &jobkind_attention,
     &jobkind_profile,
     NULL,
 };

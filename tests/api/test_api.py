@@ -236,6 +236,17 @@ def test_memory(d):
     db.close()
 
 
+def test_readme_queries(d):
+    """Every sqlite3 query the README shows runs against a real database."""
+    import re
+    readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")).read()
+    queries = re.findall(r'sqlite3 -readonly -box lmperf\.db "(.*?)"', readme, re.S)
+    check(len(queries) >= 5, f"README shows at least five sqlite3 queries ({len(queries)})")
+    for q in queries:
+        out = subprocess.run(["sqlite3", "-readonly", d.db, q], capture_output=True, text=True)
+        check(out.returncode == 0 and not out.stderr, f"README query fails: {q[:60]}...: {out.stderr}")
+
+
 def test_errors(d):
     expect_error(d, "POST", "/v1/jobs", 400, "malformed_json", body="{not json",
                  headers={"Content-Type": "application/json"})
@@ -403,7 +414,7 @@ def test_sigterm_graceful():
 def main():
     d = Daemon("main")
     try:
-        for test in (test_endpoints, test_memory, test_errors, test_cancel, test_worker_killed, test_timeout):
+        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_cancel, test_worker_killed, test_timeout):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

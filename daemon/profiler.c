@@ -372,6 +372,28 @@ failed_r:
     return cupti_fail(r, "enabling activity records", errbuf, errlen);
 }
 
+/* Frees the collected records, keeping the session. Caller holds session_lock. */
+static void drop_records(profiler *p)
+{
+    for (size_t i = 0; i < p->nranges; i++)
+        free(p->ranges[i].name);
+    for (size_t i = 0; i < p->nops; i++)
+        free(p->ops[i].name);
+    p->nranges = p->nops = p->napis = 0;
+    p->dropped = 0;
+}
+
+int profiler_discard(profiler *p, char *errbuf, size_t errlen)
+{
+    CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (r != CUPTI_SUCCESS)
+        return cupti_fail(r, "flushing activity buffers", errbuf, errlen);
+    pthread_mutex_lock(&session_lock);
+    drop_records(p);
+    pthread_mutex_unlock(&session_lock);
+    return 0;
+}
+
 int profiler_stop(profiler *p, char *errbuf, size_t errlen)
 {
     if (!p->running)
@@ -405,6 +427,12 @@ int profiler_start(profiler **out, char *errbuf, size_t errlen)
     (void)out;
     snprintf(errbuf, errlen, "CUPTI unavailable: this lmperfd was built without CUPTI");
     return -1;
+}
+
+int profiler_discard(profiler *p, char *errbuf, size_t errlen)
+{
+    (void)p, (void)errbuf, (void)errlen;
+    return 0;
 }
 
 int profiler_stop(profiler *p, char *errbuf, size_t errlen)

@@ -60,6 +60,11 @@ int profiler_start(profiler **out, char *errbuf, size_t errlen);
  * (launch times, range nesting). The caller synchronizes the device first.
  * Returns 0 or -1 with errbuf. The session's records stay readable. */
 int profiler_stop(profiler *p, char *errbuf, size_t errlen);
+/* Flushes and drops every record collected so far (tracing stays on): the
+ * runner traces one step and discards it, so CUPTI's first-use cost (lazy
+ * instrumentation of the context) is left out of the traced steps. Returns 0
+ * or -1 with errbuf. */
+int profiler_discard(profiler *p, char *errbuf, size_t errlen);
 /* Frees the session (stops it first when running). Accepts NULL. */
 void profiler_free(profiler *p);
 

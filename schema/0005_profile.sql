@@ -21,7 +21,8 @@ CREATE TABLE profile_runs (
     step_ms_unprofiled        REAL,               -- mean wall time per step, tracing off
     step_ms_profiled          REAL,               -- the same steps traced
     overhead_pct              REAL,
-    forward_wall_ns           INTEGER,            -- mean forward range duration
+    forward_wall_ns           INTEGER,            -- mean forward range duration (CPU: push to pop)
+    forward_gpu_span_ns       INTEGER,            -- mean forward range on the GPU: first kernel start to last end
     forward_kernel_ns         INTEGER,            -- mean kernel time inside forward
     top_forward_kernel        TEXT,
     top_forward_calls_per_forward REAL,

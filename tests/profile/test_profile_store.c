@@ -1,0 +1,132 @@
+/* Unit test: a profile run's summary lands in the 0005 tables, the table
+ * endpoint's rows come back in nsys column order, the trace is kept out of
+ * the generic run row and comes back (the /trace and /events endpoints) as
+ * Trace Event Format: every event named with ph/pid/tid, X events with
+ * numeric ts/dur, flow starts and ends paired by id with bp "e". */
+#include <sqlite3.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../engine/check.h"
+#include "jobkind.h"
+#include "store.h"
+
+static int count_rows(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int n = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+static json_t *synthetic_run(void)
+{
+    json_t *trace = json_pack(
+        "{s:[{s:s, s:s, s:i, s:{s:s}},"
+        "    {s:s, s:s, s:s, s:f, s:f, s:i, s:i},"
+        "    {s:s, s:s, s:s, s:f, s:f, s:i, s:i},"
+        "    {s:s, s:s, s:s, s:i, s:f, s:i, s:i},"
+        "    {s:s, s:s, s:s, s:s, s:i, s:f, s:i, s:i}], s:s}",
+        "traceEvents", "name", "process_name", "ph", "M", "pid", 1, "args", "name", "CPU",
+        "name", "forward", "cat", "nvtx", "ph", "X", "ts", 0.0, "dur", 10.0, "pid", 1, "tid", 7,
+        "name", "gemm", "cat", "kernel", "ph", "X", "ts", 3.0, "dur", 4.0, "pid", 2, "tid", 13,
+        "name", "launch", "cat", "flow", "ph", "s", "id", 42, "ts", 1.0, "pid", 1, "tid", 7,
+        "name", "launch", "cat", "flow", "ph", "f", "bp", "e", "id", 42, "ts", 3.0, "pid", 2, "tid", 13,
+        "displayTimeUnit", "ns");
+    json_t *row = json_pack("{s:s, s:i, s:s, s:b, s:i, s:i, s:f, s:f, s:i, s:i, s:f, s:f}", "range", "forward",
+                            "range_instances", 1, "kernel", "sm90_xmma_gemm", "is_gemm", 1, "instances", 1,
+                            "total_ns", 4000, "avg_ns", 4000.0, "med_ns", 4000.0, "min_ns", 4000, "max_ns", 4000,
+                            "std_ns", 0.0, "share_pct", 100.0);
+    json_t *all = json_deep_copy(row);
+    json_object_set_new(all, "range", json_string("(all)"));
+    return json_pack("{s:s, s:n, s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f,"
+                     " s:[o,o], s:{s:s, s:f, s:f, s:[], s:{s:f, s:f, s:f}},"
+                     " s:[{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s}], s:o}",
+                     "status", "succeeded", "error", "model", "tiny", "context_length", 16, "batch_size", 4,
+                     "precision", "fp32", "mode", "forward", "warmup_steps", 2, "profile_steps", 1, "kernel_count", 1,
+                     "kernel_time_ns", 4000, "unattributed_kernels", 0, "range_count", 1, "dropped_records", 0,
+                     "step_ms_unprofiled", 1.0, "step_ms_profiled", 1.05, "overhead_pct", 5.0, "kernel_summary", all,
+                     row, "answers", "top_forward_kernel", "sm90_xmma_gemm", "top_forward_calls_per_forward", 1.0,
+                     "gemm_share_forward_pct", 100.0, "non_gemm_above_2pct", "attention", "softmax_ns", 1.0,
+                     "matmul_ns", 2.0, "flop_ratio_matmul_to_softmax", 51.2, "roofline", "op", "attention softmax",
+                     "instances", 1, "flops", 10.0, "bytes", 8.0, "time_ns", 1.0, "tflops", 0.01, "gbps", 8.0,
+                     "peak_tflops", 66.9, "peak_gbps", 3000.0, "bound", "memory", "trace", trace);
+}
+
+/* Trace Event Format checks; returns the number of problems. */
+static int check_trace(const json_t *trace)
+{
+    int bad = 0, starts = 0, ends = 0;
+    const json_t *events = json_object_get(trace, "traceEvents");
+    CHECK(json_is_array(events) && json_array_size(events) > 0, "traceEvents is a non-empty array");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(events, i, e)
+    {
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        int ok = ph && json_is_string(json_object_get(e, "name")) && json_is_integer(json_object_get(e, "pid"));
+        if (ok && strcmp(ph, "M") != 0)
+            ok = json_is_integer(json_object_get(e, "tid")) && json_is_number(json_object_get(e, "ts"));
+        if (ok && strcmp(ph, "X") == 0)
+            ok = json_is_number(json_object_get(e, "dur")) && json_number_value(json_object_get(e, "dur")) >= 0;
+        if (ok && (strcmp(ph, "s") == 0 || strcmp(ph, "f") == 0)) {
+            ok = json_is_integer(json_object_get(e, "id"));
+            starts += ph[0] == 's';
+            ends += ph[0] == 'f';
+            if (ph[0] == 'f')
+                ok = ok && json_is_string(json_object_get(e, "bp"));
+        }
+        bad += !ok;
+    }
+    CHECK(starts == ends, "flow starts %d, ends %d", starts, ends);
+    return bad;
+}
+
+int main(void)
+{
+    char db_path[256], err[256];
+    snprintf(db_path, sizeof db_path, "/tmp/lmperf-test-profile-%d.db", (int)getpid());
+    store *s = NULL;
+    MUST(store_open(db_path, &s, err, sizeof err));
+    const jobkind *kind = jobkind_find("profile");
+    CHECK(kind && kind->store_run && kind->table && kind->events, "profile kind registered with its callbacks");
+    json_t *spec = json_pack("{s:s, s:s, s:i}", "kind", "profile", "model", "tiny", "context_length", 16);
+    int64_t id;
+    MUST(store_job_insert(s, "profile", NULL, 60, spec, &id));
+    MUST(store_job_start(s, id, 0, "gpu0"));
+    json_t *run = synthetic_run();
+    CHECK(store_run_add(s, kind, id, 0, spec, run) == STORE_OK, "store a profile run");
+
+    sqlite3 *db = NULL;
+    MUST(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL));
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_runs WHERE top_forward_kernel = 'sm90_xmma_gemm'") == 1,
+          "profile_runs row");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_kernels") == 2, "two kernel summary rows");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_roofline WHERE bound = 'memory'") == 1, "roofline row");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_traces") == 1, "trace stored");
+    CHECK(count_rows(db, "SELECT count(*) FROM runs WHERE instr(result, 'traceEvents') > 0") == 0,
+          "the trace is not in the generic runs row");
+
+    api_error aerr;
+    json_t *table = NULL, *trace = NULL;
+    CHECK(store_job_table(s, kind, id, &table, &aerr) == 0 && json_array_size(json_object_get(table, "rows")) == 2,
+          "table rows");
+    CHECK(strcmp(json_string_value(json_array_get(json_object_get(table, "columns"), 5)), "NVTX Range") == 0,
+          "nsys columns");
+    CHECK(store_job_events(s, kind, id, 0, &trace, &aerr) == 0, "trace of run 0");
+    CHECK(trace && check_trace(trace) == 0, "trace is Trace Event Format");
+    json_t *none = NULL;
+    CHECK(store_job_events(s, kind, id, 5, &none, &aerr) != 0 && aerr.code == API_ERR_NOT_FOUND,
+          "no trace for an absent run");
+
+    json_decref(table);
+    json_decref(trace);
+    json_decref(run);
+    json_decref(spec);
+    sqlite3_close(db);
+    store_close(s);
+    unlink(db_path);
+    return check_failures ? 1 : 0;
+}

@@ -272,3 +272,99 @@ export function barChart(opts) {
       names.map((n) => { const b = g.bars.find((x) => x.name === n); return h('td', {class: 'num'}, b ? yFmt(b.value) : ''); })))));
   return figure(opts.title, svg, legendOf(names, true), table, opts.desc);
 }
+
+// Stacked areas: one <path class="area"> per non-empty category, stacked in
+// the given order; vertical markers (e.g. phase boundaries); hover shows a
+// vertical rule and a multi-line tip (hoverLines(i) → [text…]) at the nearest x.
+// opts: {title, categories:[name], xs:[x], values:[[v per category]], xLabel, yLabel,
+//        xFormat, yFormat, markers:[{x, label}], hoverLines(i), desc, id}
+export function stackedAreaChart(opts) {
+  const {categories, xs: X, values} = opts;
+  const title = opts.title;
+  if (!X.length) return figure(title, h('p', {class: 'empty'}, 'No data to plot.'));
+  const xFmt = opts.xFormat || defaultFmt, yFmt = opts.yFormat || defaultFmt;
+  const used = categories.map((_, c) => values.some((v) => v[c] > 0));
+  const totals = values.map((v) => v.reduce((a, b) => a + b, 0));
+  const yTicks = linearTicks(0, Math.max(...totals, 1) * 1.02);
+  const xLo = Math.min(...X), xHi = Math.max(...X);
+  const xTicks = linearTicks(xLo, xHi, 8);
+  const xs = scale([xLo, xHi], [M.left, W - M.right], false);
+  const ys = scale([0, yTicks[yTicks.length - 1]], [H - M.bottom, M.top], false);
+  const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, class: 'plot stacked', role: 'img', 'aria-label': opts.ariaLabel || title});
+  if (opts.id) svg.id = opts.id;
+  const grid = s('g', {class: 'grid'});
+  for (const t of yTicks)
+    grid.append(s('line', {x1: M.left, x2: W - M.right, y1: ys(t), y2: ys(t)}), s('text', {x: M.left - 6, y: ys(t) + 4, class: 'tick y'}, yFmt(t)));
+  for (const t of xTicks) {
+    const x = xs(t);
+    if (x < M.left - 1 || x > W - M.right + 1) continue;
+    grid.append(s('line', {x1: x, x2: x, y1: M.top, y2: H - M.bottom, class: 'v'}), s('text', {x, y: H - M.bottom + 16, class: 'tick x'}, xFmt(t)));
+  }
+  svg.append(grid);
+  // Step-shaped areas: memory holds its level until the next event.
+  const base = new Float64Array(X.length);
+  const px = X.map((x) => xs(x));
+  categories.forEach((name, c) => {
+    if (!used[c]) return;
+    const top = X.map((_, i) => base[i] + values[i][c]);
+    let d = `M${px[0].toFixed(1)},${ys(top[0]).toFixed(1)}`;
+    for (let i = 1; i < X.length; i++) d += `H${px[i].toFixed(1)}V${ys(top[i]).toFixed(1)}`;
+    for (let i = X.length - 1; i > 0; i--) d += `V${ys(base[i]).toFixed(1)}H${px[i - 1].toFixed(1)}`;
+    d += `V${ys(base[0]).toFixed(1)}Z`;
+    svg.append(s('path', {d, class: `area c${c % 8}`, 'data-category': name}));
+    for (let i = 0; i < X.length; i++) base[i] = top[i];
+  });
+  const mk = s('g', {class: 'markers'});
+  for (const [k, m] of (opts.markers || []).entries()) {
+    const x = Math.min(W - M.right, Math.max(M.left, xs(m.x)));
+    mk.append(s('line', {class: 'phase-marker', x1: x, x2: x, y1: M.top, y2: H - M.bottom, 'data-label': m.label}),
+      s('text', {class: 'phase-label', x: x + 3, y: M.top + 10 + (k % 2) * 11}, m.label));
+  }
+  svg.append(mk,
+    s('line', {class: 'axis', x1: M.left, x2: W - M.right, y1: H - M.bottom, y2: H - M.bottom}),
+    s('line', {class: 'axis', x1: M.left, x2: M.left, y1: M.top, y2: H - M.bottom}),
+    s('text', {class: 'axis-label', x: (M.left + W - M.right) / 2, y: H - 10}, opts.xLabel),
+    s('text', {class: 'axis-label', transform: `translate(16 ${(M.top + H - M.bottom) / 2}) rotate(-90)`}, opts.yLabel));
+
+  // Hover: nearest point by x (binary search over sorted x).
+  svg.setAttribute('tabindex', '0');
+  const tip = s('g', {class: 'tip', visibility: 'hidden'});
+  const rule = s('line', {class: 'tip-rule', y1: M.top, y2: H - M.bottom});
+  const bg = s('rect', {rx: 3, class: 'tip-bg'});
+  const label = s('text', {class: 'tip-text'});
+  tip.append(rule, bg, label);
+  svg.append(tip);
+  let current = -1;
+  const show = (i) => {
+    current = i;
+    const lines = opts.hoverLines ? opts.hoverLines(i) : [`${xFmt(X[i])}: ${yFmt(totals[i])}`];
+    rule.setAttribute('x1', px[i]); rule.setAttribute('x2', px[i]);
+    label.replaceChildren(...lines.map((t, k) => s('tspan', {x: 0, dy: k ? 15 : 0}, t)));
+    const wText = Math.min(W - 8, 6.6 * Math.max(...lines.map((t) => t.length)) + 12), hText = 15 * lines.length + 8;
+    let tx = px[i] + 10;
+    if (tx + wText > W) tx = px[i] - 10 - wText;
+    const ty = M.top + 4;
+    bg.setAttribute('x', tx); bg.setAttribute('y', ty); bg.setAttribute('width', wText); bg.setAttribute('height', hText);
+    label.setAttribute('transform', `translate(${tx + 6} ${ty + 15})`);
+    tip.setAttribute('visibility', 'visible');
+    tip.dataset.index = i;
+  };
+  const hide = () => tip.setAttribute('visibility', 'hidden');
+  svg.addEventListener('pointermove', (ev) => {
+    const r = svg.getBoundingClientRect();
+    const x = ((ev.clientX - r.left) / r.width) * W;
+    let lo = 0, hi = px.length - 1;
+    while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (px[mid] <= x) lo = mid; else hi = mid; }
+    show(Math.abs(px[hi] - x) < Math.abs(px[lo] - x) ? hi : lo);
+  });
+  svg.addEventListener('pointerleave', hide);
+  svg.addEventListener('blur', hide);
+  svg.addEventListener('keydown', (ev) => {
+    if (ev.key !== 'ArrowRight' && ev.key !== 'ArrowLeft') return;
+    ev.preventDefault();
+    show(((current < 0 ? -1 : current) + (ev.key === 'ArrowRight' ? 1 : X.length - 1)) % X.length);
+  });
+  svg.refreshTip = () => { if (current >= 0 && tip.getAttribute('visibility') === 'visible') show(current); };
+  const legend = h('ul', {class: 'legend'}, categories.map((n, c) => used[c] ? h('li', null, h('span', {class: `swatch c${c % 8}`, 'aria-hidden': 'true'}), n) : null));
+  return figure(title, svg, legend, null, opts.desc);
+}

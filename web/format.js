@@ -101,3 +101,10 @@ export function bytesSI(x) {
   for (const [v, u] of steps) if (Math.abs(x) >= v) return `${+(x / v).toPrecision(3)} ${u}`;
   return `${x} B`;
 }
+
+// Mebibytes without the unit (headers say MiB): 3 decimals below 1 MiB, 2 up to 100, then 1.
+export function mib(x) {
+  if (!isNum(x)) return '—';
+  const v = x / 1048576;
+  return NF[Math.abs(v) >= 100 ? 1 : Math.abs(v) >= 1 || v === 0 ? 2 : 3].format(v);
+}

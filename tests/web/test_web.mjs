@@ -297,6 +297,57 @@ async function checkAllreduce(base) {
   log(`allreduce job ${id}: table and charts shown`);
 }
 
+// Memory job: seeds' table, the stacked timeline (one area per non-empty
+// category, one marker per phase), the largest allocations equal the API's.
+async function checkMemory(base) {
+  const sys = await apiGet(base, '/v1/system');
+  if (!sys.kinds.includes('memory')) { log('memory kind absent: its page is not checked'); return; }
+  const id = (await apiPost(base, {kind: 'memory', model: SHAPE, vocab_size: 256, context_length: CONTEXTS, batch_size: 2,
+    mode: ['inference', 'train_step'], label: 'web test memory'})).id;
+  const job = await waitJob(base, id);
+  const table = await apiGet(base, `/v1/jobs/${id}/table?format=json`);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('#memory-table tbody tr');
+  await page.waitForSelector('#memory-timeline');
+  const seedRows = await page.$$eval('#memory-table tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+  check(seedRows.length === table.rows.length, `memory seeds' table has ${seedRows.length} rows, API ${table.rows.length}`);
+  table.rows.forEach((row, i) => row.forEach((v, k) => {
+    if (typeof v === 'number') check(Math.abs(Number(seedRows[i][k]) - v) < 1e-9 * Math.max(1, Math.abs(v)), `memory seeds' table [${i}][${k}] ${seedRows[i][k]} != API ${v}`);
+  }));
+  const okRuns = job.runs.filter((r) => r.status === 'succeeded');
+  for (const r of okRuns) {
+    await page.selectOption('#memory-run', String(r.index));
+    await page.waitForSelector('#memory-timeline');
+    const nonEmpty = r.timeline.categories.filter((_, c) => r.timeline.points.some((p) => p[2 + c] > 0));
+    const areas = await page.$$eval('#memory-timeline path.area', (ps) => ps.map((p) => p.dataset.category));
+    check(JSON.stringify(areas) === JSON.stringify(nonEmpty), `run ${r.index}: areas ${areas} != non-empty categories ${nonEmpty}`);
+    const markers = await page.$$eval('#memory-timeline line.phase-marker', (l) => l.length);
+    check(markers === r.phases.length, `run ${r.index}: ${markers} phase markers, API ${r.phases.length} phases`);
+    const largest = await page.$$eval('#memory-largest tbody tr', (trs) => trs.map((tr) => ({
+      name: tr.children[0].textContent, category: tr.children[1].textContent, bytes: Number(tr.children[2].dataset.value), mib: tr.children[2].textContent})));
+    check(largest.length === r.largest_allocations.length, `run ${r.index}: ${largest.length} largest allocations, API ${r.largest_allocations.length}`);
+    r.largest_allocations.forEach((a, i) => {
+      check(largest[i].name === a.name && largest[i].category === a.category && largest[i].bytes === a.bytes, `run ${r.index}: largest allocation ${i} differs from the API`);
+      checkShown(largest[i].mib, a.bytes / 1048576, `run ${r.index} largest ${i} MiB`);
+    });
+  }
+  // Hover names the allocation (events fetched on demand); the index axis keeps the markers.
+  const r = okRuns[okRuns.length - 1];
+  await page.$eval('#memory-timeline', (svg) => svg.scrollIntoView({block: 'center'}));
+  const box = await page.$eval('#memory-timeline', (svg) => { const b = svg.getBoundingClientRect(); return {x: b.x, y: b.y, w: b.width, h: b.height}; });
+  await page.mouse.move(box.x + box.w * 0.5, box.y + box.h * 0.5);
+  await page.waitForTimeout(300);
+  await page.mouse.move(box.x + box.w * 0.55, box.y + box.h * 0.5);
+  await page.waitForFunction(() => /total .* MiB/.test(document.querySelector('#memory-timeline .tip-text')?.textContent || '') &&
+    /(alloc|free) /.test(document.querySelector('#memory-timeline .tip-text').textContent));
+  await shot('job-memory.png');
+  await page.check('#mem-x-index');
+  const markersIdx = await page.$$eval('#memory-timeline line.phase-marker', (l) => l.length);
+  check(markersIdx === r.phases.length, `index axis: ${markersIdx} phase markers, API ${r.phases.length}`);
+  check((await page.textContent('#memory-timeline')).includes('event index'), 'index axis not labelled');
+  log(`memory job ${id}: seeds' table, timeline areas, ${r.phases.length} phase markers and largest allocations equal the API`);
+}
+
 // Charts stay usable with many points: 20,000 points render in well under 2 s.
 async function checkBigChart(base) {
   const result = await page.evaluate(async () => {
@@ -368,6 +419,7 @@ async function main() {
   await page.waitForSelector('#history-table tbody tr');
   await shot('history.png');
   await checkAllreduce(base);
+  await checkMemory(base);
   await checkBigChart(base);
   await checkKeyboard(base);
   check(consoleErrors.length === 0, `the page logged errors:\n  ${consoleErrors.join('\n  ')}`);

@@ -8,7 +8,7 @@ import {statusBadge, progressCell} from './jobs.js';
 import {modelName, configKey} from '../kinds.js';
 import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, stepChart, contextChart} from '../benchmark.js';
 import {link} from '../route.js';
-import {lineChart} from '../chart.js';
+import {lineChart, stackedAreaChart} from '../chart.js';
 
 function dl(pairs) {
   return h('dl', {class: 'facts'}, pairs.filter(([, v]) => v !== undefined && v !== null && v !== '')
@@ -110,7 +110,147 @@ function allreduceView(job) {
   ];
 }
 
-const VIEWS = {numerics: numericsView, benchmark: benchmarkView, allreduce: allreduceView};
+
+// Memory: the seeds' table (context × inference/train-step peak), then per run
+// the allocation timeline stacked by category (time or event index), phase
+// markers, the largest allocations, the breakdown at the peak and measured vs
+// estimate. The full event list is fetched on first hover (for the allocation's
+// name) when it is small enough; else the hover names the phase.
+const EVENTS_ON_HOVER_MAX = 50000;
+
+function phaseLabel(p) { return p.step >= 0 ? `${p.name} ${p.step}` : p.name; }
+
+function memoryRunView(job, r) {
+  const tl = r.timeline || {categories: [], points: []};
+  const cats = tl.categories, pts = tl.points;
+  const phases = r.phases || [];
+  // Event index where each phase starts: phases are consecutive runs of events.
+  const sumEvents = phases.reduce((a, p) => a + (p.events || 0), 0);
+  const phaseStartIdx = [];
+  let acc = 0;
+  for (const p of phases) { phaseStartIdx.push(acc); acc += p.events || 0; }
+  const indexOk = sumEvents === r.event_count;
+  const approxIndex = (t) => { const q = pts.find((p) => p[0] >= t); return q ? q[1] : (pts.length ? pts[pts.length - 1][1] : 0); };
+  const phaseAt = (t) => { let k = -1; phases.forEach((p, i) => { if (p.start_ms <= t) k = i; }); return phases[k]; };
+  let events = null, eventsLoading = false;
+  const chartBox = h('div');
+  const mode = {x: 'time'};
+  let svg = null;
+  const loadEvents = () => {
+    if (events || eventsLoading || !(r.event_count <= EVENTS_ON_HOVER_MAX)) return;
+    eventsLoading = true;
+    fetch(`/v1/jobs/${job.id}/events?run=${r.index}`).then((res) => (res.ok ? res.json() : null)).then((d) => {
+      events = d && d.rows ? d.rows : null;
+      if (svg && svg.refreshTip) svg.refreshTip();
+    }).catch(() => {});
+  };
+  const hoverLines = (i) => {
+    const p = pts[i];
+    const live = p.slice(2);
+    const total = live.reduce((a, b) => a + b, 0);
+    const ph = phaseAt(p[0]);
+    const ev = events && events[p[1]];
+    const lines = [`t ${fmt.ms(p[0])} ms · event ${fmt.int(p[1])}${ph ? ' · ' + phaseLabel(ph) : ''}`,
+      ev ? `${ev[1]} ${ev[4]} (${ev[3]}, ${fmt.mib(ev[2])} MiB)` : null,
+      `total ${fmt.mib(total)} MiB`];
+    cats.forEach((c, k) => { if (live[k] > 0) lines.push(`  ${c}: ${fmt.mib(live[k])} MiB`); });
+    return lines.filter((x) => x);
+  };
+  const draw = () => {
+    const byIndex = mode.x === 'index';
+    const fig = stackedAreaChart({
+      title: `Live memory by category (run ${r.index})`, id: 'memory-timeline', categories: cats,
+      xs: pts.map((p) => (byIndex ? p[1] : p[0])), values: pts.map((p) => p.slice(2)),
+      xLabel: byIndex ? 'event index' : 'time (ms)', yLabel: 'allocated (MiB)',
+      xFormat: byIndex ? (v) => fmt.int(v) : (v) => fmt.ms(v), yFormat: (v) => fmt.mib(v),
+      markers: phases.map((p, i) => ({x: byIndex ? (indexOk ? phaseStartIdx[i] : approxIndex(p.start_ms)) : p.start_ms, label: phaseLabel(p)})),
+      hoverLines,
+      desc: `${fmt.int(r.event_count)} allocation events shown as ${fmt.int(pts.length)} points (each keeps its bucket's highest total); dashed lines mark where each phase starts.`,
+    });
+    svg = fig.querySelector('svg');
+    if (svg) svg.addEventListener('pointerenter', loadEvents, {once: true});
+    if (svg) svg.addEventListener('focus', loadEvents, {once: true});
+    mount(chartBox, fig);
+  };
+  const radio = (value, text) => h('label', null, h('input', {type: 'radio', name: `mem-x-${r.index}`, id: `mem-x-${value}`, value, checked: mode.x === value,
+    onchange: () => { mode.x = value; draw(); }}), ' ', text);
+  draw();
+
+  const m = r.measured || {}, e = r.estimate || {};
+  const cmp = [['Parameters', m.parameters, e.parameters], ['Gradients', m.gradients, e.gradients],
+    ['Optimizer state', m.optimizer_state, e.optimizer_state], ['Activations', m.activations_at_peak, e.activations],
+    ['Total peak', m.total_peak, e.total]];
+  const breakdown = Object.entries(r.breakdown_at_peak || {});
+  const peak = r.peak_allocated_bytes;
+  return [
+    h('p', {class: 'common'}, h('strong', null, 'Peak '), `${fmt.mib(peak)} MiB in ${r.peak_phase || '?'}`,
+      ' · ', h('strong', null, 'Residual stream '), `${fmt.mib(r.residual_stream_bytes)} MiB (B·T·d)`,
+      r.reserved_peak_bytes ? [' · ', h('strong', null, 'Reserved peak '), `${fmt.mib(r.reserved_peak_bytes)} MiB`] : null,
+      ' · ', `${fmt.int(r.event_count)} events`,
+      ' · ', h('a', {href: `/v1/jobs/${job.id}/events?run=${r.index}`, download: `job-${job.id}-run-${r.index}-events.json`}, 'event list (JSON)')),
+    h('section', {class: 'chart-box'},
+      h('div', {class: 'field inline', role: 'radiogroup', 'aria-label': 'x axis'}, 'x axis: ', radio('time', 'time'), ' ', radio('index', 'event index')),
+      chartBox),
+    h('div', {class: 'two-col'},
+      h('section', null, h('h3', null, 'Largest allocations'),
+        h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'memory-largest'},
+          h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Name'), h('th', {scope: 'col'}, 'Category'),
+            h('th', {scope: 'col', class: 'num'}, 'MiB'), h('th', {scope: 'col'}, 'Phase'))),
+          h('tbody', null, (r.largest_allocations || []).map((a) => h('tr', null,
+            h('td', null, a.name), h('td', null, a.category),
+            h('td', {class: 'num', dataset: {value: a.bytes}, title: `${fmt.int(a.bytes)} bytes`}, fmt.mib(a.bytes)),
+            h('td', null, a.step >= 0 ? `${a.phase} ${a.step}` : a.phase))))))),
+      h('section', null, h('h3', null, `Breakdown at the peak (${r.peak_phase || '?'})`),
+        h('table', {class: 'results', id: 'memory-breakdown'},
+          h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Category'), h('th', {scope: 'col', class: 'num'}, 'MiB'), h('th', {scope: 'col', class: 'num'}, 'Share'))),
+          h('tbody', null, breakdown.map(([c, b]) => h('tr', {class: b ? '' : 'muted'},
+            h('td', null, h('span', {class: `swatch c${Math.max(0, cats.indexOf(c)) % 8}`, 'aria-hidden': 'true'}), ' ', c),
+            h('td', {class: 'num', dataset: {value: b}}, fmt.mib(b)),
+            h('td', {class: 'num'}, peak ? fmt.percent(b / peak) : '—'))))))),
+    h('section', null, h('h3', null, 'Measured vs estimate'),
+      h('table', {class: 'results', id: 'memory-estimate'},
+        h('thead', null, h('tr', null, h('th', {scope: 'col'}, ''), ['Measured (MiB)', 'Estimate (MiB)', 'Difference (MiB)', 'Difference'].map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
+        h('tbody', null, cmp.map(([k, mv, ev]) => h('tr', null, h('th', {scope: 'row'}, k),
+          h('td', {class: 'num', dataset: {value: mv}}, fmt.mib(mv)), h('td', {class: 'num', dataset: {value: ev}}, fmt.mib(ev)),
+          h('td', {class: 'num'}, typeof mv === 'number' && typeof ev === 'number' ? fmt.mib(mv - ev) : '—'),
+          h('td', {class: 'num'}, typeof mv === 'number' && ev ? fmt.percent((mv - ev) / ev) : '—'))))),
+      r.estimate_notes ? h('p', {class: 'muted'}, r.estimate_notes) : null),
+  ];
+}
+
+function memoryView(job) {
+  const runs = job.runs || [];
+  const ok = runs.filter((r) => r.status === 'succeeded');
+  const failed = runs.filter((r) => r.status !== 'succeeded');
+  const seeds = h('div', {id: 'memory-seeds'});
+  if (job.status === 'succeeded' || job.status === 'failed') {
+    api.table(job.id).then((t) => {
+      if (!t || !t.columns) return;
+      mount(seeds, h('h2', null, 'Peak memory per context'), h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'memory-table'},
+        h('thead', null, h('tr', null, t.columns.map((c) => h('th', {scope: 'col', class: /MiB|batch|context/.test(c) ? 'num' : ''}, c)))),
+        h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v) => h('td', {class: typeof v === 'number' ? 'num' : ''},
+          v === null ? '—' : typeof v === 'number' ? String(+v.toPrecision(6)) : String(v)))))))));
+    }).catch((e) => mount(seeds, h('p', {class: 'error'}, `seeds' table: ${e.message}`)));
+  }
+  const runSel = h('select', {id: 'memory-run'}, ok.map((r) => h('option', {value: r.index},
+    `run ${r.index}: ${modelName(r)}, context ${r.context_length}, batch ${r.batch_size}, ${r.precision}, ${r.mode}`)));
+  const box = h('div');
+  const drawRun = () => {
+    const r = ok.find((x) => String(x.index) === runSel.value);
+    mount(box, r ? memoryRunView(job, r) : null);
+  };
+  runSel.addEventListener('change', drawRun);
+  drawRun();
+  return [
+    seeds,
+    failed.length ? h('ul', {class: 'error'}, failed.map((r) => h('li', null, `run ${r.index} (context ${r.context_length}, ${r.mode}): ${r.error || r.status}` +
+      (r.peak_allocated_bytes ? ` — peak ${fmt.mib(r.peak_allocated_bytes)} MiB` : '')))) : null,
+    ok.length ? h('section', null, h('h2', null, 'Allocation timeline'),
+      h('div', {class: 'field inline'}, h('label', {for: 'memory-run'}, 'Run'), runSel), box) : null,
+  ];
+}
+
+const VIEWS = {numerics: numericsView, benchmark: benchmarkView, allreduce: allreduceView, memory: memoryView};
 
 export async function render(main, ctx) {
   const id = ctx.id;

@@ -35,6 +35,8 @@ typedef struct api_backend {
     int (*job_table)(void *self, int64_t id, json_t **table, api_error *err);
     /* The full event list of one run (memory job), {"columns","rows",...} (new). */
     int (*job_events)(void *self, int64_t id, int run_index, json_t **out, api_error *err);
+    /* The Chrome trace (Trace Event Format) of one run of a profile job (new). */
+    int (*job_trace)(void *self, int64_t id, int run_index, json_t **out, api_error *err);
     /* The JSON Schema of a job kind (new). */
     int (*schema)(void *self, const char *kind, json_t **out, api_error *err);
     int (*system)(void *self, json_t **out, api_error *err);

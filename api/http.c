@@ -267,16 +267,18 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
     json_decref(table);
 }
 
-static void handle_events(api_server *server, struct MHD_Connection *conn, const char *id,
-                          request *req, response *res)
+/* One run's document (memory events, profile trace): GET ...?run=N. */
+typedef int (*run_document_fn)(void *self, int64_t id, int run_index, json_t **out, api_error *err);
+
+static void send_run_document(api_server *server, struct MHD_Connection *conn, const char *id, response *res,
+                              run_document_fn fn)
 {
-    (void)req;
     int64_t job_id, run_index;
     if (parse_id(id, &job_id, res) || query_int(conn, "run", 0, INT32_MAX, &run_index, res))
         return;
     json_t *out = NULL;
     api_error err;
-    int rc = server->backend.job_events(server->backend.self, job_id, (int)run_index, &out, &err);
+    int rc = fn(server->backend.self, job_id, (int)run_index, &out, &err);
     if (rc) {
         set_error(res, &err);
         return;
@@ -286,6 +288,20 @@ static void handle_events(api_server *server, struct MHD_Connection *conn, const
     res->body = json_dumps(out, JSON_COMPACT);
     res->content_type = "application/json; charset=utf-8";
     json_decref(out);
+}
+
+static void handle_events(api_server *server, struct MHD_Connection *conn, const char *id,
+                          request *req, response *res)
+{
+    (void)req;
+    send_run_document(server, conn, id, res, server->backend.job_events);
+}
+
+static void handle_trace(api_server *server, struct MHD_Connection *conn, const char *id,
+                         request *req, response *res)
+{
+    (void)req;
+    send_run_document(server, conn, id, res, server->backend.job_trace);
 }
 
 static void handle_schema(api_server *server, struct MHD_Connection *conn, const char *kind,
@@ -310,6 +326,7 @@ static const route routes[] = {
     {"DELETE", "/v1/jobs/{id}", handle_cancel, 1, "job_cancel"},
     {"GET", "/v1/jobs/{id}/table", handle_table, 0, "job_table"},
     {"GET", "/v1/jobs/{id}/events", handle_events, 0, "job_events"},
+    {"GET", "/v1/jobs/{id}/trace", handle_trace, 0, "job_trace"}, /* profile jobs */
 };
 #define ROUTE_COUNT (sizeof routes / sizeof routes[0])
 #define ROUTE_STATIC ROUTE_COUNT         /* counters index for static files */

@@ -130,6 +130,20 @@ static int svc_events(void *self, int64_t id, int run_index, json_t **out, api_e
     return store_job_events(svc->store, kind, id, run_index, out, err);
 }
 
+/* The Chrome trace of a profile job's run (the profile kind's events). */
+static int svc_trace(void *self, int64_t id, int run_index, json_t **out, api_error *err)
+{
+    service *svc = self;
+    char kind_name[64], status[32];
+    int rc = store_job_state(svc->store, id, kind_name, sizeof kind_name, status, sizeof status);
+    if (rc != STORE_OK)
+        return store_failed(err, rc, id);
+    if (strcmp(kind_name, "profile") != 0)
+        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld is a %s job; traces come from profile jobs",
+                        (long long)id, kind_name);
+    return store_job_events(svc->store, jobkind_find(kind_name), id, run_index, out, err);
+}
+
 static int svc_system(void *self, json_t **out, api_error *err)
 {
     (void)err;
@@ -242,6 +256,7 @@ void service_bind(service *svc, api_backend *backend)
         .job_cancel = svc_cancel,
         .job_table = svc_table,
         .job_events = svc_events,
+        .job_trace = svc_trace,
         .system = svc_system,
         .models = svc_models,
         .schema = svc_schema,

@@ -278,7 +278,7 @@ async function checkCompare(base, formJob, apiJob) {
 async function checkAllreduce(base) {
   const sys = await apiGet(base, '/v1/system');
   if (!sys.kinds.includes('allreduce')) { log('allreduce kind absent: its page is not checked'); return; }
-  const id = (await apiPost(base, {kind: 'allreduce', backend: 'mpi', sizes: ['4KB', '1MB'], world_sizes: [2], warmup: 1, iterations: 3})).id;
+  const id = (await apiPost(base, {kind: 'allreduce', backend: 'mpi', sizes: ['4KB', '1MB'], world_sizes: [1, 2], warmup: 1, iterations: 3})).id;
   let job;
   try {
     job = await waitJob(base, id);
@@ -292,7 +292,9 @@ async function checkAllreduce(base) {
   const n = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.length);
   check(n === job.runs.length, `allreduce table has ${n} rows, API ${job.runs.length}`);
   const charts = await page.$$eval('figure.chart svg.plot', (s) => s.length);
-  check(charts === 2, `allreduce page shows ${charts} charts, expected time and bus bandwidth vs size`);
+  check(charts === 3, `allreduce page shows ${charts} charts, expected time vs size, time vs ranks and bus bandwidth vs size`);
+  const ranksLines = await page.$$eval('figure.chart', (figs) => figs.find((f) => f.querySelector('figcaption').textContent.includes('number of ranks'))?.querySelectorAll('path.line').length);
+  check(ranksLines === 2, `time-vs-ranks chart has ${ranksLines} lines, expected one per size (2)`);
   await shot('job-allreduce.png');
   log(`allreduce job ${id}: table and charts shown`);
 }

@@ -87,6 +87,7 @@ function allreduceView(job) {
   const runs = [...(job.runs || [])].sort((a, b) => a.world_size - b.world_size || a.size_bytes - b.size_bytes);
   const ok = runs.filter((r) => r.status === 'succeeded');
   const worlds = [...new Set(ok.map((r) => r.world_size))];
+  const sizes = [...new Set(ok.map((r) => r.size_bytes))].sort((a, b) => a - b);
   const series = (key) => worlds.map((w) => ({name: `${w} ranks`, points: ok.filter((r) => r.world_size === w && typeof r[key] === 'number')
     .map((r) => ({x: r.size_bytes, y: r[key], label: `${w} ranks, ${r.size}: ${key === 'mean_ms' ? fmt.ms(r[key]) + ' ms' : fmt.gbps(r[key]) + ' GB/s'}`}))}));
   return [
@@ -105,6 +106,9 @@ function allreduceView(job) {
         h('td', null, r.correct === false ? h('span', {class: 'error'}, 'wrong') : r.correct ? 'checked' : '—')))))),
     ok.length ? lineChart({title: 'All-reduce time vs size', series: series('mean_ms'), xLabel: 'bytes per rank', yLabel: 'mean time (ms)',
       logX: true, logY: true, categoricalX: false, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.ms(v)}) : null,
+    worlds.length > 1 ? lineChart({title: 'All-reduce time vs number of ranks', series: sizes.map((sz) => ({name: fmt.bytesSI(sz),
+      points: ok.filter((r) => r.size_bytes === sz).map((r) => ({x: r.world_size, y: r.mean_ms, label: `${r.size || fmt.bytesSI(sz)}, ${r.world_size} ranks: ${fmt.ms(r.mean_ms)} ms`}))})),
+      xLabel: 'ranks', yLabel: 'mean time (ms)', logY: true, xFormat: (v) => fmt.int(v), yFormat: (v) => fmt.ms(v)}) : null,
     ok.length ? lineChart({title: 'Bus bandwidth vs size', series: series('busbw_gbps'), xLabel: 'bytes per rank', yLabel: 'bus bandwidth (GB/s)',
       logX: true, categoricalX: false, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.gbps(v)}) : null,
   ];

@@ -64,6 +64,24 @@ export const KINDS = {
       ...COMMON,
     ],
   },
+  memory: {
+    title: 'Memory',
+    help: 'Record every allocation and free while the model runs inference (forward only) or train steps: peaks per phase, the breakdown by category at the peak, the largest allocations, an estimate beside the measurement, and a timeline. A list of context lengths, precisions or modes runs every combination.',
+    fields: [
+      {name: 'model', type: 'model', label: 'Model', default: 'small', help: 'tick several to sweep; a custom shape adds one more'},
+      {name: 'context_length', type: 'intlist', label: 'Context length', default: 128, unit: 'tokens', help: 'one or more, comma-separated: 128, 256, 512'},
+      {name: 'batch_size', type: 'intlist', label: 'Batch size', default: 4, unit: 'sequences'},
+      {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2, max: 1048576},
+      {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
+      {name: 'mode', type: 'multi', label: 'Mode', options: ['inference', 'train_step'], default: 'train_step', scalarWhenOne: true},
+      {name: 'attention', type: 'select', label: 'Attention', options: ['naive'], default: 'naive'},
+      {name: 'steps', type: 'int', label: 'Steps', default: 2, min: 1, max: 20, help: 'steps recorded'},
+      {name: 'timeline_points', type: 'int', label: 'Timeline points', default: 2000, min: 10, max: 20000, help: 'the downsampled timeline keeps each bucket\'s highest total'},
+      {name: 'record_events', type: 'bool', label: 'Keep the event list', default: true, help: 'for download: GET /v1/jobs/{id}/events?run=N'},
+      {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0},
+      ...COMMON,
+    ],
+  },
 };
 
 // Short name of a model shape: the preset name, or "d64 L2 H4 ff128".

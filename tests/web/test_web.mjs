@@ -304,8 +304,24 @@ async function checkAllreduce(base) {
 async function checkMemory(base) {
   const sys = await apiGet(base, '/v1/system');
   if (!sys.kinds.includes('memory')) { log('memory kind absent: its page is not checked'); return; }
-  const id = (await apiPost(base, {kind: 'memory', model: SHAPE, vocab_size: 256, context_length: CONTEXTS, batch_size: 2,
-    mode: ['inference', 'train_step'], label: 'web test memory'})).id;
+  // Submitted from the form: custom shape, two contexts, both modes.
+  await page.goto(base + '/#/submit?kind=memory');
+  await page.waitForSelector('#f-model-small');
+  await page.uncheck('#f-model-small');
+  await page.check('#f-model-custom');
+  for (const [k, v] of Object.entries(SHAPE)) await page.fill(`#f-model-${k}`, String(v));
+  await page.fill('#f-context_length', CONTEXTS.join(', '));
+  await page.fill('#f-batch_size', '2');
+  await page.fill('#f-vocab_size', '256');
+  await page.check('#f-mode-inference');
+  await page.fill('#f-label', 'web test memory');
+  const spec = JSON.parse(await page.textContent('#spec-json'));
+  const want = {kind: 'memory', model: SHAPE, context_length: CONTEXTS, batch_size: 2, vocab_size: 256, mode: ['inference', 'train_step'], steps: 2};
+  for (const [k, v] of Object.entries(want))
+    check(JSON.stringify(spec[k]) === JSON.stringify(v), `memory form spec ${k} = ${JSON.stringify(spec[k])}, expected ${JSON.stringify(v)}`);
+  await page.click('button[type=submit]');
+  await page.waitForURL(/#\/jobs\?highlight=\d+/);
+  const id = Number(new URL(page.url()).hash.match(/highlight=(\d+)/)[1]);
   const job = await waitJob(base, id);
   const table = await apiGet(base, `/v1/jobs/${id}/table?format=json`);
   await page.goto(`${base}/#/jobs/${id}`);

@@ -295,6 +295,16 @@ async function checkAllreduce(base) {
   check(charts === 3, `allreduce page shows ${charts} charts, expected time vs size, time vs ranks and bus bandwidth vs size`);
   const ranksLines = await page.$$eval('figure.chart', (figs) => figs.find((f) => f.querySelector('figcaption').textContent.includes('number of ranks'))?.querySelectorAll('path.line').length);
   check(ranksLines === 2, `time-vs-ranks chart has ${ranksLines} lines, expected one per size (2)`);
+  // Overlay a second all-reduce job on the bandwidth chart.
+  const other = (await apiPost(base, {kind: 'allreduce', backend: 'mpi', sizes: ['4KB', '1MB'], world_sizes: [2], warmup: 1, iterations: 3, label: 'overlay'})).id;
+  await waitJob(base, other);
+  await page.reload();
+  await page.waitForSelector(`#allreduce-other option[value="${other}"]`, {state: 'attached'});
+  await page.selectOption('#allreduce-other', String(other));
+  await page.waitForSelector('#allreduce-overlay svg.plot');
+  const overlayLines = await page.$$eval('#allreduce-overlay path.line', (p) => p.length);
+  const wantLines = new Set(job.runs.map((r) => r.world_size)).size + 1;
+  check(overlayLines === wantLines, `overlay chart has ${overlayLines} lines, expected ${wantLines}`);
   await shot('job-allreduce.png');
   log(`allreduce job ${id}: table and charts shown`);
 }

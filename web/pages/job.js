@@ -90,6 +90,28 @@ function allreduceView(job) {
   const sizes = [...new Set(ok.map((r) => r.size_bytes))].sort((a, b) => a - b);
   const series = (key) => worlds.map((w) => ({name: `${w} ranks`, points: ok.filter((r) => r.world_size === w && typeof r[key] === 'number')
     .map((r) => ({x: r.size_bytes, y: r[key], label: `${w} ranks, ${r.size}: ${key === 'mean_ms' ? fmt.ms(r[key]) + ' ms' : fmt.gbps(r[key]) + ' GB/s'}`}))}));
+  // Overlay: another all-reduce job (e.g. the other backend) on one bandwidth chart.
+  const overlayBox = h('div', {id: 'allreduce-overlay'});
+  const overlaySel = h('select', {id: 'allreduce-other'}, h('option', {value: ''}, '—'));
+  const busSeries = (j) => {
+    const rs = (j.runs || []).filter((r) => r.status === 'succeeded' && typeof r.busbw_gbps === 'number');
+    const ws = [...new Set(rs.map((r) => r.world_size))].sort((a, b) => a - b);
+    const be = rs[0] ? rs[0].backend : j.spec.backend;
+    return ws.map((w) => ({name: `#${j.id} ${be}, ${w} ranks`, points: rs.filter((r) => r.world_size === w).sort((a, b) => a.size_bytes - b.size_bytes)
+      .map((r) => ({x: r.size_bytes, y: r.busbw_gbps, label: `#${j.id} ${be}, ${w} ranks, ${r.size}: ${fmt.gbps(r.busbw_gbps)} GB/s`}))}));
+  };
+  overlaySel.addEventListener('change', async () => {
+    if (!overlaySel.value) { mount(overlayBox); return; }
+    try {
+      const other = await api.job(Number(overlaySel.value));
+      mount(overlayBox, lineChart({title: `Bus bandwidth vs size: job ${job.id} vs job ${other.id}`, series: [...busSeries(job), ...busSeries(other)],
+        xLabel: 'bytes per rank', yLabel: 'bus bandwidth (GB/s)', logX: true, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.gbps(v)}));
+    } catch (e) { mount(overlayBox, h('p', {class: 'error'}, e.message)); }
+  });
+  if (ok.length) api.list({kind: 'allreduce', status: 'succeeded', limit: 200}).then((page) => {
+    for (const j of page.jobs || []) if (j.id !== job.id)
+      overlaySel.append(h('option', {value: j.id}, `#${j.id} ${j.spec && j.spec.backend ? j.spec.backend : ''}${j.label ? ' — ' + j.label : ''}`));
+  }).catch(() => {});
   return [
     h('h2', null, `All-reduce (${runs[0] ? runs[0].backend : ''}, ${runs[0] ? runs[0].dtype : ''})`),
     h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'allreduce-table'},
@@ -111,6 +133,9 @@ function allreduceView(job) {
       xLabel: 'ranks', yLabel: 'mean time (ms)', logY: true, xFormat: (v) => fmt.int(v), yFormat: (v) => fmt.ms(v)}) : null,
     ok.length ? lineChart({title: 'Bus bandwidth vs size', series: series('busbw_gbps'), xLabel: 'bytes per rank', yLabel: 'bus bandwidth (GB/s)',
       logX: true, categoricalX: false, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.gbps(v)}) : null,
+    ok.length ? h('section', {class: 'chart-box'}, h('h2', null, 'Compare with another all-reduce job'),
+      h('div', {class: 'field inline'}, h('label', {for: 'allreduce-other'}, 'Overlay job'), overlaySel),
+      h('p', {class: 'muted'}, 'e.g. the NCCL job beside this MPI one: bus bandwidth of both on one chart.'), overlayBox) : null,
   ];
 }
 

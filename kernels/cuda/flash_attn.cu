@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <mma.h>
 
 #include "../attention.h"
 extern "C" {
@@ -325,6 +326,132 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
     }
 }
 
+
+/* --- tensor-core forward (fp16 / bf16): WMMA 16×16×16, fp32 accumulate ------
+ * 4 warps; warp w owns query rows 16w…16w+15 of the 64-row tile. S = Q·Kᵀ
+ * and O += P·V on tensor cores; S and O live in shared memory as fp32 so the
+ * online-softmax rescale is plain arithmetic; P is rounded to the element
+ * type before P·V (as FA2 does). */
+constexpr int TC_NT = 128;
+
+template <typename T, int D>
+struct tc_layout {
+    static constexpr int LQ = D + 8;  /* T elements; multiple of 8 */
+    static constexpr int LS = BT + 4; /* floats; multiple of 4 */
+    static constexpr int LP = BT + 8;
+    static constexpr int LO = D + 4;
+    static constexpr size_t bytes = sizeof(T) * (3 * BT * LQ + BT * LP) +
+                                    sizeof(float) * (BT * LS + BT * LO);
+};
+
+template <typename T, int D>
+__device__ __forceinline__ void tc_load(T *sm, const T *g, int row0, int Tn)
+{
+    for (int idx = threadIdx.x; idx < BT * D; idx += TC_NT) {
+        int r = idx / D, c = idx - r * D;
+        int gr = row0 + r;
+        T z;
+        st(&z, 0.f);
+        sm[r * tc_layout<T, D>::LQ + c] = gr < Tn ? g[(size_t)gr * D + c] : z;
+    }
+}
+
+// o: (B, H, T, D); lse: (B, H, T); q, k, v: (B, H, T, D). grid (ceil(T/64), B·H)
+template <typename T, int D>
+__global__ void __launch_bounds__(TC_NT) flash_fwd_tc_kernel(T *o, float *lse, const T *q,
+                                                              const T *k, const T *v, int Tn,
+                                                              int causal, float scale_log2)
+{
+    using namespace nvcuda;
+    using L = tc_layout<T, D>;
+    extern __shared__ __align__(128) unsigned char smraw[];
+    T *sQ = (T *)smraw, *sK = sQ + BT * L::LQ, *sV = sK + BT * L::LQ, *sP = sV + BT * L::LQ;
+    float *sS = (float *)(sP + BT * L::LP), *sO = sS + BT * L::LS;
+    const int q0 = blockIdx.x * BT;
+    const size_t bh = blockIdx.y, base = bh * Tn * D;
+    const int w = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int r = 16 * w + lane / 2, half = lane & 1; /* softmax: row r, columns half·32… */
+    const int qi = q0 + r;
+
+    tc_load<T, D>(sQ, q + base, q0, Tn);
+    for (int idx = threadIdx.x; idx < BT * L::LO; idx += TC_NT)
+        sO[idx] = 0.f;
+    float m = -INFINITY, l = 0.f;
+    const int kend = causal ? min(Tn, q0 + BT) : Tn;
+    for (int k0 = 0; k0 < kend; k0 += BT) {
+        __syncthreads();
+        tc_load<T, D>(sK, k + base, k0, Tn);
+        tc_load<T, D>(sV, v + base, k0, Tn);
+        __syncthreads();
+        /* S (16, 64) of this warp */
+#pragma unroll
+        for (int n = 0; n < BT / 16; n++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+            wmma::fill_fragment(c, 0.f);
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
+                wmma::load_matrix_sync(a, sQ + 16 * w * L::LQ + 16 * kk, L::LQ);
+                wmma::load_matrix_sync(b, sK + 16 * n * L::LQ + 16 * kk, L::LQ);
+                wmma::mma_sync(c, a, b, c);
+            }
+            wmma::store_matrix_sync(sS + 16 * w * L::LS + 16 * n, c, L::LS, wmma::mem_row_major);
+        }
+        __syncwarp();
+        /* online softmax of row r over columns half·32 … +31 */
+        float x[32], rmax = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            const int kj = k0 + half * 32 + j;
+            const bool ok = kj < Tn && (!causal || kj <= qi);
+            x[j] = ok ? sS[r * L::LS + half * 32 + j] * scale_log2 : -INFINITY;
+            rmax = fmaxf(rmax, x[j]);
+        }
+        rmax = fmaxf(rmax, __shfl_xor_sync(0xffffffffu, rmax, 1));
+        const float mnew = fmaxf(m, rmax);
+        const float msub = mnew == -INFINITY ? 0.f : mnew;
+        const float alpha = exp2f(m - msub);
+        float rs = 0.f;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            T pv;
+            st(&pv, exp2f(x[j] - msub));
+            sP[r * L::LP + half * 32 + j] = pv;
+            rs += ld(&pv); /* the sum of what P·V multiplies */
+        }
+        rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+        l = l * alpha + rs;
+        m = mnew;
+        for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++)
+            sO[r * L::LO + c] *= alpha;
+        __syncwarp();
+        /* O (16, D) += P (16, 64) · V (64, D) */
+#pragma unroll
+        for (int n = 0; n < D / 16; n++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+            wmma::load_matrix_sync(c, sO + 16 * w * L::LO + 16 * n, L::LO, wmma::mem_row_major);
+#pragma unroll
+            for (int kk = 0; kk < BT / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
+                wmma::load_matrix_sync(a, sP + 16 * w * L::LP + 16 * kk, L::LP);
+                wmma::load_matrix_sync(b, sV + 16 * kk * L::LQ + 16 * n, L::LQ);
+                wmma::mma_sync(c, a, b, c);
+            }
+            wmma::store_matrix_sync(sO + 16 * w * L::LO + 16 * n, c, L::LO, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    if (qi < Tn) {
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++)
+            st(o + base + (size_t)qi * D + c, sO[r * L::LO + c] * inv);
+        if (half == 0)
+            lse[bh * Tn + qi] = (m + log2f(l)) * LN2;
+    }
+}
+
 int check_shape(const lmk_attn_shape *s)
 {
     if (!s || s->B <= 0 || s->H <= 0 || s->T <= 0 || !lmk_attn_head_dim_supported(s->d))
@@ -340,13 +467,23 @@ template <typename T, int D>
 int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                const lmk_attn_shape *s, cudaStream_t st)
 {
+    const float scale = 1.f / sqrtf((float)D);
+    dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
+    if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores */
+        auto tk = flash_fwd_tc_kernel<T, D>;
+        const size_t tsm = tc_layout<T, D>::bytes;
+        if (cudaFuncSetAttribute(tk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tsm) !=
+            cudaSuccess)
+            return LMK_DEVICE;
+        tk<<<grid, TC_NT, tsm, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
+                                     s->causal, scale * LOG2E);
+        return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+    }
     const size_t smem = smem_bytes<D>(3, 1);
     auto kern = flash_fwd_kernel<T, D>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
         cudaSuccess)
         return LMK_DEVICE;
-    dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
-    const float scale = 1.f / sqrtf((float)D);
     kern<<<grid, NT, smem, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
                                  s->causal, scale * LOG2E);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;

@@ -10,8 +10,9 @@
  * kernel (one block per 64 queries, looping over key tiles: dQ += s·dS·K).
  * Deterministic: no atomics, every output element has one writer.
  *
- * Math is float32 on CUDA cores for every dtype (fp16/bf16 are converted on
- * load and rounded on store). 256 threads; thread t owns rows 4·(t/16)…+3 of
+ * The fp16/bf16 forward runs on tensor cores (flash_fwd_tc_kernel, WMMA with
+ * fp32 accumulate); the fp32 forward and every backward run in float32 on
+ * CUDA cores (fp16/bf16 converted on load, rounded on store). 256 threads; thread t owns rows 4·(t/16)…+3 of
  * a 64-row tile and columns t%16 + 16·j, so row reductions are shuffles over
  * 16 lanes. Shared tiles are (64, d+1) floats (odd stride: no bank conflicts
  * in either access pattern). Tail tiles are zero-filled and masked. */

@@ -82,6 +82,23 @@ export const KINDS = {
       ...COMMON,
     ],
   },
+  profile: {
+    title: 'Profile',
+    help: 'Trace every kernel of a few steps with CUPTI (needs a GPU worker) and summarise them per NVTX range: the nsys kernel tables, the top kernel, GEMM share, softmax vs matmuls, a roofline, and a Chrome trace.',
+    fields: [
+      {name: 'model', type: 'model', label: 'Model', default: 'small', help: 'tick several to sweep; a custom shape adds one more'},
+      {name: 'context_length', type: 'intlist', label: 'Context length', default: 128, unit: 'tokens', help: 'one or more, comma-separated: 128, 256, 512'},
+      {name: 'batch_size', type: 'intlist', label: 'Batch size', default: 4, unit: 'sequences'},
+      {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2, max: 1048576},
+      {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
+      {name: 'mode', type: 'multi', label: 'Mode', options: ['forward', 'train_step'], default: 'train_step', scalarWhenOne: true},
+      {name: 'attention', type: 'select', label: 'Attention', options: ['naive'], default: 'naive'},
+      {name: 'warmup_steps', type: 'int', label: 'Warm-up steps', default: 2, min: 0, max: 100},
+      {name: 'profile_steps', type: 'int', label: 'Traced steps', default: 1, min: 1, max: 10},
+      {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0},
+      ...COMMON,
+    ],
+  },
 };
 
 // Short name of a model shape: the preset name, or "d64 L2 H4 ff128".

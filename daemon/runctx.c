@@ -108,25 +108,49 @@ void runctx_emit_run(run_ctx *ctx, json_t *run)
     json_decref(line);
 }
 
-/* Worker mode: reads any lines the daemon sent during the job (without
- * blocking) and notes a cancel for this job. */
+/* Handles one line from the daemon that arrived while a job runs: a cancel
+ * for this job sets the flag; anything else is dropped (the daemon sends a
+ * busy worker nothing but cancels). Frees msg. */
+static void note_message(run_ctx *ctx, json_t *msg)
+{
+    const char *type = json_string_value(json_object_get(msg, "type"));
+    if (type && strcmp(type, "cancel") == 0 && json_integer_value(json_object_get(msg, "job_id")) == ctx->job_id)
+        ctx->cancelled = 1;
+    json_decref(msg);
+}
+
+/* Worker mode: looks at the lines already buffered (a cancel may have come
+ * in the same read as its job), then reads what is available without
+ * blocking. */
 static void poll_daemon(run_ctx *ctx)
 {
+    json_t *msg;
+    while ((msg = line_reader_next(&ctx->reader)))
+        note_message(ctx, msg);
     struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
-    while (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLIN | POLLHUP))) {
+    while (!ctx->cancelled && poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLIN | POLLHUP))) {
         long n = line_reader_fill(&ctx->reader, ctx->fd);
         if (n <= 0) {
             /* the daemon went away: stop the job, the worker exits after */
             ctx->cancelled = 1;
             return;
         }
-        json_t *msg;
-        while ((msg = line_reader_next(&ctx->reader))) {
-            const char *type = json_string_value(json_object_get(msg, "type"));
-            if (type && strcmp(type, "cancel") == 0 &&
-                json_integer_value(json_object_get(msg, "job_id")) == ctx->job_id)
-                ctx->cancelled = 1;
-            json_decref(msg);
+        while ((msg = line_reader_next(&ctx->reader)))
+            note_message(ctx, msg);
+    }
+}
+
+json_t *runctx_next_message(run_ctx *ctx, int *closed)
+{
+    *closed = 0;
+    for (;;) {
+        json_t *msg = line_reader_next(&ctx->reader);
+        if (msg)
+            return msg;
+        long n = line_reader_fill(&ctx->reader, ctx->fd);
+        if (n <= 0) {
+            *closed = 1;
+            return NULL;
         }
     }
 }

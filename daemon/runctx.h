@@ -66,6 +66,10 @@ void runctx_free(run_ctx *ctx);
 void runctx_begin_job(run_ctx *ctx, int64_t job_id);
 /* The runs emitted since runctx_begin_job (RUNCTX_ONESHOT only; borrowed). */
 json_t *runctx_collected_runs(run_ctx *ctx);
+/* Worker mode: the next line from the daemon (blocking), new; NULL with
+ * *closed = 1 when the socket closed or failed. Lines read ahead while a job
+ * runs stay buffered here, so a cancel sent right behind its job is seen. */
+json_t *runctx_next_message(run_ctx *ctx, int *closed);
 /* Marks the current job cancelled (the worker calls this when a cancel line
  * arrives while it polls). */
 void runctx_set_cancelled(run_ctx *ctx);

@@ -68,20 +68,12 @@ int worker_main(int fd, int want)
                             device_to_json(&device), "gpu_count", gpu_count));
     log_info("worker", "ready on %s", device.name);
 
-    line_reader reader = {0};
     int status = 0;
     for (;;) {
-        json_t *msg = line_reader_next(&reader);
-        if (!msg) {
-            long n = line_reader_fill(&reader, fd);
-            if (n == 0)
-                break; /* the daemon closed the socket: exit */
-            if (n < 0) {
-                status = 1;
-                break;
-            }
-            continue;
-        }
+        int closed = 0;
+        json_t *msg = runctx_next_message(ctx, &closed);
+        if (!msg)
+            break; /* the daemon closed the socket: exit */
         const char *type = json_string_value(json_object_get(msg, "type"));
         if (!type || strcmp(type, "job") != 0) {
             json_decref(msg); /* a late cancel for a finished job, or noise */
@@ -106,7 +98,6 @@ int worker_main(int fd, int want)
             break;
         }
     }
-    line_reader_free(&reader);
     runctx_free(ctx);
     return status;
 }

@@ -244,9 +244,9 @@ static int visible_gpus(void)
 #endif
 }
 
-/* The devices of a world: this worker's GPU first, then the others in order.
- * (The scheduler reserved max(world_sizes) workers; with one worker per GPU
- * and the whole machine reserved for the largest world, these are free.) */
+/* The devices of a world when the scheduler named none (one-shot mode): this
+ * worker's GPU first, then the others in order. Under the daemon the world
+ * uses the GPUs the scheduler reserved (runctx_gpus). */
 static void pick_devices(int own, int gpus, int world, int *devices)
 {
     int k = 0;
@@ -276,7 +276,9 @@ static int run_nccl_world(job_state *js, int world, const size_point *points, in
         return LMK_OK;
     }
     int devices[LMK_ALLREDUCE_MAX_RANKS];
-    pick_devices(dev->gpu_index, gpus, world, devices);
+    int reserved = runctx_gpus(js->ctx, devices, LMK_ALLREDUCE_MAX_RANKS);
+    if (reserved < world) /* one-shot mode, or fewer reserved: own GPU first, then the others */
+        pick_devices(dev->gpu_index, gpus, world, devices);
     char where[256] = "";
     for (int r = 0; r < world; r++) {
         size_t len = strlen(where);

@@ -15,6 +15,7 @@
 #include "worker_backend.h"
 
 #define PROGRESS_MIN_INTERVAL_NS 250000000ll /* at most 4 progress lines a second */
+#define RUNCTX_MAX_GPUS 64
 
 struct run_ctx {
     runctx_mode mode;
@@ -25,6 +26,8 @@ struct run_ctx {
     int cancelled;
     long long last_progress_ns;
     json_t *collected;             /* one-shot: emitted runs */
+    int gpus[RUNCTX_MAX_GPUS];     /* reserved for the current job, own first */
+    int gpu_count;
     line_reader reader;            /* worker: lines arriving during a job */
     struct lmk_backend *backend;   /* created on first use, owned */
 };
@@ -64,7 +67,21 @@ void runctx_begin_job(run_ctx *ctx, int64_t job_id)
     ctx->run_index = 0;
     ctx->cancelled = 0;
     ctx->last_progress_ns = 0;
+    ctx->gpu_count = 0;
     json_array_clear(ctx->collected);
+}
+
+void runctx_set_gpus(run_ctx *ctx, const int *gpus, int count)
+{
+    ctx->gpu_count = count < RUNCTX_MAX_GPUS ? count : RUNCTX_MAX_GPUS;
+    memcpy(ctx->gpus, gpus, (size_t)ctx->gpu_count * sizeof *gpus);
+}
+
+int runctx_gpus(const run_ctx *ctx, int *out, int max)
+{
+    int n = ctx->gpu_count < max ? ctx->gpu_count : max;
+    memcpy(out, ctx->gpus, (size_t)n * sizeof *out);
+    return n;
 }
 
 json_t *runctx_collected_runs(run_ctx *ctx)

@@ -48,6 +48,11 @@ const runctx_device *runctx_device_info(const run_ctx *ctx);
  * negative lmk status with a message in errbuf. */
 int runctx_backend(run_ctx *ctx, struct lmk_backend **backend, char *errbuf, size_t errlen);
 
+/* The GPUs the scheduler reserved for this job (the worker's own first), up
+ * to max into out. Returns their number; 0 when none were reserved (one-shot
+ * mode: the runner may use any visible GPU). */
+int runctx_gpus(const run_ctx *ctx, int *out, int max);
+
 /* --- for the worker and one-shot mode (not for runners) ------------------- */
 
 /* Where a run_ctx sends what runners report. */
@@ -70,6 +75,8 @@ json_t *runctx_collected_runs(run_ctx *ctx);
  * *closed = 1 when the socket closed or failed. Lines read ahead while a job
  * runs stay buffered here, so a cancel sent right behind its job is seen. */
 json_t *runctx_next_message(run_ctx *ctx, int *closed);
+/* Records the GPUs reserved for the current job (from the job line). */
+void runctx_set_gpus(run_ctx *ctx, const int *gpus, int count);
 /* Marks the current job cancelled (the worker calls this when a cancel line
  * arrives while it polls). */
 void runctx_set_cancelled(run_ctx *ctx);

@@ -353,8 +353,14 @@ static void dispatch(scheduler *s)
             continue;
         }
         store_env_record(s->store, id, leader->device);
-        json_t *line = json_pack("{s:s, s:I, s:O, s:O}", "type", "job", "job_id", (json_int_t)id, "kind",
-                                 json_object_get(job, "kind"), "spec", spec);
+        json_t *gpus = json_array(); /* the reserved GPUs, the leader's first */
+        for (int k = 0; k < need; k++) {
+            int gpu = (int)json_integer_value(json_object_get(s->workers[idle[k]].device, "gpu_index"));
+            if (gpu >= 0)
+                json_array_append_new(gpus, json_integer(gpu));
+        }
+        json_t *line = json_pack("{s:s, s:I, s:O, s:O, s:o}", "type", "job", "job_id", (json_int_t)id, "kind",
+                                 json_object_get(job, "kind"), "spec", spec, "gpus", gpus);
         double timeout = json_number_value(json_object_get(job, "timeout_s"));
         leader->state = W_BUSY;
         leader->job_id = id;

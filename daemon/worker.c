@@ -82,6 +82,15 @@ int worker_main(int fd, int want)
         json_int_t job_id = json_integer_value(json_object_get(msg, "job_id"));
         const json_t *spec = json_object_get(msg, "spec");
         runctx_begin_job(ctx, job_id);
+        int gpus[64], gpu_count = 0;
+        size_t gi;
+        json_t *g;
+        json_array_foreach(json_object_get(msg, "gpus"), gi, g)
+        {
+            if (gpu_count < 64 && json_is_integer(g))
+                gpus[gpu_count++] = (int)json_integer_value(g);
+        }
+        runctx_set_gpus(ctx, gpus, gpu_count);
         json_t *result = NULL;
         int rc = run_job(ctx, spec, &result, err, sizeof err);
         if (rc == LMK_OK)

@@ -8,7 +8,7 @@
  *                     {"type":"done","job_id":N,"result":{...}}
  *                     {"type":"failed","job_id":N,"error":S}
  *                     {"type":"cancelled","job_id":N}
- *   daemon -> worker  {"type":"job","job_id":N,"kind":S,"spec":{...}}
+ *   daemon -> worker  {"type":"job","job_id":N,"kind":S,"spec":{...},"gpus":[own, reserved...]}
  *                     {"type":"cancel","job_id":N}
  * End of file on the socket tells the worker to exit. */
 #ifndef DAEMON_WORKER_H

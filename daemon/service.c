@@ -104,29 +104,34 @@ static int svc_cancel(void *self, int64_t id, json_t **job, int *accepted, api_e
     return api_fail(err, API_ERR_CONFLICT, "id", "job %lld is already %s", (long long)id, status);
 }
 
-static int svc_table(void *self, int64_t id, json_t **table, api_error *err)
+/* The kind of job id, for the per-kind views. Returns 0 or -1 with err. */
+static int job_kind(service *svc, int64_t id, const jobkind **kind, api_error *err)
 {
-    service *svc = self;
     char kind_name[64], status[32];
     int rc = store_job_state(svc->store, id, kind_name, sizeof kind_name, status, sizeof status);
     if (rc != STORE_OK)
         return store_failed(err, rc, id);
-    const jobkind *kind = jobkind_find(kind_name);
-    if (!kind)
-        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld has an unknown kind", (long long)id);
+    *kind = jobkind_find(kind_name);
+    if (!*kind)
+        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld has an unknown kind %s", (long long)id, kind_name);
+    return 0;
+}
+
+static int svc_table(void *self, int64_t id, json_t **table, api_error *err)
+{
+    service *svc = self;
+    const jobkind *kind;
+    if (job_kind(svc, id, &kind, err))
+        return -1;
     return store_job_table(svc->store, kind, id, table, err);
 }
 
 static int svc_events(void *self, int64_t id, int run_index, json_t **out, api_error *err)
 {
     service *svc = self;
-    char kind_name[64], status[32];
-    int rc = store_job_state(svc->store, id, kind_name, sizeof kind_name, status, sizeof status);
-    if (rc != STORE_OK)
-        return store_failed(err, rc, id);
-    const jobkind *kind = jobkind_find(kind_name);
-    if (!kind)
-        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld has an unknown kind", (long long)id);
+    const jobkind *kind;
+    if (job_kind(svc, id, &kind, err))
+        return -1;
     return store_job_events(svc->store, kind, id, run_index, out, err);
 }
 
@@ -134,14 +139,13 @@ static int svc_events(void *self, int64_t id, int run_index, json_t **out, api_e
 static int svc_trace(void *self, int64_t id, int run_index, json_t **out, api_error *err)
 {
     service *svc = self;
-    char kind_name[64], status[32];
-    int rc = store_job_state(svc->store, id, kind_name, sizeof kind_name, status, sizeof status);
-    if (rc != STORE_OK)
-        return store_failed(err, rc, id);
-    if (strcmp(kind_name, "profile") != 0)
+    const jobkind *kind;
+    if (job_kind(svc, id, &kind, err))
+        return -1;
+    if (strcmp(kind->name, "profile") != 0)
         return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld is a %s job; traces come from profile jobs",
-                        (long long)id, kind_name);
-    return store_job_events(svc->store, jobkind_find(kind_name), id, run_index, out, err);
+                        (long long)id, kind->name);
+    return store_job_events(svc->store, kind, id, run_index, out, err);
 }
 
 static int svc_system(void *self, json_t **out, api_error *err)

@@ -75,10 +75,11 @@ function legendOf(names, always = false) {
     h('li', null, h('span', {class: `swatch c${i % 8}`, 'aria-hidden': 'true'}), n)));
 }
 
-// opts: {title, series:[{name, points:[{x, y, err?, flag?, label?}]}], xLabel, yLabel,
-//        logX, logY, xBase (2|10), xFormat, yFormat, xTime, flagLabel, desc, band?:[x0,x1,label]}
+// opts: {title, series:[{name, points:[{x, y, err?, flag?, label?}], marks?:[{x, label?}]}], xLabel, yLabel,
+//        logX, logY, xBase (2|10), xFormat, yFormat, xTime, flagLabel, markLabel, desc, band?:[x0,x1,label]}
+// marks: x values with no y (e.g. out of memory), drawn as ✕ along the top edge.
 export function lineChart(opts) {
-  const series = opts.series.filter((sr) => sr.points.length);
+  const series = opts.series.filter((sr) => sr.points.length || (sr.marks && sr.marks.length));
   const all = series.flatMap((sr) => sr.points);
   const title = opts.title;
   if (!all.length) return figure(title, h('p', {class: 'empty'}, 'No data to plot.'));
@@ -93,13 +94,15 @@ export function lineChart(opts) {
     xLo = Math.min(xLo, p.x); xHi = Math.max(xHi, p.x);
     yLo = Math.min(yLo, p.y); yHi = Math.max(yHi, p.y + (p.err || 0));
   }
+  const marksOf = (sr) => (sr.marks || []).filter(okX);
+  for (const sr of series) for (const m of marksOf(sr)) { xLo = Math.min(xLo, m.x); xHi = Math.max(xHi, m.x); }
   // Times are positive: a linear axis starts at 0 and error bars are clipped there.
   if (!opts.logY) yLo = Math.min(0, yLo);
   else { yLo /= 1.5; yHi *= 1.3; }
   const yTicks = opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi);
   if (!opts.logY) { yLo = Math.min(yLo, yTicks[0]); yHi = Math.max(yHi, yTicks[yTicks.length - 1]); }
   // Few distinct x values (context lengths): tick exactly those.
-  const distinctX = [...new Set(pts.map((p) => p.x))].sort((a, b) => a - b);
+  const distinctX = [...new Set([...pts, ...series.flatMap(marksOf)].map((p) => p.x))].sort((a, b) => a - b);
   const xTicks = opts.xTime ? linearTicks(xLo, xHi, 5)
     : opts.categoricalX !== false && distinctX.length <= 12 && !opts.integerX ? distinctX
       : opts.logX ? logTicks(xLo, xHi, opts.xBase || 10) : linearTicks(xLo, xHi, 8);
@@ -159,14 +162,30 @@ export function lineChart(opts) {
     }
     placed.push(...p);
     svg.append(g);
+    const ms = marksOf(sr);
+    if (ms.length) {
+      // Outside the clip path: the ✕ sits on the top edge of the plot.
+      const mg = s('g', {class: `series marks c${i % 8}`});
+      ms.forEach((m) => {
+        const px = xs(m.x), py = M.top + 5 + (i % 3) * 4;
+        mg.append(s('path', {class: 'marker mark', d: `M${px - 4},${py - 4}L${px + 4},${py + 4}M${px - 4},${py + 4}L${px + 4},${py - 4}`,
+          'data-x': m.x, 'data-series': sr.name}));
+        placed.push({x: m.x, px, py, series: sr.name, mark: true,
+          label: m.label || `${sr.name}: ${xFmt(m.x)} → ${opts.markLabel || 'no value'}`});
+      });
+      svg.append(mg);
+    }
   });
   attachHover(svg, placed, (q) => q.label || `${q.series}: ${xFmt(q.x)} → ${yFmt(q.y)}${q.err ? ' ± ' + yFmt(q.err) : ''}${q.flag ? ' (' + (opts.flagLabel || 'flagged') + ')' : ''}`);
 
   const names = series.map((sr) => sr.name);
-  const legend = legendOf(names);
+  const hasMarks = series.some((sr) => marksOf(sr).length);
+  const legend = legendOf(names, hasMarks);
   if (legend && all.some((p) => p.flag))
     legend.append(h('li', null, h('span', {class: 'swatch flag', 'aria-hidden': 'true'}), opts.flagLabel || 'flagged'));
-  const table = dataTable([opts.xLabel, ...names], series, xFmt, yFmt);
+  if (legend && hasMarks)
+    legend.append(h('li', {class: 'mark-key'}, h('span', {class: 'swatch mark', 'aria-hidden': 'true'}, '✕'), `${opts.markLabel || 'no value'} (top edge)`));
+  const table = dataTable([opts.xLabel, ...names], series, xFmt, yFmt, opts.markLabel);
   return figure(title, svg, legend, table, opts.desc);
 }
 
@@ -215,15 +234,16 @@ function attachHover(svg, placed, text) {
   });
 }
 
-function dataTable(headers, series, xFmt, yFmt) {
-  const xsAll = [...new Set(series.flatMap((sr) => sr.points.map((p) => p.x)))].sort((a, b) => a - b);
+function dataTable(headers, series, xFmt, yFmt, markLabel = 'no value') {
+  const xsAll = [...new Set(series.flatMap((sr) => [...sr.points, ...(sr.marks || [])].map((p) => p.x)))].sort((a, b) => a - b);
   if (xsAll.length > 500) return null; // the chart is the view for big data
-  const maps = series.map((sr) => new Map(sr.points.map((p) => [p.x, p])));
+  const maps = series.map((sr) => new Map([...(sr.marks || []).map((m) => [m.x, {mark: true}]), ...sr.points.map((p) => [p.x, p])]));
   return h('table', {class: 'data'},
     h('thead', null, h('tr', null, headers.map((c, i) => h('th', {scope: 'col', class: i ? 'num' : ''}, c)))),
     h('tbody', null, xsAll.map((x) => h('tr', null, h('th', {scope: 'row'}, xFmt(x)),
       maps.map((m) => {
         const p = m.get(x);
+        if (p && p.mark) return h('td', {class: 'num'}, markLabel);
         return h('td', {class: 'num'}, p ? yFmt(p.y) + (p.err ? ' ± ' + yFmt(p.err) : '') + (p.flag ? ' *' : '') : '');
       })))));
 }

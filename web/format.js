@@ -108,3 +108,16 @@ export function mib(x) {
   const v = x / 1048576;
   return NF[Math.abs(v) >= 100 ? 1 : Math.abs(v) >= 1 || v === 0 ? 2 : 3].format(v);
 }
+
+// Nanoseconds shown as microseconds without the unit (headers say µs): 2
+// decimals below 100 µs, 1 up to 10,000, then whole µs with separators.
+export function usFromNs(ns) {
+  if (!isNum(ns)) return '—';
+  const v = ns / 1e3;
+  return Math.abs(v) >= 1e4 ? INT.format(v) : NF[Math.abs(v) >= 100 ? 1 : 2].format(v);
+}
+
+// A percentage already in percent (share_pct): "12.3 %".
+export function pct(x) {
+  return isNum(x) ? NF[1].format(x) + ' %' : '—';
+}

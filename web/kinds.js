@@ -82,6 +82,22 @@ export const KINDS = {
       ...COMMON,
     ],
   },
+  attention: {
+    title: 'Attention',
+    help: 'Scaled dot-product attention alone, naive (materialised T×T scores) and/or the fused flash kernels: forward, backward and forward+backward time, memory before the backward and TFLOP/s per point; a point that does not fit is an OOM row. Lists sweep every combination. A CPU worker runs naive only (the CPU reference, float32).',
+    fields: [
+      {name: 'impl', type: 'select', label: 'Implementation', options: ['naive', 'flash', 'both'], default: 'both'},
+      {name: 'dtype', type: 'multi', label: 'Data type', options: ['float32', 'bfloat16', 'float16'], default: 'float32', scalarWhenOne: true},
+      {name: 'batch', type: 'int', label: 'Batch', default: 8, min: 1, max: 1024},
+      {name: 'heads', type: 'int', label: 'Heads', default: 1, min: 1, max: 1024},
+      {name: 'seq_len', type: 'intlist', label: 'Sequence length', default: [256, 1024, 4096, 8192, 16384], unit: 'tokens', help: 'one or more, comma-separated (required; the form starts with part of the seeds\' grid)'},
+      {name: 'd_head', type: 'intlist', label: 'Head dimension', default: 64, help: 'one or more; flash supports 16, 32, 64, 80, 128'},
+      {name: 'causal', type: 'bool', label: 'Causal mask', default: false, help: 'causal FLOPs count half of the full forward'},
+      {name: 'passes', type: 'int', label: 'Timed passes', default: 100, min: 1, max: 10000},
+      {name: 'warmup', type: 'int', label: 'Warm-up passes', default: 5, min: 0, max: 1000},
+      ...COMMON,
+    ],
+  },
   profile: {
     title: 'Profile',
     help: 'Trace every kernel of a few steps with CUPTI (needs a GPU worker) and summarise them per NVTX range: the nsys kernel tables, the top kernel, GEMM share, softmax vs matmuls, a roofline, and a Chrome trace.',

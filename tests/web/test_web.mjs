@@ -75,12 +75,12 @@ async function apiPost(base, spec) {
   return res.json();
 }
 
-async function waitJob(base, id) {
+async function waitJob(base, id, {mustSucceed = true} = {}) {
   const t0 = Date.now();
   for (;;) {
     const job = await apiGet(base, `/v1/jobs/${id}`);
     if (['succeeded', 'failed', 'cancelled', 'interrupted'].includes(job.status)) {
-      check(job.status === 'succeeded', `job ${id} ended ${job.status}: ${job.error}`);
+      if (mustSucceed) check(job.status === 'succeeded', `job ${id} ended ${job.status}: ${job.error}`);
       return job;
     }
     if (Date.now() - t0 > JOB_TIMEOUT_MS) fail(`job ${id} still ${job.status} after ${JOB_TIMEOUT_MS / 1000} s`);
@@ -376,6 +376,107 @@ async function checkMemory(base) {
   log(`memory job ${id}: seeds' table, timeline areas, ${r.phases.length} phase markers and largest allocations equal the API`);
 }
 
+// Attention job from the form (naive and flash; flash points fail on the CPU
+// worker): the table endpoint's table, every point, time vs sequence length
+// with one line per measured (impl, d_head).
+const ATTN = {impl: 'both', batch: 1, heads: 1, seq_len: [16, 32, 64], d_head: [16, 32], passes: 2, warmup: 1};
+async function checkAttention(base) {
+  const sys = await apiGet(base, '/v1/system');
+  if (!sys.kinds.includes('attention')) { log('attention kind absent: its page is not checked'); return; }
+  await page.goto(base + '/#/submit?kind=attention');
+  await page.waitForSelector('#f-seq_len');
+  await page.selectOption('#f-impl', ATTN.impl);
+  for (const k of ['batch', 'heads', 'passes', 'warmup']) await page.fill(`#f-${k}`, String(ATTN[k]));
+  await page.fill('#f-seq_len', ATTN.seq_len.join(', '));
+  await page.fill('#f-d_head', ATTN.d_head.join(', '));
+  await page.fill('#f-label', 'web test attention');
+  const spec = JSON.parse(await page.textContent('#spec-json'));
+  for (const [k, v] of Object.entries({kind: 'attention', dtype: 'float32', causal: false, ...ATTN}))
+    check(JSON.stringify(spec[k]) === JSON.stringify(v), `attention form spec ${k} = ${JSON.stringify(spec[k])}, expected ${JSON.stringify(v)}`);
+  await page.click('button[type=submit]');
+  await page.waitForURL(/#\/jobs\?highlight=\d+/);
+  const id = Number(new URL(page.url()).hash.match(/highlight=(\d+)/)[1]);
+  const job = await waitJob(base, id, {mustSucceed: false});
+  check(job.runs.length === 12, `attention job has ${job.runs.length} runs, expected 12`);
+  const naive = job.runs.filter((r) => r.impl === 'naive'), flash = job.runs.filter((r) => r.impl === 'flash');
+  check(naive.every((r) => r.status === 'succeeded' && typeof r.fwd_ms === 'number'), 'naive points did not all run on the CPU');
+  check(flash.every((r) => r.status === 'failed' && /flash needs a GPU/.test(r.error)), 'flash points on the CPU are not failed runs "flash needs a GPU"');
+  const table = await apiGet(base, `/v1/jobs/${id}/table?format=json`);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('#attention-table tbody tr');
+  await page.waitForSelector('#attention-chart svg.plot');
+  // The table endpoint's table, cell for cell.
+  const head = await page.$$eval('#attention-table thead th', (ths) => ths.map((th) => th.textContent));
+  check(JSON.stringify(head) === JSON.stringify(table.columns), `attention table columns ${head} != API ${table.columns}`);
+  const shown = await page.$$eval('#attention-table tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+  check(shown.length === table.rows.length, `attention table has ${shown.length} rows, API ${table.rows.length}`);
+  table.rows.forEach((row, i) => row.forEach((v, k) => {
+    const text = shown[i][k];
+    if (typeof v === 'number') check(Math.abs(Number(text) - v) <= 1e-5 * Math.max(1e-3, Math.abs(v)), `attention table [${i}][${k}] ${text} != API ${v}`);
+    else check(text === (v === null ? '—' : String(v)), `attention table [${i}][${k}] '${text}' != API ${JSON.stringify(v)}`);
+  }));
+  // Every point: measured values are the API's, failed points say why.
+  const pts = await page.$$eval('#attention-runs tbody tr', (trs) => trs.map((tr) => ({run: Number(tr.dataset.run), status: tr.dataset.status,
+    text: tr.textContent, fwd: tr.querySelector('td[data-value]') ? Number(tr.querySelector('td[data-value]').dataset.value) : null})));
+  check(pts.length === job.runs.length, `attention points table has ${pts.length} rows, API ${job.runs.length}`);
+  for (const p of pts) {
+    const r = job.runs.find((x) => x.index === p.run);
+    check(r && p.status === r.status, `attention point ${p.run}: status ${p.status}, API ${r && r.status}`);
+    if (r.status === 'succeeded') check(p.fwd === r.fwd_ms, `attention point ${p.run}: forward ${p.fwd} != API ${r.fwd_ms}`);
+    else check(p.text.includes(r.error), `attention point ${p.run} does not show its error '${r.error}'`);
+  }
+  check((await page.textContent('#attention-failed')).includes('flash needs a GPU'), 'failed flash points are not summarised');
+  // Time vs sequence length: one line per measured (impl, d_head); log axes.
+  const wantLines = new Set(naive.map((r) => r.d_head)).size;
+  for (const metric of ['fwd_bwd_ms', 'fwd_ms', 'bwd_ms']) {
+    await page.selectOption('#attention-metric', metric);
+    const lines = await page.$$eval('#attention-chart path.line', (p) => p.length);
+    check(lines === wantLines, `attention chart (${metric}) has ${lines} lines, expected ${wantLines}`);
+  }
+  const axes = await page.textContent('#attention-chart svg.plot');
+  check(axes.includes('sequence length (log)') && axes.includes('(ms) (log)'), 'attention chart axes are not log axes');
+  await shot('job-attention.png');
+  log(`attention job ${id}: seeds' table equals the API's, ${pts.length} points, ${wantLines} lines, flash failures shown`);
+}
+
+// A profile job fails on this CPU worker: its page says why.
+async function checkProfileFailed(base) {
+  const sys = await apiGet(base, '/v1/system');
+  if (!sys.kinds.includes('profile')) { log('profile kind absent: its page is not checked'); return; }
+  const id = (await apiPost(base, {kind: 'profile', model: SHAPE, vocab_size: 256, context_length: 16, batch_size: 1, label: 'web test profile'})).id;
+  const job = await waitJob(base, id, {mustSucceed: false});
+  check(job.status === 'failed' && job.error, `profile job on the CPU ended ${job.status} (${job.error})`);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('#job-status');
+  const alert = await page.textContent('p.error[role=alert]');
+  check(alert.includes(job.error), `profile page shows '${alert}', not the job's error '${job.error}'`);
+  check((await page.textContent('#job-status')).includes('failed'), 'profile page does not show the failed status');
+  await shot('job-profile-failed.png');
+  log(`profile job ${id} failed on the CPU worker and its page says: ${job.error}`);
+}
+
+// OOM points in the attention chart (a GPU shows them; the CPU cannot): the
+// chart module given runs of the API's shape marks each as ✕ with an OOM key.
+async function checkOomMarks() {
+  const result = await page.evaluate(async () => {
+    const {lineChart} = await import('/chart.js');
+    const {attentionSeries} = await import('/attention.js');
+    const run = (impl, d, T, oom) => ({status: 'succeeded', impl, dtype: 'float32', d_head: d, seq_len: T, oom,
+      ...(oom ? {oom_request_bytes: 2 ** 34} : {fwd_ms: T / 100, bwd_ms: T / 50, fwd_bwd_ms: 3 * T / 100})});
+    const runs = [256, 1024, 4096, 16384].flatMap((T) => [run('naive', 64, T, T > 4096), run('flash', 64, T, false)]);
+    const fig = lineChart({title: 'oom', series: attentionSeries(runs, 'fwd_bwd_ms'), xLabel: 'sequence length', yLabel: 'ms',
+      logX: true, xBase: 2, logY: true, markLabel: 'OOM'});
+    document.querySelector('main').append(fig);
+    const out = {lines: fig.querySelectorAll('path.line').length, marks: fig.querySelectorAll('path.marker.mark').length,
+      key: fig.querySelector('.legend .mark-key')?.textContent || '', cell: [...fig.querySelectorAll('table.data td')].some((td) => td.textContent === 'OOM')};
+    fig.remove();
+    return out;
+  });
+  check(result.lines === 2 && result.marks === 1 && /OOM/.test(result.key) && result.cell,
+    `OOM points: ${JSON.stringify(result)}, expected 2 lines, 1 ✕, an OOM legend key and an OOM cell`);
+  log('attention chart marks OOM points');
+}
+
 // Charts stay usable with many points: 20,000 points render in well under 2 s.
 async function checkBigChart(base) {
   const result = await page.evaluate(async () => {
@@ -448,6 +549,9 @@ async function main() {
   await shot('history.png');
   await checkAllreduce(base);
   await checkMemory(base);
+  await checkAttention(base);
+  await checkProfileFailed(base);
+  await checkOomMarks();
   await checkBigChart(base);
   await checkKeyboard(base);
   check(consoleErrors.length === 0, `the page logged errors:\n  ${consoleErrors.join('\n  ')}`);

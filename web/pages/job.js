@@ -1,6 +1,7 @@
 // One job: status, progress, environment, spec, and its result rendered per
 // kind (numerics: the accumulation table; benchmark: the summary table and
-// charts; anything else: the JSON). Polls every second while it is active.
+// charts; allreduce, memory here; attention and profile in ../attention.js and
+// ../profile.js; anything else: the JSON). Polls every second while it is active.
 import {h, mount, toast} from '../dom.js';
 import {api, ACTIVE, POLL_ACTIVE_MS as POLL_MS} from '../api.js';
 import * as fmt from '../format.js';
@@ -9,6 +10,8 @@ import {modelName, configKey} from '../kinds.js';
 import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, stepChart, contextChart} from '../benchmark.js';
 import {link} from '../route.js';
 import {lineChart, stackedAreaChart} from '../chart.js';
+import {attentionView} from '../attention.js';
+import {profileView} from '../profile.js';
 
 function dl(pairs) {
   return h('dl', {class: 'facts'}, pairs.filter(([, v]) => v !== undefined && v !== null && v !== '')
@@ -279,7 +282,8 @@ function memoryView(job) {
   ];
 }
 
-const VIEWS = {numerics: numericsView, benchmark: benchmarkView, allreduce: allreduceView, memory: memoryView};
+const VIEWS = {numerics: numericsView, benchmark: benchmarkView, allreduce: allreduceView, memory: memoryView,
+  attention: attentionView, profile: profileView};
 
 export async function render(main, ctx) {
   const id = ctx.id;

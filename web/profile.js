@@ -1,0 +1,153 @@
+// The profile job's page, per traced run (daemon/kind_profile.c's run shape):
+// the overhead and totals, the Chrome trace download, the computed answers as
+// a short list, the nsys-style kernel summary of one NVTX range (range picker,
+// name filter, sortable columns) and the per-op roofline table.
+import {h, mount} from './dom.js';
+import * as fmt from './format.js';
+import {modelName} from './kinds.js';
+import {sortableTable} from './table.js';
+
+export const ALL_RANGE = '(all)';
+const RANGE_ORDER = [ALL_RANGE, 'step', 'forward', 'backward', 'optimizer'];
+
+// Range names of a run in reading order: the fixed ones, then "layer N"
+// numerically, then the rest by name.
+export function rangeNames(run) {
+  const names = [...new Set((run.kernel_summary || []).map((k) => k.range))];
+  const rank = (n) => { const i = RANGE_ORDER.indexOf(n); return i >= 0 ? i : RANGE_ORDER.length; };
+  return names.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b, 'en', {numeric: true}));
+}
+
+const ms = (ns) => (typeof ns === 'number' ? fmt.ms(ns / 1e6) : '—');
+
+function answersList(a) {
+  if (!a) return null;
+  const code = (t) => h('code', {class: 'kernel', title: t}, t);
+  const items = [];
+  if (a.top_forward_kernel)
+    items.push(h('li', {dataset: {answer: 'top_forward'}}, h('strong', null, 'Top kernel of the forward pass: '), code(a.top_forward_kernel),
+      ` — ${+a.top_forward_calls_per_forward.toFixed(2)} calls per forward, ${fmt.pct(a.top_forward_share_pct)} of the forward's kernel time`));
+  if (a.top_fwd_bwd_kernel)
+    items.push(h('li', {dataset: {answer: 'top_fwd_bwd'}}, h('strong', null, 'Top kernel of forward+backward: '),
+      a.top_forward_also_top_fwd_bwd ? 'the same kernel' : code(a.top_fwd_bwd_kernel)));
+  if (typeof a.gemm_share_forward_pct === 'number' || typeof a.gemm_share_step_pct === 'number')
+    items.push(h('li', {dataset: {answer: 'gemm_share'}}, h('strong', null, 'GEMM share of kernel time: '),
+      `forward only ${fmt.pct(a.gemm_share_forward_pct)}`,
+      typeof a.gemm_share_step_pct === 'number' ? ` · whole train step ${fmt.pct(a.gemm_share_step_pct)}` : ''));
+  const nw = a.non_gemm_above_2pct || [];
+  items.push(h('li', {dataset: {answer: 'non_gemm'}}, h('strong', null, 'Non-GEMM kernels above 2 % of the step: '),
+    nw.length ? h('ul', null, nw.map((k) => h('li', null, code(k.kernel), ` ${fmt.pct(k.share_pct)}`))) : 'none'));
+  const at = a.attention;
+  if (at && (at.softmax_ns || at.matmul_ns))
+    items.push(h('li', {dataset: {answer: 'attention'}}, h('strong', null, 'Attention (forward, per layer): '),
+      `softmax ${fmt.usFromNs(at.softmax_ns)} µs, the two matmuls ${fmt.usFromNs(at.matmul_ns)} µs — `,
+      `time ratio matmul : softmax ${fmt.ratio(at.time_ratio_matmul_to_softmax)} against a FLOP ratio of ${fmt.ratio(at.flop_ratio_matmul_to_softmax)}`,
+      at.note ? h('span', {class: 'muted'}, ` (${at.note})`) : null));
+  return h('ul', {class: 'answers', id: 'profile-answers'}, items);
+}
+
+function rooflineTable(run) {
+  const rows = run.roofline || [];
+  if (!rows.length) return h('p', {class: 'muted'}, 'No roofline rows (none of the attention ranges were traced).');
+  const num = (v, f) => h('td', {class: 'num', dataset: typeof v === 'number' ? {value: v} : undefined}, f(v));
+  // Attainable rate at this intensity: min(compute roof, intensity × bandwidth).
+  const roof = (r) => (r.peak_tflops && r.peak_gbps ? Math.min(r.peak_tflops, (r.flops / r.bytes) * r.peak_gbps / 1e3) : null);
+  return h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'profile-roofline'},
+    h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Op'),
+      ['Instances', 'GFLOP', 'MB moved', 'FLOP/byte', 'Time (µs)', 'TFLOP/s', 'GB/s', 'Peak TFLOP/s', 'Peak GB/s', '% of roof']
+        .map((c) => h('th', {scope: 'col', class: 'num'}, c)), h('th', {scope: 'col'}, 'Bound'))),
+    h('tbody', null, rows.map((r) => h('tr', null, h('th', {scope: 'row'}, r.op),
+      num(r.instances, fmt.int), num(r.flops, (v) => fmt.gbps(v / 1e9)), num(r.bytes, (v) => fmt.gbps(v / 1e6)),
+      num(r.flops / r.bytes, (v) => fmt.gbps(v)), num(r.time_ns, fmt.usFromNs), num(r.tflops, fmt.tflops), num(r.gbps, fmt.gbps),
+      num(r.peak_tflops, fmt.tflops), num(r.peak_gbps, fmt.gbps),
+      num(roof(r) ? r.tflops / roof(r) : null, (v) => fmt.percent(v)),
+      h('td', null, r.bound || '—'))))));
+}
+
+function kernelSection(run) {
+  const ranges = rangeNames(run);
+  const dflt = ranges.includes('forward') ? 'forward' : ranges[0];
+  const rangeSel = h('select', {id: 'profile-range'}, ranges.map((n) => {
+    const k = run.kernel_summary.find((x) => x.range === n);
+    return h('option', {value: n, selected: n === dflt}, `${n} (${fmt.int(k.range_instances)}×)`);
+  }));
+  const filter = h('input', {type: 'search', id: 'profile-filter', placeholder: 'kernel name…'});
+  const box = h('div');
+  const columns = [
+    {key: 'kernel', label: 'Kernel', get: (k) => k.kernel, class: 'kernel', title: (k) => k.kernel,
+      cell: (k) => [k.kernel, k.is_gemm ? h('span', {class: 'tag'}, 'GEMM') : null]},
+    {key: 'instances', label: 'Instances', num: true, get: (k) => k.instances, cell: (k) => fmt.int(k.instances)},
+    {key: 'per_range', label: 'Per range', num: true, get: (k) => k.instances / k.range_instances,
+      cell: (k) => String(+(k.instances / k.range_instances).toFixed(2)), title: () => 'instances per instance of the range'},
+    ...[['total_ns', 'Total (µs)'], ['avg_ns', 'Avg (µs)'], ['med_ns', 'Med (µs)'], ['min_ns', 'Min (µs)'], ['max_ns', 'Max (µs)'], ['std_ns', 'StdDev (µs)']]
+      .map(([key, label]) => ({key, label, num: true, get: (k) => k[key], cell: (k) => fmt.usFromNs(k[key]), title: (k) => `${fmt.int(k[key])} ns`})),
+    {key: 'share_pct', label: 'Range %', num: true, get: (k) => k.share_pct, cell: (k) => fmt.pct(k.share_pct)},
+  ];
+  let sort = {key: 'total_ns', dir: 'desc'};
+  const draw = () => {
+    const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+    const rows = run.kernel_summary.filter((k) => k.range === rangeSel.value && words.every((w) => k.kernel.toLowerCase().includes(w)));
+    const all = run.kernel_summary.filter((k) => k.range === rangeSel.value);
+    const total = all.reduce((a, k) => a + k.total_ns, 0);
+    const old = box.querySelector('th[aria-sort]');
+    if (old) sort = {key: old.dataset.key, dir: old.getAttribute('aria-sort') === 'ascending' ? 'asc' : 'desc'};
+    mount(box,
+      h('p', {class: 'common', id: 'profile-range-facts'}, `${rangeSel.value}: ${fmt.int(all[0] ? all[0].range_instances : 0)} instance(s), `,
+        `${fmt.int(all.length)} distinct kernels, ${fmt.int(all.reduce((a, k) => a + k.instances, 0))} launches, kernel time ${ms(total)} ms`,
+        rows.length < all.length ? ` · ${rows.length} shown` : ''),
+      h('div', {class: 'scroll'}, sortableTable(columns, {id: 'profile-kernels', rows, sort, empty: 'No kernel matches.',
+        rowAttrs: (k) => ({dataset: {kernel: k.kernel}})})));
+  };
+  rangeSel.addEventListener('change', draw);
+  filter.addEventListener('input', draw);
+  draw();
+  return h('section', null, h('h3', null, 'Kernel summary per NVTX range'),
+    h('p', {class: 'muted'}, 'The columns of nsys nvtx_kern_sum: a kernel counts in every range open when it was launched; click a header to sort.'),
+    h('div', {class: 'controls'},
+      h('div', {class: 'field inline'}, h('label', {for: 'profile-range'}, 'Range'), rangeSel),
+      h('div', {class: 'field inline'}, h('label', {for: 'profile-filter'}, 'Kernel'), filter)),
+    box);
+}
+
+function profileRunView(job, r) {
+  const facts = [
+    ['Step, untraced', `${fmt.ms(r.step_ms_unprofiled)} ms`], ['Step, traced', `${fmt.ms(r.step_ms_profiled)} ms`],
+    ['Tracing overhead', fmt.pct(r.overhead_pct)],
+    ['Kernels', `${fmt.int(r.kernel_count)} launches, ${ms(r.kernel_time_ns)} ms`],
+    ['Memcpy/memset', `${fmt.int(r.memcpy_memset_count)}, ${ms(r.memcpy_memset_ns)} ms`],
+    ['Forward (per instance)', r.forward_wall_ns ? `wall ${ms(r.forward_wall_ns)} ms · on the GPU ${ms(r.forward_gpu_span_ns)} ms · kernels ${ms(r.forward_kernel_ns)} ms` : null],
+    ['NVTX ranges', fmt.int(r.range_count)],
+    ['Outside every range', r.unattributed_kernels ? `${fmt.int(r.unattributed_kernels)} kernels` : null],
+    ['Dropped records', r.dropped_records ? h('span', {class: 'error'}, fmt.int(r.dropped_records)) : null],
+  ].filter(([, v]) => v !== null && v !== undefined);
+  return [
+    h('dl', {class: 'facts', id: 'profile-facts'}, facts.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
+    h('p', {class: 'downloads'}, h('a', {id: 'profile-trace', href: `/v1/jobs/${job.id}/trace?run=${r.index}`, download: `job-${job.id}-run-${r.index}-trace.json`},
+      'Chrome trace (JSON)'), h('span', {class: 'muted'}, ' — opens in Perfetto (ui.perfetto.dev) or chrome://tracing')),
+    h('section', null, h('h3', null, 'Answers'), answersList(r.answers)),
+    kernelSection(r),
+    h('section', null, h('h3', null, 'Roofline per op'), rooflineTable(r),
+      r.roofline_notes ? h('p', {class: 'muted'}, r.roofline_notes) : null),
+  ];
+}
+
+export function profileView(job) {
+  const runs = job.runs || [];
+  const ok = runs.filter((r) => r.status === 'succeeded' && r.kernel_summary);
+  const failed = runs.filter((r) => r.status !== 'succeeded');
+  const runSel = h('select', {id: 'profile-run'}, ok.map((r) => h('option', {value: r.index},
+    `run ${r.index}: ${modelName(r)}, context ${r.context_length}, batch ${r.batch_size}, ${r.precision}, ${r.mode}`)));
+  const box = h('div', {id: 'profile-run-view'});
+  const drawRun = () => {
+    const r = ok.find((x) => String(x.index) === runSel.value);
+    mount(box, r ? profileRunView(job, r) : null);
+  };
+  runSel.addEventListener('change', drawRun);
+  drawRun();
+  return [
+    failed.length ? h('ul', {class: 'error', id: 'profile-failed'}, failed.map((r) => h('li', null,
+      `run ${r.index} (${modelName(r)}, context ${r.context_length}, ${r.precision}, ${r.mode}): ${r.error || r.status}`))) : null,
+    ok.length ? h('section', null, h('h2', null, 'Profile'),
+      h('div', {class: 'field inline'}, h('label', {for: 'profile-run'}, 'Run'), runSel), box) : null,
+  ];
+}

@@ -1,0 +1,60 @@
+// Tables shared by several pages: the job's table endpoint as HTML, and a
+// sortable table (click or Enter on a column header; aria-sort says the order).
+import {h, mount} from './dom.js';
+import {api} from './api.js';
+
+// GET /v1/jobs/{id}/table?format=json drawn as is: numbers to 6 significant
+// digits, null as "—", text (e.g. "OOM") verbatim. Fills `box` when it arrives.
+export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|seq|^d$/}) {
+  const box = h('div', {id: `${id}-box`});
+  api.table(job.id).then((t) => {
+    if (!t || !t.columns) return;
+    const numCol = t.columns.map((c, k) => numeric.test(c) || t.rows.some((r) => typeof r[k] === 'number'));
+    mount(box, title ? h('h2', null, title) : null, h('div', {class: 'scroll'}, h('table', {class: 'results', id},
+      h('thead', null, h('tr', null, t.columns.map((c, k) => h('th', {scope: 'col', class: numCol[k] ? 'num' : ''}, c)))),
+      h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v, k) => h('td',
+        {class: `${numCol[k] ? 'num' : ''}${v === 'OOM' ? ' oom' : ''}`, dataset: typeof v === 'number' ? {value: v} : undefined},
+        v === null ? '—' : typeof v === 'number' ? String(+v.toPrecision(6)) : String(v)))))))));
+  }).catch((e) => mount(box, h('p', {class: 'error'}, `table: ${e.message}`)));
+  return box;
+}
+
+// columns: [{key, label, num?, get(row) → sort value, cell(row) → td content, title?(row), class?}]
+// opts: {id, rows, sort: {key, dir: 'asc'|'desc'}, caption, rowAttrs?(row)}
+export function sortableTable(columns, opts) {
+  const state = {...(opts.sort || {key: columns[0].key, dir: 'asc'})};
+  const tbody = h('tbody');
+  const ths = columns.map((c) => {
+    const btn = h('button', {type: 'button', class: 'sort', dataset: {key: c.key}}, c.label);
+    btn.addEventListener('click', () => {
+      state.dir = state.key === c.key && state.dir === (c.num ? 'desc' : 'asc') ? (c.num ? 'asc' : 'desc') : (c.num ? 'desc' : 'asc');
+      state.key = c.key;
+      draw();
+    });
+    return h('th', {scope: 'col', class: `${c.num ? 'num' : ''} ${c.class || ''}`, dataset: {key: c.key}}, btn);
+  });
+  const table = h('table', {class: 'results sortable', id: opts.id},
+    opts.caption ? h('caption', null, opts.caption) : null,
+    h('thead', null, h('tr', null, ths)), tbody);
+  function draw() {
+    const col = columns.find((c) => c.key === state.key) || columns[0];
+    const sign = state.dir === 'asc' ? 1 : -1;
+    const rows = [...opts.rows].sort((a, b) => {
+      const x = col.get(a), y = col.get(b);
+      if (x === y) return 0;
+      if (x === null || x === undefined) return 1;
+      if (y === null || y === undefined) return -1;
+      return (typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y), 'en', {numeric: true})) * sign;
+    });
+    ths.forEach((th, i) => {
+      if (columns[i].key === state.key) th.setAttribute('aria-sort', state.dir === 'asc' ? 'ascending' : 'descending');
+      else th.removeAttribute('aria-sort');
+    });
+    mount(tbody, rows.map((r) => h('tr', opts.rowAttrs ? opts.rowAttrs(r) : null, columns.map((c) => h('td', {
+      class: `${c.num ? 'num' : ''} ${c.class || ''}`, title: c.title ? c.title(r) : null,
+      dataset: {value: c.get(r) ?? ''}}, c.cell ? c.cell(r) : String(c.get(r) ?? '—'))))));
+    if (!rows.length) mount(tbody, h('tr', null, h('td', {colspan: columns.length, class: 'empty'}, opts.empty || 'Nothing to show.')));
+  }
+  draw();
+  return table;
+}

@@ -8,7 +8,14 @@
  * memory estimate against the device, builds a fresh model and allocator per
  * point, times each phase with a synchronise after it, and emits the run as
  * soon as it is done. A point that cannot fit or fails is a failed run with
- * the reason; the sweep goes on. */
+ * the reason; the sweep goes on.
+ *
+ * On a cuda worker each phase is also bracketed by CUDA events (GPU time:
+ * steps[].*_gpu_ms, stats_gpu; the *_ms fields stay the synchronised wall
+ * clock, as the seeds measure), and graphs: true replays the phases as CUDA
+ * graphs captured after the warm-up (graphs_scope says which; graphs_note why
+ * not all). cpu workers ignore graphs and say so. Columns of the GPU fields:
+ * schema/0008_benchmark_gpu.sql. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +29,14 @@
 #include "model.h"
 #include "model_point.h"
 #include "status.h"
+
+#ifdef LMPERF_HAVE_CUDA
+#include "cuda/backend_cuda.h"
+#include "cuda/timing.h"
+#else
+typedef struct lmk_cuda_graph lmk_cuda_graph;
+typedef struct lmk_cuda_timer lmk_cuda_timer;
+#endif
 
 #define MIB (1024.0 * 1024.0)
 
@@ -109,6 +124,163 @@ static json_t *stats_json(double *v, int n, double *mean_out)
                      "min_ms", v[0], "max_ms", v[n - 1]);
 }
 
+/* --- the phases of a step: eager, or CUDA graph replays -------------------------- */
+
+/* How the phases of one step run. Eagerly through the model API; or, with
+ * graphs on a cuda backend, after the warm-up, as replays of one CUDA graph
+ * per phase captured from the very same model calls (forward's activations
+ * are allocated by the forward graph and freed by the backward graph). On
+ * cuda two events bracket each phase on the stream (GPU time beside the
+ * synchronised wall clock). The host-side phase checks of the model (forward
+ * before backward before step) run once, at capture: from then on every
+ * phase of the scope must be a replay. */
+typedef struct step_runner {
+    lmk_backend *b; /* borrowed */
+    lmk_model *m;   /* borrowed */
+    bench_mode mode;
+    lmk_adamw_config opt;
+    int has[PH_COUNT];             /* phases this mode runs */
+    lmk_cuda_graph *graph[PH_TOTAL]; /* per phase; NULL = eager */
+    lmk_cuda_timer *timer;         /* events 2·ph, 2·ph+1 bracket phase ph; NULL: cpu */
+} step_runner;
+
+static int phase_call(step_runner *r, int ph)
+{
+    switch (ph) {
+    case PH_FORWARD:
+        return lmk_model_forward(r->m, r->mode != MODE_FORWARD);
+    case PH_BACKWARD:
+        return lmk_model_backward(r->m);
+    default:
+        return lmk_model_step(r->m, &r->opt);
+    }
+}
+
+#ifdef LMPERF_HAVE_CUDA
+static int is_cuda(const lmk_backend *b)
+{
+    return b->name && strcmp(b->name, "cuda") == 0;
+}
+#endif
+
+/* Runs phase ph of one step and waits for it; *wall_ms = synchronised wall
+ * clock from before the launch to after the synchronisation. */
+static int run_phase(step_runner *r, int ph, double *wall_ms)
+{
+    int rc = LMK_OK;
+    double t0 = now_ms();
+#ifdef LMPERF_HAVE_CUDA
+    if (r->timer)
+        rc = lmk_cuda_timer_record(r->timer, 2 * ph);
+    if (rc == LMK_OK)
+        rc = r->graph[ph] ? lmk_cuda_graph_launch(r->b, r->graph[ph]) : phase_call(r, ph);
+    if (rc == LMK_OK && r->timer)
+        rc = lmk_cuda_timer_record(r->timer, 2 * ph + 1);
+#else
+    rc = phase_call(r, ph);
+#endif
+    if (rc == LMK_OK)
+        rc = r->b->synchronize(r->b);
+    *wall_ms = now_ms() - t0;
+    return rc;
+}
+
+/* GPU time of phase ph of the step just run (after run_phase). */
+static int phase_gpu_ms(step_runner *r, int ph, double *ms)
+{
+#ifdef LMPERF_HAVE_CUDA
+    if (r->timer)
+        return lmk_cuda_timer_elapsed(r->timer, 2 * ph, 2 * ph + 1, ms);
+#endif
+    (void)r, (void)ph, (void)ms;
+    return LMK_UNSUPPORTED;
+}
+
+/* Whether the optimizer step can be captured: the model must keep the step
+ * number t on the device and the step must not read anything back (fp16's
+ * overflow check and clipping do). The model API does not offer this yet
+ * (lmk_model_step passes t by value), so: no. Sets *why. */
+static int optimizer_capturable(const step_runner *r, const char **why)
+{
+    (void)r;
+    *why = "the optimizer was not captured: lmk_model_step passes AdamW's step number t by value "
+           "(a replay would repeat one t), and an eager step after replays is refused by the "
+           "model's host-side phase check, so train_step runs eagerly";
+    return 0;
+}
+
+/* Captures the phases of the mode into graphs. Sets *scope ("forward",
+ * "forward+backward", "forward+backward+optimizer", or "none" with *note
+ * saying why). On failure (rc ≠ LMK_OK) *detail names the phase and the
+ * CUDA error; the model's host state is then unusable: fail the run. */
+static int runner_capture(step_runner *r, const char **scope, const char **note, char *detail,
+                          size_t len)
+{
+    static const char *const scopes[PH_TOTAL] = {"forward", "forward+backward", "forward+backward+optimizer"};
+    *scope = "none";
+    *note = NULL;
+#ifdef LMPERF_HAVE_CUDA
+    if (!is_cuda(r->b)) {
+        *note = "graphs ignored: not a cuda worker";
+        return LMK_OK;
+    }
+    int last = r->mode == MODE_FORWARD ? PH_FORWARD : r->mode == MODE_FORWARD_BACKWARD ? PH_BACKWARD : PH_OPTIMIZER;
+    if (last == PH_OPTIMIZER && !optimizer_capturable(r, note))
+        return LMK_OK;
+    for (int ph = PH_FORWARD; ph <= last; ph++) {
+        lmk_cuda_graph *g = NULL;
+        int rc = lmk_backend_cuda_capture_begin(r->b);
+        int rc_call = rc == LMK_OK ? phase_call(r, ph) : LMK_OK;
+        int rc_end = rc == LMK_OK ? lmk_backend_cuda_capture_end(r->b, &g) : LMK_OK;
+        if (rc == LMK_OK)
+            rc = rc_call != LMK_OK ? rc_call : rc_end;
+        if (rc != LMK_OK) {
+            lmk_cuda_graph_free(g);
+            snprintf(detail, len, "graph capture of the %s phase failed: %s (%s)", phase_names[ph],
+                     lmk_status_text(rc), lmk_backend_cuda_last_error(r->b));
+            return rc;
+        }
+        r->graph[ph] = g;
+    }
+    *scope = scopes[last];
+#else
+    (void)r, (void)detail, (void)len;
+    *note = "graphs ignored: this build has no CUDA";
+#endif
+    return LMK_OK;
+}
+
+static void runner_free(step_runner *r)
+{
+#ifdef LMPERF_HAVE_CUDA
+    if (r->graph[0] || r->timer)
+        (void)r->b->synchronize(r->b);
+    for (int ph = 0; ph < PH_TOTAL; ph++)
+        lmk_cuda_graph_free(r->graph[ph]);
+    lmk_cuda_timer_free(r->timer);
+#endif
+    memset(r->graph, 0, sizeof r->graph);
+    r->timer = NULL;
+}
+
+/* Statistics of column ph of times (steps, PH_COUNT) over the measured steps
+ * into obj[name]; null where the phase was not run or not timed. */
+static void put_stats(json_t *obj, const double *times, const int *has, const bench_point *p,
+                      double *total_mean)
+{
+    double *v = malloc((size_t)p->measure * sizeof *v);
+    for (int ph = 0; ph < PH_COUNT; ph++) {
+        int ok = has[ph] && v;
+        for (int i = 0; ok && i < p->measure; i++) {
+            v[i] = times[(size_t)(p->warmup + i) * PH_COUNT + ph];
+            ok = !isnan(v[i]);
+        }
+        json_object_set_new(obj, phase_names[ph],
+                            ok ? stats_json(v, p->measure, ph == PH_TOTAL ? total_mean : NULL) : json_null());
+    }
+    free(v);
+}
+
 /* Runs one point; returns the run object (new; failed runs carry the reason).
  * Sets *cancelled when the job was cancelled in the middle. */
 static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int *cancelled)
@@ -118,25 +290,32 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     json_object_set_new(run, "warmup_steps", json_integer(p->warmup));
     json_object_set_new(run, "measure_steps", json_integer(p->measure));
     json_object_set_new(run, "graphs", json_boolean(p->graphs));
+    json_object_set_new(run, "graphs_scope", json_string("none"));
+    json_object_set_new(run, "graphs_note", json_null());
     lmk_allocator *a = NULL;
     lmk_model *m = NULL;
     int32_t *tokens = NULL;
-    double *times = NULL; /* (steps, PH_COUNT) */
+    double *times = NULL, *gtimes = NULL; /* (steps, PH_COUNT): wall clock, GPU events (NAN: none) */
     int training = p->mode != MODE_FORWARD, steps = p->warmup + p->measure;
     int holds = p->mode == MODE_FORWARD            ? LMK_MODEL_INFERENCE
                 : p->mode == MODE_FORWARD_BACKWARD ? LMK_MODEL_GRADIENTS
                                                    : LMK_MODEL_TRAIN;
     size_t n = (size_t)p->base.batch * p->base.T;
+    step_runner r = {.b = b, .mode = p->mode, .opt = lmk_adamw_defaults(),
+                     .has = {1, training, p->mode == MODE_TRAIN_STEP, 1}};
     int rc;
 
     if (model_point_preflight(&p->base, holds, runctx_device_info(ctx), run))
         return run;
     tokens = malloc(2 * n * sizeof *tokens);
     times = calloc((size_t)steps * PH_COUNT, sizeof *times);
-    if (!tokens || !times) {
+    gtimes = calloc((size_t)steps * PH_COUNT, sizeof *gtimes);
+    if (!tokens || !times || !gtimes) {
         model_point_fail(run, "%s", "out of host memory");
         goto out;
     }
+    for (size_t i = 0; i < (size_t)steps * PH_COUNT; i++)
+        gtimes[i] = NAN;
     model_point_tokens(&p->base, tokens, tokens + n);
     if ((rc = lmk_allocator_create(b, &a)) != LMK_OK ||
         (lmk_allocator_set_recording(a, 0), rc = lmk_model_create(b, a, &p->base.cfg, p->base.batch, p->base.T,
@@ -145,74 +324,116 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
         model_point_fail(run, "model set-up failed: %s", lmk_status_text(rc));
         goto out;
     }
-    lmk_adamw_config opt = lmk_adamw_defaults();
-    for (int st = 0; st < steps; st++) {
+    r.m = m;
+#ifdef LMPERF_HAVE_CUDA
+    if (is_cuda(b) && (rc = lmk_cuda_timer_create(b, 2 * PH_TOTAL, &r.timer)) != LMK_OK) {
+        model_point_fail(run, "CUDA events: %s (%s)", lmk_status_text(rc), lmk_backend_cuda_last_error(b));
+        goto out;
+    }
+#endif
+    /* graphs: capture after the warm-up (scratch sized by an eager step; with
+     * no warm-up, one unreported priming step) */
+    int capture_at = -1, priming = 0;
+    if (p->graphs) {
+        const char *scope = "none", *note = NULL;
+#ifdef LMPERF_HAVE_CUDA
+        if (is_cuda(b)) {
+            capture_at = p->warmup;
+            priming = p->warmup == 0;
+        } else
+#endif
+        {
+            runner_capture(&r, &scope, &note, NULL, 0); /* says why not */
+            json_object_set_new(run, "graphs_note", note ? json_string(note) : json_null());
+        }
+    }
+    for (int st = -priming; st < steps; st++) {
         if (runctx_cancelled(ctx)) {
             *cancelled = 1;
             goto out;
         }
-        double *t = times + (size_t)st * PH_COUNT;
-        double t0 = now_ms();
-        rc = lmk_model_forward(m, training);
-        if (rc == LMK_OK)
-            rc = b->synchronize(b);
-        double t1 = now_ms();
-        if (rc == LMK_OK && training) {
-            rc = lmk_model_backward(m);
-            if (rc == LMK_OK)
-                rc = b->synchronize(b);
+        if (st == capture_at) {
+            const char *scope, *note;
+            char detail[400] = "";
+            if ((rc = runner_capture(&r, &scope, &note, detail, sizeof detail)) != LMK_OK) {
+                model_point_fail(run, "%s", detail);
+                goto out;
+            }
+            json_object_set_new(run, "graphs_scope", json_string(scope));
+            json_object_set_new(run, "graphs_note", note ? json_string(note) : json_null());
+            json_object_set_new(run, "graphs_priming_steps", json_integer(priming));
         }
-        double t2 = now_ms();
-        if (rc == LMK_OK && p->mode == MODE_TRAIN_STEP) {
-            rc = lmk_model_step(m, &opt);
-            if (rc == LMK_OK)
-                rc = b->synchronize(b);
+        double wall[PH_COUNT] = {0}, gpu[PH_COUNT] = {NAN, NAN, NAN, NAN};
+        rc = LMK_OK;
+        for (int ph = 0; ph < PH_TOTAL && rc == LMK_OK; ph++) {
+            if (!r.has[ph])
+                continue;
+            rc = run_phase(&r, ph, &wall[ph]);
+            if (rc == LMK_OK && phase_gpu_ms(&r, ph, &gpu[ph]) != LMK_OK)
+                gpu[ph] = NAN;
         }
-        double t3 = now_ms();
         if (rc != LMK_OK) {
             const char *name = "";
             uint64_t bytes = lmk_allocator_last_failure(a, &name);
-            char detail[256];
+            char detail[400];
             if (rc == LMK_NOMEM)
                 snprintf(detail, sizeof detail, "out of memory allocating %.1f MiB for %s", bytes / MIB, name);
+#ifdef LMPERF_HAVE_CUDA
+            else if (is_cuda(b))
+                snprintf(detail, sizeof detail, "%s (%s)", lmk_status_text(rc), lmk_backend_cuda_last_error(b));
+#endif
             else
                 snprintf(detail, sizeof detail, "%s", lmk_status_text(rc));
             model_point_fail(run, "step %d: %s", st, detail);
             goto out;
         }
-        t[PH_FORWARD] = t1 - t0;
-        t[PH_BACKWARD] = t2 - t1;
-        t[PH_OPTIMIZER] = t3 - t2;
-        t[PH_TOTAL] = t3 - t0;
+        if (st < 0)
+            continue;
+        double *t = times + (size_t)st * PH_COUNT, *g = gtimes + (size_t)st * PH_COUNT;
+        g[PH_TOTAL] = 0;
+        for (int ph = 0; ph < PH_TOTAL; ph++) {
+            t[ph] = wall[ph];
+            t[PH_TOTAL] += wall[ph];
+            g[ph] = gpu[ph];
+            if (r.has[ph])
+                g[PH_TOTAL] += gpu[ph]; /* NAN when a phase has no GPU time */
+        }
     }
+    float loss = NAN;
+    if (lmk_model_loss(m, &loss) == LMK_OK)
+        json_object_set_new(run, "final_loss", json_real(loss));
 
     /* steps, statistics, throughput */
-    int has[PH_COUNT] = {1, training, p->mode == MODE_TRAIN_STEP, 1};
+    int gpu_timed = r.timer != NULL;
     json_t *jsteps = json_array();
     for (int st = 0; st < steps; st++) {
-        const double *t = times + (size_t)st * PH_COUNT;
-        json_t *o = json_pack("{s:i, s:b}", "step", st, "warmup", st < p->warmup);
+        const double *t = times + (size_t)st * PH_COUNT, *g = gtimes + (size_t)st * PH_COUNT;
+        json_t *o = json_pack("{s:i, s:b, s:b}", "step", st, "warmup", st < p->warmup, "graph",
+                              capture_at >= 0 && st >= capture_at && r.graph[0] != NULL);
         for (int ph = 0; ph < PH_COUNT; ph++) {
             char key[32];
             snprintf(key, sizeof key, "%s_ms", phase_names[ph]);
-            json_object_set_new(o, key, has[ph] ? json_real(t[ph]) : json_null());
+            json_object_set_new(o, key, r.has[ph] ? json_real(t[ph]) : json_null());
+        }
+        for (int ph = 0; ph < PH_COUNT && gpu_timed; ph++) {
+            char key[32];
+            snprintf(key, sizeof key, "%s_gpu_ms", phase_names[ph]);
+            json_object_set_new(o, key, r.has[ph] && !isnan(g[ph]) ? json_real(g[ph]) : json_null());
         }
         json_array_append_new(jsteps, o);
     }
     json_object_set_new(run, "steps", jsteps);
     json_t *stats = json_object();
-    double *v = malloc((size_t)p->measure * sizeof *v), total_mean = 0;
-    for (int ph = 0; ph < PH_COUNT && v; ph++) {
-        if (!has[ph]) {
-            json_object_set_new(stats, phase_names[ph], json_null());
-            continue;
-        }
-        for (int i = 0; i < p->measure; i++)
-            v[i] = times[(size_t)(p->warmup + i) * PH_COUNT + ph];
-        json_object_set_new(stats, phase_names[ph], stats_json(v, p->measure, ph == PH_TOTAL ? &total_mean : NULL));
-    }
-    free(v);
+    double total_mean = 0;
+    put_stats(stats, times, r.has, p, &total_mean);
     json_object_set_new(run, "stats", stats);
+    if (gpu_timed) {
+        json_t *sg = json_object();
+        put_stats(sg, gtimes, r.has, p, NULL);
+        json_object_set_new(run, "stats_gpu", sg);
+    } else {
+        json_object_set_new(run, "stats_gpu", json_null());
+    }
     lmk_model_flops fl = lmk_model_flops_per_step(&p->base.cfg, p->base.batch, p->base.T);
     double flops = fl.forward + (training ? fl.backward : 0) + (p->mode == MODE_TRAIN_STEP ? fl.optimizer : 0);
     double secs = total_mean / 1e3;
@@ -228,10 +449,12 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     json_object_set_new(run, "status", json_string("succeeded"));
     json_object_set_new(run, "error", json_null());
 out:
+    runner_free(&r);
     lmk_model_free(m);
     lmk_allocator_free(a);
     free(tokens);
     free(times);
+    free(gtimes);
     return run;
 }
 
@@ -327,6 +550,18 @@ static const struct {
     {"mfu", "mfu"},
     {"peak_memory_bytes", "peak_memory_bytes"},
     {"estimated_memory_bytes", "estimated_memory_bytes"},
+    /* 0008_benchmark_gpu */
+    {"graphs_scope", "graphs_scope"},
+    {"graphs_note", "graphs_note"},
+    {"final_loss", "final_loss"},
+#define GPU_COLUMNS(ph)                                                                                 \
+    {#ph "_gpu_mean_ms", "stats_gpu." #ph ".mean_ms"}, {#ph "_gpu_std_ms", "stats_gpu." #ph ".std_ms"}, \
+        {#ph "_gpu_median_ms", "stats_gpu." #ph ".median_ms"}
+    GPU_COLUMNS(forward),
+    GPU_COLUMNS(backward),
+    GPU_COLUMNS(optimizer),
+    GPU_COLUMNS(total),
+#undef GPU_COLUMNS
 };
 #define RUN_COLUMN_COUNT (sizeof run_columns / sizeof run_columns[0])
 

@@ -1,13 +1,22 @@
 #!/bin/bash
-# Fills .carry/ (git-ignored) with what tests/gpu/run_all.sh needs on the
-# device machine: the gpu test binaries from build-gpu, libgomp, the commit
-# and the PyTorch peer script. Run from the repository root after
-# `meson setup build-gpu && ninja -C build-gpu`.
+# Fills a git-ignored carry folder (default .carry/g) with what
+# tests/gpu/run_all.sh and bench_grid.sh need on the device machine: lmperfd
+# and the gpu test binaries from a build folder, the shared libraries the
+# device image may lack (all but the C runtime's and CUDA's: libgomp,
+# libmicrohttpd, jansson, sqlite, MPI), the commit, the PyTorch peer script. Run from the repository root after ninja.
+# usage: tests/gpu/carry.sh [BUILD_DIR [CARRY_DIR]]
 set -eu
-mkdir -p .carry/lib
-cp build-gpu/tests/gpu/test_cuda_ops build-gpu/tests/gpu/bench_train_step .carry/
-cp /usr/lib/x86_64-linux-gnu/libgomp.so.1 .carry/lib/
-cp /work/shared/anchors/torch_lm.py .carry/
-git rev-parse --short HEAD >.carry/COMMIT
-if ! git diff --quiet HEAD -- kernels/cuda tests/gpu; then echo "+dirty" >>.carry/COMMIT; fi
-du -sh .carry
+BUILD=${1:-build-g}
+CARRY=${2:-.carry/g}
+mkdir -p "$CARRY/lib"
+cp "$BUILD"/tests/gpu/test_cuda_ops "$BUILD"/tests/gpu/bench_train_step "$BUILD"/tests/gpu/test_graph_step \
+    "$BUILD"/tests/gpu/dump_model "$BUILD"/daemon/lmperfd "$CARRY/"
+# every shared library of lmperfd and the tests but the C runtime's and CUDA's own
+for bin in "$CARRY"/lmperfd "$CARRY"/test_cuda_ops; do
+    ldd "$bin" | awk '/=> \//{print $3}'
+done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libcudart)\.so' |
+    xargs -r -I{} cp -L {} "$CARRY/lib/"
+cp /work/shared/anchors/torch_lm.py "$CARRY/"
+git rev-parse --short HEAD >"$CARRY/COMMIT"
+if ! git diff --quiet HEAD -- kernels daemon tests/gpu schema; then echo "+dirty" >>"$CARRY/COMMIT"; fi
+du -sh "$CARRY"

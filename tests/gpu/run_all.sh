@@ -1,22 +1,30 @@
 #!/bin/bash
 # Every GPU check of the cuda backend in one device call. Binaries are built
-# on the development machine (meson setup build-gpu && ninja -C build-gpu) and
-# carried in .carry/ (tests/gpu/carry.sh fills it); logs go to $OUT.
-#   1. test_cuda_ops     every op and whole models against the cpu backend
-#   2. bench_train_step  train-step timing (small, medium × T × fp32/tf32)
-#   3. torch_lm.py       the PyTorch peer on the same grid (fp32, then --tf32)
-# Exit status: that of test_cuda_ops.
+# on the development machine (meson setup build-g && ninja -C build-g) and
+# carried in $CARRY (tests/gpu/carry.sh fills it); logs go to $OUT.
+#   1. test_cuda_ops        every op and whole models against the cpu backend
+#   2. test_graph_step      per-phase CUDA graphs replayed vs eager; event timer
+#   3. dump_model + torch_reference.py   the whole model against PyTorch
+#                           (tiny, dh 80 / V 10007, 25 heads / V 1003; fp32, tf32)
+#   4. benchmark_gpu_check.py   the benchmark job: graphs, CUDA-event times
+#   5. bench_train_step     train-step timing (small, medium × T × fp32/tf32)
+#   6. torch_lm.py          the PyTorch peer on the same grid (fp32, then --tf32)
+# Switches (1 = run): OPS GRAPH MODEL DAEMON BENCH TORCH (all 1 by default).
+# Exit status: 0 when every check that ran passed.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HERE="$ROOT/tests/gpu"
 CARRY=${CARRY:-$ROOT/.carry}
 OUT=${OUT:-/tmp/lmperf-gpu-out}
 SIZES=${SIZES:-small,medium}
 CTX=${CTX:-128,256,512,1024}
 PRECS=${PRECS:-fp32,tf32}
-TORCH=${TORCH:-1} # 0: skip the PyTorch peer
+OPS=${OPS:-1} GRAPH=${GRAPH:-1} MODEL=${MODEL:-1} DAEMON=${DAEMON:-1} BENCH=${BENCH:-1} TORCH=${TORCH:-1}
 mkdir -p "$OUT"
 PYLIB=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$CARRY/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${PYLIB:+:$PYLIB}:${LD_LIBRARY_PATH:-}"
+RC=0
+note() { echo "$*" | tee -a "$OUT/env.txt"; }
 
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
@@ -26,25 +34,53 @@ export LD_LIBRARY_PATH="$CARRY/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${PY
     python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
 } >"$OUT/env.txt" 2>&1
 
-timeout 270 "$CARRY/test_cuda_ops" >"$OUT/test_cuda_ops.log" 2>&1
-TEST_RC=$?
-echo "test_cuda_ops rc=$TEST_RC" >>"$OUT/env.txt"
-
-timeout 30 "$CARRY/bench_train_step" adamw 134217728 >"$OUT/bench.log" 2>&1
-timeout 150 "$CARRY/bench_train_step" 10 4 "$SIZES" "$CTX" "$PRECS" >>"$OUT/bench.log" 2>&1
-echo "bench_train_step rc=$?" >>"$OUT/env.txt"
-
+if [ "$OPS" = 1 ]; then
+    timeout "${OPS_TIMEOUT:-270}" "$CARRY/test_cuda_ops" >"$OUT/test_cuda_ops.log" 2>&1
+    r=$?; note "test_cuda_ops rc=$r"; [ $r = 0 ] || RC=1
+fi
+if [ "$GRAPH" = 1 ]; then
+    timeout 120 "$CARRY/test_graph_step" >"$OUT/test_graph_step.log" 2>&1
+    r=$?; note "test_graph_step rc=$r"; [ $r = 0 ] || RC=1
+fi
+if [ "$MODEL" = 1 ]; then
+    : >"$OUT/model.log"
+    set -- "tiny 4 128" "10007,160,432,2,2 2 100" "1003,200,328,1,25 3 100"
+    prefixes=()
+    for shape in "$@"; do
+        read -r m b t <<<"$shape"
+        for prec in fp32 tf32; do
+            p="$OUT/dump_${m//,/_}_$prec"
+            timeout 60 "$CARRY/dump_model" "$p" "$m" "$b" "$t" "$prec" 3 >>"$OUT/model.log" 2>&1 &&
+                prefixes+=("$p")
+        done
+    done
+    timeout 180 python3 "$HERE/torch_reference.py" "${prefixes[@]}" >>"$OUT/model.log" 2>&1
+    r=$?; note "torch_reference rc=$r (${#prefixes[@]} of 6 dumps)"; [ $r = 0 ] && [ ${#prefixes[@]} = 6 ] || RC=1
+    rm -f "$OUT"/dump_*.bin
+fi
+if [ "$DAEMON" = 1 ]; then
+    timeout 300 python3 "$HERE/benchmark_gpu_check.py" "$CARRY/lmperfd" "$OUT" >"$OUT/benchmark_gpu_check.log" 2>&1
+    r=$?; note "benchmark_gpu_check rc=$r"; [ $r = 0 ] || RC=1
+fi
+if [ "$BENCH" = 1 ]; then
+    timeout 30 "$CARRY/bench_train_step" adamw 134217728 >"$OUT/bench.log" 2>&1
+    timeout 150 "$CARRY/bench_train_step" 10 4 "$SIZES" "$CTX" "$PRECS" >>"$OUT/bench.log" 2>&1
+    note "bench_train_step rc=$?"
+fi
 if [ "$TORCH" = 1 ]; then
     timeout 80 python3 "$CARRY/torch_lm.py" --sizes "$SIZES" --ctx "$CTX" --precs fp32 \
         --out "$OUT/torch_fp32.jsonl" >"$OUT/torch.log" 2>&1
-    echo "torch fp32 rc=$?" >>"$OUT/env.txt"
+    note "torch fp32 rc=$?"
     timeout 80 python3 "$CARRY/torch_lm.py" --sizes "$SIZES" --ctx "$CTX" --precs fp32 --tf32 \
         --out "$OUT/torch_tf32.jsonl" >>"$OUT/torch.log" 2>&1
-    echo "torch tf32 rc=$?" >>"$OUT/env.txt"
+    note "torch tf32 rc=$?"
 fi
 
 cat "$OUT/env.txt"
-grep -E 'FAIL|: ok|check\(s\)|graph' "$OUT/test_cuda_ops.log" | tail -40
-grep -c ' ok$' "$OUT/test_cuda_ops.log" | sed 's/^/checks ok: /'
-cat "$OUT/bench.log"
-exit $TEST_RC
+[ -f "$OUT/test_cuda_ops.log" ] && grep -E 'FAIL|check\(s\)|test_cuda_ops' "$OUT/test_cuda_ops.log" | tail -20 &&
+    grep -c ' ok$' "$OUT/test_cuda_ops.log" | sed 's/^/test_cuda_ops checks ok: /'
+[ -f "$OUT/test_graph_step.log" ] && tail -20 "$OUT/test_graph_step.log"
+[ -f "$OUT/model.log" ] && grep -vE '^  after [1-4] ' "$OUT/model.log"
+[ -f "$OUT/benchmark_gpu_check.log" ] && cat "$OUT/benchmark_gpu_check.log"
+[ -f "$OUT/bench.log" ] && cat "$OUT/bench.log"
+exit $RC

@@ -1,0 +1,210 @@
+/* Dumps a whole model run on the cuda backend for the PyTorch reference
+ * (tests/gpu/torch_reference.py): the model created from a seed, a fixed
+ * token batch, forward + backward, then 5 AdamW steps (CS336 form, defaults
+ * of lmk_adamw_defaults, no clipping) on the same batch.
+ *   PREFIX.bin   float32, every parameter at creation, then every gradient of
+ *                the first forward + backward (cs336_basics order)
+ *   PREFIX.json  config, batch, tokens, precision, the tensors' names, sizes
+ *                and offsets (in floats) into PREFIX.bin, the loss, and
+ *                losses[k] = loss of the forward after k AdamW steps (k ≤ 5)
+ * usage: dump_model PREFIX MODEL B T PREC [SEED [cpu]]
+ *   MODEL: a preset name, or V,d_model,d_ff,num_layers,num_heads
+ *   cpu: use the cpu reference backend instead (to check the reference
+ *   script itself on a machine without a GPU)
+ * Exits 77 without a GPU (cuda backend), 1 on failure. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "cuda/backend_cuda.h"
+#include "model.h"
+#include "status.h"
+
+#define ADAMW_STEPS 5
+
+static lmk_backend *gpu; /* the backend used, cuda unless "cpu" was asked for */
+
+static const char *last_error(void)
+{
+    const char *e = gpu ? lmk_backend_cuda_last_error(gpu) : NULL;
+    return e ? e : "";
+}
+
+#define TRY(x)                                                                                 \
+    do {                                                                                       \
+        int try_rc_ = (x);                                                                     \
+        if (try_rc_ != LMK_OK) {                                                               \
+            fprintf(stderr, "dump_model: %s: %s (%s)\n", #x, lmk_status_text(try_rc_),        \
+                    last_error());                                         \
+            goto out;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+static int parse_model(const char *s, lmk_model_config *c)
+{
+    if (lmk_model_preset(s, c) == LMK_OK)
+        return 0;
+    memset(c, 0, sizeof *c);
+    if (sscanf(s, "%d,%d,%d,%d,%d", &c->vocab_size, &c->d_model, &c->d_ff, &c->num_layers, &c->num_heads) != 5)
+        return -1;
+    snprintf(c->name, sizeof c->name, "custom");
+    c->rope_theta = 10000.0f;
+    c->context_length = 1024;
+    return 0;
+}
+
+/* Appends the n floats of device tensor t to f. */
+static int write_tensor(FILE *f, const lmk_tensor *t)
+{
+    float *h = malloc(t->bytes);
+    int rc = h ? gpu->download(gpu, h, t->data, t->bytes) : LMK_NOMEM;
+    if (rc == LMK_OK && fwrite(h, sizeof(float), t->numel, f) != t->numel)
+        rc = LMK_INVALID;
+    free(h);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 6) {
+        fprintf(stderr, "usage: dump_model PREFIX MODEL B T PREC [SEED [cpu]]\n");
+        return 2;
+    }
+    int use_cpu = argc > 7 && strcmp(argv[7], "cpu") == 0;
+    if (!use_cpu && lmk_cuda_device_count() == 0) {
+        printf("dump_model: no CUDA device, skipped\n");
+        return 77;
+    }
+    const char *prefix = argv[1];
+    lmk_model_config c;
+    int B = atoi(argv[3]), T = atoi(argv[4]);
+    lmk_precision prec;
+    uint64_t seed = argc > 6 ? strtoull(argv[6], NULL, 10) : 1;
+    if (parse_model(argv[2], &c) != 0 || lmk_precision_parse(argv[5], &prec) != LMK_OK || B < 1 || T < 1) {
+        fprintf(stderr, "dump_model: bad model, batch, context or precision\n");
+        return 2;
+    }
+    if (T > c.context_length)
+        c.context_length = T;
+    const char *field = NULL;
+    if (lmk_model_config_check(&c, &field) != LMK_OK) {
+        fprintf(stderr, "dump_model: invalid shape (%s)\n", field ? field : "?");
+        return 2;
+    }
+    char err[256] = "", path[1024];
+    int status = 1, N = B * T;
+    lmk_allocator *a = NULL;
+    lmk_model *m = NULL;
+    FILE *fb = NULL, *fj = NULL;
+    int32_t *tok = malloc(sizeof *tok * 2 * (size_t)N);
+    float losses[ADAMW_STEPS + 1];
+    if (!tok)
+        return 1;
+    if (use_cpu ? lmk_backend_cpu_create(&gpu) != LMK_OK : lmk_backend_cuda_create(0, &gpu, err, sizeof err) != LMK_OK) {
+        fprintf(stderr, "dump_model: cuda backend: %s\n", err);
+        free(tok);
+        return 1;
+    }
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 12345;
+    for (int i = 0; i < 2 * N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int32_t)((s >> 33) % (uint64_t)c.vocab_size);
+    }
+    TRY(lmk_allocator_create(gpu, &a));
+    TRY(lmk_model_create(gpu, a, &c, B, T, prec, seed, LMK_MODEL_TRAIN, &m));
+    TRY(lmk_model_set_batch(m, tok, tok + N));
+
+    snprintf(path, sizeof path, "%s.bin", prefix);
+    if (!(fb = fopen(path, "wb"))) {
+        perror(path);
+        goto out;
+    }
+    size_t nt = lmk_model_tensor_count(m);
+    for (size_t i = 0; i < nt; i++) {
+        lmk_tensor *p;
+        TRY(lmk_model_tensor(m, i, NULL, &p, NULL));
+        TRY(write_tensor(fb, p));
+    }
+    lmk_adamw_config opt = lmk_adamw_defaults();
+    for (int k = 0; k <= ADAMW_STEPS; k++) {
+        TRY(lmk_model_forward(m, 1));
+        TRY(lmk_model_loss(m, &losses[k]));
+        TRY(lmk_model_backward(m));
+        if (k == 0) {
+            for (size_t i = 0; i < nt; i++) {
+                lmk_tensor *g;
+                TRY(lmk_model_tensor(m, i, NULL, NULL, &g));
+                TRY(write_tensor(fb, g));
+            }
+        }
+        if (k < ADAMW_STEPS)
+            TRY(lmk_model_step(m, &opt));
+    }
+    if (fclose(fb) != 0) {
+        fb = NULL;
+        perror(path);
+        goto out;
+    }
+    fb = NULL;
+
+    snprintf(path, sizeof path, "%s.json", prefix);
+    if (!(fj = fopen(path, "w"))) {
+        perror(path);
+        goto out;
+    }
+    fprintf(fj, "{\"model\": \"%s\", \"vocab_size\": %d, \"d_model\": %d, \"d_ff\": %d, \"num_layers\": %d, "
+                "\"num_heads\": %d, \"rope_theta\": %.1f, \"batch\": %d, \"T\": %d, \"precision\": \"%s\", "
+                "\"seed\": %llu,\n",
+            c.name, c.vocab_size, c.d_model, c.d_ff, c.num_layers, c.num_heads, c.rope_theta, B, T,
+            lmk_precision_name(prec), (unsigned long long)seed);
+    lmk_adamw_config d = lmk_adamw_defaults();
+    fprintf(fj, " \"adamw\": {\"lr\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, \"weight_decay\": %.9g},\n",
+            d.lr, d.beta1, d.beta2, d.eps, d.weight_decay);
+    for (int part = 0; part < 2; part++) {
+        fprintf(fj, " \"%s\": [", part ? "targets" : "inputs");
+        for (int i = 0; i < N; i++)
+            fprintf(fj, "%s%d", i ? "," : "", tok[part * N + i]);
+        fprintf(fj, "],\n");
+    }
+    fprintf(fj, " \"loss\": %.9g,\n \"losses\": [", losses[0]);
+    for (int k = 0; k <= ADAMW_STEPS; k++)
+        fprintf(fj, "%s%.9g", k ? ", " : "", losses[k]);
+    fprintf(fj, "],\n \"tensors\": [\n");
+    size_t off = 0, total = 0;
+    for (size_t i = 0; i < nt; i++) {
+        lmk_tensor *p;
+        TRY(lmk_model_tensor(m, i, NULL, &p, NULL));
+        total += p->numel;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const char *name;
+        lmk_tensor *p;
+        TRY(lmk_model_tensor(m, i, &name, &p, NULL));
+        fprintf(fj, "  {\"name\": \"%s\", \"numel\": %zu, \"param_offset\": %zu, \"grad_offset\": %zu}%s\n", name,
+                p->numel, off, total + off, i + 1 < nt ? "," : "");
+        off += p->numel;
+    }
+    fprintf(fj, " ]}\n");
+    if (fclose(fj) != 0) {
+        fj = NULL;
+        perror(path);
+        goto out;
+    }
+    fj = NULL;
+    printf("dump_model: %s %s B%d T%d: %zu tensors, %zu parameters, loss %.7f, after %d steps %.7f\n", c.name,
+           lmk_precision_name(prec), B, T, nt, total, losses[0], ADAMW_STEPS, losses[ADAMW_STEPS]);
+    status = 0;
+out:
+    if (fb)
+        fclose(fb);
+    if (fj)
+        fclose(fj);
+    lmk_model_free(m);
+    lmk_allocator_free(a);
+    lmk_backend_free(gpu);
+    free(tok);
+    return status;
+}

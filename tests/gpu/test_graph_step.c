@@ -1,0 +1,235 @@
+/* The CUDA-graph step of the benchmark job (daemon/kind_benchmark.c) and the
+ * event timers it uses (kernels/cuda/timing.h), on the GPU: one graph per
+ * phase (forward; backward, which frees what the forward graph allocated),
+ * captured after an eager warm-up and replayed for N steps on a fresh token
+ * batch each step (uploaded into the same device buffer), against a second
+ * model run eagerly from the same seed: loss and every gradient bitwise
+ * equal after each step. Shapes: tiny and an odd custom one (dh 80, V 10007,
+ * T 100). Then the event timer: GPU time of a known op is positive and not
+ * above its synchronised wall clock.
+ * Exits 77 when no CUDA device is visible (CI), 1 on any failure. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../engine/check.h"
+#include "alloc.h"
+#include "backend.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/timing.h"
+#include "model.h"
+#include "status.h"
+
+#define GPU(x)                                                                          \
+    do {                                                                                \
+        int gpu_rc_ = (x);                                                              \
+        if (gpu_rc_ != LMK_OK) {                                                        \
+            fprintf(stderr, "FAIL %s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #x,         \
+                    lmk_status_text(gpu_rc_), lmk_backend_cuda_last_error(gpu));        \
+            exit(1);                                                                    \
+        }                                                                               \
+    } while (0)
+
+static lmk_backend *gpu;
+static test_rng rng = {2026};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void new_batch(lmk_model *a, lmk_model *b, int n, int V)
+{
+    int32_t *tok = malloc(sizeof *tok * 2 * (size_t)n);
+    if (!tok)
+        exit(1);
+    for (int i = 0; i < 2 * n; i++)
+        tok[i] = (int32_t)(test_next(&rng) % (uint64_t)V);
+    GPU(lmk_model_set_batch(a, tok, tok + n));
+    GPU(lmk_model_set_batch(b, tok, tok + n));
+    free(tok);
+}
+
+/* Number of gradient elements of m that differ from e's (bitwise). */
+static size_t grads_differ(lmk_model *g, lmk_model *e, const char **first)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < lmk_model_tensor_count(g); i++) {
+        const char *name;
+        lmk_tensor *pg, *gg, *pe, *ge;
+        MUST(lmk_model_tensor(g, i, &name, &pg, &gg));
+        MUST(lmk_model_tensor(e, i, NULL, &pe, &ge));
+        float *hg = malloc(gg->bytes), *he = malloc(ge->bytes);
+        if (!hg || !he)
+            exit(1);
+        GPU(gpu->download(gpu, hg, gg->data, gg->bytes));
+        GPU(gpu->download(gpu, he, ge->data, ge->bytes));
+        size_t d = 0;
+        for (size_t j = 0; j < gg->numel; j++)
+            d += memcmp(&hg[j], &he[j], sizeof(float)) != 0;
+        if (d && !bad)
+            *first = name;
+        bad += d;
+        free(hg), free(he);
+    }
+    return bad;
+}
+
+/* forward_backward: graphs F and B replayed `steps` times vs eager. */
+static void test_fwd_bwd(const lmk_model_config *c, int B, int T, int steps)
+{
+    lmk_allocator *ag = NULL, *ae = NULL;
+    lmk_model *mg = NULL, *me = NULL;
+    lmk_cuda_graph *gf = NULL, *gb = NULL;
+    int N = B * T;
+    MUST(lmk_allocator_create(gpu, &ag));
+    MUST(lmk_allocator_create(gpu, &ae));
+    GPU(lmk_model_create(gpu, ag, c, B, T, LMK_PREC_FP32, 11, LMK_MODEL_GRADIENTS, &mg));
+    GPU(lmk_model_create(gpu, ae, c, B, T, LMK_PREC_FP32, 11, LMK_MODEL_GRADIENTS, &me));
+    new_batch(mg, me, N, c->vocab_size);
+    GPU(lmk_model_forward(mg, 1)); /* warm-up: sizes the scratch */
+    GPU(lmk_model_backward(mg));
+    GPU(lmk_backend_cuda_capture_begin(gpu));
+    int rc = lmk_model_forward(mg, 1), rc2 = lmk_backend_cuda_capture_end(gpu, &gf);
+    CHECK(rc == LMK_OK && rc2 == LMK_OK, "capture forward: %d/%d %s", rc, rc2, lmk_backend_cuda_last_error(gpu));
+    GPU(lmk_backend_cuda_capture_begin(gpu));
+    rc = lmk_model_backward(mg), rc2 = lmk_backend_cuda_capture_end(gpu, &gb);
+    CHECK(rc == LMK_OK && rc2 == LMK_OK, "capture backward: %d/%d %s", rc, rc2, lmk_backend_cuda_last_error(gpu));
+    if (!gf || !gb)
+        goto out;
+    for (int s = 0; s < steps; s++) {
+        new_batch(mg, me, N, c->vocab_size);
+        GPU(lmk_cuda_graph_launch(gpu, gf));
+        GPU(lmk_cuda_graph_launch(gpu, gb));
+        GPU(lmk_model_forward(me, 1));
+        GPU(lmk_model_backward(me));
+        float lg = 0, le = 0;
+        GPU(lmk_model_loss(mg, &lg));
+        GPU(lmk_model_loss(me, &le));
+        const char *first = "";
+        size_t bad = grads_differ(mg, me, &first);
+        printf("  %s B%d T%d step %d: graph loss %.7f eager %.7f, grads differing %zu  %s\n", c->name, B, T,
+               s, lg, le, bad, lg == le && bad == 0 ? "ok" : "FAIL");
+        CHECK(lg == le, "%s step %d: graph loss %.9g != eager %.9g", c->name, s, lg, le);
+        CHECK(bad == 0, "%s step %d: %zu gradient elements differ (first in %s)", c->name, s, bad, first);
+    }
+    /* replay vs eager speed, informational */
+    double t0 = now_ms();
+    for (int s = 0; s < 10; s++) {
+        GPU(lmk_cuda_graph_launch(gpu, gf));
+        GPU(lmk_cuda_graph_launch(gpu, gb));
+    }
+    GPU(gpu->synchronize(gpu));
+    double t1 = now_ms();
+    for (int s = 0; s < 10; s++) {
+        GPU(lmk_model_forward(me, 1));
+        GPU(lmk_model_backward(me));
+    }
+    GPU(gpu->synchronize(gpu));
+    printf("  %s B%d T%d fwd+bwd: graphs %.3f ms, eager %.3f ms per step\n", c->name, B, T, (t1 - t0) / 10,
+           (now_ms() - t1) / 10);
+out:
+    lmk_cuda_graph_free(gf);
+    lmk_cuda_graph_free(gb);
+    lmk_model_free(mg);
+    lmk_model_free(me);
+    lmk_allocator_free(ag);
+    lmk_allocator_free(ae);
+}
+
+/* forward only (inference): one graph, loss equal on fresh batches. */
+static void test_forward(const lmk_model_config *c, int B, int T, int steps)
+{
+    lmk_allocator *ag = NULL, *ae = NULL;
+    lmk_model *mg = NULL, *me = NULL;
+    lmk_cuda_graph *gf = NULL;
+    int N = B * T;
+    MUST(lmk_allocator_create(gpu, &ag));
+    MUST(lmk_allocator_create(gpu, &ae));
+    GPU(lmk_model_create(gpu, ag, c, B, T, LMK_PREC_TF32, 5, LMK_MODEL_INFERENCE, &mg));
+    GPU(lmk_model_create(gpu, ae, c, B, T, LMK_PREC_TF32, 5, LMK_MODEL_INFERENCE, &me));
+    new_batch(mg, me, N, c->vocab_size);
+    GPU(lmk_model_forward(mg, 0));
+    GPU(lmk_backend_cuda_capture_begin(gpu));
+    int rc = lmk_model_forward(mg, 0), rc2 = lmk_backend_cuda_capture_end(gpu, &gf);
+    CHECK(rc == LMK_OK && rc2 == LMK_OK, "capture forward (inference): %d/%d %s", rc, rc2,
+          lmk_backend_cuda_last_error(gpu));
+    for (int s = 0; gf && s < steps; s++) {
+        new_batch(mg, me, N, c->vocab_size);
+        GPU(lmk_cuda_graph_launch(gpu, gf));
+        GPU(lmk_model_forward(me, 0));
+        float lg = 0, le = 0;
+        GPU(lmk_model_loss(mg, &lg));
+        GPU(lmk_model_loss(me, &le));
+        printf("  %s tf32 inference step %d: graph loss %.7f eager %.7f  %s\n", c->name, s, lg, le,
+               lg == le ? "ok" : "FAIL");
+        CHECK(lg == le, "%s inference step %d: graph %.9g != eager %.9g", c->name, s, lg, le);
+    }
+    lmk_cuda_graph_free(gf);
+    lmk_model_free(mg);
+    lmk_model_free(me);
+    lmk_allocator_free(ag);
+    lmk_allocator_free(ae);
+}
+
+/* Events around 20 copies of 256 MiB: GPU time > 0, ≤ wall clock, and the
+ * implied bandwidth plausible (10 GB/s … 10 TB/s). */
+static void test_timer(void)
+{
+    lmk_cuda_timer *t = NULL;
+    void *x = NULL, *y = NULL;
+    size_t bytes = (size_t)256 << 20;
+    GPU(lmk_cuda_timer_create(gpu, 2, &t));
+    CHECK(lmk_cuda_timer_create(gpu, 0, &(lmk_cuda_timer *){NULL}) == LMK_INVALID, "n = 0 accepted");
+    CHECK(lmk_cuda_timer_record(t, 2) == LMK_INVALID, "event 2 of 2 accepted");
+    GPU(gpu->mem_alloc(gpu, bytes, &x));
+    GPU(gpu->mem_alloc(gpu, bytes, &y));
+    GPU(gpu->mem_zero(gpu, x, bytes));
+    GPU(gpu->synchronize(gpu));
+    double w0 = now_ms(), ms = -1;
+    GPU(lmk_cuda_timer_record(t, 0));
+    for (int i = 0; i < 20; i++)
+        GPU(gpu->mem_copy(gpu, y, x, bytes));
+    GPU(lmk_cuda_timer_record(t, 1));
+    GPU(gpu->synchronize(gpu));
+    double wall = now_ms() - w0;
+    GPU(lmk_cuda_timer_elapsed(t, 0, 1, &ms));
+    double gbps = 20.0 * 2 * bytes / (ms / 1e3) / 1e9;
+    printf("  timer: 20 × 256 MiB copies: gpu %.3f ms, wall %.3f ms, %.0f GB/s  %s\n", ms, wall, gbps,
+           ms > 0 && ms <= wall * 1.01 + 0.01 && gbps > 10 && gbps < 10000 ? "ok" : "FAIL");
+    CHECK(ms > 0 && ms <= wall * 1.01 + 0.01, "event time %.3f ms vs wall %.3f ms", ms, wall);
+    CHECK(gbps > 10 && gbps < 10000, "implausible copy bandwidth %.0f GB/s", gbps);
+    gpu->mem_free(gpu, x);
+    gpu->mem_free(gpu, y);
+    lmk_cuda_timer_free(t);
+}
+
+int main(void)
+{
+    if (lmk_cuda_device_count() == 0) {
+        printf("test_graph_step: no CUDA device visible, skipped\n");
+        return 77;
+    }
+    char err[256];
+    if (lmk_backend_cuda_create(0, &gpu, err, sizeof err) != LMK_OK) {
+        fprintf(stderr, "cuda backend: %s\n", err);
+        return 1;
+    }
+    lmk_model_config tiny, odd = {.name = "odd", .vocab_size = 10007, .context_length = 128, .d_model = 160,
+                                  .d_ff = 432, .num_layers = 2, .num_heads = 2, .rope_theta = 10000.0f};
+    MUST(lmk_model_preset("tiny", &tiny));
+    printf("graph per phase, forward_backward:\n");
+    test_fwd_bwd(&tiny, 2, 64, 4);
+    test_fwd_bwd(&odd, 2, 100, 3);
+    printf("graph, forward (inference):\n");
+    test_forward(&tiny, 2, 64, 3);
+    printf("event timer:\n");
+    test_timer();
+    lmk_backend_free(gpu);
+    return check_report("test_graph_step");
+}

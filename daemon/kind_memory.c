@@ -6,11 +6,24 @@
  * DESIGN: one fresh allocator and model per point with event recording on
  * from the first parameter; phases are ranges of the event log marked by the
  * runner (init = model creation and the batch upload; then forward, backward,
- * optimizer per step). The analysis is memory_report.c's. */
+ * optimizer per step). The analysis is memory_report.c's.
+ *
+ * On the cuda backend the stream-ordered pool is read at every phase mark
+ * (reserved bytes at the mark and high-water marks over the phase, restarted
+ * at each mark) and the device's free memory before and after the run
+ * (schema/0010_memory_gpu.sql); on the cpu those figures are null with a
+ * note. A point that fails (out of memory on the device, or past the spec's
+ * memory_limit_bytes) is a failed run carrying the requested and free bytes
+ * and the report of the events up to the failure; the sweep goes on. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef LMPERF_HAVE_CUDA
+#include "cuda/backend_cuda.h"
+#endif
+#include "device.h"
 #include "jobkind.h"
 #include "memory_report.h"
 #include "model_point.h"
@@ -32,14 +45,151 @@ static int spec_int(const json_t *spec, const char *key, int fallback)
     return json_is_number(v) ? (int)json_number_value(v) : fallback;
 }
 
-/* Marks the end of the current phase and the start of the next. */
-static void phase_mark(memory_phase *phases, size_t *count, const lmk_allocator *a, const char *name, int step)
+/* "12.3 MiB", "48.0 KiB", "512 B" into buf. */
+static const char *fmt_bytes(char *buf, size_t len, uint64_t bytes)
+{
+    if (bytes >= (1u << 30))
+        snprintf(buf, len, "%.2f GiB", bytes / (MIB * 1024.0));
+    else if (bytes >= (1u << 20))
+        snprintf(buf, len, "%.1f MiB", bytes / MIB);
+    else if (bytes >= 1024)
+        snprintf(buf, len, "%.1f KiB", bytes / 1024.0);
+    else
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+    return buf;
+}
+
+/* --- the CUDA pool and the device's memory --------------------------------------- */
+
+/* Non-zero when b has a stream-ordered pool to read (the cuda backend). */
+static int has_pool(lmk_backend *b)
+{
+#ifdef LMPERF_HAVE_CUDA
+    return b && b->name && strcmp(b->name, "cuda") == 0;
+#else
+    (void)b;
+    return 0;
+#endif
+}
+
+/* Starts a run: the pool gives its unused memory back (what an earlier
+ * point left reserved) and its high-water marks restart. */
+static void pool_start(lmk_backend *b)
+{
+#ifdef LMPERF_HAVE_CUDA
+    if (has_pool(b))
+        (void)lmk_backend_cuda_pool_reset(b, 1);
+#else
+    (void)b;
+#endif
+}
+
+/* Closes phase ph's pool figures (after the queued work) and restarts the
+ * high-water marks for the next phase. */
+static void pool_sample(lmk_backend *b, memory_phase *ph)
+{
+#ifdef LMPERF_HAVE_CUDA
+    uint64_t rc = 0, rh = 0, uh = 0;
+    if (has_pool(b) && b->synchronize(b) == LMK_OK &&
+        lmk_backend_cuda_pool_usage(b, &rc, &rh, NULL, &uh) == LMK_OK) {
+        ph->reserved_end = (int64_t)rc;
+        ph->reserved_peak = (int64_t)rh;
+        ph->pool_used_peak = (int64_t)uh;
+        (void)lmk_backend_cuda_pool_reset(b, 0);
+    }
+#else
+    (void)b;
+    (void)ph;
+#endif
+}
+
+/* The device's free and total bytes; 0 when the backend has none. */
+static int device_memory(lmk_backend *b, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    *free_bytes = *total_bytes = 0;
+#ifdef LMPERF_HAVE_CUDA
+    if (has_pool(b))
+        return lmk_backend_cuda_device_memory(b, free_bytes, total_bytes) == LMK_OK ? 0 : -1;
+#else
+    (void)b;
+#endif
+    return -1;
+}
+
+/* Pool bytes reserved but not handed out (allocatable without the device). */
+static uint64_t pool_unused(lmk_backend *b)
+{
+#ifdef LMPERF_HAVE_CUDA
+    uint64_t rc = 0, uc = 0;
+    if (has_pool(b) && lmk_backend_cuda_pool_usage(b, &rc, NULL, &uc, NULL) == LMK_OK && rc > uc)
+        return rc - uc;
+#else
+    (void)b;
+#endif
+    return 0;
+}
+
+/* Marks the end of the current phase and the start of the next (name NULL:
+ * only the end). The pool is sampled at every mark. */
+static void phase_mark(memory_phase *phases, size_t *count, const lmk_allocator *a, lmk_backend *b, const char *name,
+                       int step)
 {
     size_t now = lmk_allocator_event_count(a);
-    if (*count > 0)
+    if (*count > 0) {
         phases[*count - 1].end_event = now;
+        pool_sample(b, &phases[*count - 1]);
+    }
     if (name && *count < MEMORY_MAX_PHASES)
-        phases[(*count)++] = (memory_phase){.name = name, .step = step, .first_event = now, .end_event = now};
+        phases[(*count)++] = (memory_phase){.name = name,
+                                            .step = step,
+                                            .first_event = now,
+                                            .end_event = now,
+                                            .reserved_end = -1,
+                                            .reserved_peak = -1,
+                                            .pool_used_peak = -1};
+}
+
+#define NO_POOL_NOTE                                                                                          \
+    "the cpu backend has no memory pool or device memory: reserved bytes and device used/free are reported " \
+    "on cuda only"
+
+/* The pool's and the device's figures of a run: "reserved_peak_bytes",
+ * "pool_used_peak_bytes", "device_memory" {total, free/used before and
+ * after}, or nulls with "pool_note" on the cpu. */
+static void add_pool_figures(json_t *run, lmk_backend *b, const memory_phase *phases, size_t phase_count,
+                             int have_before, uint64_t free_before, uint64_t total)
+{
+    if (!has_pool(b)) {
+        json_object_set_new(run, "reserved_peak_bytes", json_null());
+        json_object_set_new(run, "pool_used_peak_bytes", json_null());
+        json_object_set_new(run, "device_memory", json_null());
+        json_object_set_new(run, "pool_note", json_string(NO_POOL_NOTE));
+        return;
+    }
+    int64_t reserved = -1, used = -1;
+    for (size_t p = 0; p < phase_count; p++) {
+        reserved = phases[p].reserved_peak > reserved ? phases[p].reserved_peak : reserved;
+        used = phases[p].pool_used_peak > used ? phases[p].pool_used_peak : used;
+    }
+    json_object_set_new(run, "reserved_peak_bytes", reserved >= 0 ? json_integer(reserved) : json_null());
+    json_object_set_new(run, "pool_used_peak_bytes", used >= 0 ? json_integer(used) : json_null());
+    uint64_t free_after = 0, total_after = 0;
+    int have_after = device_memory(b, &free_after, &total_after) == 0;
+    if (!total)
+        total = total_after;
+    json_t *dm = json_object();
+    json_object_set_new(dm, "total_bytes", json_integer((json_int_t)total));
+    json_object_set_new(dm, "free_before_bytes", have_before ? json_integer((json_int_t)free_before) : json_null());
+    json_object_set_new(dm, "used_before_bytes",
+                        have_before ? json_integer((json_int_t)(total - free_before)) : json_null());
+    json_object_set_new(dm, "free_after_bytes", have_after ? json_integer((json_int_t)free_after) : json_null());
+    json_object_set_new(dm, "used_after_bytes",
+                        have_after ? json_integer((json_int_t)(total - free_after)) : json_null());
+    json_object_set_new(run, "device_memory", dm);
+    json_object_set_new(run, "pool_note",
+                        json_string("before: after the pool gave back what earlier points left, before the model "
+                                    "existed; after: at the end of the last step, the model still allocated. "
+                                    "Reserved includes the backend's scratch buffer (not a tracked tensor)."));
 }
 
 /* The measured parts beside the estimate, with the differences explained. */
@@ -72,17 +222,87 @@ static void add_estimate(json_t *run, const model_point *p, const lmk_allocator 
     json_object_set_new(run, "estimate_notes", json_string(notes));
 }
 
-/* Runs one point; returns the run object (new). */
+/* The backend a point's model sees: the worker's, with mem_alloc watched so
+ * that a failed request is seen when it happens (the model releases what it
+ * holds before it returns the error): the live bytes, the event count and
+ * the free bytes at that moment. The spec's memory_limit_bytes is applied
+ * here too. Ops use the copied table's impl, i.e. the worker backend's state. */
+typedef struct mem_watch {
+    lmk_backend table; /* first: the model gets &table */
+    lmk_backend *inner;
+    const lmk_allocator *a;
+    uint64_t limit;
+    int failed;
+    size_t event_count;                            /* events before the failed request */
+    uint64_t requested, live, free_bytes, device_free, pool_unused;
+    const char *free_source;
+} mem_watch;
+
+static int watch_alloc(lmk_backend *b, size_t bytes, void **out)
+{
+    mem_watch *w = (mem_watch *)b;
+    uint64_t live = lmk_allocator_live(w->a, -1);
+    int rc = w->limit && live + bytes > w->limit ? LMK_NOMEM : w->inner->mem_alloc(w->inner, bytes, out);
+    if (rc != LMK_NOMEM || w->failed)
+        return rc;
+    w->failed = 1;
+    w->event_count = lmk_allocator_event_count(w->a);
+    w->requested = bytes;
+    w->live = live;
+    uint64_t total = 0;
+    if (w->limit) {
+        w->free_bytes = w->limit > live ? w->limit - live : 0;
+        w->free_source = "memory_limit_bytes minus the live bytes";
+    } else if (device_memory(w->inner, &w->device_free, &total) == 0) {
+        w->pool_unused = pool_unused(w->inner);
+        w->free_bytes = w->device_free + w->pool_unused;
+        w->free_source = "cudaMemGetInfo free plus the pool's reserved-unused, at the failed request";
+    } else {
+        w->free_bytes = device_cpu_available_bytes();
+        w->free_source = "MemAvailable of the host at the failed request";
+    }
+    return rc;
+}
+
+static json_t *oom_json(const mem_watch *w, const lmk_allocator *a, const char *phase, int step)
+{
+    const char *name = "";
+    (void)lmk_allocator_last_failure(a, &name);
+    json_t *o = json_pack("{s:s, s:I, s:s, s:s, s:i, s:I, s:I, s:s, s:I}", "stage", "run", "requested_bytes",
+                          (json_int_t)w->requested, "name", name, "phase", phase ? phase : "none", "step", step,
+                          "live_bytes", (json_int_t)w->live, "free_bytes", (json_int_t)w->free_bytes, "free_source",
+                          w->free_source, "event_index", (json_int_t)w->event_count);
+    if (w->limit)
+        json_object_set_new(o, "limit_bytes", json_integer((json_int_t)w->limit));
+    if (w->device_free || w->pool_unused) {
+        json_object_set_new(o, "device_free_bytes", json_integer((json_int_t)w->device_free));
+        json_object_set_new(o, "pool_unused_bytes", json_integer((json_int_t)w->pool_unused));
+    }
+    return o;
+}
+
+/* Runs one point; returns the run object (new). A point that fails (out of
+ * memory included) is a failed run that still carries the report of the
+ * events recorded up to the failure: the partial timeline, phases, peaks. */
 static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const model_point *p, int *cancelled)
 {
     json_t *run = model_point_run_json(p);
     int training = p->mode && strcmp(p->mode, "train_step") == 0;
     int steps = spec_int(spec, "steps", 2);
+    uint64_t limit = (uint64_t)json_integer_value(json_object_get(spec, "memory_limit_bytes"));
+    int include_events = json_is_true(json_object_get(spec, "record_events"));
     json_object_set_new(run, "steps", json_integer(steps));
     json_object_set_new(run, "residual_stream_bytes",
                         json_integer((json_int_t)p->batch * p->T * p->cfg.d_model * (json_int_t)sizeof(float)));
-    if (model_point_preflight(p, training, runctx_device_info(ctx), run))
+    if (!json_is_false(json_object_get(spec, "preflight")) &&
+        model_point_preflight(p, training, runctx_device_info(ctx), run)) {
+        json_object_set_new(
+            run, "oom",
+            json_pack("{s:s, s:O, s:I}", "stage", "preflight", "requested_bytes",
+                      json_object_get(run, "estimated_memory_bytes"), "free_bytes",
+                      (json_int_t)model_point_available_bytes(runctx_device_info(ctx))));
         return run;
+    }
 
     size_t n = (size_t)p->batch * p->T;
     int32_t *tokens = malloc(2 * n * sizeof *tokens);
@@ -91,12 +311,21 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     memory_phase phases[MEMORY_MAX_PHASES];
     size_t phase_count = 0;
     int rc = LMK_NOMEM;
+    uint64_t free_before = 0, total = 0;
+    int have_before = 0;
+    /* the allocator draws through the watch (declared before any goto) */
+    mem_watch watch = {.table = *b, .inner = b, .limit = limit};
+    watch.table.mem_alloc = watch_alloc;
+    b = &watch.table;
     if (!tokens || lmk_allocator_create(b, &a) != LMK_OK) {
         model_point_fail(run, "out of host memory");
         goto out;
     }
+    watch.a = a;
     model_point_tokens(p, tokens, tokens + n);
-    phase_mark(phases, &phase_count, a, "init", -1);
+    pool_start(b);
+    have_before = device_memory(b, &free_before, &total) == 0;
+    phase_mark(phases, &phase_count, a, b, "init", -1);
     if ((rc = lmk_model_create(b, a, &p->cfg, p->batch, p->T, p->prec, p->seed, training, &m)) != LMK_OK ||
         (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK)
         goto failed;
@@ -106,38 +335,64 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
             *cancelled = 1;
             goto out;
         }
-        phase_mark(phases, &phase_count, a, "forward", st);
+        phase_mark(phases, &phase_count, a, b, "forward", st);
         if ((rc = lmk_model_forward(m, training)) != LMK_OK || (rc = b->synchronize(b)) != LMK_OK)
             goto failed;
         if (!training)
             continue;
-        phase_mark(phases, &phase_count, a, "backward", st);
+        phase_mark(phases, &phase_count, a, b, "backward", st);
         if ((rc = lmk_model_backward(m)) != LMK_OK || (rc = b->synchronize(b)) != LMK_OK)
             goto failed;
-        phase_mark(phases, &phase_count, a, "optimizer", st);
+        phase_mark(phases, &phase_count, a, b, "optimizer", st);
         if ((rc = lmk_model_step(m, &opt)) != LMK_OK || (rc = b->synchronize(b)) != LMK_OK)
             goto failed;
     }
-    phase_mark(phases, &phase_count, a, NULL, 0);
+    phase_mark(phases, &phase_count, a, b, NULL, 0);
 
     json_t *report = memory_report(a, phases, phase_count, (size_t)spec_int(spec, "timeline_points", 2000),
-                                   json_is_true(json_object_get(spec, "record_events")));
+                                   include_events, SIZE_MAX);
     json_object_update(run, report);
     json_decref(report);
-    json_object_set_new(run, "reserved_peak_bytes", json_null()); /* no pool on the CPU backend */
+    add_pool_figures(run, b, phases, phase_count, have_before, free_before, total);
     add_estimate(run, p, a, training, json_object_get(run, "breakdown_at_peak"));
     json_object_set_new(run, "status", json_string("succeeded"));
     json_object_set_new(run, "error", json_null());
     goto out;
-failed:
-    if (rc == LMK_NOMEM) {
+failed: {
+    /* the report stops at the failed request (the model's clean-up frees
+     * behind it are not part of the timeline) */
+    const char *phase = phase_count ? phases[phase_count - 1].name : NULL;
+    int step = phase_count ? phases[phase_count - 1].step : -1;
+    int oom_seen = rc == LMK_NOMEM && watch.failed;
+    json_t *oom = oom_seen ? oom_json(&watch, a, phase, step) : NULL;
+    size_t upto = oom_seen ? watch.event_count : lmk_allocator_event_count(a);
+    if (rc != LMK_NOMEM)
+        (void)b->synchronize(b); /* best effort: the device error may be sticky */
+    phase_mark(phases, &phase_count, a, b, NULL, 0);
+    if (phase_count && phases[phase_count - 1].end_event > upto)
+        phases[phase_count - 1].end_event = upto;
+    json_t *report = memory_report(a, phases, phase_count, (size_t)spec_int(spec, "timeline_points", 2000),
+                                   include_events, upto);
+    json_object_update(run, report);
+    json_decref(report);
+    add_pool_figures(run, b, phases, phase_count, have_before, free_before, total);
+    json_object_set_new(run, "failed_phase", phase ? json_string(phase) : json_null());
+    if (oom) {
+        const char *name = json_string_value(json_object_get(oom, "name"));
+        char req[32], live[32], avail[32];
+        model_point_fail(run, "out of memory in %s: allocating %s for %s with %s live and %s free",
+                         phase ? phase : "init", fmt_bytes(req, sizeof req, watch.requested), name,
+                         fmt_bytes(live, sizeof live, watch.live), fmt_bytes(avail, sizeof avail, watch.free_bytes));
+        json_object_set_new(run, "oom", oom);
+    } else if (rc == LMK_NOMEM) {
         const char *name = "";
-        uint64_t bytes = lmk_allocator_last_failure(a, &name);
-        model_point_fail(run, "out of memory allocating %.1f MiB for %s (%.1f MiB live)", bytes / MIB, name,
-                         lmk_allocator_live(a, -1) / MIB);
+        char req[32];
+        model_point_fail(run, "out of host memory in %s (%s for %s)", phase ? phase : "init",
+                         fmt_bytes(req, sizeof req, lmk_allocator_last_failure(a, &name)), name);
     } else {
-        model_point_fail(run, "%s", lmk_status_text(rc));
+        model_point_fail(run, "%s in %s", lmk_status_text(rc), phase ? phase : "init");
     }
+}
 out:
     lmk_model_free(m);
     lmk_allocator_free(a);
@@ -236,6 +491,34 @@ static int store_events(sqlite3 *db, int64_t run_id, const json_t *events)
     return rc;
 }
 
+/* The pool and device columns of schema/0010_memory_gpu.sql (NULL on the cpu). */
+static int store_pool_figures(sqlite3 *db, int64_t run_id, const json_t *run)
+{
+    const json_t *reserved = json_object_get(run, "reserved_peak_by_phase");
+    const json_t *dm = json_object_get(run, "device_memory");
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+                                "UPDATE memory_runs SET reserved_init_bytes = ?, reserved_forward_bytes = ?, "
+                                "reserved_backward_bytes = ?, reserved_optimizer_bytes = ?, pool_used_peak_bytes = ?, "
+                                "device_total_bytes = ?, device_free_before_bytes = ?, device_used_before_bytes = ?, "
+                                "device_free_after_bytes = ?, device_used_after_bytes = ? WHERE run_id = ?",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    static const char *const phases[] = {"init", "forward", "backward", "optimizer"};
+    for (int i = 0; i < 4; i++)
+        bind_int_or_null(st, 1 + i, json_object_get(reserved, phases[i]));
+    bind_int_or_null(st, 5, json_object_get(run, "pool_used_peak_bytes"));
+    static const char *const device[] = {"total_bytes", "free_before_bytes", "used_before_bytes", "free_after_bytes",
+                                         "used_after_bytes"};
+    for (int i = 0; i < 5; i++)
+        bind_int_or_null(st, 6 + i, json_object_get(dm, device[i]));
+    sqlite3_bind_int64(st, 11, run_id);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 static int memory_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec, const json_t *run)
 {
     (void)spec;
@@ -287,6 +570,8 @@ static int memory_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const j
     sqlite3_finalize(st);
     if (rc != SQLITE_OK)
         return rc;
+    if ((rc = store_pool_figures(db, run_id, run)) != SQLITE_OK)
+        return rc;
 
     rc = sqlite3_prepare_v2(db,
                             "INSERT INTO memory_allocations (run_id, rank, name, category, bytes, phase, step) "
@@ -319,7 +604,8 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT model, batch_size, context_length, precision, inference_peak_mib, "
-                           "train_step_peak_mib, residual_stream_mib FROM memory_summary WHERE job_id = ?",
+                           "train_step_peak_mib, residual_stream_mib, inference_reserved_mib, "
+                           "train_step_reserved_mib FROM memory_summary WHERE job_id = ?",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "memory table: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, job_id);
@@ -327,14 +613,15 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
     while (sqlite3_step(st) == SQLITE_ROW) {
         json_t *row = json_pack("[s, i, i, s]", sqlite3_column_text(st, 0), sqlite3_column_int(st, 1),
                                 sqlite3_column_int(st, 2), sqlite3_column_text(st, 3));
-        for (int c = 4; c <= 6; c++)
+        for (int c = 4; c <= 8; c++)
             json_array_append_new(row, sqlite3_column_type(st, c) == SQLITE_NULL ? json_null()
                                                                                 : json_real(sqlite3_column_double(st, c)));
         json_array_append_new(rows, row);
     }
     sqlite3_finalize(st);
-    *table = json_pack("{s:[s,s,s,s,s,s,s], s:o}", "columns", "model", "batch", "context", "precision",
-                       "inference peak (MiB)", "train step peak (MiB)", "residual stream (MiB)", "rows", rows);
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s], s:o}", "columns", "model", "batch", "context", "precision",
+                       "inference peak (MiB)", "train step peak (MiB)", "residual stream (MiB)",
+                       "inference reserved (MiB)", "train step reserved (MiB)", "rows", rows);
     return 0;
 }
 

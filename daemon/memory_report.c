@@ -19,6 +19,11 @@ static int64_t signed_bytes(const lmk_mem_event *e)
     return e->action == LMK_MEM_ALLOC ? (int64_t)e->bytes : -(int64_t)e->bytes;
 }
 
+static json_t *bytes_or_null(int64_t v)
+{
+    return v >= 0 ? json_integer((json_int_t)v) : json_null();
+}
+
 static json_t *categories_json(void)
 {
     json_t *names = json_array();
@@ -56,10 +61,12 @@ static void consider_top(const lmk_mem_event *ev, size_t i, size_t *top, size_t 
 }
 
 json_t *memory_report(const lmk_allocator *a, const memory_phase *phases, size_t phase_count,
-                      size_t timeline_points, int include_events)
+                      size_t timeline_points, int include_events, size_t event_limit)
 {
     const lmk_mem_event *ev = lmk_allocator_events(a);
     size_t n = lmk_allocator_event_count(a);
+    if (n > event_limit)
+        n = event_limit;
     if (timeline_points < 2)
         timeline_points = 2;
     uint64_t t0 = n ? ev[0].time_ns : 0;
@@ -126,6 +133,7 @@ json_t *memory_report(const lmk_allocator *a, const memory_phase *phases, size_t
 
     json_t *peak_by_phase = json_object();
     json_t *peak_phase = json_null();
+    json_t *reserved_by_phase = NULL;
     cursor = 0;
     int peak_p = n ? phase_of(phases, phase_count, peak_event, &cursor) : -1;
     for (size_t p = 0; p < phase_count; p++) {
@@ -137,14 +145,24 @@ json_t *memory_report(const lmk_allocator *a, const memory_phase *phases, size_t
                             : start_ms; /* an empty phase */
         int64_t end_bytes = phase_end[p]; /* the live total after the phase's last event */
         json_array_append_new(phase_rows,
-                              json_pack("{s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:I}", "name", ph->name, "step",
-                                        ph->step, "start_bytes", (json_int_t)phase_start[p], "peak_bytes",
+                              json_pack("{s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:I, s:o, s:o, s:o}", "name", ph->name,
+                                        "step", ph->step, "start_bytes", (json_int_t)phase_start[p], "peak_bytes",
                                         (json_int_t)phase_peak[p], "end_bytes", (json_int_t)end_bytes,
                                         "start_ms", start_ms, "end_ms", end_ms, "events",
-                                        (json_int_t)(ph->end_event - ph->first_event)));
+                                        (json_int_t)(ph->end_event - ph->first_event), "reserved_peak_bytes",
+                                        bytes_or_null(ph->reserved_peak), "reserved_end_bytes",
+                                        bytes_or_null(ph->reserved_end), "pool_used_peak_bytes",
+                                        bytes_or_null(ph->pool_used_peak)));
         json_int_t prev = json_integer_value(json_object_get(peak_by_phase, ph->name));
         if (phase_peak[p] > prev)
             json_object_set_new(peak_by_phase, ph->name, json_integer(phase_peak[p]));
+        if (ph->reserved_peak >= 0) {
+            if (!reserved_by_phase)
+                reserved_by_phase = json_object();
+            json_int_t rprev = json_integer_value(json_object_get(reserved_by_phase, ph->name));
+            if (!json_object_get(reserved_by_phase, ph->name) || ph->reserved_peak > rprev)
+                json_object_set_new(reserved_by_phase, ph->name, json_integer(ph->reserved_peak));
+        }
         if ((int)p == peak_p) {
             json_decref(peak_phase);
             peak_phase = json_string(ph->name);
@@ -171,6 +189,7 @@ json_t *memory_report(const lmk_allocator *a, const memory_phase *phases, size_t
                                peak_by_phase, "breakdown_at_peak", breakdown_json, "peak_phase", peak_phase,
                                "peak_event", (json_int_t)peak_event, "largest_allocations", largest, "timeline",
                                "categories", categories_json(), "points", points);
+    json_object_set_new(report, "reserved_peak_by_phase", reserved_by_phase ? reserved_by_phase : json_null());
     if (event_rows) {
         json_t *names = json_array();
         /* names by id: ids are dense from 0 in interning order */

@@ -15,9 +15,11 @@
  * gradients of activations OVERWRITE their output. In-place use is allowed
  * only where an op says so.
  *
- * Half precision on the cpu backend: values are stored as float32 holding
- * exactly a value representable in the half format (rounded with IEEE
- * round-to-nearest-even), so byte counts on the cpu are those of float32. */
+ * Half precision: most ops keep float32 storage holding exactly a value
+ * representable in the half format (rounded with IEEE round-to-nearest-even).
+ * Real 16-bit storage (raw bf16 / fp16 bits, uint16 per element, on both
+ * backends) is made by cast_half and read by gemm_half: the autocast
+ * weight copies and GEMM inputs. */
 #ifndef LMK_BACKEND_H
 #define LMK_BACKEND_H
 
@@ -50,7 +52,11 @@ typedef struct lmk_gemm {
 /* Hyper-parameters of one AdamW step (CS336 form, see model.h). */
 typedef struct lmk_adamw_hp {
     float lr, beta1, beta2, eps, weight_decay;
-    int64_t t; /* step number, from 1 */
+    int64_t t; /* step number, from 1; ignored when alpha is set */
+    /* device scalar α_t = lr·sqrt(1−β2ᵗ)/(1−β1ᵗ) written by adamw_begin, so
+     * the step number lives on the device (CUDA-graph replay); NULL: α_t
+     * from t, computed on the host */
+    const float *alpha;
 } lmk_adamw_hp;
 
 typedef struct lmk_backend lmk_backend;
@@ -98,6 +104,15 @@ struct lmk_backend {
                     int B, int T, int H, int dh);
 
     int (*gemm)(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
+    /* The same GEMM where an input may already be 16-bit: a_half / b_half
+     * non-zero means a / bm holds raw bits (uint16) of g->in_round's format
+     * (LMK_ROUND_BF16 or LMK_ROUND_FP16; anything else is LMK_INVALID when a
+     * flag is set), as cast_half writes them, with the strides of g; the
+     * other input is float32 and rounded as gemm does. Products of the
+     * 16-bit values are accumulated in float32 (cuBLAS CUBLAS_COMPUTE_32F),
+     * so the result equals gemm on the float32 originals. */
+    int (*gemm_half)(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
+                     const void *bm, int b_half);
 
     /* p (batch, T, T) = softmax over keys j ≤ i of s (batch, T, T); entries
      * j > i set to 0. In place (p == s) allowed. */
@@ -119,6 +134,9 @@ struct lmk_backend {
     int (*scale)(lmk_backend *b, float *x, size_t n, float s);
     /* out (n) = x rounded to r (may be in place). */
     int (*cast)(lmk_backend *b, float *out, const float *x, size_t n, lmk_round r);
+    /* dst16 (n, uint16) = raw bits of x (n) rounded (RNE) to fmt, which is
+     * LMK_ROUND_BF16 or LMK_ROUND_FP16 (else LMK_INVALID). Not in place. */
+    int (*cast_half)(lmk_backend *b, void *dst16, const float *x, size_t n, lmk_round fmt);
 
     /* Fused softmax cross-entropy over logits (n, V) with targets (n):
      * *loss (device scalar) = mean_i (logsumexp(logits_i) − logits_i[t_i]);
@@ -135,8 +153,17 @@ struct lmk_backend {
      * *sumsq is not finite (fp16 overflow: the step must be skipped). */
     int (*clip_factor)(lmk_backend *b, float *factor, const float *sumsq, float max_norm,
                        float unscale);
+    /* The device step counter of AdamW (a whole step can then be captured in
+     * a CUDA graph and replayed): when factor is NULL or *factor != 0,
+     * *t += 1 (device int64; a skipped fp16 step leaves it); then *alpha
+     * (device scalar) = lr·sqrt(1−β2^t)/(1−β1^t) for the new t, computed in
+     * double (hp->lr, beta1, beta2 used; hp->t, hp->alpha ignored). *t = 0
+     * leaves *alpha = 0. */
+    int (*adamw_begin)(lmk_backend *b, int64_t *t, float *alpha, const float *factor,
+                       const lmk_adamw_hp *hp);
     /* AdamW on n elements; g is multiplied by *factor (device scalar; NULL =
-     * 1); does nothing when *factor == 0. p, m, v updated in place. */
+     * 1); does nothing when *factor == 0. p, m, v updated in place. α_t from
+     * hp->alpha (device) when set, else from hp->t. */
     int (*adamw)(lmk_backend *b, float *p, const float *g, float *m, float *v, size_t n,
                  const lmk_adamw_hp *hp, const float *factor);
 };

@@ -180,6 +180,8 @@ static const char *const layer_param_names[P_PER_LAYER] = {
 typedef struct param_slot {
     char name[64];
     lmk_tensor p, g, m, v; /* g, m, v: NULL data unless training */
+    lmk_tensor h;          /* 16-bit copy of p (parameter_copy; bf16/fp16 matrices
+                            * but the embedding), from forward to end of backward */
     int rows, cols;        /* (rows, cols); norms: (1, d) */
     float init_std;        /* 0: ones */
 } param_slot;
@@ -202,13 +204,15 @@ struct lmk_model {
     int B, T, N, H, dh;
     lmk_precision prec;
     lmk_round in_round, out_round;
+    lmk_round half;         /* BF16/FP16: real 16-bit GEMM inputs; else NONE */
     int training;
     size_t nparams;
     param_slot *params;     /* (nparams) */
     lmk_tensor rope;        /* (T, dh/2, 2) workspace */
     lmk_tensor inputs;      /* (N) int32 */
     lmk_tensor targets;     /* (N) int32 */
-    lmk_tensor scalars;     /* [loss, sumsq, factor] workspace */
+    lmk_tensor scalars;     /* [loss, sumsq, factor, alpha] workspace */
+    lmk_tensor step;        /* int64 device step counter (training with AdamW) */
     layer_acts *acts;       /* (L) */
     lmk_tensor *resid;      /* (L + 1): embedding output, layer outputs */
     lmk_tensor lnf_rstd, lnf_out, logits;
@@ -216,7 +220,8 @@ struct lmk_model {
     int have_grads;         /* backward done, step pending */
     float loss_scale;
     int good_steps;
-    int64_t t;              /* optimizer steps taken */
+    int64_t step_calls;     /* lmk_model_step calls that ran the optimizer */
+    int64_t skipped;        /* fp16 steps skipped on overflow (host-decided) */
 };
 
 #define TRY(x)                   \
@@ -329,8 +334,15 @@ static void release_layer(lmk_model *m, layer_acts *la)
         lmk_tensor_release(m->a, ts[i]);
 }
 
+static void release_param_copies(lmk_model *m)
+{
+    for (size_t i = 0; m->params && i < m->nparams; i++)
+        lmk_tensor_release(m->a, &m->params[i].h);
+}
+
 static void release_activations(lmk_model *m)
 {
+    release_param_copies(m);
     for (int l = 0; l < m->c.num_layers; l++)
         release_layer(m, &m->acts[l]);
     for (int l = 0; l <= m->c.num_layers; l++)
@@ -357,6 +369,7 @@ void lmk_model_free(lmk_model *m)
     lmk_tensor_release(m->a, &m->inputs);
     lmk_tensor_release(m->a, &m->targets);
     lmk_tensor_release(m->a, &m->scalars);
+    lmk_tensor_release(m->a, &m->step);
     free(m->params);
     free(m->acts);
     free(m->resid);
@@ -392,6 +405,8 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
                                                     LMK_ROUND_BF16, LMK_ROUND_FP16};
     m->in_round = in_r[prec];
     m->out_round = out_r[prec];
+    m->half = m->in_round == LMK_ROUND_BF16 || m->in_round == LMK_ROUND_FP16 ? m->in_round
+                                                                            : LMK_ROUND_NONE;
 
     int L = c->num_layers, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
     m->nparams = 3 + (size_t)L * P_PER_LAYER;
@@ -448,6 +463,10 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
                          "batch.targets"));
     TRY(lmk_tensor_alloc(a, &m->scalars, LMK_F32, 4, LMK_MEM_WORKSPACE, "loss_and_norm"));
     TRY(b->mem_zero(b, m->scalars.data, m->scalars.bytes));
+    if (training && training != LMK_MODEL_GRADIENTS) {
+        TRY(lmk_tensor_alloc(a, &m->step, LMK_I32, 2, LMK_MEM_WORKSPACE, "optimizer.step"));
+        TRY(b->mem_zero(b, m->step.data, m->step.bytes));
+    }
     TRY(b->mem_zero(b, m->inputs.data, m->inputs.bytes));
     TRY(b->mem_zero(b, m->targets.data, m->targets.bytes));
     TRY(build_rope_table(m));
@@ -475,31 +494,107 @@ int lmk_model_set_batch(lmk_model *m, const int32_t *inputs, const int32_t *targ
 
 /* --- GEMM helpers ---------------------------------------------------------- */
 
+/* A GEMM input: its float32 values, and a 16-bit copy (raw bits of m->half)
+ * when one exists, which is then what the backend reads. */
+typedef struct operand {
+    const float *f;
+    const void *h; /* NULL: the backend rounds f itself */
+} operand;
+
+static operand op_f(const float *f)
+{
+    return (operand){f, NULL};
+}
+
+static operand op_w(const param_slot *s)
+{
+    return (operand){LMK_F(s->p), s->h.data};
+}
+
+static operand op_t(const float *f, const lmk_tensor *h16)
+{
+    return (operand){f, h16->data};
+}
+
+static int gemm2(lmk_model *m, const lmk_gemm *g, float *c, operand a, operand bm)
+{
+    if (!a.h && !bm.h)
+        return m->b->gemm(m->b, g, c, a.f, bm.f);
+    return m->b->gemm_half(m->b, g, c, a.h ? a.h : (const void *)a.f, a.h != NULL,
+                           bm.h ? bm.h : (const void *)bm.f, bm.h != NULL);
+}
+
+/* Under bf16/fp16, *t16 = new 16-bit copy (category temporary) of x (n), cast
+ * once for the GEMMs that read it; otherwise leaves *t16 empty. */
+static int half_copy(lmk_model *m, lmk_tensor *t16, const float *x, size_t n, const char *name,
+                     int l)
+{
+    if (m->half == LMK_ROUND_NONE)
+        return LMK_OK;
+    lmk_dtype dt = m->half == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
+    int rc = l >= 0 ? lmk_tensor_alloc(m->a, t16, dt, n, LMK_MEM_TEMPORARY, "layers.%d.%s", l, name)
+                    : lmk_tensor_alloc(m->a, t16, dt, n, LMK_MEM_TEMPORARY, "%s", name);
+    if (rc == LMK_OK)
+        rc = m->b->cast_half(m->b, t16->data, x, n, m->half);
+    if (rc != LMK_OK)
+        lmk_tensor_release(m->a, t16);
+    return rc;
+}
+
+/* The per-step 16-bit weight copies (autocast's cast of each weight, made
+ * once and reused by forward and backward): every matrix but the embedding
+ * (a lookup, which autocast keeps in float32). Freed with the activations. */
+static int make_param_copies(lmk_model *m)
+{
+    if (m->half == LMK_ROUND_NONE)
+        return LMK_OK;
+    lmk_dtype dt = m->half == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
+    for (size_t i = 1; i < m->nparams; i++) {
+        param_slot *s = &m->params[i];
+        if (s->rows == 1 || s->h.data)
+            continue;
+        int rc = lmk_tensor_alloc(m->a, &s->h, dt, s->p.numel, LMK_MEM_PARAMETER_COPY, "%s.%s",
+                                  s->name, lmk_dtype_name(dt));
+        if (rc == LMK_OK)
+            rc = m->b->cast_half(m->b, s->h.data, LMK_F(s->p), s->p.numel, m->half);
+        if (rc != LMK_OK)
+            return rc;
+    }
+    return LMK_OK;
+}
+
 /* y (N, dout) = x (N, din) · Wᵀ, W (dout, din). */
-static int linear_fwd(lmk_model *m, float *y, const float *x, const float *w, int n, int din,
+static int linear_fwd(lmk_model *m, float *y, operand x, const param_slot *w, int n, int din,
                       int dout)
 {
     lmk_gemm g = {.trans_b = 1, .m = n, .n = dout, .k = din, .batch = 1, .alpha = 1.0f,
                   .in_round = m->in_round, .out_round = m->out_round};
-    return m->b->gemm(m->b, &g, y, x, w);
+    return gemm2(m, &g, y, x, op_w(w));
 }
 
 /* dx (N, din) (+)= dy (N, dout) · W;  dW (dout, din) += dyᵀ · x.
  * dW is accumulated in float32 without output rounding: each weight is used
  * once per step, so this equals autocast's half dW only up to that rounding;
- * keeping it exact lets beta = 1 accumulate safely. */
-static int linear_bwd(lmk_model *m, float *dx, int accumulate_dx, float *dw, const float *dy,
-                      const float *x, const float *w, int n, int din, int dout)
+ * keeping it exact lets beta = 1 accumulate safely. Under bf16/fp16, dy is
+ * cast once to a 16-bit temporary read by both GEMMs. */
+static int linear_bwd(lmk_model *m, float *dx, int accumulate_dx, param_slot *w, const float *dy,
+                      operand x, int n, int din, int dout)
 {
+    lmk_tensor dy16 = {0};
+    int rc = half_copy(m, &dy16, dy, (size_t)n * dout, "linear.grad_out", -1);
+    if (rc != LMK_OK)
+        return rc;
     lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1.0f,
                    .beta = accumulate_dx ? 1.0f : 0.0f, .in_round = m->in_round,
                    .out_round = m->out_round};
-    int rc = m->b->gemm(m->b, &gx, dx, dy, w);
-    if (rc != LMK_OK)
-        return rc;
-    lmk_gemm gw = {.trans_a = 1, .m = dout, .n = din, .k = n, .batch = 1, .alpha = 1.0f,
-                   .beta = 1.0f, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
-    return m->b->gemm(m->b, &gw, dw, dy, x);
+    rc = gemm2(m, &gx, dx, op_t(dy, &dy16), op_w(w));
+    if (rc == LMK_OK) {
+        lmk_gemm gw = {.trans_a = 1, .m = dout, .n = din, .k = n, .batch = 1, .alpha = 1.0f,
+                       .beta = 1.0f, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
+        rc = gemm2(m, &gw, LMK_F(w->g), op_t(dy, &dy16), x);
+    }
+    lmk_tensor_release(m->a, &dy16);
+    return rc;
 }
 
 /* Per (batch, head) GEMM over (B·H) matrices. */
@@ -526,7 +621,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
     lmk_backend *b = m->b;
     layer_acts *la = &m->acts[l];
     int rc = LMK_OK, N = m->N, d = m->c.d_model, ff = m->c.d_ff, T = m->T;
-    lmk_tensor tmp = {0};
+    lmk_tensor tmp = {0}, x16 = {0};
     const float *x = LMK_F(m->resid[l]);
     float scale = (float)(1.0 / sqrt((double)m->dh));
 
@@ -534,17 +629,19 @@ static int layer_forward(lmk_model *m, int l, int keep)
     ACT(la->ln1_out, (size_t)N * d, "layers.%d.ln1.out", l);
     TRY(b->rmsnorm_fwd(b, LMK_F(la->ln1_out), LMK_F(la->ln1_rstd), x,
                        LMK_F(layer_param(m, l, P_LN1)->p), N, d, RMS_EPS));
+    TRY(half_copy(m, &x16, LMK_F(la->ln1_out), (size_t)N * d, "ln1.out16", l));
     TMP(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
     ACT(la->qh, (size_t)N * d, "layers.%d.attn.q", l);
-    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->ln1_out), LMK_F(layer_param(m, l, P_WQ)->p), N, d, d));
+    TRY(linear_fwd(m, LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WQ), N, d, d));
     TRY(b->rope_fwd(b, LMK_F(la->qh), LMK_F(tmp), LMK_F(m->rope), m->B, T, m->H, m->dh));
     ACT(la->kh, (size_t)N * d, "layers.%d.attn.k", l);
-    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->ln1_out), LMK_F(layer_param(m, l, P_WK)->p), N, d, d));
+    TRY(linear_fwd(m, LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WK), N, d, d));
     TRY(b->rope_fwd(b, LMK_F(la->kh), LMK_F(tmp), LMK_F(m->rope), m->B, T, m->H, m->dh));
     ACT(la->vh, (size_t)N * d, "layers.%d.attn.v", l);
-    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->ln1_out), LMK_F(layer_param(m, l, P_WV)->p), N, d, d));
+    TRY(linear_fwd(m, LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WV), N, d, d));
     TRY(b->rope_fwd(b, LMK_F(la->vh), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
     lmk_tensor_release(m->a, &tmp);
+    lmk_tensor_release(m->a, &x16);
 
     /* scores = q kᵀ / sqrt(dh), causal softmax in place */
     ACT(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
@@ -563,7 +660,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
     TRY(rc);
     ACT(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
     TRY(b->rope_bwd(b, LMK_F(la->merged), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
-    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->merged), LMK_F(layer_param(m, l, P_WO)->p), N, d, d));
+    TRY(linear_fwd(m, LMK_F(tmp), op_f(LMK_F(la->merged)), layer_param(m, l, P_WO), N, d, d));
     ACT(la->mid, (size_t)N * d, "layers.%d.resid_mid", l);
     TRY(b->add(b, LMK_F(la->mid), x, LMK_F(tmp), (size_t)N * d));
     lmk_tensor_release(m->a, &tmp);
@@ -573,14 +670,16 @@ static int layer_forward(lmk_model *m, int l, int keep)
     ACT(la->ln2_out, (size_t)N * d, "layers.%d.ln2.out", l);
     TRY(b->rmsnorm_fwd(b, LMK_F(la->ln2_out), LMK_F(la->ln2_rstd), LMK_F(la->mid),
                        LMK_F(layer_param(m, l, P_LN2)->p), N, d, RMS_EPS));
+    TRY(half_copy(m, &x16, LMK_F(la->ln2_out), (size_t)N * d, "ln2.out16", l));
     ACT(la->a, (size_t)N * ff, "layers.%d.ffn.w1_out", l);
-    TRY(linear_fwd(m, LMK_F(la->a), LMK_F(la->ln2_out), LMK_F(layer_param(m, l, P_W1)->p), N, d, ff));
+    TRY(linear_fwd(m, LMK_F(la->a), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W1), N, d, ff));
     ACT(la->g, (size_t)N * ff, "layers.%d.ffn.w3_out", l);
-    TRY(linear_fwd(m, LMK_F(la->g), LMK_F(la->ln2_out), LMK_F(layer_param(m, l, P_W3)->p), N, d, ff));
+    TRY(linear_fwd(m, LMK_F(la->g), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W3), N, d, ff));
+    lmk_tensor_release(m->a, &x16);
     ACT(la->act, (size_t)N * ff, "layers.%d.ffn.swiglu", l);
     TRY(b->swiglu_fwd(b, LMK_F(la->act), LMK_F(la->a), LMK_F(la->g), (size_t)N * ff, m->out_round));
     TMP(tmp, (size_t)N * d, "layers.%d.ffn.w2_out", l);
-    TRY(linear_fwd(m, LMK_F(tmp), LMK_F(la->act), LMK_F(layer_param(m, l, P_W2)->p), N, ff, d));
+    TRY(linear_fwd(m, LMK_F(tmp), op_f(LMK_F(la->act)), layer_param(m, l, P_W2), N, ff, d));
     ACT(m->resid[l + 1], (size_t)N * d, "layers.%d.out", l);
     TRY(b->add(b, LMK_F(m->resid[l + 1]), LMK_F(la->mid), LMK_F(tmp), (size_t)N * d));
     lmk_tensor_release(m->a, &tmp);
@@ -590,6 +689,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
     }
 out:
     lmk_tensor_release(m->a, &tmp);
+    lmk_tensor_release(m->a, &x16);
     return rc;
 }
 
@@ -601,6 +701,7 @@ static int model_forward(lmk_model *m, int with_backward)
         return LMK_INVALID;
     release_activations(m);
     m->have_grads = 0;
+    TRY(make_param_copies(m));
     ACT(m->resid[0], (size_t)N * d, "%s", "token_embeddings.out");
     TRY(b->embedding_fwd(b, LMK_F(m->resid[0]), LMK_I(m->inputs), LMK_F(m->params[0].p), N, d, V));
     for (int l = 0; l < L; l++) {
@@ -614,7 +715,7 @@ static int model_forward(lmk_model *m, int with_backward)
     TRY(b->rmsnorm_fwd(b, LMK_F(m->lnf_out), LMK_F(m->lnf_rstd), LMK_F(m->resid[L]),
                        LMK_F(param_final_norm(m)->p), N, d, RMS_EPS));
     ACT(m->logits, (size_t)N * V, "%s", "lm_head.logits");
-    TRY(linear_fwd(m, LMK_F(m->logits), LMK_F(m->lnf_out), LMK_F(param_lm_head(m)->p), N, d, V));
+    TRY(linear_fwd(m, LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), param_lm_head(m), N, d, V));
     /* loss; with backward, the logits become their gradient in place */
     TRY(b->cross_entropy(b, LMK_F(m->scalars), with_backward ? LMK_F(m->logits) : NULL,
                          LMK_F(m->logits), LMK_I(m->targets), N, V, m->loss_scale));
@@ -639,13 +740,13 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     int rc = LMK_OK, N = m->N, d = m->c.d_model, ff = m->c.d_ff, T = m->T;
     int B = m->B, H = m->H, dh = m->dh;
     float scale = (float)(1.0 / sqrt((double)dh));
-    lmk_tensor t1 = {0}, t2 = {0}, t3 = {0}, t4 = {0}, t5 = {0};
+    lmk_tensor t1 = {0}, t2 = {0}, t3 = {0}, t4 = {0}, t5 = {0}, x16 = {0};
     param_slot *w1 = layer_param(m, l, P_W1), *w2 = layer_param(m, l, P_W2),
                *w3 = layer_param(m, l, P_W3);
 
     /* feed-forward: out = mid + w2(act) */
     TMP(t1, (size_t)N * ff, "layers.%d.ffn.swiglu.grad", l);
-    TRY(linear_bwd(m, LMK_F(t1), 0, LMK_F(w2->g), LMK_F(*dres), LMK_F(la->act), LMK_F(w2->p), N, ff, d));
+    TRY(linear_bwd(m, LMK_F(t1), 0, w2, LMK_F(*dres), op_f(LMK_F(la->act)), N, ff, d));
     lmk_tensor_release(m->a, &la->act);
     TMP(t2, (size_t)N * ff, "layers.%d.ffn.w1_out.grad", l);
     TMP(t3, (size_t)N * ff, "layers.%d.ffn.w3_out.grad", l);
@@ -654,8 +755,10 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     lmk_tensor_release(m->a, &la->a);
     lmk_tensor_release(m->a, &la->g);
     TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l);
-    TRY(linear_bwd(m, LMK_F(t1), 0, LMK_F(w1->g), LMK_F(t2), LMK_F(la->ln2_out), LMK_F(w1->p), N, d, ff));
-    TRY(linear_bwd(m, LMK_F(t1), 1, LMK_F(w3->g), LMK_F(t3), LMK_F(la->ln2_out), LMK_F(w3->p), N, d, ff));
+    TRY(half_copy(m, &x16, LMK_F(la->ln2_out), (size_t)N * d, "ln2.out16", l));
+    TRY(linear_bwd(m, LMK_F(t1), 0, w1, LMK_F(t2), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
+    TRY(linear_bwd(m, LMK_F(t1), 1, w3, LMK_F(t3), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
+    lmk_tensor_release(m->a, &x16);
     lmk_tensor_release(m->a, &t2);
     lmk_tensor_release(m->a, &t3);
     lmk_tensor_release(m->a, &la->ln2_out);
@@ -673,7 +776,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     /* attention: mid = x + output_proj(merged) */
     param_slot *wo = layer_param(m, l, P_WO);
     TMP(t1, (size_t)N * d, "layers.%d.attn.merged.grad", l);
-    TRY(linear_bwd(m, LMK_F(t1), 0, LMK_F(wo->g), LMK_F(*dres), LMK_F(la->merged), LMK_F(wo->p), N, d, d));
+    TRY(linear_bwd(m, LMK_F(t1), 0, wo, LMK_F(*dres), op_f(LMK_F(la->merged)), N, d, d));
     lmk_tensor_release(m->a, &la->merged);
     TMP(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
     TRY(b->rope_fwd(b, LMK_F(t2), LMK_F(t1), NULL, B, T, H, dh)); /* split heads */
@@ -707,14 +810,16 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     /* back through RoPE / head split, then the three projections */
     TMP(t3, (size_t)N * d, "layers.%d.attn.proj_out.grad", l);
     TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l);
+    TRY(half_copy(m, &x16, LMK_F(la->ln1_out), (size_t)N * d, "ln1.out16", l));
     static const int proj[3] = {P_WQ, P_WK, P_WV};
     lmk_tensor *src[3] = {&t1, &t2, &t4};
     for (int i = 0; i < 3; i++) {
         param_slot *w = layer_param(m, l, proj[i]);
         TRY(b->rope_bwd(b, LMK_F(t3), LMK_F(*src[i]), i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh));
         lmk_tensor_release(m->a, src[i]);
-        TRY(linear_bwd(m, LMK_F(t5), i > 0, LMK_F(w->g), LMK_F(t3), LMK_F(la->ln1_out), LMK_F(w->p), N, d, d));
+        TRY(linear_bwd(m, LMK_F(t5), i > 0, w, LMK_F(t3), op_t(LMK_F(la->ln1_out), &x16), N, d, d));
     }
+    lmk_tensor_release(m->a, &x16);
     lmk_tensor_release(m->a, &t3);
     lmk_tensor_release(m->a, &la->ln1_out);
     TMP(t1, (size_t)N * d, "layers.%d.input.grad", l);
@@ -733,6 +838,7 @@ out:
     lmk_tensor_release(m->a, &t3);
     lmk_tensor_release(m->a, &t4);
     lmk_tensor_release(m->a, &t5);
+    lmk_tensor_release(m->a, &x16);
     return rc;
 }
 
@@ -748,7 +854,7 @@ static int model_backward(lmk_model *m)
         TRY(b->mem_zero(b, m->params[i].g.data, m->params[i].g.bytes));
     param_slot *lm = param_lm_head(m), *lnf = param_final_norm(m);
     TMP(t, (size_t)N * d, "%s", "ln_final.out.grad");
-    TRY(linear_bwd(m, LMK_F(t), 0, LMK_F(lm->g), LMK_F(m->logits), LMK_F(m->lnf_out), LMK_F(lm->p), N, d, V));
+    TRY(linear_bwd(m, LMK_F(t), 0, lm, LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), N, d, V));
     lmk_tensor_release(m->a, &m->logits);
     lmk_tensor_release(m->a, &m->lnf_out);
     TMP(dres, (size_t)N * d, "layers.%d.out.grad", L - 1);
@@ -782,6 +888,7 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
         return LMK_INVALID;
     m->have_grads = 0;
     float *sumsq = LMK_F(m->scalars) + 1, *factor = LMK_F(m->scalars) + 2;
+    float *alpha = LMK_F(m->scalars) + 3;
     int need_factor = cfg->max_grad_norm > 0.0f || m->prec == LMK_PREC_FP16;
     if (need_factor) {
         TRY(b->mem_zero(b, sumsq, sizeof(float)));
@@ -789,26 +896,30 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
             TRY(b->sum_squares(b, sumsq, LMK_F(m->params[i].g), m->params[i].g.numel));
         TRY(b->clip_factor(b, factor, sumsq, cfg->max_grad_norm, 1.0f / m->loss_scale));
     }
+    /* the step number lives on the device: the whole step can be replayed
+     * from a CUDA graph with the right bias correction */
     lmk_adamw_hp hp = {.lr = cfg->lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->eps,
-                       .weight_decay = cfg->weight_decay, .t = m->t + 1};
+                       .weight_decay = cfg->weight_decay, .t = 0, .alpha = alpha};
+    TRY(b->adamw_begin(b, (int64_t *)m->step.data, alpha, need_factor ? factor : NULL, &hp));
     for (size_t i = 0; i < m->nparams; i++) {
         param_slot *s = &m->params[i];
         TRY(b->adamw(b, LMK_F(s->p), LMK_F(s->g), LMK_F(s->m), LMK_F(s->v), s->p.numel, &hp,
                      need_factor ? factor : NULL));
     }
+    m->step_calls++;
+    if (m->prec != LMK_PREC_FP16)
+        goto out; /* nothing to decide on the host: no synchronisation */
+    /* dynamic loss scaling: the host needs the verdict (synchronises) */
     float f = 1.0f;
-    if (need_factor)
-        TRY(b->download(b, &f, factor, sizeof f));
+    TRY(b->download(b, &f, factor, sizeof f));
     if (f == 0.0f) { /* overflow: skipped */
-        if (m->prec == LMK_PREC_FP16 && m->loss_scale > 1.0f)
+        m->skipped++;
+        if (m->loss_scale > 1.0f)
             m->loss_scale *= 0.5f;
         m->good_steps = 0;
-    } else {
-        m->t++;
-        if (m->prec == LMK_PREC_FP16 && ++m->good_steps >= LOSS_SCALE_GROWTH_INTERVAL) {
-            m->loss_scale *= 2.0f;
-            m->good_steps = 0;
-        }
+    } else if (++m->good_steps >= LOSS_SCALE_GROWTH_INTERVAL) {
+        m->loss_scale *= 2.0f;
+        m->good_steps = 0;
     }
 out:
     return rc;
@@ -821,7 +932,20 @@ int lmk_model_loss(lmk_model *m, float *loss)
 
 int64_t lmk_model_steps_taken(const lmk_model *m)
 {
-    return m->t;
+    int64_t t = 0;
+    if (!m->step.data || m->b->download(m->b, &t, m->step.data, sizeof t) != LMK_OK)
+        return 0;
+    return t;
+}
+
+int64_t lmk_model_steps_skipped(const lmk_model *m)
+{
+    return m->skipped;
+}
+
+float lmk_model_loss_scale(const lmk_model *m)
+{
+    return m->loss_scale;
 }
 
 size_t lmk_model_tensor_count(const lmk_model *m)

@@ -11,13 +11,24 @@
  * (inference). Parameter names follow cs336_basics' state dict
  * ("layers.3.attn.q_proj.weight").
  *
- * Precision (autocast emulation): fp32 computes in float32; tf32 rounds GEMM
+ * Precision (autocast semantics): fp32 computes in float32; tf32 rounds GEMM
  * inputs to a 10-bit mantissa; bf16/fp16 keep float32 master weights,
- * gradients and optimizer state, round GEMM inputs to the half format
- * (float32 accumulation), round GEMM outputs and the SwiGLU product to the
- * half format, and keep RMSNorm, softmax, residual adds and the loss in
- * float32. fp16 uses dynamic loss scaling (initial 2^16, halved and the step
- * skipped on overflow, doubled after 2000 good steps).
+ * gradients and optimizer state; each weight matrix (all but the embedding)
+ * is cast once per step into a real 16-bit copy (category parameter_copy,
+ * made at the start of forward, read by forward and backward, freed after
+ * backward or at the end of an inference forward); a linear layer's input
+ * and its output gradient are cast once into 16-bit temporaries shared by
+ * the GEMMs that read them; GEMMs multiply 16-bit inputs with float32
+ * accumulation; GEMM outputs and the SwiGLU product are rounded to the half
+ * format (stored in float32); RMSNorm, softmax, residual adds and the loss
+ * stay in float32. fp16 uses dynamic loss scaling (initial 2^16, halved and
+ * the step skipped on overflow, doubled after 2000 good steps).
+ *
+ * Steps and CUDA graphs: AdamW's step number is a device counter advanced
+ * on the device (adamw_begin), so forward + backward + step captured once in
+ * a graph and replayed gives the same results as eager steps. Except under
+ * fp16 (whose loss scale is decided on the host: lmk_model_step downloads
+ * the overflow verdict), lmk_model_step never synchronises.
  *
  * FLOPs: matmuls only (2·m·k·n each); attention counted on the full T×T
  * scores as the naive implementation computes them (4·B·T²·d per layer). */
@@ -132,8 +143,15 @@ int lmk_model_backward(lmk_model *m);
 int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg);
 /* The loss of the last forward (downloads; synchronises). */
 int lmk_model_loss(lmk_model *m, float *loss);
-/* Number of optimizer steps taken (skipped fp16 steps not counted). */
+/* Number of optimizer steps taken (skipped steps not counted): the device
+ * step counter, downloaded (synchronises); counts graph replays too. 0 when
+ * the model has no optimizer state. */
 int64_t lmk_model_steps_taken(const lmk_model *m);
+/* fp16: steps skipped on overflow (gradients not finite) by eager
+ * lmk_model_step calls; 0 for the other precisions. */
+int64_t lmk_model_steps_skipped(const lmk_model *m);
+/* The current loss scale (fp16 dynamic; 1 for the other precisions). */
+float lmk_model_loss_scale(const lmk_model *m);
 
 /* Parameter tensors, in cs336_basics order, for tests and tools. */
 size_t lmk_model_tensor_count(const lmk_model *m);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../halfprec.h"
 #include "../status.h"
 #include "cpu_internal.h"
 
@@ -289,6 +290,24 @@ static int cpu_cast(lmk_backend *b, float *out, const float *x, size_t n, lmk_ro
     return LMK_OK;
 }
 
+/* Rounds with lmk_round_value, then stores the (exactly representable)
+ * value's bits: bit-identical to what the float emulation computes. */
+static int cpu_cast_half(lmk_backend *b, void *dst16, const float *x, size_t n, lmk_round fmt)
+{
+    if (fmt != LMK_ROUND_BF16 && fmt != LMK_ROUND_FP16)
+        return LMK_INVALID;
+    uint16_t *d = dst16;
+    long nn = (long)n;
+#pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
+    for (long i = 0; i < nn; i++) {
+        float r = lmk_round_value(x[i], fmt);
+        uint32_t u;
+        memcpy(&u, &r, sizeof u); /* bf16: the upper half of the rounded float */
+        d[i] = fmt == LMK_ROUND_BF16 ? (uint16_t)(u >> 16) : lmk_fp16_from_double(r);
+    }
+    return LMK_OK;
+}
+
 /* --- cross-entropy ---------------------------------------------------- */
 
 static int cpu_cross_entropy(lmk_backend *b, float *loss, float *dlogits, const float *logits,
@@ -365,17 +384,34 @@ static int cpu_clip_factor(lmk_backend *b, float *factor, const float *sumsq, fl
     return LMK_OK;
 }
 
+/* α_t in double, rounded once to float (the cuda backend does the same). */
+static float adamw_alpha(const lmk_adamw_hp *hp, int64_t t)
+{
+    return (float)(hp->lr * sqrt(1.0 - pow(hp->beta2, (double)t)) /
+                   (1.0 - pow(hp->beta1, (double)t)));
+}
+
+static int cpu_adamw_begin(lmk_backend *b, int64_t *t, float *alpha, const float *factor,
+                           const lmk_adamw_hp *hp)
+{
+    (void)b;
+    if (!factor || *factor != 0.0f)
+        *t += 1;
+    *alpha = *t > 0 ? adamw_alpha(hp, *t) : 0.0f;
+    return LMK_OK;
+}
+
 static int cpu_adamw(lmk_backend *b, float *p, const float *g, float *m, float *v, size_t n,
                      const lmk_adamw_hp *hp, const float *factor)
 {
     float f = factor ? *factor : 1.0f;
     if (f == 0.0f)
         return LMK_OK;
-    if (hp->t < 1)
+    if (!hp->alpha && hp->t < 1)
         return LMK_INVALID;
     float b1 = hp->beta1, b2 = hp->beta2;
-    double alpha = hp->lr * sqrt(1.0 - pow(b2, (double)hp->t)) / (1.0 - pow(b1, (double)hp->t));
-    float at = (float)alpha, decay = hp->lr * hp->weight_decay, eps = hp->eps;
+    float at = hp->alpha ? *hp->alpha : adamw_alpha(hp, hp->t);
+    float decay = hp->lr * hp->weight_decay, eps = hp->eps;
     long nn = (long)n;
 #pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
     for (long i = 0; i < nn; i++) {
@@ -422,6 +458,7 @@ static const lmk_backend cpu_template = {
     .rope_fwd = cpu_rope_fwd,
     .rope_bwd = cpu_rope_bwd,
     .gemm = cpu_gemm,
+    .gemm_half = cpu_gemm_half,
     .softmax_causal_fwd = cpu_softmax_causal_fwd,
     .softmax_causal_bwd = cpu_softmax_causal_bwd,
     .swiglu_fwd = cpu_swiglu_fwd,
@@ -429,9 +466,11 @@ static const lmk_backend cpu_template = {
     .add = cpu_add,
     .scale = cpu_scale,
     .cast = cpu_cast,
+    .cast_half = cpu_cast_half,
     .cross_entropy = cpu_cross_entropy,
     .sum_squares = cpu_sum_squares,
     .clip_factor = cpu_clip_factor,
+    .adamw_begin = cpu_adamw_begin,
     .adamw = cpu_adamw,
 };
 

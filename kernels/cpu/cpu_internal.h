@@ -22,5 +22,7 @@ typedef struct cpu_state {
 } cpu_state;
 
 int cpu_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
+int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
+                  const void *bm, int b_half);
 
 #endif

@@ -8,6 +8,7 @@
  * column block), so results do not depend on the thread count. */
 #include <string.h>
 
+#include "../halfprec.h"
 #include "../status.h"
 #include "cpu_internal.h"
 
@@ -64,8 +65,19 @@ static inline float rnd(float x, lmk_round r)
     return r == LMK_ROUND_NONE ? x : lmk_round_value(x, r);
 }
 
+/* Element i of an input: float32 rounded to r, or 16-bit bits of format r
+ * (half != 0) widened exactly, which is the same value. */
+static inline float ld(const void *x, size_t i, int half, lmk_round r)
+{
+    if (!half)
+        return rnd(((const float *)x)[i], r);
+    uint16_t h = ((const uint16_t *)x)[i];
+    return r == LMK_ROUND_BF16 ? lmk_bf16_to_float(h) : lmk_fp16_to_float(h);
+}
+
 /* Packs op(A)[i0 .. i0+mb, p0 .. p0+kb] into MR-row panels, zero padded. */
-static void pack_a(float *dst, const float *a, const lmk_gemm *g, int i0, int mb, int p0, int kb)
+static void pack_a(float *dst, const void *a, int ah, const lmk_gemm *g, int i0, int mb, int p0,
+                   int kb)
 {
     int panels = (mb + CPU_MR - 1) / CPU_MR;
     for (int q = 0; q < panels; q++) {
@@ -80,18 +92,20 @@ static void pack_a(float *dst, const float *a, const lmk_gemm *g, int i0, int mb
             int gi = i0 + i;
             if (g->trans_a) { /* A stored (k, m) */
                 for (int p = 0; p < kb; p++)
-                    d[(size_t)p * CPU_MR + r] = rnd(a[(size_t)(p0 + p) * g->m + gi], g->in_round);
+                    d[(size_t)p * CPU_MR + r] =
+                        ld(a, (size_t)(p0 + p) * g->m + gi, ah, g->in_round);
             } else {
-                const float *row = a + (size_t)gi * g->k + p0;
+                size_t row = (size_t)gi * g->k + p0;
                 for (int p = 0; p < kb; p++)
-                    d[(size_t)p * CPU_MR + r] = rnd(row[p], g->in_round);
+                    d[(size_t)p * CPU_MR + r] = ld(a, row + p, ah, g->in_round);
             }
         }
     }
 }
 
 /* Packs op(B)[p0 .. p0+kb, j0 .. j0+nb] into NR-column panels, zero padded. */
-static void pack_b(float *dst, const float *bm, const lmk_gemm *g, int p0, int kb, int j0, int nb)
+static void pack_b(float *dst, const void *bm, int bh, const lmk_gemm *g, int p0, int kb, int j0,
+                   int nb)
 {
     int panels = (nb + CPU_NR - 1) / CPU_NR;
     for (int q = 0; q < panels; q++) {
@@ -104,16 +118,16 @@ static void pack_b(float *dst, const float *bm, const lmk_gemm *g, int p0, int k
                         d[(size_t)p * CPU_NR + j] = 0.0f;
                     continue;
                 }
-                const float *row = bm + (size_t)(j0 + q * CPU_NR + j) * g->k + p0;
+                size_t row = (size_t)(j0 + q * CPU_NR + j) * g->k + p0;
                 for (int p = 0; p < kb; p++)
-                    d[(size_t)p * CPU_NR + j] = rnd(row[p], g->in_round);
+                    d[(size_t)p * CPU_NR + j] = ld(bm, row + p, bh, g->in_round);
             }
         } else {
             for (int p = 0; p < kb; p++) {
-                const float *row = bm + (size_t)(p0 + p) * g->n + j0 + q * CPU_NR;
+                size_t row = (size_t)(p0 + p) * g->n + j0 + q * CPU_NR;
                 float *dr = d + (size_t)p * CPU_NR;
                 for (int j = 0; j < jn; j++)
-                    dr[j] = rnd(row[j], g->in_round);
+                    dr[j] = ld(bm, row + j, bh, g->in_round);
                 for (int j = jn; j < CPU_NR; j++)
                     dr[j] = 0.0f;
             }
@@ -121,8 +135,8 @@ static void pack_b(float *dst, const float *bm, const lmk_gemm *g, int p0, int k
     }
 }
 
-static void gemm_block(cpu_scratch *s, const lmk_gemm *g, float *c, const float *a,
-                       const float *bm, int i0, int j0)
+static void gemm_block(cpu_scratch *s, const lmk_gemm *g, float *c, const void *a, int ah,
+                       const void *bm, int bh, int i0, int j0)
 {
     int mb = g->m - i0 < CPU_MB ? g->m - i0 : CPU_MB;
     int nb = g->n - j0 < CPU_NB ? g->n - j0 : CPU_NB;
@@ -130,8 +144,8 @@ static void gemm_block(cpu_scratch *s, const lmk_gemm *g, float *c, const float 
     memset(s->cacc, 0, sizeof(float) * CPU_MB * CPU_NB);
     for (int p0 = 0; p0 < g->k; p0 += CPU_KB) {
         int kb = g->k - p0 < CPU_KB ? g->k - p0 : CPU_KB;
-        pack_a(s->apack, a, g, i0, mb, p0, kb);
-        pack_b(s->bpack, bm, g, p0, kb, j0, nb);
+        pack_a(s->apack, a, ah, g, i0, mb, p0, kb);
+        pack_b(s->bpack, bm, bh, g, p0, kb, j0, nb);
         for (int qi = 0; qi < mpan; qi++)
             for (int qj = 0; qj < npan; qj++)
                 micro_kernel(kb, s->apack + (size_t)qi * CPU_KB * CPU_MR,
@@ -150,13 +164,17 @@ static void gemm_block(cpu_scratch *s, const lmk_gemm *g, float *c, const float 
     }
 }
 
-int cpu_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm)
+int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
+                  const void *bm, int b_half)
 {
     cpu_state *st = b->impl;
     if (!g || !c || !a || !bm || g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 1)
         return LMK_INVALID;
+    if ((a_half || b_half) && g->in_round != LMK_ROUND_BF16 && g->in_round != LMK_ROUND_FP16)
+        return LMK_INVALID;
     if (g->m == 0 || g->n == 0)
         return LMK_OK;
+    size_t ea = a_half ? 2 : 4, eb = b_half ? 2 : 4;
     long long mblocks = (g->m + CPU_MB - 1) / CPU_MB, nblocks = (g->n + CPU_NB - 1) / CPU_NB;
     long long tasks = (long long)g->batch * mblocks * nblocks;
 #pragma omp parallel for schedule(dynamic) num_threads(st->threads)
@@ -167,8 +185,14 @@ int cpu_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const 
 #endif
         long long bi = t / (mblocks * nblocks), rest = t % (mblocks * nblocks);
         int i0 = (int)(rest / nblocks) * CPU_MB, j0 = (int)(rest % nblocks) * CPU_NB;
-        gemm_block(&st->scratch[tid], g, c + bi * g->stride_c, a + bi * g->stride_a,
-                   bm + bi * g->stride_b, i0, j0);
+        gemm_block(&st->scratch[tid], g, c + bi * g->stride_c,
+                   (const char *)a + (size_t)(bi * g->stride_a) * ea, a_half,
+                   (const char *)bm + (size_t)(bi * g->stride_b) * eb, b_half, i0, j0);
     }
     return LMK_OK;
+}
+
+int cpu_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm)
+{
+    return cpu_gemm_half(b, g, c, a, 0, bm, 0);
 }

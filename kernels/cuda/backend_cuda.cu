@@ -168,6 +168,7 @@ static lmk_backend cuda_template(void)
     t.rope_fwd = cuda_rope_fwd;
     t.rope_bwd = cuda_rope_bwd;
     t.gemm = cuda_gemm;
+    t.gemm_half = cuda_gemm_half;
     t.softmax_causal_fwd = cuda_softmax_causal_fwd;
     t.softmax_causal_bwd = cuda_softmax_causal_bwd;
     t.swiglu_fwd = cuda_swiglu_fwd;
@@ -175,9 +176,11 @@ static lmk_backend cuda_template(void)
     t.add = cuda_add;
     t.scale = cuda_scale;
     t.cast = cuda_cast;
+    t.cast_half = cuda_cast_half;
     t.cross_entropy = cuda_cross_entropy;
     t.sum_squares = cuda_sum_squares;
     t.clip_factor = cuda_clip_factor;
+    t.adamw_begin = cuda_adamw_begin;
     t.adamw = cuda_adamw;
     return t;
 }

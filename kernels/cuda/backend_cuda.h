@@ -4,6 +4,7 @@
 #define LMK_BACKEND_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../backend.h"
 
@@ -26,6 +27,24 @@ int lmk_backend_cuda_create(int device, lmk_backend **out, char *errbuf, size_t 
  * backend), "call: error name: message"; "" if none. Borrowed, valid until the
  * next op on b. NULL for a backend of another kind. */
 const char *lmk_backend_cuda_last_error(lmk_backend *b);
+
+/* The backend's memory pool (a cuda backend; LMK_UNSUPPORTED for another):
+ * bytes the pool holds from the device (reserved) and bytes handed out to
+ * live allocations (used), current and high-water marks since the last
+ * reset (cudaMemPoolAttrReservedMemCurrent/High, UsedMemCurrent/High). Any
+ * pointer may be NULL. Host-side counters: call after synchronize for the
+ * figures of work already queued. Returns LMK_OK or LMK_DEVICE. */
+int lmk_backend_cuda_pool_usage(lmk_backend *b, uint64_t *reserved_current, uint64_t *reserved_high,
+                                uint64_t *used_current, uint64_t *used_high);
+/* Synchronises b's stream, then (trim != 0) returns the pool's unused
+ * memory to the device (cudaMemPoolTrimTo 0), then restarts both high-water
+ * marks from the current values. Returns LMK_OK, LMK_DEVICE or
+ * LMK_UNSUPPORTED (not a cuda backend). */
+int lmk_backend_cuda_pool_reset(lmk_backend *b, int trim);
+/* The device's free and total memory (cudaMemGetInfo) for b's device. Free
+ * memory excludes what the pool reserves but does not use. Returns LMK_OK,
+ * LMK_DEVICE or LMK_UNSUPPORTED. */
+int lmk_backend_cuda_device_memory(lmk_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* Number of visible CUDA devices; 0 when there is none or no driver. */
 int lmk_cuda_device_count(void);

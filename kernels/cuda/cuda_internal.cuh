@@ -100,7 +100,8 @@ __device__ __forceinline__ float round_value_dev(float x, int r)
 }
 
 /* --- launchers: (outputs, inputs, sizes, state); LMK_OK or an error ----- */
-int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const float *a, const float *bm);
+int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const void *a, int a_half,
+                  const void *bm, int b_half);
 int cuda_round_launch(cuda_state *st, float *out, const float *x, size_t n, int r);
 
 int cuda_embedding_fwd(lmk_backend *b, float *out, const int32_t *ids, const float *w, int n,
@@ -126,6 +127,11 @@ int cuda_swiglu_bwd(lmk_backend *b, float *da, float *dg, const float *dout, con
 int cuda_add(lmk_backend *b, float *y, const float *x1, const float *x2, size_t n);
 int cuda_scale(lmk_backend *b, float *x, size_t n, float s);
 int cuda_cast(lmk_backend *b, float *out, const float *x, size_t n, lmk_round r);
+int cuda_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
+                   const void *bm, int b_half);
+int cuda_cast_half(lmk_backend *b, void *dst16, const float *x, size_t n, lmk_round fmt);
+int cuda_adamw_begin(lmk_backend *b, int64_t *t, float *alpha, const float *factor,
+                     const lmk_adamw_hp *hp);
 int cuda_cross_entropy(lmk_backend *b, float *loss, float *dlogits, const float *logits,
                        const int32_t *targets, int n, int V, float dscale);
 int cuda_sum_squares(lmk_backend *b, float *sumsq, const float *g, size_t n);

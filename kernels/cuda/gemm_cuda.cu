@@ -6,10 +6,15 @@
  *   in_round TF32 : float inputs, CUBLAS_COMPUTE_32F_FAST_TF32 (the tensor
  *                   cores' own TF32 conversion; not bit-identical to the cpu's
  *                   round-to-nearest-even, within the tf32 tolerance).
- *   in_round BF16/FP16 : A and B are rounded (RNE, exactly lmk_round_value)
- *                   into 16-bit copies in the backend's scratch, then
- *                   multiplied with CUBLAS_COMPUTE_32F (exact products, FP32
- *                   accumulation), which is what the cpu emulates.
+ *   in_round BF16/FP16 : 16-bit A and B (CUDA_R_16BF / CUDA_R_16F) multiplied
+ *                   with CUBLAS_COMPUTE_32F (exact products, FP32
+ *                   accumulation), which is what the cpu emulates. An input
+ *                   given already 16-bit (gemm_half, e.g. the model's
+ *                   per-step weight copies) is used in place; a float32 one
+ *                   is rounded (RNE, exactly lmk_round_value) into a packed
+ *                   16-bit copy in the backend's scratch first.
+ *   cast_half     : float32 → raw 16-bit bits, 4 elements per thread step
+ *                   (16-byte loads, 8-byte stores) when aligned.
  *   out_round     : a rounding kernel over C after the product (C = round(
  *                   alpha·AB + beta·C), as the cpu does). */
 #include <cuda_bf16.h>
@@ -75,9 +80,13 @@ static int to_half(cuda_state *st, T *out, const float *x, size_t per, int64_t s
     return LMK_OK;
 }
 
-int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const float *a, const float *bm)
+int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const void *a, int a_half,
+                  const void *bm, int b_half)
 {
     if (g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0)
+        return LMK_INVALID;
+    const int half_in = g->in_round == LMK_ROUND_BF16 || g->in_round == LMK_ROUND_FP16;
+    if ((a_half || b_half) && !half_in)
         return LMK_INVALID;
     const int m = g->m, n = g->n, k = g->k;
     /* column-major view: C' (n, m) = op'(B') (n, k) · op'(A') (k, m) */
@@ -92,29 +101,38 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const float *a, c
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     if (g->in_round == LMK_ROUND_TF32) {
         compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-    } else if (g->in_round == LMK_ROUND_BF16 || g->in_round == LMK_ROUND_FP16) {
-        size_t na = (size_t)m * k, nb = (size_t)k * n;
-        size_t bytes = 2 * (na + nb) * (size_t)g->batch + 256;
-        void *ws = NULL;
-        int rc = cuda_scratch(st, bytes, &ws);
-        if (rc != LMK_OK)
-            return rc;
-        uint16_t *ha = (uint16_t *)ws, *hb = ha + na * (size_t)g->batch;
-        if (g->in_round == LMK_ROUND_BF16) {
-            ta = CUDA_R_16BF;
-            if ((rc = to_half(st, (__nv_bfloat16 *)ha, a, na, g->stride_a, g->batch, g->in_round)) ||
-                (rc = to_half(st, (__nv_bfloat16 *)hb, bm, nb, g->stride_b, g->batch, g->in_round)))
+    } else if (half_in) {
+        ta = g->in_round == LMK_ROUND_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+        size_t na = a_half ? 0 : (size_t)m * k, nb = b_half ? 0 : (size_t)k * n;
+        if (na + nb) {
+            size_t bytes = 2 * (na + nb) * (size_t)g->batch + 256;
+            void *ws = NULL;
+            int rc = cuda_scratch(st, bytes, &ws);
+            if (rc != LMK_OK)
                 return rc;
-        } else {
-            ta = CUDA_R_16F;
-            if ((rc = to_half(st, (__half *)ha, a, na, g->stride_a, g->batch, g->in_round)) ||
-                (rc = to_half(st, (__half *)hb, bm, nb, g->stride_b, g->batch, g->in_round)))
-                return rc;
+            uint16_t *ha = (uint16_t *)ws, *hb = ha + na * (size_t)g->batch;
+            int r = g->in_round;
+            if (na) {
+                rc = r == LMK_ROUND_BF16
+                         ? to_half(st, (__nv_bfloat16 *)ha, (const float *)a, na, g->stride_a,
+                                   g->batch, r)
+                         : to_half(st, (__half *)ha, (const float *)a, na, g->stride_a, g->batch, r);
+                if (rc != LMK_OK)
+                    return rc;
+                pa = ha;
+                sa = (long long)na;
+            }
+            if (nb) {
+                rc = r == LMK_ROUND_BF16
+                         ? to_half(st, (__nv_bfloat16 *)hb, (const float *)bm, nb, g->stride_b,
+                                   g->batch, r)
+                         : to_half(st, (__half *)hb, (const float *)bm, nb, g->stride_b, g->batch, r);
+                if (rc != LMK_OK)
+                    return rc;
+                pb = hb;
+                sb = (long long)nb;
+            }
         }
-        pa = ha;
-        pb = hb;
-        sa = (long long)na;
-        sb = (long long)nb;
     }
     float alpha = g->alpha, beta = g->beta;
     if (g->batch == 1) {
@@ -140,7 +158,67 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const float *a, c
 
 int cuda_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm)
 {
-    return cuda_gemm_run(CST(b), g, c, a, bm);
+    return cuda_gemm_run(CST(b), g, c, a, 0, bm, 0);
+}
+
+int cuda_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
+                   const void *bm, int b_half)
+{
+    return cuda_gemm_run(CST(b), g, c, a, a_half, bm, b_half);
+}
+
+/* dst (n, 16-bit) = round(x (n)); vec: n/4 groups of float4 → 4 halves. */
+template <typename T>
+__global__ void cast_half_kernel(T *dst, const float *x, size_t n, int r, int vec)
+{
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t done = 0;
+    if (vec) {
+        size_t n4 = n / 4;
+        for (size_t i = tid; i < n4; i += stride) {
+            float4 v = ((const float4 *)x)[i];
+            T h[4];
+            float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                float rv = round_value_dev(f[q], r);
+                if constexpr (std::is_same<T, __half>::value)
+                    h[q] = __float2half_rn(rv);
+                else
+                    h[q] = __float2bfloat16_rn(rv);
+            }
+            uint2 packed;
+            memcpy(&packed, h, sizeof packed);
+            ((uint2 *)dst)[i] = packed;
+        }
+        done = n4 * 4;
+    }
+    for (size_t i = done + tid; i < n; i += stride) {
+        float rv = round_value_dev(x[i], r);
+        if constexpr (std::is_same<T, __half>::value)
+            dst[i] = __float2half_rn(rv);
+        else
+            dst[i] = __float2bfloat16_rn(rv);
+    }
+}
+
+int cuda_cast_half(lmk_backend *b, void *dst16, const float *x, size_t n, lmk_round fmt)
+{
+    cuda_state *st = CST(b);
+    if (fmt != LMK_ROUND_BF16 && fmt != LMK_ROUND_FP16)
+        return LMK_INVALID;
+    if (n == 0)
+        return LMK_OK;
+    int vec = ((((uintptr_t)dst16) & 7) | (((uintptr_t)x) & 15)) == 0;
+    unsigned blocks = grid_for(vec ? (n + 3) / 4 : n, 256, 132u * 16u);
+    if (fmt == LMK_ROUND_BF16)
+        cast_half_kernel<__nv_bfloat16><<<blocks, 256, 0, st->stream>>>((__nv_bfloat16 *)dst16, x,
+                                                                       n, fmt, vec);
+    else
+        cast_half_kernel<__half><<<blocks, 256, 0, st->stream>>>((__half *)dst16, x, n, fmt, vec);
+    LAUNCH_CHECK(st, "cast_half_kernel");
+    return LMK_OK;
 }
 
 int cuda_cast(lmk_backend *b, float *out, const float *x, size_t n, lmk_round r)

@@ -6,8 +6,11 @@
  *                min(1, max_norm / (norm + 1e-6)); 0 when *sumsq not finite
  *   adamw      : g' = g·f; m = β1 m + (1−β1) g'; v = β2 v + (1−β2) g'²;
  *                p −= α_t m / (√v + ε); p −= lr·wd·p, α_t = lr √(1−β2ᵗ)/(1−β1ᵗ)
- *                (α_t computed on the host in double). Does nothing when
+ *                (α_t computed on the host in double, or read from the
+ *                device scalar written by adamw_begin). Does nothing when
  *                *factor == 0 (read on the device: no synchronisation).
+ *   adamw_begin: the device step counter: t += (factor NULL or *factor != 0);
+ *                *alpha = α_t in double, rounded once to float (as the cpu).
  * AdamW moves 28 bytes per parameter (p, m, v read+write, g read); float4
  * loads when all four pointers are 16-byte aligned. */
 #include "cuda_internal.cuh"
@@ -62,7 +65,20 @@ __global__ void clip_factor_kernel(float *factor, const float *sumsq, float max_
 
 struct adamw_k {
     float b1, b2, at, decay, eps;
+    const float *alpha; /* device α_t or NULL (then at) */
 };
+
+// one thread: *t += step taken; *alpha = α_t
+__global__ void adamw_begin_kernel(int64_t *t, float *alpha, const float *factor, float lr,
+                                   float b1, float b2)
+{
+    if (!factor || *factor != 0.0f)
+        *t += 1;
+    long long tt = *t;
+    *alpha = tt > 0 ? (float)(lr * sqrt(1.0 - pow((double)b2, (double)tt)) /
+                              (1.0 - pow((double)b1, (double)tt)))
+                    : 0.0f;
+}
 
 __device__ __forceinline__ void adamw_one(float &p, float g, float &m, float &v, float f,
                                           const adamw_k &k)
@@ -81,6 +97,8 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_
     float f = factor ? *factor : 1.0f;
     if (f == 0.0f)
         return;
+    if (k.alpha)
+        k.at = *k.alpha;
     size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t done = 0;
@@ -134,16 +152,27 @@ int cuda_adamw(lmk_backend *b, float *p, const float *g, float *m, float *v, siz
                const lmk_adamw_hp *hp, const float *factor)
 {
     cuda_state *st = CST(b);
-    if (hp->t < 1)
+    if (!hp->alpha && hp->t < 1)
         return LMK_INVALID;
     if (n == 0)
         return LMK_OK;
-    double alpha =
-        hp->lr * sqrt(1.0 - pow(hp->beta2, (double)hp->t)) / (1.0 - pow(hp->beta1, (double)hp->t));
-    adamw_k k = {hp->beta1, hp->beta2, (float)alpha, hp->lr * hp->weight_decay, hp->eps};
+    double alpha = hp->alpha ? 0.0
+                             : hp->lr * sqrt(1.0 - pow(hp->beta2, (double)hp->t)) /
+                                   (1.0 - pow(hp->beta1, (double)hp->t));
+    adamw_k k = {hp->beta1, hp->beta2, (float)alpha, hp->lr * hp->weight_decay, hp->eps,
+                 hp->alpha};
     int vec4 = (((uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) & 15) == 0;
     unsigned blocks = grid_for(vec4 ? (n + 3) / 4 : n, 256, 132u * 16u);
     adamw_kernel<<<blocks, 256, 0, st->stream>>>(p, g, m, v, n, factor, k, vec4);
     LAUNCH_CHECK(st, "adamw_kernel");
+    return LMK_OK;
+}
+
+int cuda_adamw_begin(lmk_backend *b, int64_t *t, float *alpha, const float *factor,
+                     const lmk_adamw_hp *hp)
+{
+    cuda_state *st = CST(b);
+    adamw_begin_kernel<<<1, 1, 0, st->stream>>>(t, alpha, factor, hp->lr, hp->beta1, hp->beta2);
+    LAUNCH_CHECK(st, "adamw_begin_kernel");
     return LMK_OK;
 }

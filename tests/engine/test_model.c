@@ -300,10 +300,49 @@ static void test_flops(void)
     CHECK(f.backward == 2 * f.forward, "backward flops");
 }
 
+/* Autocast: the 16-bit weight copies live from forward to the end of
+ * backward (2 bytes per matrix element but the embedding), an inference
+ * forward frees them too; the step counter and the loss-scale reports. */
+static void test_autocast(void)
+{
+    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f};
+    uint64_t P = lmk_model_param_count(&c);
+    uint64_t matrices = P - (uint64_t)c.vocab_size * c.d_model - (2 * c.num_layers + 1) * c.d_model;
+    for (int k = 0; k < 3; k++) {
+        lmk_precision prec = k == 0 ? LMK_PREC_BF16 : k == 1 ? LMK_PREC_FP16 : LMK_PREC_FP32;
+        fixture f;
+        fixture_open(&f, &c, 2, 16, prec, 3, LMK_MODEL_TRAIN);
+        uint64_t want = prec == LMK_PREC_FP32 ? 0 : 2 * matrices;
+        lmk_adamw_config opt = lmk_adamw_defaults();
+        for (int s = 0; s < 3; s++) {
+            lmk_allocator_reset_peak(f.a);
+            MUST(lmk_model_forward(f.m, 1));
+            CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == want,
+                  "%s: parameter_copy %llu bytes after forward, want %llu", lmk_precision_name(prec),
+                  (unsigned long long)lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY),
+                  (unsigned long long)want);
+            MUST(lmk_model_backward(f.m));
+            CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == 0 &&
+                      lmk_allocator_peak(f.a, LMK_MEM_PARAMETER_COPY) == want,
+                  "%s: parameter copies not made once and freed by backward", lmk_precision_name(prec));
+            MUST(lmk_model_step(f.m, &opt));
+        }
+        CHECK(lmk_model_steps_taken(f.m) == 3, "%s: steps taken %lld", lmk_precision_name(prec),
+              (long long)lmk_model_steps_taken(f.m));
+        CHECK(lmk_model_steps_skipped(f.m) == 0, "skipped steps");
+        CHECK(lmk_model_loss_scale(f.m) == (prec == LMK_PREC_FP16 ? 65536.0f : 1.0f), "%s: loss scale %g",
+              lmk_precision_name(prec), lmk_model_loss_scale(f.m));
+        MUST(lmk_model_forward(f.m, 0));
+        CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == 0, "copies live after inference");
+        fixture_close(&f);
+    }
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } cases[] = {
+    {"autocast", test_autocast},
     {"param_counts", test_param_counts},
     {"gradients", test_model_gradients},
     {"loss_at_init", test_loss_at_init},

@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "check.h"
 #include "halfprec.h"
+#include "status.h"
 
 static lmk_backend *B;
 static test_rng rng = {12345};
@@ -336,7 +337,7 @@ static void test_adamw(void)
     const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
     for (int t = 1; t <= 2; t++) {
         const float *g = t == 1 ? g1 : g2;
-        lmk_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t};
+        lmk_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, NULL};
         MUST(B->adamw(B, p, g, m, v, 3, &hp, NULL));
         double at = lr * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t));
         for (int i = 0; i < 3; i++) { /* the CS336 step, by hand */
@@ -350,7 +351,7 @@ static void test_adamw(void)
         CHECK(test_close(p[i], P[i], 1e-7, 1e-6), "adamw p[%d] %.9g want %.9g", i, p[i], P[i]);
     /* first step by hand for p0: m=0.01, v=1e-5, alpha=1e-3·sqrt(1e-3)/0.1 */
     float q[1] = {0.5f}, gq[1] = {0.1f}, mq[1] = {0}, vq[1] = {0};
-    lmk_adamw_hp hp1 = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1};
+    lmk_adamw_hp hp1 = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, NULL};
     MUST(B->adamw(B, q, gq, mq, vq, 1, &hp1, NULL));
     double expect = 0.5 - 1e-3 * sqrt(1e-3) / 0.1 * 0.01 / (sqrt(1e-5) + 1e-8);
     expect -= 1e-5 * expect;
@@ -424,10 +425,108 @@ static void test_elementwise(void)
     CHECK(a[2] == 14.0f, "scale");
 }
 
+/* --- real 16-bit storage: cast_half, gemm_half ------------------------------------------------- */
+static void test_cast_half(void)
+{
+    enum { N = 4099 };
+    float *x = test_alloc(N);
+    uint16_t *h = malloc(N * sizeof *h);
+    test_fill(&rng, x, N, -70000, 70000); /* fp16 overflow included */
+    x[0] = 1.0f + 0x1p-8f, x[1] = 0x1.8p-25f, x[2] = 65519.0f, x[3] = -0.0f, x[4] = INFINITY;
+    for (int f = 0; f < 2; f++) {
+        lmk_round r = f ? LMK_ROUND_FP16 : LMK_ROUND_BF16;
+        memset(h, 0xa5, N * sizeof *h); /* poison */
+        MUST(B->cast_half(B, h, x, N, r));
+        int bad = 0;
+        for (int i = 0; i < N; i++) {
+            float back = r == LMK_ROUND_BF16 ? lmk_bf16_to_float(h[i]) : lmk_fp16_to_float(h[i]);
+            float want = lmk_round_value(x[i], r);
+            if (memcmp(&back, &want, sizeof back) != 0 && !bad++)
+                CHECK(0, "cast_half %d [%d]: %a -> %a want %a", r, i, x[i], back, want);
+        }
+    }
+    CHECK(B->cast_half(B, h, x, N, LMK_ROUND_TF32) == LMK_INVALID, "cast_half tf32 accepted");
+    free(x), free(h);
+}
+
+/* gemm_half on 16-bit copies of either or both inputs equals gemm on the
+ * float32 originals bit for bit (same rounded values, same order). */
+static void test_gemm_half(void)
+{
+    static const int shapes[][7] = {
+        /* ta, tb, m, n, k, batch, out_round from in_round */
+        {0, 1, 37, 70, 300, 1, 1}, {1, 0, 64, 33, 129, 1, 0}, {0, 0, 17, 23, 40, 3, 1},
+        {1, 1, 9, 300, 65, 2, 0},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int ta = shapes[s][0], tb = shapes[s][1], m = shapes[s][2], n = shapes[s][3],
+            k = shapes[s][4], batch = shapes[s][5];
+        size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+        float *a = test_alloc(na * batch), *bm = test_alloc(nb * batch),
+              *want = test_alloc(nc * batch), *got = test_alloc(nc * batch);
+        uint16_t *ah = malloc(na * batch * 2), *bh = malloc(nb * batch * 2);
+        test_fill(&rng, a, na * batch, -2, 2);
+        test_fill(&rng, bm, nb * batch, -2, 2);
+        for (int f = 0; f < 2; f++) {
+            lmk_round r = f ? LMK_ROUND_FP16 : LMK_ROUND_BF16;
+            lmk_gemm g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .batch = batch,
+                          .stride_a = (int64_t)na, .stride_b = (int64_t)nb,
+                          .stride_c = (int64_t)nc, .alpha = 0.5f, .in_round = r,
+                          .out_round = shapes[s][6] ? r : LMK_ROUND_NONE};
+            MUST(B->gemm(B, &g, want, a, bm));
+            MUST(B->cast_half(B, ah, a, na * batch, r));
+            MUST(B->cast_half(B, bh, bm, nb * batch, r));
+            for (int mode = 1; mode < 4; mode++) { /* which inputs are 16-bit */
+                int a16 = mode & 1, b16 = (mode >> 1) & 1;
+                test_fill(&rng, got, nc * batch, 1e30f, 1e30f); /* poison */
+                MUST(B->gemm_half(B, &g, got, a16 ? (const void *)ah : a, a16,
+                                  b16 ? (const void *)bh : bm, b16));
+                CHECK(memcmp(got, want, nc * batch * sizeof *got) == 0,
+                      "gemm_half shape %zu fmt %d mode %d differs from gemm", s, r, mode);
+            }
+            g.in_round = LMK_ROUND_TF32;
+            CHECK(B->gemm_half(B, &g, got, ah, 1, bm, 0) == LMK_INVALID,
+                  "gemm_half with 16-bit input under tf32 accepted");
+        }
+        free(a), free(bm), free(want), free(got), free(ah), free(bh);
+    }
+}
+
+/* The device step counter: adamw_begin + adamw reading α_t from it equals
+ * adamw with the host step number; a zero factor neither counts nor steps. */
+static void test_adamw_counter(void)
+{
+    enum { N = 5 };
+    float p1[N], p2[N], m1[N] = {0}, m2[N] = {0}, v1[N] = {0}, v2[N] = {0}, g[N];
+    test_fill(&rng, p1, N, -1, 1);
+    memcpy(p2, p1, sizeof p1);
+    int64_t t = 0;
+    float alpha = -1.0f, one = 1.0f, zero = 0.0f;
+    for (int step = 1; step <= 4; step++) {
+        test_fill(&rng, g, N, -1, 1);
+        lmk_adamw_hp host = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step, NULL};
+        MUST(B->adamw(B, p1, g, m1, v1, N, &host, NULL));
+        lmk_adamw_hp dev = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0, &alpha};
+        MUST(B->adamw_begin(B, &t, &alpha, step == 2 ? &one : NULL, &dev));
+        MUST(B->adamw(B, p2, g, m2, v2, N, &dev, NULL));
+        CHECK(t == step, "step counter %lld after step %d", (long long)t, step);
+        /* a skipped step: factor 0 */
+        MUST(B->adamw_begin(B, &t, &alpha, &zero, &dev));
+        MUST(B->adamw(B, p2, g, m2, v2, N, &dev, &zero));
+        CHECK(t == step, "skipped step counted: %lld", (long long)t);
+    }
+    CHECK(memcmp(p1, p2, sizeof p1) == 0 && memcmp(m1, m2, sizeof m1) == 0 &&
+              memcmp(v1, v2, sizeof v1) == 0,
+          "adamw with the device step counter differs from the host step number");
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } cases[] = {
+    {"cast_half", test_cast_half},
+    {"gemm_half", test_gemm_half},
+    {"adamw_counter", test_adamw_counter},
     {"rmsnorm", test_rmsnorm},
     {"rope", test_rope},
     {"gemm", test_gemm},

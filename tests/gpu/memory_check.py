@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""The memory job's pool figures and out-of-memory runs, through a real
+lmperfd (HTTP API and its sqlite database).
+
+  memory_check.py LMPERFD            cpu worker only (CI): pool figures null
+                                     with a reason; a point past
+                                     memory_limit_bytes is a failed run with
+                                     requested/free bytes and the partial
+                                     timeline; the sweep goes on; the
+                                     0010 columns exist (NULL).
+  memory_check.py LMPERFD --gpu      also a GPU worker: reserved and device
+                                     figures filled and consistent; a real
+                                     device out-of-memory (preflight off) is a
+                                     failed run with numbers; the next point
+                                     still succeeds.
+Exit 0 when every check passes, 1 otherwise."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+LMPERFD = sys.argv[1]
+GPU = "--gpu" in sys.argv[2:]
+failures = []
+MINI = {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "name": "mini"}
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, flush=True)
+    return cond
+
+
+def call(port, method, path, body=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def run_job(port, spec, timeout=240):
+    status, job = call(port, "POST", "/v1/jobs", spec)
+    if not check(status in (200, 201, 202), f"submit {spec}: {status} {job}"):
+        return None
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        _, job = call(port, "GET", f"/v1/jobs/{job['id']}")
+        if job["status"] not in ("queued", "running"):
+            return job
+        time.sleep(0.2)
+    check(False, f"job {job['id']} did not finish in {timeout} s")
+    return job
+
+
+def cpu_checks(port, db):
+    # limit 2.5 MB: inference at 16 and 64 and the train step at 16 fit, the train step at 64 (peak ~3.2 MB) does not
+    spec = {"kind": "memory", "model": MINI, "vocab_size": 256, "context_length": [16, 64],
+            "batch_size": 2, "mode": ["inference", "train_step"], "steps": 1, "timeline_points": 50,
+            "memory_limit_bytes": 2500000}
+    job = run_job(port, spec)
+    if not job:
+        return
+    runs = {(r["context_length"], r["mode"]): r for r in job["runs"]}
+    check(len(runs) == 4, f"the sweep went on past the failed point: {len(runs)} runs")
+    for key, r in runs.items():
+        if key == (64, "train_step"):
+            continue
+        check(r["status"] == "succeeded", f"{key} fits under the limit: {r.get('error')}")
+        if GPU:  # the job ran on the GPU worker
+            check(r["reserved_peak_bytes"] is not None and r["device_memory"], f"{key}: pool figures on the GPU")
+            continue
+        check(r["reserved_peak_bytes"] is None and r["device_memory"] is None and "cpu" in r["pool_note"],
+              f"{key}: pool figures null with a reason on the cpu")
+        check(all(p["reserved_peak_bytes"] is None for p in r["phases"]), f"{key}: per-phase reserved null")
+    bad = runs.get((64, "train_step"), {})
+    oom = bad.get("oom") or {}
+    check(bad.get("status") == "failed" and "out of memory" in (bad.get("error") or ""),
+          f"the point past the limit failed as out of memory: {bad.get('status')} {bad.get('error')}")
+    check(oom.get("stage") == "run" and oom.get("phase") == "forward" and oom.get("requested_bytes", 0) > 0,
+          f"oom names the phase and the request: {oom}")
+    check(oom.get("free_bytes") == 2500000 - oom.get("live_bytes", -1) and oom["requested_bytes"] > oom["free_bytes"],
+          f"free = limit - live, requested > free: {oom}")
+    names = [p["name"] for p in bad.get("phases", [])]
+    check(names == ["init", "forward"], f"partial phases up to the failure: {names}")
+    pts = bad.get("timeline", {}).get("points", [])
+    check(len(pts) > 0 and max(sum(p[2:]) for p in pts) == bad.get("peak_allocated_bytes"),
+          "the partial timeline keeps the peak before the failure")
+    check(bad.get("peak_allocated_bytes", 0) <= 2500000, "nothing past the limit was allocated")
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = con.execute("SELECT reserved_init_bytes, reserved_forward_bytes, pool_used_peak_bytes, "
+                       "device_total_bytes, device_free_before_bytes FROM memory_runs WHERE job_id = ?",
+                       (job["id"],)).fetchall()
+    check(len(rows) == 3 and (GPU or all(all(v is None for v in row) for row in rows)),
+          f"0010 columns present and NULL on the cpu: {rows}")
+    cols = [c[1] for c in con.execute("PRAGMA table_info(memory_summary)")]
+    check("train_step_reserved_mib" in cols, f"memory_summary has the reserved columns: {cols}")
+    con.close()
+    _, table = call(port, "GET", f"/v1/jobs/{job['id']}/table")
+    check(len(table.get("columns", [])) == 9 and table["columns"][-1] == "train step reserved (MiB)",
+          f"table columns: {table.get('columns')}")
+
+
+def gpu_checks(port, db):
+    spec = {"kind": "memory", "model": "small", "context_length": [128, 256], "mode": ["inference", "train_step"],
+            "steps": 2, "record_events": False}
+    job = run_job(port, spec)
+    if not job:
+        return
+    for r in job["runs"]:
+        key = (r["context_length"], r["mode"])
+        if not check(r["status"] == "succeeded", f"gpu {key}: {r.get('error')}"):
+            continue
+        dm = r["device_memory"] or {}
+        print("gpu", key, "peak %.1f MiB, pool used %.1f, reserved %.1f; device used before %.1f after %.1f MiB" % (
+            r["peak_allocated_bytes"] / 2**20, (r["pool_used_peak_bytes"] or 0) / 2**20,
+            (r["reserved_peak_bytes"] or 0) / 2**20, dm.get("used_before_bytes", 0) / 2**20,
+            dm.get("used_after_bytes", 0) / 2**20), r["reserved_peak_by_phase"], flush=True)
+        check(r["reserved_peak_bytes"] >= r["pool_used_peak_bytes"] >= r["peak_allocated_bytes"],
+              f"{key}: reserved >= pool used >= tracked peak")
+        check(r["pool_used_peak_bytes"] - r["peak_allocated_bytes"] < 256 * 2**20,
+              f"{key}: the pool's used peak is the tracked peak plus scratch")
+        check(set(r["reserved_peak_by_phase"]) == set(r["peak_by_phase"]), f"{key}: reserved per phase")
+        check(dm.get("used_after_bytes", 0) > dm.get("used_before_bytes", 0) and dm.get("total_bytes", 0) > 0,
+              f"{key}: device used grows over the run: {dm}")
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = con.execute("SELECT reserved_forward_bytes, device_free_before_bytes FROM memory_runs WHERE job_id = ?",
+                       (job["id"],)).fetchall()
+    check(len(rows) == 4 and all(v is not None for row in rows for v in row), f"0010 columns filled: {rows}")
+    con.close()
+
+    # a real device out-of-memory: two 103 GB score tensors (B 24 x H 4 x 16384^2 float32), then a point that fits
+    spec = {"kind": "memory", "model": MINI, "vocab_size": 256, "context_length": [16384, 64], "batch_size": 24,
+            "mode": "inference", "steps": 1, "record_events": False, "preflight": False}
+    job = run_job(port, spec)
+    if not job:
+        return
+    big, small = job["runs"][0], job["runs"][-1]
+    oom = big.get("oom") or {}
+    print("gpu oom:", big.get("error"), json.dumps(oom), flush=True)
+    check(big["status"] == "failed" and oom.get("requested_bytes", 0) > oom.get("free_bytes", 1 << 62),
+          f"device out of memory is a failed run with requested > free: {oom}")
+    check(big.get("timeline", {}).get("points"), "the failed run keeps its partial timeline")
+    check(small["status"] == "succeeded", f"the sweep goes on after the out-of-memory: {small.get('error')}")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="lmperf-memory-")
+    db, port_file = os.path.join(tmp, "m.db"), os.path.join(tmp, "port")
+    cmd = [LMPERFD, "--port", "0", "--port-file", port_file, "--db", db] + ([] if GPU else ["--cpu-only"])
+    log = open(os.path.join(tmp, "daemon.log"), "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    try:
+        for _ in range(300):
+            if os.path.exists(port_file) and open(port_file).read().strip():
+                break
+            time.sleep(0.1)
+        port = int(open(port_file).read())
+        for _ in range(300):
+            _, system = call(port, "GET", "/v1/system")
+            if system["workers"] and all(w["state"] == "idle" for w in system["workers"]):
+                break
+            time.sleep(0.1)
+        cpu_checks(port, db)
+        if GPU:
+            gpu_checks(port, db)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    if failures:
+        print(f"{len(failures)} check(s) failed; daemon log: {log.name}")
+        return 1
+    print("memory checks ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -247,6 +247,58 @@ extern "C" const char *lmk_backend_cuda_last_error(lmk_backend *b)
     return CST(b)->last_error;
 }
 
+static int is_cuda(lmk_backend *b)
+{
+    return b && b->name && strcmp(b->name, "cuda") == 0;
+}
+
+extern "C" int lmk_backend_cuda_pool_usage(lmk_backend *b, uint64_t *reserved_current, uint64_t *reserved_high,
+                                           uint64_t *used_current, uint64_t *used_high)
+{
+    if (!is_cuda(b))
+        return LMK_UNSUPPORTED;
+    cuda_state *st = CST(b);
+    static const cudaMemPoolAttr attrs[4] = {cudaMemPoolAttrReservedMemCurrent, cudaMemPoolAttrReservedMemHigh,
+                                             cudaMemPoolAttrUsedMemCurrent, cudaMemPoolAttrUsedMemHigh};
+    uint64_t *outs[4] = {reserved_current, reserved_high, used_current, used_high};
+    for (int i = 0; i < 4; i++) {
+        if (!outs[i])
+            continue;
+        uint64_t v = 0; /* the attributes are cuuint64_t (64-bit) */
+        CUDA_TRY(st, cudaMemPoolGetAttribute(st->pool, attrs[i], &v));
+        *outs[i] = (uint64_t)v;
+    }
+    return LMK_OK;
+}
+
+extern "C" int lmk_backend_cuda_pool_reset(lmk_backend *b, int trim)
+{
+    if (!is_cuda(b))
+        return LMK_UNSUPPORTED;
+    cuda_state *st = CST(b);
+    CUDA_TRY(st, cudaStreamSynchronize(st->stream));
+    if (trim)
+        CUDA_TRY(st, cudaMemPoolTrimTo(st->pool, 0));
+    uint64_t zero = 0; /* setting a high-water mark to 0 restarts it from the current value */
+    CUDA_TRY(st, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReservedMemHigh, &zero));
+    CUDA_TRY(st, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrUsedMemHigh, &zero));
+    return LMK_OK;
+}
+
+extern "C" int lmk_backend_cuda_device_memory(lmk_backend *b, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    if (!is_cuda(b))
+        return LMK_UNSUPPORTED;
+    cuda_state *st = CST(b);
+    size_t f = 0, t = 0;
+    CUDA_TRY(st, cudaMemGetInfo(&f, &t));
+    if (free_bytes)
+        *free_bytes = f;
+    if (total_bytes)
+        *total_bytes = t;
+    return LMK_OK;
+}
+
 extern "C" int lmk_cuda_device_count(void)
 {
     int n = 0;

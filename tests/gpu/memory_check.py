@@ -138,9 +138,11 @@ def gpu_checks(port, db):
     check(len(rows) == 4 and all(v is not None for row in rows for v in row), f"0010 columns filled: {rows}")
     con.close()
 
-    # a real device out-of-memory: two 103 GB score tensors (B 24 x H 4 x 16384^2 float32), then a point that fits
+    # a real device out-of-memory: a train step keeps each layer's 103 GB attention scores (B 24 x H 4 x 16384^2
+    # float32) for backward, so layer 1's cannot be allocated on a 141 GB H200 (layer 0's already not on an H100);
+    # then a point that fits
     spec = {"kind": "memory", "model": MINI, "vocab_size": 256, "context_length": [16384, 64], "batch_size": 24,
-            "mode": "inference", "steps": 1, "record_events": False, "preflight": False}
+            "mode": "train_step", "steps": 1, "record_events": False, "preflight": False}
     job = run_job(port, spec)
     if not job:
         return

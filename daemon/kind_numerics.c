@@ -1,11 +1,22 @@
 /* The numerics job: the mixed-precision accumulation experiment, on the
- * worker's GPU (real half arithmetic) or emulated exactly on the CPU. */
+ * worker's GPU (real half arithmetic) or emulated exactly on the CPU; and
+ * the precision report, recorded by the model itself (lmk_model_trace_
+ * precision) during one traced train step per precision. */
 #include <stdio.h>
 #include <string.h>
 
 #include "accumulate.h"
+#include "alloc.h"
 #include "jobkind.h"
+#include "model.h"
 #include "status.h"
+
+/* The traced model: small enough to take milliseconds on the cpu backend,
+ * every op of the real model (layers merged in the report). */
+static const lmk_model_config report_model = {"custom", 64, 16, 32, 64, 2, 2, 10000.0f};
+#define REPORT_BATCH 2
+#define REPORT_T 8
+#define REPORT_COMPUTED_ON "cpu backend (model code shared with cuda)"
 
 #define ACCUMULATE_CHUNK (1ll << 22) /* iterations between cancel checks */
 
@@ -52,8 +63,99 @@ static int accumulate_case(run_ctx *ctx, int on_gpu, const lmk_accum_case *c, do
     return LMK_OK;
 }
 
+/* One traced forward + backward + AdamW step of report_model at precision
+ * p; *rows = new JSON array of the model's precision rows. */
+static int trace_precision(lmk_backend *b, lmk_precision p, json_t **rows)
+{
+    lmk_allocator *a = NULL;
+    lmk_model *m = NULL;
+    int32_t tok[REPORT_BATCH * REPORT_T], tgt[REPORT_BATCH * REPORT_T];
+    for (int i = 0; i < REPORT_BATCH * REPORT_T; i++) {
+        tok[i] = (i * 7 + 3) % report_model.vocab_size;
+        tgt[i] = (i * 5 + 1) % report_model.vocab_size;
+    }
+    lmk_adamw_config opt = lmk_adamw_defaults();
+    int rc = lmk_allocator_create(b, &a);
+    if (rc == LMK_OK)
+        rc = lmk_model_create(b, a, &report_model, REPORT_BATCH, REPORT_T, p, 1, LMK_MODEL_TRAIN, &m);
+    if (rc == LMK_OK)
+        rc = lmk_model_set_batch(m, tok, tgt);
+    if (rc == LMK_OK) {
+        lmk_model_trace_precision(m, 1);
+        rc = lmk_model_forward(m, 1);
+    }
+    if (rc == LMK_OK)
+        rc = lmk_model_backward(m);
+    if (rc == LMK_OK)
+        rc = lmk_model_step(m, &opt);
+    if (rc == LMK_OK) {
+        json_t *out = json_array();
+        for (size_t i = 0; i < lmk_model_precision_row_count(m); i++) {
+            const lmk_precision_row *r = lmk_model_precision_row_at(m, i);
+            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i}", "phase", r->phase,
+                                                 "op", r->op, "inputs", r->inputs, "output", r->output,
+                                                 "accumulate", r->accumulate, "storage", r->storage,
+                                                 "calls", r->calls));
+        }
+        *rows = out;
+    }
+    lmk_model_free(m);
+    lmk_allocator_free(a);
+    return rc;
+}
+
+static int run_precision_report(run_ctx *ctx, char *errbuf, size_t errlen)
+{
+    lmk_backend *b = NULL;
+    int rc = lmk_backend_cpu_create(&b);
+    for (int p = 0; rc == LMK_OK && p < LMK_PREC_COUNT; p++) {
+        json_t *rows = NULL;
+        rc = trace_precision(b, (lmk_precision)p, &rows);
+        if (rc != LMK_OK) {
+            snprintf(errbuf, errlen, "precision report %s: %s", lmk_precision_name((lmk_precision)p),
+                     lmk_status_text(rc));
+            break;
+        }
+        runctx_emit_run(ctx, json_pack("{s:s, s:n, s:s, s:s, s:s, s:o}", "status", "succeeded", "error",
+                                       "experiment", "precision_report", "precision",
+                                       lmk_precision_name((lmk_precision)p), "computed_on",
+                                       REPORT_COMPUTED_ON, "rows", rows));
+        if (runctx_cancelled(ctx))
+            rc = LMK_CANCELLED;
+    }
+    lmk_backend_free(b);
+    return rc;
+}
+
+static int has_experiment(const json_t *spec, const char *name)
+{
+    const json_t *list = json_object_get(spec, "experiments");
+    size_t i;
+    const json_t *e;
+    if (!list)
+        return strcmp(name, "accumulation") == 0;
+    json_array_foreach(list, i, e)
+    {
+        if (json_is_string(e) && strcmp(json_string_value(e), name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static int numerics_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
 {
+    int experiments = 0;
+    if (has_experiment(spec, "precision_report")) {
+        int rc = run_precision_report(ctx, errbuf, errlen);
+        if (rc != LMK_OK)
+            return rc;
+        experiments++;
+    }
+    if (!has_experiment(spec, "accumulation")) {
+        *result = json_pack("{s:i, s:s}", "experiments", experiments, "computed_on", REPORT_COMPUTED_ON);
+        return LMK_OK;
+    }
+    experiments++;
     const runctx_device *dev = runctx_device_info(ctx);
     const char *device = json_string_value(json_object_get(spec, "device"));
     int on_gpu = dev->gpu_index >= 0 && !(device && strcmp(device, "cpu") == 0);
@@ -86,14 +188,48 @@ static int numerics_run(run_ctx *ctx, const json_t *spec, json_t **result, char 
     runctx_emit_run(ctx, json_pack("{s:s, s:n, s:s, s:f, s:I, s:s, s:o}", "status", "succeeded", "error",
                                    "experiment", "accumulation", "summand", summand, "count",
                                    (json_int_t)count, "computed_on", computed_on, "rows", rows));
-    *result = json_pack("{s:i, s:s}", "experiments", 1, "computed_on", computed_on);
+    *result = json_pack("{s:i, s:s}", "experiments", experiments, "computed_on", computed_on);
     return LMK_OK;
+}
+
+static int store_precision(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *run)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+                                "INSERT INTO numerics_precision (run_id, job_id, precision, seq, phase, op, "
+                                "inputs, output, accumulate, storage, calls, computed_on) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                -1, &st, NULL);
+    static const char *const text_fields[] = {"phase", "op", "inputs", "output", "accumulate", "storage"};
+    size_t i;
+    const json_t *row;
+    json_array_foreach(json_object_get(run, "rows"), i, row)
+    {
+        if (rc != SQLITE_OK)
+            break;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, job_id);
+        sqlite3_bind_text(st, 3, json_string_value(json_object_get(run, "precision")), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)i);
+        for (int f = 0; f < 6; f++)
+            sqlite3_bind_text(st, 5 + f, json_string_value(json_object_get(row, text_fields[f])), -1,
+                              SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 11, (sqlite3_int64)json_integer_value(json_object_get(row, "calls")));
+        sqlite3_bind_text(st, 12, json_string_value(json_object_get(run, "computed_on")), -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    return rc;
 }
 
 static int numerics_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec,
                               const json_t *run)
 {
     (void)spec;
+    const char *experiment = json_string_value(json_object_get(run, "experiment"));
+    if (experiment && strcmp(experiment, "precision_report") == 0)
+        return store_precision(db, job_id, run_id, run);
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db,
                                 "INSERT INTO numerics_accumulation (run_id, job_id, accumulator_dtype, "
@@ -124,8 +260,50 @@ static int numerics_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const
     return rc;
 }
 
+/* The precision report as one table (precision, phase, op, ...). */
+static int precision_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT precision, phase, op, inputs, output, accumulate, storage, calls "
+                           "FROM numerics_precision WHERE job_id = ? ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return api_fail(err, API_ERR_INTERNAL, NULL, "precision table: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, job_id);
+    json_t *rows = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *r = json_array();
+        for (int c = 0; c < 7; c++)
+            json_array_append_new(r, json_string((const char *)sqlite3_column_text(st, c)));
+        json_array_append_new(r, json_integer(sqlite3_column_int64(st, 7)));
+        json_array_append_new(rows, r);
+    }
+    sqlite3_finalize(st);
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s], s:o}", "columns", "precision", "phase", "op", "inputs", "output",
+                       "accumulate", "16-bit storage", "calls", "rows", rows);
+    return 0;
+}
+
+static int job_has_accumulation(sqlite3 *db, int64_t job_id)
+{
+    sqlite3_stmt *st = NULL;
+    int n = 0;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM numerics_accumulation WHERE job_id = ?", -1, &st, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, job_id);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    return n > 0;
+}
+
+/* The accumulation table; a job that ran only the precision report gets
+ * the precision table (its runs carry both in any case). */
 static int numerics_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
 {
+    if (!job_has_accumulation(db, job_id))
+        return precision_table(db, job_id, table, err);
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT accumulator_dtype, summand_dtype, cast_kind, summand, count, result, exact, "

@@ -3,6 +3,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,10 @@ struct lmk_model {
     int good_steps;
     int64_t step_calls;     /* lmk_model_step calls that ran the optimizer */
     int64_t skipped;        /* fp16 steps skipped on overflow (host-decided) */
+    int tracing;            /* precision report on */
+    const char *phase;      /* "forward", "backward", "optimizer" */
+    lmk_precision_row *prec_rows; /* (PREC_ROWS_MAX) when tracing was ever on */
+    size_t n_prec_rows;
 };
 
 #define TRY(x)                   \
@@ -390,6 +395,7 @@ void lmk_model_free(lmk_model *m)
     lmk_tensor_release(m->a, &m->targets);
     lmk_tensor_release(m->a, &m->scalars);
     lmk_tensor_release(m->a, &m->step);
+    free(m->prec_rows);
     free(m->params);
     free(m->acts);
     free(m->resid);
@@ -512,6 +518,101 @@ int lmk_model_set_batch(lmk_model *m, const int32_t *inputs, const int32_t *targ
     return rc;
 }
 
+/* --- precision report ------------------------------------------------------- */
+
+#define PREC_ROWS_MAX 96
+
+/* Value format of a rounding ("float32" when none). */
+static const char *fmt_of(lmk_round r)
+{
+    switch (r) {
+    case LMK_ROUND_TF32:
+        return "tf32";
+    case LMK_ROUND_BF16:
+        return "bfloat16";
+    case LMK_ROUND_FP16:
+        return "float16";
+    case LMK_ROUND_NONE:
+        break;
+    }
+    return "float32";
+}
+
+/* Format of GEMM outputs (and of what only moves them: head split/merge). */
+#define F_OUT fmt_of(m->out_round)
+#define F32 "float32"
+
+/* Records one op call under the current phase (merged with earlier calls of
+ * the same op and phase). in: formats of the inputs, ", "-separated. */
+static void rec(lmk_model *m, const char *op, const char *in, const char *out, const char *acc,
+                const char *storage)
+{
+    if (!m->tracing || !m->prec_rows)
+        return;
+    const char *phase = m->phase ? m->phase : "";
+    for (size_t i = 0; i < m->n_prec_rows; i++) {
+        lmk_precision_row *r = &m->prec_rows[i];
+        if (strcmp(r->op, op) == 0 && strcmp(r->phase, phase) == 0) {
+            r->calls++;
+            return;
+        }
+    }
+    if (m->n_prec_rows == PREC_ROWS_MAX)
+        return;
+    lmk_precision_row *r = &m->prec_rows[m->n_prec_rows++];
+    snprintf(r->phase, sizeof r->phase, "%s", phase);
+    snprintf(r->op, sizeof r->op, "%s", op);
+    snprintf(r->inputs, sizeof r->inputs, "%s", in);
+    snprintf(r->output, sizeof r->output, "%s", out);
+    snprintf(r->accumulate, sizeof r->accumulate, "%s", acc);
+    snprintf(r->storage, sizeof r->storage, "%s", storage);
+    r->calls = 1;
+}
+
+/* REC(op, out, acc, input formats...): one call with its input formats. */
+static void rec_in(lmk_model *m, const char *op, const char *out, const char *acc, int n, ...)
+{
+    if (!m->tracing)
+        return;
+    char in[48] = "";
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(in);
+        snprintf(in + len, sizeof in - len, "%s%s", i ? ", " : "", va_arg(ap, const char *));
+    }
+    va_end(ap);
+    rec(m, op, in, out, acc, "");
+}
+
+#define REC_N(...) REC_N_(__VA_ARGS__, 5, 4, 3, 2, 1, 0)
+#define REC_N_(a, b, c, d, e, N, ...) N
+#define REC(op, out, acc, ...) rec_in(m, (op), (out), (acc), REC_N(__VA_ARGS__), __VA_ARGS__)
+
+/* Reductions of the cpu backend (and the cuda rmsnorm) run in double. */
+static const char *acc_reduce(const lmk_model *m, int cuda_double)
+{
+    return strcmp(m->b->name, "cpu") == 0 || cuda_double ? "float64" : "float32";
+}
+
+void lmk_model_trace_precision(lmk_model *m, int on)
+{
+    if (on && !m->prec_rows)
+        m->prec_rows = calloc(PREC_ROWS_MAX, sizeof *m->prec_rows);
+    m->n_prec_rows = 0;
+    m->tracing = on && m->prec_rows;
+}
+
+size_t lmk_model_precision_row_count(const lmk_model *m)
+{
+    return m->n_prec_rows;
+}
+
+const lmk_precision_row *lmk_model_precision_row_at(const lmk_model *m, size_t i)
+{
+    return i < m->n_prec_rows ? &m->prec_rows[i] : NULL;
+}
+
 /* --- GEMM helpers ---------------------------------------------------------- */
 
 /* A GEMM input: its float32 values, and a 16-bit copy (raw bits of m->half)
@@ -536,8 +637,19 @@ static operand op_t(const float *f, const lmk_tensor *h16)
     return (operand){f, h16->data};
 }
 
-static int gemm2(lmk_model *m, const lmk_gemm *g, float *c, operand a, operand bm)
+static int gemm2(lmk_model *m, const char *op, const lmk_gemm *g, float *c, operand a,
+                 operand bm)
 {
+    if (m->tracing) {
+        char in[48], store[64];
+        snprintf(in, sizeof in, "%s, %s", fmt_of(g->in_round), fmt_of(g->in_round));
+        store[0] = '\0';
+        if (m->half != LMK_ROUND_NONE)
+            snprintf(store, sizeof store, "%s; %s", a.h ? "16-bit tensor" : "cast in gemm",
+                     bm.h ? "16-bit tensor" : "cast in gemm");
+        rec(m, op, in, fmt_of(g->out_round), g->in_round == LMK_ROUND_TF32 ? "float32 (tf32 in)" : F32,
+            store);
+    }
     if (!a.h && !bm.h)
         return m->b->gemm(m->b, g, c, a.f, bm.f);
     return m->b->gemm_half(m->b, g, c, a.h ? a.h : (const void *)a.f, a.h != NULL,
@@ -551,6 +663,11 @@ static int half_copy(lmk_model *m, lmk_tensor *t16, const float *x, size_t n, co
 {
     if (m->half == LMK_ROUND_NONE)
         return LMK_OK;
+    if (m->tracing) {
+        char op[64];
+        snprintf(op, sizeof op, "%.40s (cast_half)", name);
+        rec(m, op, F32, fmt_of(m->half), "-", "temporary");
+    }
     lmk_dtype dt = m->half == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
     int rc = l >= 0 ? lmk_tensor_alloc(m->a, t16, dt, n, LMK_MEM_TEMPORARY, "layers.%d.%s", l, name)
                     : lmk_tensor_alloc(m->a, t16, dt, n, LMK_MEM_TEMPORARY, "%s", name);
@@ -573,6 +690,7 @@ static int make_param_copies(lmk_model *m)
         param_slot *s = &m->params[i];
         if (s->rows == 1 || s->h.data)
             continue;
+        rec(m, "weights (cast_half)", F32, fmt_of(m->half), "-", "parameter_copy, once per step");
         int rc = lmk_tensor_alloc(m->a, &s->h, dt, s->p.numel, LMK_MEM_PARAMETER_COPY, "%s.%s",
                                   s->name, lmk_dtype_name(dt));
         if (rc == LMK_OK)
@@ -584,12 +702,12 @@ static int make_param_copies(lmk_model *m)
 }
 
 /* y (N, dout) = x (N, din) · Wᵀ, W (dout, din). */
-static int linear_fwd(lmk_model *m, float *y, operand x, const param_slot *w, int n, int din,
-                      int dout)
+static int linear_fwd(lmk_model *m, const char *op, float *y, operand x, const param_slot *w,
+                      int n, int din, int dout)
 {
     lmk_gemm g = {.trans_b = 1, .m = n, .n = dout, .k = din, .batch = 1, .alpha = 1.0f,
                   .in_round = m->in_round, .out_round = m->out_round};
-    return gemm2(m, &g, y, x, op_w(w));
+    return gemm2(m, op, &g, y, x, op_w(w));
 }
 
 /* dx (N, din) (+)= dy (N, dout) · W;  dW (dout, din) += dyᵀ · x.
@@ -597,36 +715,40 @@ static int linear_fwd(lmk_model *m, float *y, operand x, const param_slot *w, in
  * once per step, so this equals autocast's half dW only up to that rounding;
  * keeping it exact lets beta = 1 accumulate safely. Under bf16/fp16, dy is
  * cast once to a 16-bit temporary read by both GEMMs. */
-static int linear_bwd(lmk_model *m, float *dx, int accumulate_dx, param_slot *w, const float *dy,
-                      operand x, int n, int din, int dout)
+static int linear_bwd(lmk_model *m, const char *op, float *dx, int accumulate_dx, param_slot *w,
+                      const float *dy, operand x, int n, int din, int dout)
 {
     lmk_tensor dy16 = {0};
-    int rc = half_copy(m, &dy16, dy, (size_t)n * dout, "linear.grad_out", -1);
+    char name[48];
+    snprintf(name, sizeof name, "%s dy", op);
+    int rc = half_copy(m, &dy16, dy, (size_t)n * dout, name, -1);
     if (rc != LMK_OK)
         return rc;
     lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1.0f,
                    .beta = accumulate_dx ? 1.0f : 0.0f, .in_round = m->in_round,
                    .out_round = m->out_round};
-    rc = gemm2(m, &gx, dx, op_t(dy, &dy16), op_w(w));
+    snprintf(name, sizeof name, "%s dx = dy W", op);
+    rc = gemm2(m, name, &gx, dx, op_t(dy, &dy16), op_w(w));
     if (rc == LMK_OK) {
         lmk_gemm gw = {.trans_a = 1, .m = dout, .n = din, .k = n, .batch = 1, .alpha = 1.0f,
                        .beta = 1.0f, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
-        rc = gemm2(m, &gw, LMK_F(w->g), op_t(dy, &dy16), x);
+        snprintf(name, sizeof name, "%s dW += dy^T x", op);
+        rc = gemm2(m, name, &gw, LMK_F(w->g), op_t(dy, &dy16), x);
     }
     lmk_tensor_release(m->a, &dy16);
     return rc;
 }
 
 /* Per (batch, head) GEMM over (B·H) matrices. */
-static int heads_gemm(lmk_model *m, float *c, const float *a, const float *bm, int ta, int tb,
-                      int M, int Nn, int K, float alpha)
+static int heads_gemm(lmk_model *m, const char *op, float *c, const float *a, const float *bm,
+                      int ta, int tb, int M, int Nn, int K, float alpha)
 {
     lmk_gemm g = {.trans_a = ta, .trans_b = tb, .m = M, .n = Nn, .k = K,
                   .batch = m->B * m->H, .alpha = alpha,
                   .stride_a = (int64_t)(ta ? K : M) * (ta ? M : K),
                   .stride_b = (int64_t)K * Nn, .stride_c = (int64_t)M * Nn,
                   .in_round = m->in_round, .out_round = m->out_round};
-    return m->b->gemm(m->b, &g, c, a, bm);
+    return gemm2(m, op, &g, c, op_f(a), op_f(bm));
 }
 
 #define ACT(t, n, fmt, ...) \
@@ -647,18 +769,22 @@ static int layer_forward(lmk_model *m, int l, int keep)
 
     ACT(la->ln1_rstd, N, "layers.%d.ln1.rstd", l);
     ACT(la->ln1_out, (size_t)N * d, "layers.%d.ln1.out", l);
+    REC("ln1 (rmsnorm)", F32, acc_reduce(m, 1), F32, F32);
     TRY(b->rmsnorm_fwd(b, LMK_F(la->ln1_out), LMK_F(la->ln1_rstd), x,
                        LMK_F(layer_param(m, l, P_LN1)->p), N, d, RMS_EPS));
     TRY(half_copy(m, &x16, LMK_F(la->ln1_out), (size_t)N * d, "ln1.out16", l));
     TMP(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
     ACT(la->qh, (size_t)N * d, "layers.%d.attn.q", l);
-    TRY(linear_fwd(m, LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WQ), N, d, d));
+    TRY(linear_fwd(m, "attn.q_proj", LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WQ), N, d, d));
+    REC("attn.q rope + head split", F32, "-", F_OUT, F32);
     TRY(b->rope_fwd(b, LMK_F(la->qh), LMK_F(tmp), LMK_F(m->rope), m->B, T, m->H, m->dh));
     ACT(la->kh, (size_t)N * d, "layers.%d.attn.k", l);
-    TRY(linear_fwd(m, LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WK), N, d, d));
+    TRY(linear_fwd(m, "attn.k_proj", LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WK), N, d, d));
+    REC("attn.k rope + head split", F32, "-", F_OUT, F32);
     TRY(b->rope_fwd(b, LMK_F(la->kh), LMK_F(tmp), LMK_F(m->rope), m->B, T, m->H, m->dh));
     ACT(la->vh, (size_t)N * d, "layers.%d.attn.v", l);
-    TRY(linear_fwd(m, LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WV), N, d, d));
+    TRY(linear_fwd(m, "attn.v_proj", LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WV), N, d, d));
+    REC("attn.v head split", F_OUT, "-", F_OUT);
     TRY(b->rope_fwd(b, LMK_F(la->vh), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
     lmk_tensor_release(m->a, &tmp);
     lmk_tensor_release(m->a, &x16);
@@ -666,41 +792,47 @@ static int layer_forward(lmk_model *m, int l, int keep)
     /* scores = q kᵀ / sqrt(dh), causal softmax in place */
     ACT(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
     RANGE_PUSH("attention scores");
-    rc = heads_gemm(m, LMK_F(la->probs), LMK_F(la->qh), LMK_F(la->kh), 0, 1, T, T, m->dh, scale);
+    rc = heads_gemm(m, "attn.scores = q k^T", LMK_F(la->probs), LMK_F(la->qh), LMK_F(la->kh), 0, 1, T, T, m->dh, scale);
     RANGE_POP();
     TRY(rc);
     RANGE_PUSH("attention softmax");
+    REC("attn causal softmax", F32, F32, F_OUT);
     rc = b->softmax_causal_fwd(b, LMK_F(la->probs), LMK_F(la->probs), m->B * m->H, T);
     RANGE_POP();
     TRY(rc);
     TMP(tmp, (size_t)N * d, "layers.%d.attn.values", l);
     RANGE_PUSH("attention values");
-    rc = heads_gemm(m, LMK_F(tmp), LMK_F(la->probs), LMK_F(la->vh), 0, 0, T, m->dh, T, 1.0f);
+    rc = heads_gemm(m, "attn.values = p v", LMK_F(tmp), LMK_F(la->probs), LMK_F(la->vh), 0, 0, T, m->dh, T, 1.0f);
     RANGE_POP();
     TRY(rc);
     ACT(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
+    REC("attn head merge", F_OUT, "-", F_OUT);
     TRY(b->rope_bwd(b, LMK_F(la->merged), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
-    TRY(linear_fwd(m, LMK_F(tmp), op_f(LMK_F(la->merged)), layer_param(m, l, P_WO), N, d, d));
+    TRY(linear_fwd(m, "attn.output_proj", LMK_F(tmp), op_f(LMK_F(la->merged)), layer_param(m, l, P_WO), N, d, d));
     ACT(la->mid, (size_t)N * d, "layers.%d.resid_mid", l);
+    REC("residual add (attention)", F32, "-", F32, F_OUT);
     TRY(b->add(b, LMK_F(la->mid), x, LMK_F(tmp), (size_t)N * d));
     lmk_tensor_release(m->a, &tmp);
 
     /* feed-forward */
     ACT(la->ln2_rstd, N, "layers.%d.ln2.rstd", l);
     ACT(la->ln2_out, (size_t)N * d, "layers.%d.ln2.out", l);
+    REC("ln2 (rmsnorm)", F32, acc_reduce(m, 1), F32, F32);
     TRY(b->rmsnorm_fwd(b, LMK_F(la->ln2_out), LMK_F(la->ln2_rstd), LMK_F(la->mid),
                        LMK_F(layer_param(m, l, P_LN2)->p), N, d, RMS_EPS));
     TRY(half_copy(m, &x16, LMK_F(la->ln2_out), (size_t)N * d, "ln2.out16", l));
     ACT(la->a, (size_t)N * ff, "layers.%d.ffn.w1_out", l);
-    TRY(linear_fwd(m, LMK_F(la->a), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W1), N, d, ff));
+    TRY(linear_fwd(m, "ffn.w1", LMK_F(la->a), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W1), N, d, ff));
     ACT(la->g, (size_t)N * ff, "layers.%d.ffn.w3_out", l);
-    TRY(linear_fwd(m, LMK_F(la->g), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W3), N, d, ff));
+    TRY(linear_fwd(m, "ffn.w3", LMK_F(la->g), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W3), N, d, ff));
     lmk_tensor_release(m->a, &x16);
     ACT(la->act, (size_t)N * ff, "layers.%d.ffn.swiglu", l);
+    REC("ffn silu(w1 x) * w3 x", F_OUT, "-", F_OUT, F_OUT);
     TRY(b->swiglu_fwd(b, LMK_F(la->act), LMK_F(la->a), LMK_F(la->g), (size_t)N * ff, m->out_round));
     TMP(tmp, (size_t)N * d, "layers.%d.ffn.w2_out", l);
-    TRY(linear_fwd(m, LMK_F(tmp), op_f(LMK_F(la->act)), layer_param(m, l, P_W2), N, ff, d));
+    TRY(linear_fwd(m, "ffn.w2", LMK_F(tmp), op_f(LMK_F(la->act)), layer_param(m, l, P_W2), N, ff, d));
     ACT(m->resid[l + 1], (size_t)N * d, "layers.%d.out", l);
+    REC("residual add (ffn)", F32, "-", F32, F_OUT);
     TRY(b->add(b, LMK_F(m->resid[l + 1]), LMK_F(la->mid), LMK_F(tmp), (size_t)N * d));
     lmk_tensor_release(m->a, &tmp);
     if (!keep) {
@@ -723,6 +855,7 @@ static int model_forward(lmk_model *m, int with_backward)
     m->have_grads = 0;
     TRY(make_param_copies(m));
     ACT(m->resid[0], (size_t)N * d, "%s", "token_embeddings.out");
+    REC("token_embeddings (lookup)", F32, "-", "int32", F32);
     TRY(b->embedding_fwd(b, LMK_F(m->resid[0]), LMK_I(m->inputs), LMK_F(m->params[0].p), N, d, V));
     for (int l = 0; l < L; l++) {
         range_push_layer(l);
@@ -732,11 +865,14 @@ static int model_forward(lmk_model *m, int with_backward)
     }
     ACT(m->lnf_rstd, N, "%s", "ln_final.rstd");
     ACT(m->lnf_out, (size_t)N * d, "%s", "ln_final.out");
+    REC("ln_final (rmsnorm)", F32, acc_reduce(m, 1), F32, F32);
     TRY(b->rmsnorm_fwd(b, LMK_F(m->lnf_out), LMK_F(m->lnf_rstd), LMK_F(m->resid[L]),
                        LMK_F(param_final_norm(m)->p), N, d, RMS_EPS));
     ACT(m->logits, (size_t)N * V, "%s", "lm_head.logits");
-    TRY(linear_fwd(m, LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), param_lm_head(m), N, d, V));
+    TRY(linear_fwd(m, "lm_head", LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), param_lm_head(m), N, d, V));
     /* loss; with backward, the logits become their gradient in place */
+    REC(with_backward ? "cross-entropy loss + dlogits" : "cross-entropy loss", F32, acc_reduce(m, 0),
+        F_OUT, "int32");
     TRY(b->cross_entropy(b, LMK_F(m->scalars), with_backward ? LMK_F(m->logits) : NULL,
                          LMK_F(m->logits), LMK_I(m->targets), N, V, m->loss_scale));
     if (with_backward)
@@ -766,23 +902,25 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
 
     /* feed-forward: out = mid + w2(act) */
     TMP(t1, (size_t)N * ff, "layers.%d.ffn.swiglu.grad", l);
-    TRY(linear_bwd(m, LMK_F(t1), 0, w2, LMK_F(*dres), op_f(LMK_F(la->act)), N, ff, d));
+    TRY(linear_bwd(m, "ffn.w2", LMK_F(t1), 0, w2, LMK_F(*dres), op_f(LMK_F(la->act)), N, ff, d));
     lmk_tensor_release(m->a, &la->act);
     TMP(t2, (size_t)N * ff, "layers.%d.ffn.w1_out.grad", l);
     TMP(t3, (size_t)N * ff, "layers.%d.ffn.w3_out.grad", l);
+    REC("ffn swiglu backward", F32, "-", F_OUT, F_OUT, F_OUT);
     TRY(b->swiglu_bwd(b, LMK_F(t2), LMK_F(t3), LMK_F(t1), LMK_F(la->a), LMK_F(la->g), (size_t)N * ff));
     lmk_tensor_release(m->a, &t1);
     lmk_tensor_release(m->a, &la->a);
     lmk_tensor_release(m->a, &la->g);
     TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l);
     TRY(half_copy(m, &x16, LMK_F(la->ln2_out), (size_t)N * d, "ln2.out16", l));
-    TRY(linear_bwd(m, LMK_F(t1), 0, w1, LMK_F(t2), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
-    TRY(linear_bwd(m, LMK_F(t1), 1, w3, LMK_F(t3), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
+    TRY(linear_bwd(m, "ffn.w1", LMK_F(t1), 0, w1, LMK_F(t2), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
+    TRY(linear_bwd(m, "ffn.w3", LMK_F(t1), 1, w3, LMK_F(t3), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
     lmk_tensor_release(m->a, &x16);
     lmk_tensor_release(m->a, &t2);
     lmk_tensor_release(m->a, &t3);
     lmk_tensor_release(m->a, &la->ln2_out);
     TMP(t2, (size_t)N * d, "layers.%d.resid_mid.grad", l);
+    REC("ln2 (rmsnorm) backward", F32, acc_reduce(m, 1), F_OUT, F32, F32);
     TRY(b->rmsnorm_bwd(b, LMK_F(t2), LMK_F(layer_param(m, l, P_LN2)->g), LMK_F(t1), LMK_F(la->mid),
                        LMK_F(layer_param(m, l, P_LN2)->p), LMK_F(la->ln2_rstd), N, d));
     lmk_tensor_release(m->a, &t1);
@@ -796,7 +934,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     /* attention: mid = x + output_proj(merged) */
     param_slot *wo = layer_param(m, l, P_WO);
     TMP(t1, (size_t)N * d, "layers.%d.attn.merged.grad", l);
-    TRY(linear_bwd(m, LMK_F(t1), 0, wo, LMK_F(*dres), op_f(LMK_F(la->merged)), N, d, d));
+    TRY(linear_bwd(m, "attn.output_proj", LMK_F(t1), 0, wo, LMK_F(*dres), op_f(LMK_F(la->merged)), N, d, d));
     lmk_tensor_release(m->a, &la->merged);
     TMP(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
     TRY(b->rope_fwd(b, LMK_F(t2), LMK_F(t1), NULL, B, T, H, dh)); /* split heads */
@@ -804,14 +942,15 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     TMP(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
     TMP(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
     RANGE_PUSH("attention values backward");
-    rc = heads_gemm(m, LMK_F(t3), LMK_F(t2), LMK_F(la->vh), 0, 1, T, T, dh, 1.0f);
+    rc = heads_gemm(m, "attn dp = dout v^T", LMK_F(t3), LMK_F(t2), LMK_F(la->vh), 0, 1, T, T, dh, 1.0f);
     if (rc == LMK_OK)
-        rc = heads_gemm(m, LMK_F(t4), LMK_F(la->probs), LMK_F(t2), 1, 0, T, dh, T, 1.0f);
+        rc = heads_gemm(m, "attn dv = p^T dout", LMK_F(t4), LMK_F(la->probs), LMK_F(t2), 1, 0, T, dh, T, 1.0f);
     RANGE_POP();
     TRY(rc);
     lmk_tensor_release(m->a, &t2);
     lmk_tensor_release(m->a, &la->vh);
     RANGE_PUSH("attention softmax backward");
+    REC("attn causal softmax backward", F32, F32, F_OUT, F32);
     rc = b->softmax_causal_bwd(b, LMK_F(t3), LMK_F(t3), LMK_F(la->probs), B * H, T);
     RANGE_POP();
     TRY(rc);
@@ -819,9 +958,9 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     TMP(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
     TMP(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
     RANGE_PUSH("attention scores backward");
-    rc = heads_gemm(m, LMK_F(t1), LMK_F(t3), LMK_F(la->kh), 0, 0, T, dh, T, scale);
+    rc = heads_gemm(m, "attn dq = ds k", LMK_F(t1), LMK_F(t3), LMK_F(la->kh), 0, 0, T, dh, T, scale);
     if (rc == LMK_OK)
-        rc = heads_gemm(m, LMK_F(t2), LMK_F(t3), LMK_F(la->qh), 1, 0, T, dh, T, scale);
+        rc = heads_gemm(m, "attn dk = ds^T q", LMK_F(t2), LMK_F(t3), LMK_F(la->qh), 1, 0, T, dh, T, scale);
     RANGE_POP();
     TRY(rc);
     lmk_tensor_release(m->a, &t3);
@@ -832,17 +971,19 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l);
     TRY(half_copy(m, &x16, LMK_F(la->ln1_out), (size_t)N * d, "ln1.out16", l));
     static const int proj[3] = {P_WQ, P_WK, P_WV};
+    static const char *const proj_names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
     lmk_tensor *src[3] = {&t1, &t2, &t4};
     for (int i = 0; i < 3; i++) {
         param_slot *w = layer_param(m, l, proj[i]);
         TRY(b->rope_bwd(b, LMK_F(t3), LMK_F(*src[i]), i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh));
         lmk_tensor_release(m->a, src[i]);
-        TRY(linear_bwd(m, LMK_F(t5), i > 0, w, LMK_F(t3), op_t(LMK_F(la->ln1_out), &x16), N, d, d));
+        TRY(linear_bwd(m, proj_names[i], LMK_F(t5), i > 0, w, LMK_F(t3), op_t(LMK_F(la->ln1_out), &x16), N, d, d));
     }
     lmk_tensor_release(m->a, &x16);
     lmk_tensor_release(m->a, &t3);
     lmk_tensor_release(m->a, &la->ln1_out);
     TMP(t1, (size_t)N * d, "layers.%d.input.grad", l);
+    REC("ln1 (rmsnorm) backward", F32, acc_reduce(m, 1), F_OUT, F32, F32);
     TRY(b->rmsnorm_bwd(b, LMK_F(t1), LMK_F(layer_param(m, l, P_LN1)->g), LMK_F(t5),
                        LMK_F(m->resid[l]), LMK_F(layer_param(m, l, P_LN1)->p), LMK_F(la->ln1_rstd), N, d));
     lmk_tensor_release(m->a, &t5);
@@ -874,7 +1015,7 @@ static int model_backward(lmk_model *m)
         TRY(b->mem_zero(b, m->params[i].g.data, m->params[i].g.bytes));
     param_slot *lm = param_lm_head(m), *lnf = param_final_norm(m);
     TMP(t, (size_t)N * d, "%s", "ln_final.out.grad");
-    TRY(linear_bwd(m, LMK_F(t), 0, lm, LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), N, d, V));
+    TRY(linear_bwd(m, "lm_head", LMK_F(t), 0, lm, LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), N, d, V));
     lmk_tensor_release(m->a, &m->logits);
     lmk_tensor_release(m->a, &m->lnf_out);
     TMP(dres, (size_t)N * d, "layers.%d.out.grad", L - 1);
@@ -889,6 +1030,7 @@ static int model_backward(lmk_model *m)
         RANGE_POP();
         TRY(rc);
     }
+    REC("token_embeddings backward (scatter-add)", F32, F32, F32 ", int32");
     TRY(b->embedding_bwd(b, LMK_F(m->params[0].g), LMK_F(dres), LMK_I(m->inputs), N, d, V));
     m->have_grads = 1;
 out:
@@ -914,15 +1056,18 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
         TRY(b->mem_zero(b, sumsq, sizeof(float)));
         for (size_t i = 0; i < m->nparams; i++)
             TRY(b->sum_squares(b, sumsq, LMK_F(m->params[i].g), m->params[i].g.numel));
+        REC("gradient norm (sum of squares)", F32, "float64", F32);
         TRY(b->clip_factor(b, factor, sumsq, cfg->max_grad_norm, 1.0f / m->loss_scale));
     }
     /* the step number lives on the device: the whole step can be replayed
      * from a CUDA graph with the right bias correction */
     lmk_adamw_hp hp = {.lr = cfg->lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->eps,
                        .weight_decay = cfg->weight_decay, .t = 0, .alpha = alpha};
+    REC("AdamW step counter and alpha_t", F32, "float64", "int64");
     TRY(b->adamw_begin(b, (int64_t *)m->step.data, alpha, need_factor ? factor : NULL, &hp));
     for (size_t i = 0; i < m->nparams; i++) {
         param_slot *s = &m->params[i];
+        REC("AdamW (p, m, v master copies)", F32, F32, F32, F32, F32, F32);
         TRY(b->adamw(b, LMK_F(s->p), LMK_F(s->g), LMK_F(s->m), LMK_F(s->v), s->p.numel, &hp,
                      need_factor ? factor : NULL));
     }
@@ -990,6 +1135,7 @@ int lmk_model_tensor(lmk_model *m, size_t i, const char **name, lmk_tensor **par
 int lmk_model_forward(lmk_model *m, int with_backward)
 {
     RANGE_PUSH("forward");
+    m->phase = "forward";
     int rc = model_forward(m, with_backward);
     RANGE_POP();
     return rc;
@@ -998,6 +1144,7 @@ int lmk_model_forward(lmk_model *m, int with_backward)
 int lmk_model_backward(lmk_model *m)
 {
     RANGE_PUSH("backward");
+    m->phase = "backward";
     int rc = model_backward(m);
     RANGE_POP();
     return rc;
@@ -1006,6 +1153,7 @@ int lmk_model_backward(lmk_model *m)
 int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg)
 {
     RANGE_PUSH("optimizer");
+    m->phase = "optimizer";
     int rc = model_step(m, cfg);
     RANGE_POP();
     return rc;

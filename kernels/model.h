@@ -153,6 +153,27 @@ int64_t lmk_model_steps_skipped(const lmk_model *m);
 /* The current loss scale (fp16 dynamic; 1 for the other precisions). */
 float lmk_model_loss_scale(const lmk_model *m);
 
+/* The precision report: while tracing is on, every backend op the model
+ * calls is recorded with the formats it actually passed (one row per model
+ * op and phase, layers merged; calls counted). Formats are value formats:
+ * "float32", "tf32", "bfloat16", "float16" (a bfloat16 value may be stored
+ * in a float32 tensor: GEMM outputs under autocast). */
+typedef struct lmk_precision_row {
+    char phase[12];      /* forward, backward, optimizer */
+    char op[48];         /* "attn.q_proj (gemm)", "ln1 (rmsnorm)", ... */
+    char inputs[48];     /* formats of the inputs, ", "-separated */
+    char output[16];
+    char accumulate[16]; /* "float32", "float64" (cpu reductions), "-" */
+    char storage[64];    /* how 16-bit GEMM inputs are held ("" otherwise) */
+    int calls;           /* per traced step */
+} lmk_precision_row;
+
+/* Starts (clearing the rows) or stops tracing. */
+void lmk_model_trace_precision(lmk_model *m, int on);
+size_t lmk_model_precision_row_count(const lmk_model *m);
+/* The i-th row (borrowed, valid until the next traced op), NULL past the end. */
+const lmk_precision_row *lmk_model_precision_row_at(const lmk_model *m, size_t i);
+
 /* Parameter tensors, in cs336_basics order, for tests and tools. */
 size_t lmk_model_tensor_count(const lmk_model *m);
 /* Borrowed views of the i-th parameter, its gradient (NULL data when not

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""The numerics job's precision_report through `lmperfd run` (one-shot, cpu):
+one run per precision, every op of the model with the formats the engine
+actually used. Checks the autocast contract of shared/MODEL.md: fp32 master
+weights, optimizer and gradient accumulation; 16-bit GEMM inputs with float32
+accumulation under bf16/fp16; RMSNorm, softmax and the loss in float32; the
+weight copies made once per step. usage: test_precision_report.py LMPERFD"""
+import json
+import subprocess
+import sys
+import tempfile
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what)
+
+
+def main():
+    lmperfd = sys.argv[1]
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump({"kind": "numerics", "experiments": ["precision_report"]}, f)
+        f.flush()
+        out = subprocess.run([lmperfd, "run", f.name, "--cpu-only"], capture_output=True, text=True, timeout=60)
+    check(out.returncode == 0, f"lmperfd run exit {out.returncode}: {out.stderr[-500:]}")
+    doc = json.loads(out.stdout)
+    check(doc["status"] == "succeeded", f"job status {doc['status']}")
+    runs = {r["precision"]: r for r in doc["runs"] if r.get("experiment") == "precision_report"}
+    check(sorted(runs) == ["bf16", "fp16", "fp32", "tf32"], f"one run per precision: {sorted(runs)}")
+    half = {"bf16": "bfloat16", "fp16": "float16"}
+    for prec, run in runs.items():
+        rows = run["rows"]
+        by = {(r["phase"], r["op"]): r for r in rows}
+        gemms = [r for r in rows if r["op"].startswith(("attn.", "ffn.w", "lm_head")) and r["accumulate"].startswith("float32")
+                 and ("proj" in r["op"] or "lm_head" in r["op"] or "ffn.w" in r["op"] or "=" in r["op"])
+                 and "rope" not in r["op"] and "split" not in r["op"]]
+        check(len(gemms) >= 20, f"{prec}: GEMM rows {len(gemms)}")
+        want_in = {"fp32": "float32", "tf32": "tf32"}.get(prec, half.get(prec))
+        for g in gemms:
+            check(g["inputs"] == f"{want_in}, {want_in}", f"{prec} {g['op']}: inputs {g['inputs']}")
+            check(g["accumulate"].startswith("float32"), f"{prec} {g['op']}: accumulate {g['accumulate']}")
+        fwd = by[("forward", "attn.q_proj")]
+        check(fwd["output"] == half.get(prec, "float32"), f"{prec}: linear output {fwd['output']}")
+        check(by[("forward", "ln1 (rmsnorm)")]["output"] == "float32", f"{prec}: rmsnorm output")
+        check(by[("forward", "attn causal softmax")]["output"] == "float32", f"{prec}: softmax output")
+        loss = by[("forward", "cross-entropy loss + dlogits")]
+        check(loss["output"] == "float32" and loss["inputs"].startswith(half.get(prec, "float32")),
+              f"{prec}: loss {loss}")
+        check(by[("backward", "attn.q_proj dW += dy^T x")]["output"] == "float32", f"{prec}: weight gradient float32")
+        adamw = by[("optimizer", "AdamW (p, m, v master copies)")]
+        check(adamw["inputs"] == "float32, float32, float32, float32" and adamw["output"] == "float32",
+              f"{prec}: adamw {adamw}")
+        copies = by.get(("forward", "weights (cast_half)"))
+        if prec in half:
+            # every matrix but the embedding, once per step: 2 layers × 7 + lm_head
+            check(copies is not None and copies["calls"] == 15 and copies["output"] == half[prec]
+                  and "parameter_copy" in copies["storage"], f"{prec}: weight copies {copies}")
+            check(by[("forward", "attn.q_proj")]["storage"] == "16-bit tensor; 16-bit tensor",
+                  f"{prec}: q_proj reads 16-bit tensors")
+            check(not any(r["phase"] == "backward" and r["op"] == "weights (cast_half)" for r in rows),
+                  f"{prec}: weights re-cast in backward")
+        else:
+            check(copies is None and all(r["storage"] == "" for r in rows), f"{prec}: no 16-bit copies")
+        check((("optimizer", "gradient norm (sum of squares)") in by) == (prec == "fp16"),
+              f"{prec}: gradient norm (loss-scale check) only under fp16")
+    print("precision report:", "ok" if failures == 0 else f"{failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -138,6 +138,7 @@ typedef struct step_runner {
     lmk_backend *b; /* borrowed */
     lmk_model *m;   /* borrowed */
     bench_mode mode;
+    lmk_precision prec;
     lmk_adamw_config opt;
     int has[PH_COUNT];             /* phases this mode runs */
     lmk_cuda_graph *graph[PH_TOTAL]; /* per phase; NULL = eager */
@@ -196,17 +197,18 @@ static int phase_gpu_ms(step_runner *r, int ph, double *ms)
     return LMK_UNSUPPORTED;
 }
 
-/* Whether the optimizer step can be captured: the model must keep the step
- * number t on the device and the step must not read anything back (fp16's
- * overflow check and clipping do). The model API does not offer this yet
- * (lmk_model_step passes t by value), so: no. Sets *why. */
-static int optimizer_capturable(const step_runner *r, const char **why)
+/* Whether the optimizer step can be captured: AdamW's step number lives on
+ * the device (adamw_begin), so a replayed step advances it; but fp16 decides
+ * its loss scale on the host (lmk_model_step downloads the overflow verdict),
+ * which cannot be captured. Sets *why when not. */
+static int optimizer_capturable(lmk_precision prec, const char **why)
 {
-    (void)r;
-    *why = "the optimizer was not captured: lmk_model_step passes AdamW's step number t by value "
-           "(a replay would repeat one t), and an eager step after replays is refused by the "
-           "model's host-side phase check, so train_step runs eagerly";
-    return 0;
+    if (prec == LMK_PREC_FP16) {
+        *why = "graphs not used: fp16's optimizer step reads the overflow verdict back to the host "
+               "(dynamic loss scale), which a graph cannot capture, so train_step runs eagerly";
+        return 0;
+    }
+    return 1;
 }
 
 /* Captures the phases of the mode into graphs. Sets *scope ("forward",
@@ -225,7 +227,7 @@ static int runner_capture(step_runner *r, const char **scope, const char **note,
         return LMK_OK;
     }
     int last = r->mode == MODE_FORWARD ? PH_FORWARD : r->mode == MODE_FORWARD_BACKWARD ? PH_BACKWARD : PH_OPTIMIZER;
-    if (last == PH_OPTIMIZER && !optimizer_capturable(r, note))
+    if (last == PH_OPTIMIZER && !optimizer_capturable(r->prec, note))
         return LMK_OK;
     for (int ph = PH_FORWARD; ph <= last; ph++) {
         lmk_cuda_graph *g = NULL;
@@ -301,7 +303,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
                 : p->mode == MODE_FORWARD_BACKWARD ? LMK_MODEL_GRADIENTS
                                                    : LMK_MODEL_TRAIN;
     size_t n = (size_t)p->base.batch * p->base.T;
-    step_runner r = {.b = b, .mode = p->mode, .opt = lmk_adamw_defaults(),
+    step_runner r = {.b = b, .mode = p->mode, .prec = p->base.prec, .opt = lmk_adamw_defaults(),
                      .has = {1, training, p->mode == MODE_TRAIN_STEP, 1}};
     int rc;
 

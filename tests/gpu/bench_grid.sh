@@ -8,7 +8,8 @@
 # usage: tests/gpu/bench_grid.sh CARRY_DIR OUT_DIR
 # env:   GRID   "size[,size]:ctx[,ctx] ..." (default below)
 #        PRECS    fp32,tf32      WARMUP 2   STEPS 5   BUDGET_S 420
-#        GRAPHS   "size[,size]:ctx[,ctx]" graphs: true vs false (forward_backward, tf32)
+#        GRAPHS   "size[,size]:ctx[,ctx]" graphs: true vs false (tf32; forward,
+#                 forward_backward, train_step)
 set -u
 CARRY=$1
 OUT=$2
@@ -19,6 +20,10 @@ STEPS=${STEPS:-5}
 BUDGET_S=${BUDGET_S:-420}
 GRAPHS=${GRAPHS:-"small,medium:128,512"}
 mkdir -p "$OUT"
+# cuBLAS, NCCL, CUPTI of the image's PyTorch packages, then the carried libraries
+PYLIB=$(python3 -c 'import glob, os, nvidia
+print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$CARRY/lib:${LD_LIBRARY_PATH:-}"
 start=$(date +%s)
 left() { echo $((BUDGET_S - ($(date +%s) - start))); }
 log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/grid.log"; }
@@ -63,7 +68,7 @@ for group in $GRID; do
         for size in ${gsizes//,/ }; do
             for g in false true; do
                 lmperf "${size}_graphs_$g" "{\"kind\":\"benchmark\",\"model\":\"$size\",\"context_length\":[$gctx],\
-\"batch_size\":4,\"precision\":\"tf32\",\"mode\":[\"forward\",\"forward_backward\"],\"warmup_steps\":$WARMUP,\
+\"batch_size\":4,\"precision\":\"tf32\",\"mode\":[\"forward\",\"forward_backward\",\"train_step\"],\"warmup_steps\":$WARMUP,\
 \"measure_steps\":$STEPS,\"graphs\":$g}"
             done
         done

@@ -12,9 +12,10 @@ mkdir -p "$CARRY/lib"
 cp "$BUILD"/tests/gpu/test_cuda_ops "$BUILD"/tests/gpu/bench_train_step "$BUILD"/tests/gpu/test_graph_step \
     "$BUILD"/tests/gpu/dump_model "$BUILD"/daemon/lmperfd "$CARRY/"
 # every shared library of lmperfd and the tests but the C runtime's and CUDA's own
+# (NCCL and cuBLAS come from the device image's PyTorch packages)
 for bin in "$CARRY"/lmperfd "$CARRY"/test_cuda_ops; do
     ldd "$bin" | awk '/=> \//{print $3}'
-done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libcudart)\.so' |
+done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libcudart|libnccl)\.so' |
     xargs -r -I{} cp -L {} "$CARRY/lib/"
 cp /work/shared/anchors/torch_lm.py "$CARRY/"
 git rev-parse --short HEAD >"$CARRY/COMMIT"

@@ -63,7 +63,7 @@ def main(out):
         ratio = f"{t / o:.2f}" if o and t else "—"
         print(f"| {k[0]} | {k[1]} | {k[2]} | {f(o)} | {f(og)} | {f(t)} | {ratio} | {phases} | {tp} |")
     print()
-    print("graphs (tf32; forward and forward_backward; ms per step, wall / GPU events):")
+    print("graphs (tf32; ms per step, wall clock / CUDA events; mean of the measured steps):")
     print()
     print("| size | T | mode | eager wall | eager GPU | graphs wall | graphs GPU | speed-up (wall) | scope | final loss eager = graphs |")
     print("|---|---|---|---|---|---|---|---|---|---|")

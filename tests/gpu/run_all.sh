@@ -21,8 +21,10 @@ CTX=${CTX:-128,256,512,1024}
 PRECS=${PRECS:-fp32,tf32}
 OPS=${OPS:-1} GRAPH=${GRAPH:-1} MODEL=${MODEL:-1} DAEMON=${DAEMON:-1} BENCH=${BENCH:-1} TORCH=${TORCH:-1}
 mkdir -p "$OUT"
-PYLIB=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="$CARRY/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${PYLIB:+:$PYLIB}:${LD_LIBRARY_PATH:-}"
+# cuBLAS, NCCL, CUPTI of the image's PyTorch packages, then the carried libraries
+PYLIB=$(python3 -c 'import glob, os, nvidia
+print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${PYLIB:+:$PYLIB}:$CARRY/lib:${LD_LIBRARY_PATH:-}"
 RC=0
 note() { echo "$*" | tee -a "$OUT/env.txt"; }
 
@@ -31,6 +33,7 @@ note() { echo "$*" | tee -a "$OUT/env.txt"; }
     echo "commit: $(cat "$CARRY/COMMIT" 2>/dev/null || echo unknown)"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
     ldd "$CARRY/test_cuda_ops" | grep -E 'not found|cublas|cudart|gomp'
+    ldd "$CARRY/lmperfd" | grep -E 'not found|nccl|cupti'
     python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
 } >"$OUT/env.txt" 2>&1
 

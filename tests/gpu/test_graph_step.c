@@ -4,8 +4,10 @@
  * captured after an eager warm-up and replayed for N steps on a fresh token
  * batch each step (uploaded into the same device buffer), against a second
  * model run eagerly from the same seed: loss and every gradient bitwise
- * equal after each step. Shapes: tiny and an odd custom one (dh 80, V 10007,
- * T 100). Then the event timer: GPU time of a known op is positive and not
+ * equal after each step; then the whole train step (forward, backward and
+ * AdamW graphs, the step number on the device): loss, every parameter and
+ * the step count bitwise equal to eager steps (fp32, tf32, bf16). Shapes:
+ * tiny and an odd custom one (dh 80, V 10007, T 100). Then the event timer: GPU time of a known op is positive and not
  * above its synchronised wall clock.
  * Exits 77 when no CUDA device is visible (CI), 1 on any failure. */
 #include <math.h>
@@ -142,6 +144,93 @@ out:
     lmk_allocator_free(ae);
 }
 
+/* Number of parameter elements of g that differ from e's (bitwise). */
+static size_t params_differ(lmk_model *g, lmk_model *e, const char **first)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < lmk_model_tensor_count(g); i++) {
+        const char *name;
+        lmk_tensor *pg, *pe;
+        MUST(lmk_model_tensor(g, i, &name, &pg, NULL));
+        MUST(lmk_model_tensor(e, i, NULL, &pe, NULL));
+        float *hg = malloc(pg->bytes), *he = malloc(pe->bytes);
+        if (!hg || !he)
+            exit(1);
+        GPU(gpu->download(gpu, hg, pg->data, pg->bytes));
+        GPU(gpu->download(gpu, he, pe->data, pe->bytes));
+        size_t d = 0;
+        for (size_t j = 0; j < pg->numel; j++)
+            d += memcmp(&hg[j], &he[j], sizeof(float)) != 0;
+        if (d && !bad)
+            *first = name;
+        bad += d;
+        free(hg), free(he);
+    }
+    return bad;
+}
+
+/* train_step: graphs F, B and O (AdamW with its device step counter)
+ * replayed `steps` times vs eager steps: loss, every parameter and the step
+ * count bitwise equal after each step. */
+static void test_train_step(const lmk_model_config *c, int B, int T, lmk_precision prec, int steps)
+{
+    lmk_allocator *ag = NULL, *ae = NULL;
+    lmk_model *mg = NULL, *me = NULL;
+    lmk_cuda_graph *g[3] = {NULL, NULL, NULL};
+    lmk_adamw_config opt = lmk_adamw_defaults();
+    int N = B * T;
+    MUST(lmk_allocator_create(gpu, &ag));
+    MUST(lmk_allocator_create(gpu, &ae));
+    GPU(lmk_model_create(gpu, ag, c, B, T, prec, 13, LMK_MODEL_TRAIN, &mg));
+    GPU(lmk_model_create(gpu, ae, c, B, T, prec, 13, LMK_MODEL_TRAIN, &me));
+    for (int w = 0; w < 2; w++) { /* the same eager warm-up on both */
+        new_batch(mg, me, N, c->vocab_size);
+        lmk_model *both[2] = {mg, me};
+        for (int k = 0; k < 2; k++) {
+            GPU(lmk_model_forward(both[k], 1));
+            GPU(lmk_model_backward(both[k]));
+            GPU(lmk_model_step(both[k], &opt));
+        }
+    }
+    for (int ph = 0; ph < 3; ph++) {
+        GPU(lmk_backend_cuda_capture_begin(gpu));
+        int rc = ph == 0 ? lmk_model_forward(mg, 1) : ph == 1 ? lmk_model_backward(mg) : lmk_model_step(mg, &opt);
+        int rc2 = lmk_backend_cuda_capture_end(gpu, &g[ph]);
+        CHECK(rc == LMK_OK && rc2 == LMK_OK, "%s %s: capture of phase %d: %d/%d %s", c->name,
+              lmk_precision_name(prec), ph, rc, rc2, lmk_backend_cuda_last_error(gpu));
+        if (!g[ph])
+            goto out;
+    }
+    for (int s = 0; s < steps; s++) {
+        new_batch(mg, me, N, c->vocab_size);
+        for (int ph = 0; ph < 3; ph++)
+            GPU(lmk_cuda_graph_launch(gpu, g[ph]));
+        GPU(lmk_model_forward(me, 1));
+        GPU(lmk_model_backward(me));
+        GPU(lmk_model_step(me, &opt));
+        float lg = 0, le = 0;
+        GPU(lmk_model_loss(mg, &lg));
+        GPU(lmk_model_loss(me, &le));
+        const char *first = "";
+        size_t bad = params_differ(mg, me, &first);
+        int64_t tg = lmk_model_steps_taken(mg), te = lmk_model_steps_taken(me);
+        printf("  %s %s B%d T%d train step %d: graph loss %.7f eager %.7f, params differing %zu, t %lld/%lld  %s\n",
+               c->name, lmk_precision_name(prec), B, T, s, lg, le, bad, (long long)tg, (long long)te,
+               lg == le && bad == 0 && tg == te ? "ok" : "FAIL");
+        CHECK(lg == le, "%s step %d: graph loss %.9g != eager %.9g", c->name, s, lg, le);
+        CHECK(bad == 0, "%s step %d: %zu parameter elements differ (first in %s)", c->name, s, bad, first);
+        CHECK(tg == te && tg == 3 + s, "%s step %d: steps taken %lld (graphs) %lld (eager)", c->name, s,
+              (long long)tg, (long long)te);
+    }
+out:
+    for (int ph = 0; ph < 3; ph++)
+        lmk_cuda_graph_free(g[ph]);
+    lmk_model_free(mg);
+    lmk_model_free(me);
+    lmk_allocator_free(ag);
+    lmk_allocator_free(ae);
+}
+
 /* forward only (inference): one graph, loss equal on fresh batches. */
 static void test_forward(const lmk_model_config *c, int B, int T, int steps)
 {
@@ -226,6 +315,10 @@ int main(void)
     printf("graph per phase, forward_backward:\n");
     test_fwd_bwd(&tiny, 2, 64, 4);
     test_fwd_bwd(&odd, 2, 100, 3);
+    printf("graph per phase, train_step (AdamW's device step counter):\n");
+    test_train_step(&tiny, 2, 64, LMK_PREC_FP32, 4);
+    test_train_step(&odd, 2, 100, LMK_PREC_TF32, 3);
+    test_train_step(&tiny, 2, 64, LMK_PREC_BF16, 3);
     printf("graph, forward (inference):\n");
     test_forward(&tiny, 2, 64, 3);
     printf("event timer:\n");

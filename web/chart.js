@@ -96,6 +96,8 @@ export function lineChart(opts) {
   }
   const marksOf = (sr) => (sr.marks || []).filter(okX);
   for (const sr of series) for (const m of marksOf(sr)) { xLo = Math.min(xLo, m.x); xHi = Math.max(xHi, m.x); }
+  // Headroom for the ✕ row along the top edge.
+  if (series.some((sr) => marksOf(sr).length)) yHi = opts.logY ? yHi * 3 : yHi + (yHi - Math.min(0, yLo)) * 0.12;
   // Times are positive: a linear axis starts at 0 and error bars are clipped there.
   if (!opts.logY) yLo = Math.min(0, yLo);
   else { yLo /= 1.5; yHi *= 1.3; }

@@ -7,7 +7,8 @@
 // usage: node test_web.mjs LMPERFD SOURCE_ROOT OUT_DIR
 import {spawn} from 'node:child_process';
 import {createRequire} from 'node:module';
-import {mkdtempSync, readFileSync, rmSync, existsSync, mkdirSync} from 'node:fs';
+import {mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync, mkdirSync} from 'node:fs';
+import {gunzipSync} from 'node:zlib';
 import {tmpdir} from 'node:os';
 import {join, dirname} from 'node:path';
 import {fileURLToPath, pathToFileURL} from 'node:url';
@@ -23,7 +24,7 @@ const JOB_TIMEOUT_MS = 60000;
 const SHAPE = {d_model: 64, d_ff: 128, num_layers: 2, num_heads: 4};
 const CONTEXTS = [16, 32];
 
-let daemon = null, context = null, tmp = null, page = null;
+let daemon = null, fixtureDaemon = null, context = null, tmp = null, page = null;
 const consoleErrors = [];
 const screenshots = [];
 
@@ -477,6 +478,109 @@ async function checkOomMarks() {
   log('attention chart marks OOM points');
 }
 
+// Saved real runs from a GPU (fixtures/gpu-h200.db.gz: the database of an
+// lmperfd that ran a profile job — small, context 128, fp32 and bf16 — and an
+// attention job with OOM points on an H200), served by a second real lmperfd
+// (CPU worker; it only reads them back). The profile page's success path and
+// the attention page's OOM rows, against that daemon's API.
+async function checkGpuFixture() {
+  const fixture = join(HERE, 'fixtures/gpu-h200.db.gz');
+  if (!existsSync(fixture)) { log('no GPU fixture: the profile summary page is not checked'); return; }
+  const db = join(tmp, 'gpu-fixture.db');
+  writeFileSync(db, gunzipSync(readFileSync(fixture)));
+  const portFile = join(tmp, 'fixture-port');
+  fixtureDaemon = spawn(lmperfd, ['--port', '0', '--port-file', portFile, '--db', db, '--web-root', join(sourceRoot, 'web'), '--cpu-only'],
+    {stdio: ['ignore', 'inherit', 'inherit']});
+  let base = null;
+  for (let i = 0; i < 200 && !base; i++) {
+    if (existsSync(portFile) && readFileSync(portFile, 'utf8').trim()) {
+      const b = `http://127.0.0.1:${readFileSync(portFile, 'utf8').trim()}`;
+      try { if ((await fetch(b + '/healthz')).ok) base = b; } catch { /* not yet */ }
+    }
+    if (!base) await new Promise((r) => setTimeout(r, 50));
+  }
+  check(base, 'the fixture lmperfd did not start');
+  const list = (await apiGet(base, '/v1/jobs')).jobs;
+  const prof = await apiGet(base, `/v1/jobs/${list.find((j) => j.kind === 'profile').id}`);
+  const runs = prof.runs.filter((r) => r.kernel_summary);
+  check(runs.length >= 2, `fixture profile job has ${runs.length} traced runs`);
+
+  await page.goto(`${base}/#/jobs/${prof.id}`);
+  await page.waitForSelector('#profile-kernels tbody tr');
+  const run = runs[0];
+  const ranges = [...new Set(run.kernel_summary.map((k) => k.range))].sort();
+  const options = await page.$$eval('#profile-range option', (os) => os.map((o) => o.value));
+  check(JSON.stringify([...options].sort()) === JSON.stringify(ranges), `range picker ${options} != the run's ranges ${ranges}`);
+  check(await page.$eval('#profile-range', (s) => s.value) === 'forward', 'the range picker does not start at forward');
+  const rowsOf = () => page.$$eval('#profile-kernels tbody tr', (trs) => trs.map((tr) => ({kernel: tr.dataset.kernel,
+    ...Object.fromEntries([...tr.children].map((td, i) => [tr.closest('table').querySelectorAll('thead th')[i].dataset.key, td.dataset.value]))})));
+  const sameRows = async (range, what) => {
+    const want = run.kernel_summary.filter((k) => k.range === range);
+    const got = await rowsOf();
+    check(got.length === want.length, `${what}: ${got.length} kernel rows, API ${want.length}`);
+    for (const k of want) {
+      const g = got.find((x) => x.kernel === k.kernel);
+      check(g && Number(g.total_ns) === k.total_ns && Number(g.instances) === k.instances && Number(g.share_pct) === k.share_pct,
+        `${what}: kernel ${k.kernel} differs from the API`);
+    }
+    return got;
+  };
+  let got = await sameRows('forward', 'forward');
+  check(got.every((r, i) => i === 0 || Number(got[i - 1].total_ns) >= Number(r.total_ns)), 'kernel table does not start sorted by total time, descending');
+  // Sorting: total ascending, then instances descending.
+  await page.click('#profile-kernels th[data-key="total_ns"] button');
+  got = await rowsOf();
+  check(got.every((r, i) => i === 0 || Number(got[i - 1].total_ns) <= Number(r.total_ns)), 'total time does not sort ascending on a second click');
+  check(await page.$eval('#profile-kernels th[data-key="total_ns"]', (th) => th.getAttribute('aria-sort')) === 'ascending', 'aria-sort not updated');
+  await page.click('#profile-kernels th[data-key="instances"] button');
+  got = await rowsOf();
+  check(got.every((r, i) => i === 0 || Number(got[i - 1].instances) >= Number(r.instances)), 'instances do not sort descending');
+  // Another range, the name filter.
+  await page.selectOption('#profile-range', '(all)');
+  await sameRows('(all)', '(all)');
+  await page.fill('#profile-filter', 'gemm');
+  got = await rowsOf();
+  const gemms = run.kernel_summary.filter((k) => k.range === '(all)' && k.kernel.toLowerCase().includes('gemm'));
+  check(got.length === gemms.length && got.every((r) => /gemm/i.test(r.kernel)), `filter 'gemm' shows ${got.length} rows, expected ${gemms.length}`);
+  // Answers, roofline, trace.
+  const answers = await page.textContent('#profile-answers');
+  check(answers.includes(run.answers.top_forward_kernel), 'answers do not name the top forward kernel');
+  const roof = await page.$$eval('#profile-roofline tbody tr', (trs) => trs.map((tr) => tr.querySelector('th').textContent));
+  check(JSON.stringify(roof) === JSON.stringify(run.roofline.map((r) => r.op)), `roofline ops ${roof} != API`);
+  const href = await page.getAttribute('#profile-trace', 'href');
+  check(href === `/v1/jobs/${prof.id}/trace?run=${run.index}`, `trace link is ${href}`);
+  const trace = await apiGet(base, href);
+  check(Array.isArray(trace.traceEvents) && trace.traceEvents.length > 0, 'trace link does not give a Chrome trace');
+  await page.fill('#profile-filter', '');
+  await page.selectOption('#profile-range', 'forward');
+  await shot('job-profile.png');
+  // The other run (bf16).
+  await page.selectOption('#profile-run', String(runs[1].index));
+  const other = await rowsOf();
+  check(other.length === runs[1].kernel_summary.filter((k) => k.range === 'forward').length, 'run picker does not switch the kernel table');
+  log(`profile job ${prof.id} (H200 fixture): kernel table per range equals the API, sorts, filters; answers, roofline, trace link`);
+
+  // Attention with OOM points.
+  const att = await apiGet(base, `/v1/jobs/${list.find((j) => j.kind === 'attention').id}`);
+  const ooms = att.runs.filter((r) => r.oom === true);
+  check(ooms.length > 0, 'fixture attention job has no OOM points');
+  await page.goto(`${base}/#/jobs/${att.id}`);
+  await page.waitForSelector('#attention-table tbody tr');
+  await page.waitForSelector('#attention-chart svg.plot');
+  const oomRows = await page.$$eval('#attention-runs tr[data-status="oom"]', (trs) => trs.map((tr) => Number(tr.dataset.run)));
+  check(JSON.stringify(oomRows.sort()) === JSON.stringify(ooms.map((r) => r.index).sort()), `OOM rows ${oomRows} != API ${ooms.map((r) => r.index)}`);
+  const marks = await page.$$eval('#attention-chart path.marker.mark', (p) => p.length);
+  check(marks === ooms.length, `attention chart has ${marks} OOM marks, API ${ooms.length} OOM points`);
+  const oomCells = await page.$$eval('#attention-table td.oom', (tds) => tds.length);
+  const table = await apiGet(base, `/v1/jobs/${att.id}/table?format=json`);
+  check(oomCells === table.rows.flat().filter((v) => v === 'OOM').length, 'the table endpoint\'s OOM cells are not all shown');
+  const lines = await page.$$eval('#attention-chart path.line', (p) => p.length);
+  const want = new Set(att.runs.filter((r) => typeof r.fwd_ms === 'number').map((r) => `${r.impl}|${r.d_head}`)).size;
+  check(lines === want, `attention chart has ${lines} lines, expected ${want}`);
+  await shot('job-attention-gpu.png');
+  log(`attention job ${att.id} (H200 fixture): ${ooms.length} OOM rows and marks, ${lines} lines`);
+}
+
 // Charts stay usable with many points: 20,000 points render in well under 2 s.
 async function checkBigChart(base) {
   const result = await page.evaluate(async () => {
@@ -552,6 +656,7 @@ async function main() {
   await checkAttention(base);
   await checkProfileFailed(base);
   await checkOomMarks();
+  await checkGpuFixture();
   await checkBigChart(base);
   await checkKeyboard(base);
   check(consoleErrors.length === 0, `the page logged errors:\n  ${consoleErrors.join('\n  ')}`);
@@ -571,6 +676,7 @@ try {
 } finally {
   if (context) await context.close().catch(() => {});
   if (daemon) { const d = daemon; daemon = null; d.kill('SIGTERM'); }
+  if (fixtureDaemon) fixtureDaemon.kill('SIGTERM');
   if (tmp) rmSync(tmp, {recursive: true, force: true});
 }
 process.exit(code);

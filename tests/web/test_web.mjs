@@ -375,6 +375,23 @@ async function checkMemory(base) {
   check(markersIdx === r.phases.length, `index axis: ${markersIdx} phase markers, API ${r.phases.length}`);
   check((await page.textContent('#memory-timeline')).includes('event index'), 'index axis not labelled');
   log(`memory job ${id}: seeds' table, timeline areas, ${r.phases.length} phase markers and largest allocations equal the API`);
+
+  // Compare: the memory runs' peaks, from the job page's link.
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.click('#memory-compare');
+  await page.waitForSelector('#compare-memory tbody tr');
+  const cmp = await page.$$eval('#compare-memory tbody tr', (trs) => trs.map((tr) => ({run: tr.dataset.run,
+    peak: Number(tr.querySelector('td[data-key=peak]').dataset.value), peakText: tr.querySelector('td[data-key=peak]').textContent,
+    ratio: Number(tr.querySelector('td[data-key=ratio]').dataset.value)})));
+  check(cmp.length === okRuns.length, `compare shows ${cmp.length} memory runs, the job has ${okRuns.length}`);
+  for (const row of cmp) {
+    const run = okRuns.find((x) => `${id}:${x.index}` === row.run);
+    check(run && row.peak === run.peak_allocated_bytes, `compare: peak of ${row.run} is ${row.peak}, API ${run && run.peak_allocated_bytes}`);
+    checkShown(row.peakText, run.peak_allocated_bytes / 1048576, `compare: peak MiB of ${row.run}`);
+    check(Math.abs(row.ratio - run.peak_allocated_bytes / cmp[0].peak) < 1e-12, `compare: peak ratio of ${row.run}`);
+  }
+  await shot('compare-memory.png');
+  log(`compare page: ${cmp.length} memory runs' peaks equal the API's`);
 }
 
 // Attention job from the form (naive and flash; flash points fail on the CPU

@@ -1,6 +1,8 @@
 // Compare benchmark runs across jobs: pick runs, get the seeds' table (model ×
 // context with fwd/bwd/opt mean ± std, tokens/s, speedup against a chosen
 // baseline, differences highlighted), export CSV/Markdown, and charts.
+// Memory runs picked too get their own table: peak MiB (measured, estimate,
+// reserved) per model × context × mode, relative to the first memory row.
 // URL: #/compare?runs=JOB:INDEX,…  or  ?jobs=ID,…  &baseline=JOB:INDEX|job:ID &phase=total
 import {h, mount, download, toast} from '../dom.js';
 import {api} from '../api.js';
@@ -10,6 +12,7 @@ import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, contextChart, prec
 import {replaceParams, link} from '../route.js';
 
 const RECENT_JOBS = 300; // picker: newest benchmark jobs loaded with their runs
+const RECENT_MEMORY_JOBS = 50; // and memory jobs (their details carry timelines: fewer)
 const SAME = 0.03;      // speedups within ±3 % count as "no difference"
 
 const ref = (r) => `${r.job_id}:${r.index}`;
@@ -17,6 +20,43 @@ const ref = (r) => `${r.job_id}:${r.index}`;
 function runsOf(job) {
   return (job.runs || []).filter((r) => r.status === 'succeeded' && r.stats)
     .map((r) => ({...r, job_id: job.id, job_label: job.label, job_created_at: job.created_at}));
+}
+
+function memoryRunsOf(job) {
+  return job.kind !== 'memory' ? [] : (job.runs || []).filter((r) => r.status === 'succeeded' && typeof r.peak_allocated_bytes === 'number')
+    .map((r) => ({...r, job_id: job.id, job_label: job.label, job_created_at: job.created_at}));
+}
+
+const MEMORY_ORDER = (a, b) => modelName(a).localeCompare(modelName(b), 'en', {numeric: true}) || a.context_length - b.context_length ||
+  a.batch_size - b.batch_size || String(a.precision).localeCompare(String(b.precision)) || String(a.mode).localeCompare(String(b.mode)) ||
+  a.job_id - b.job_id || a.index - b.index;
+
+// Memory runs' table: peaks in MiB; the ratio is against the first row.
+function memoryTable(runs, onRemove) {
+  const sorted = [...runs].sort(MEMORY_ORDER);
+  const base = sorted[0];
+  const mibCell = (v, key) => h('td', {class: 'num', dataset: {value: v ?? '', key}, title: typeof v === 'number' ? `${fmt.int(v)} bytes` : null}, fmt.mib(v));
+  const reserved = runs.some((r) => typeof r.reserved_peak_bytes === 'number'); // GPU runs only
+  return h('section', {id: 'compare-memory-box'}, h('h2', null, 'Memory runs'),
+    h('div', {class: 'scroll'}, h('table', {class: 'results compare', id: 'compare-memory'},
+      h('caption', null, `${runs.length} memory run${runs.length > 1 ? 's' : ''}; peak ratio = this row's peak ÷ the first row's`),
+      h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, 'Run'),
+        ['Model'].map((c) => h('th', {scope: 'col'}, c)),
+        ['Context length', 'Batch'].map((c) => h('th', {scope: 'col', class: 'num'}, c)),
+        ['Precision', 'Mode', 'Attention'].map((c) => h('th', {scope: 'col'}, c)),
+        ['Peak (MiB)', 'Estimate (MiB)', reserved ? 'Reserved peak (MiB)' : null, 'Residual stream (MiB)'].filter(Boolean).map((c) => h('th', {scope: 'col', class: 'num'}, c)),
+        h('th', {scope: 'col'}, 'Peak phase'), h('th', {scope: 'col', class: 'num'}, 'Peak ratio'),
+        h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Remove')))),
+      h('tbody', null, sorted.map((r) => h('tr', {dataset: {run: ref(r)}, class: r === base ? 'baseline' : ''},
+        h('td', {class: 'num'}, h('a', {href: `#/jobs/${r.job_id}`, title: r.job_label || ''}, `#${r.job_id}.${r.index}`)),
+        h('td', null, modelName(r)), h('td', {class: 'num'}, String(r.context_length)), h('td', {class: 'num'}, String(r.batch_size)),
+        h('td', null, r.precision), h('td', null, r.mode), h('td', null, r.attention || '—'),
+        mibCell(r.peak_allocated_bytes, 'peak'), mibCell(r.estimated_memory_bytes ?? (r.estimate && r.estimate.total), 'estimate'),
+        reserved ? mibCell(r.reserved_peak_bytes, 'reserved') : null, mibCell(r.residual_stream_bytes, 'residual'),
+        h('td', null, r.peak_phase || '—'),
+        h('td', {class: 'num', dataset: {value: r.peak_allocated_bytes / base.peak_allocated_bytes, key: 'ratio'}},
+          r === base ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'first')) : fmt.ratio(r.peak_allocated_bytes / base.peak_allocated_bytes)),
+        h('td', null, h('button', {type: 'button', class: 'small link', 'aria-label': `remove run ${ref(r)}`, onclick: () => onRemove(ref(r))}, '×'))))))));
 }
 
 // Baseline time for a row: a fixed run, or the baseline job's run of the same shape.
@@ -89,26 +129,32 @@ export async function render(main, ctx) {
   };
 
   // Jobs named in the URL plus the newest succeeded benchmark jobs (for the picker).
-  const listed = await api.list({kind: 'benchmark', status: 'succeeded', limit: RECENT_JOBS}).catch(() => ({jobs: []}));
-  const wanted = new Set([...listed.jobs.map((j) => j.id), ...state.jobs, ...state.runs.map((r) => Number(r.split(':')[0]))]);
+  const [listed, listedMem] = await Promise.all([
+    api.list({kind: 'benchmark', status: 'succeeded', limit: RECENT_JOBS}).catch(() => ({jobs: []})),
+    (ctx.system.kinds || []).includes('memory') ? api.list({kind: 'memory', status: 'succeeded', limit: RECENT_MEMORY_JOBS}).catch(() => ({jobs: []})) : {jobs: []}]);
+  const wanted = new Set([...listed.jobs.map((j) => j.id), ...listedMem.jobs.map((j) => j.id), ...state.jobs, ...state.runs.map((r) => Number(r.split(':')[0]))]);
   if (!ctx.isCurrent()) return;
   const jobs = await api.jobs([...wanted]);
   const pool = jobs.flatMap(runsOf);
-  for (const jid of state.jobs) for (const r of pool) if (r.job_id === jid && !state.runs.includes(ref(r))) state.runs.push(ref(r));
+  const memPool = jobs.flatMap(memoryRunsOf);
+  const all = [...pool, ...memPool];
+  for (const jid of state.jobs) for (const r of all) if (r.job_id === jid && !state.runs.includes(ref(r))) state.runs.push(ref(r));
   state.jobs = [];
-  const missing = state.runs.filter((x) => !pool.some((r) => ref(r) === x));
-  state.runs = state.runs.filter((x) => pool.some((r) => ref(r) === x));
-  if (!state.baseline && state.runs.length) state.baseline = state.runs[0];
+  const missing = state.runs.filter((x) => !all.some((r) => ref(r) === x));
+  state.runs = state.runs.filter((x) => all.some((r) => ref(r) === x));
+  if (!state.baseline && state.runs.length) state.baseline = state.runs.find((x) => pool.some((r) => ref(r) === x)) || '';
 
   const tableBox = h('div');
+  const memoryBox = h('div');
   const chartsBox = h('div', {class: 'charts'});
   const pickerBox = h('div');
   const controls = h('div', {class: 'controls'});
   mount(main,
     h('h1', null, 'Compare runs'),
     missing.length ? h('p', {class: 'error', role: 'alert'}, `Not found (or not succeeded): ${missing.join(', ')}`) : null,
-    controls, tableBox, chartsBox,
-    h('details', {class: 'picker', open: state.runs.length === 0}, h('summary', null, `Pick runs (${pool.length} succeeded benchmark runs in the ${jobs.length} newest jobs)`), pickerBox));
+    controls, tableBox, chartsBox, memoryBox,
+    h('details', {class: 'picker', open: state.runs.length === 0}, h('summary', null,
+      `Pick runs (${pool.length} succeeded benchmark runs${memPool.length ? ` and ${memPool.length} memory runs` : ''} in the ${jobs.length} newest jobs)`), pickerBox));
 
   function sync() {
     const p = new URLSearchParams();
@@ -122,6 +168,15 @@ export async function render(main, ctx) {
 
   function selectedRuns() {
     return state.runs.map((x) => pool.find((r) => ref(r) === x)).filter(Boolean);
+  }
+
+  function selectedMemory() {
+    return state.runs.map((x) => memPool.find((r) => ref(r) === x)).filter(Boolean);
+  }
+
+  function drawMemory() {
+    const runs = selectedMemory();
+    mount(memoryBox, runs.length ? memoryTable(runs, (x) => { state.runs = state.runs.filter((y) => y !== x); sync(); drawAll(); }) : null);
   }
 
   function drawControls() {
@@ -150,7 +205,7 @@ export async function render(main, ctx) {
 
   function drawTable() {
     const runs = selectedRuns();
-    if (!runs.length) { mount(tableBox, h('p', {class: 'muted'}, 'No runs selected yet: pick some below, or use “Compare” on a job.')); return; }
+    if (!runs.length) { mount(tableBox, selectedMemory().length ? null : h('p', {class: 'muted'}, 'No runs selected yet: pick some below, or use “Compare” on a job.')); return; }
     const m = tableModel(runs, state.baseline, state.phase, pool);
     const diff = (c) => (m.varying.includes(c) ? 'differs' : '');
     mount(tableBox,
@@ -187,7 +242,7 @@ export async function render(main, ctx) {
 
   function drawPicker() {
     const byJob = new Map();
-    for (const r of pool) {
+    for (const r of all) {
       if (!byJob.has(r.job_id)) byJob.set(r.job_id, []);
       byJob.get(r.job_id).push(r);
     }
@@ -196,26 +251,27 @@ export async function render(main, ctx) {
     const list = h('div', {class: 'pick-list'});
     const drawList = () => {
       const words = state.filter.split(/\s+/).filter(Boolean);
-      const text = (r) => `#${r.job_id} ${r.job_label || ''} ${modelName(r)} ${r.context_length} ${r.batch_size} ${r.precision} ${r.mode} ${r.attention}`.toLowerCase();
+      const text = (r) => `#${r.job_id} ${r.job_label || ''} ${r.stats ? 'benchmark' : 'memory'} ${modelName(r)} ${r.context_length} ${r.batch_size} ${r.precision} ${r.mode} ${r.attention}`.toLowerCase();
       mount(list, [...byJob].sort((a, b) => b[0] - a[0]).map(([jid, rs]) => {
         const match = rs.filter((r) => words.every((w) => text(r).includes(w)));
         if (!match.length) return null;
-        return h('fieldset', null, h('legend', null, `Job #${jid}${rs[0].job_label ? ' — ' + rs[0].job_label : ''} · ${fmt.when(rs[0].job_created_at)}`),
-          [...match].sort(compareRuns).map((r) => h('label', {class: 'check'},
+        return h('fieldset', null, h('legend', null, `Job #${jid} ${rs[0].stats ? 'benchmark' : 'memory'}${rs[0].job_label ? ' — ' + rs[0].job_label : ''} · ${fmt.when(rs[0].job_created_at)}`),
+          [...match].sort(rs[0].stats ? compareRuns : MEMORY_ORDER).map((r) => h('label', {class: 'check'},
             h('input', {type: 'checkbox', value: ref(r), checked: state.runs.includes(ref(r)), onchange: (e) => {
               if (e.target.checked) state.runs.push(ref(r)); else state.runs = state.runs.filter((x) => x !== ref(r));
-              if (!state.baseline && state.runs.length) state.baseline = state.runs[0];
-              sync(); drawControls(); drawTable(); drawCharts();
+              if (!state.baseline && r.stats) state.baseline = ref(r);
+              sync(); drawControls(); drawTable(); drawCharts(); drawMemory();
             }}),
-            `${modelName(r)} · ctx ${r.context_length} · batch ${r.batch_size} · ${r.precision} · ${r.mode} · ${r.attention} — ${fmt.ms(r.stats.total.mean_ms)} ms`)));
+            `${modelName(r)} · ctx ${r.context_length} · batch ${r.batch_size} · ${r.precision} · ${r.mode} · ${r.attention} — ` +
+              (r.stats ? `${fmt.ms(r.stats.total.mean_ms)} ms` : `peak ${fmt.mib(r.peak_allocated_bytes)} MiB`))));
       }));
-      if (!list.children.length) mount(list, h('p', {class: 'muted'}, pool.length ? 'No run matches.' : 'No succeeded benchmark runs yet.'));
+      if (!list.children.length) mount(list, h('p', {class: 'muted'}, all.length ? 'No run matches.' : 'No succeeded benchmark or memory runs yet.'));
     };
     mount(pickerBox, h('div', {class: 'field inline'}, h('label', {for: 'pick-filter'}, 'Filter'), filterInput), list);
     drawList();
   }
 
-  function drawAll() { drawControls(); drawTable(); drawCharts(); drawPicker(); }
+  function drawAll() { drawControls(); drawTable(); drawCharts(); drawMemory(); drawPicker(); }
   sync();
   drawAll();
 }

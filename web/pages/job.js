@@ -274,6 +274,7 @@ function memoryView(job) {
   runSel.addEventListener('change', drawRun);
   drawRun();
   return [
+    ok.length ? h('p', null, h('a', {class: 'button', id: 'memory-compare', href: link('/compare', {jobs: job.id})}, 'Compare these runs')) : null,
     seeds,
     failed.length ? h('ul', {class: 'error'}, failed.map((r) => h('li', null, `run ${r.index} (context ${r.context_length}, ${r.mode}): ${r.error || r.status}` +
       (r.peak_allocated_bytes ? ` — peak ${fmt.mib(r.peak_allocated_bytes)} MiB` : '')))) : null,

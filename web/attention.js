@@ -33,7 +33,8 @@ export function attentionSeries(runs, metric) {
     if (isOom(r)) g.marks.push({x: r.seq_len, label: `${name(r)}, seq ${fmt.int(r.seq_len)}: out of memory` +
       (r.oom_request_bytes ? ` (asked ${fmt.mib(r.oom_request_bytes)} MiB)` : '')});
     else if (typeof r[metric] === 'number')
-      g.points.push({x: r.seq_len, y: r[metric], label: `${name(r)}, seq ${fmt.int(r.seq_len)}: ${fmt.ms(r[metric])} ms`});
+      g.points.push({x: r.seq_len, y: r[metric], label: `${name(r)}, seq ${fmt.int(r.seq_len)}: ` +
+        (metric.endsWith('_bytes') ? `${fmt.mib(r[metric])} MiB` : `${fmt.ms(r[metric])} ms`)});
   }
   return [...groups.values()];
 }
@@ -79,6 +80,15 @@ export function attentionView(job) {
   };
   metricSel.addEventListener('change', draw);
   draw();
+  // Memory before the backward: T² for naive (the scores), T for flash.
+  const memSeries = attentionSeries(runs, 'mem_before_bwd_bytes');
+  for (const sr of memSeries) for (const p of sr.points) p.y /= 1048576; // MiB, so log ticks fall on 1, 10, 100 MiB
+  const memChart = memSeries.some((sr) => sr.points.length) ? h('div', {id: 'attention-memory-chart'}, lineChart({
+    title: 'Memory allocated before the backward vs sequence length', series: memSeries,
+    xLabel: 'sequence length', yLabel: 'allocated (MiB)', logX: true, xBase: 2, logY: true,
+    xFormat: (v) => fmt.int(v), markLabel: 'OOM',
+    desc: 'the naive implementation keeps the T×T scores (grows with T²), the flash kernels only the output and logsumexp (grows with T).',
+  })) : null;
 
   return [
     h('p', {class: 'common', id: 'attention-summary'},
@@ -95,6 +105,7 @@ export function attentionView(job) {
     endpointTable(job, {id: 'attention-table', title: 'Naive vs flash per sequence length and head dimension'}),
     h('section', {class: 'chart-box'},
       h('div', {class: 'field inline'}, h('label', {for: 'attention-metric'}, 'Time of'), metricSel), chartBox),
+    memChart,
     h('h2', null, 'Every point'),
     h('div', {class: 'scroll'}, pointsTable),
     first.flop_convention ? h('p', {class: 'muted'}, `TFLOP/s: ${first.flop_convention}.`) : null,

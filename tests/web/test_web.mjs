@@ -594,7 +594,12 @@ async function checkGpuFixture() {
   const lines = await page.$$eval('#attention-chart path.line', (p) => p.length);
   const want = new Set(att.runs.filter((r) => typeof r.fwd_ms === 'number').map((r) => `${r.impl}|${r.d_head}`)).size;
   check(lines === want, `attention chart has ${lines} lines, expected ${want}`);
+  const memLines = await page.$$eval('#attention-memory-chart path.line', (p) => p.length);
+  check(memLines === want, `attention memory chart has ${memLines} lines, expected ${want}`);
   await shot('job-attention-gpu.png');
+  await page.emulateMedia({colorScheme: 'dark'});
+  await shot('job-attention-gpu-dark.png');
+  await page.emulateMedia({colorScheme: 'light'});
   log(`attention job ${att.id} (H200 fixture): ${ooms.length} OOM rows and marks, ${lines} lines`);
 }
 

@@ -10,17 +10,22 @@
  * kernel (one block per 64 queries, looping over key tiles: dQ += s·dS·K).
  * Deterministic: no atomics, every output element has one writer.
  *
- * The fp16/bf16 forward runs on tensor cores (flash_fwd_tc_kernel, WMMA with
- * fp32 accumulate); the fp32 forward and every backward run in float32 on
- * CUDA cores (fp16/bf16 converted on load, rounded on store). 256 threads; thread t owns rows 4·(t/16)…+3 of
- * a 64-row tile and columns t%16 + 16·j, so row reductions are shuffles over
- * 16 lanes. Shared tiles are (64, d+1) floats (odd stride: no bank conflicts
- * in either access pattern). Tail tiles are zero-filled and masked. */
+ * fp16/bf16 (16-byte aligned tensors): forward and both backward kernels
+ * run on tensor cores (mma.sync m16n8k16, fp32 accumulate; the section
+ * "tensor-core path" below). fp32, and fp16/bf16 tensors that are not
+ * 16-byte aligned, run the CUDA-core kernels that follow: float32 math
+ * (fp16/bf16 converted on load, rounded on store), 256 threads; thread t
+ * owns rows 4·(t/16)…+3 of a 64-row tile and columns t%16 + 16·j, so row
+ * reductions are shuffles over 16 lanes. Shared tiles are (64, d+1) floats
+ * (odd stride: no bank conflicts in either access pattern). Tail tiles are
+ * zero-filled and masked. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
-#include <mma.h>
+#include <stdint.h>
+
+#include <initializer_list>
 
 #include "../attention.h"
 extern "C" {
@@ -328,129 +333,533 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
 }
 
 
-/* --- tensor-core forward (fp16 / bf16): WMMA 16×16×16, fp32 accumulate ------
- * 4 warps; warp w owns query rows 16w…16w+15 of the 64-row tile. S = Q·Kᵀ
- * and O += P·V on tensor cores; S and O live in shared memory as fp32 so the
- * online-softmax rescale is plain arithmetic; P is rounded to the element
- * type before P·V (as FA2 does). */
-constexpr int TC_NT = 128;
+/* --- tensor-core path (fp16 / bf16): mma.sync m16n8k16, fp32 accumulate ----
+ * Every product runs on tensor cores with operands fetched from shared
+ * memory by ldmatrix (.trans where the stored layout is the transpose of the
+ * operand) and accumulators held in registers in the mma C layout: lane
+ * 4g+t holds rows g and g+8, columns 2t and 2t+1 of each 16×8 block. A C
+ * block pair converts in registers to the A operand of the next product, so
+ * P (forward) and Pᵀ, dSᵀ, dS (backward) never touch shared memory; they are
+ * rounded to the element type first, as FA2 does. Tiles arrive by cp.async
+ * (16 bytes, rows past T zero-filled), double-buffered: the next K/V (or
+ * Q/dO) tile loads while the current one is multiplied. Rows are padded by 8
+ * elements, which makes ldmatrix conflict-free for every supported d.
+ * Each warp owns 16 rows of the block's tile.
+ *   forward: 128 queries / block (8 warps), 64-key tiles; causal blocks stop
+ *     at the diagonal, and a warp skips tiles wholly above its rows.
+ *   dK/dV:   64 keys / block (4 warps), query tiles of 64 (32 for d > 64):
+ *     Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q.
+ *   dQ:      64 queries / block (4 warps), 64-key tiles: dQ += dS·K.
+ * Needs 16-byte aligned tensors (cp.async); otherwise the CUDA-core kernels
+ * above run. */
+constexpr int MW = 32; /* threads per warp */
 
-template <typename T, int D>
-struct tc_layout {
-    static constexpr int LQ = D + 8;  /* T elements; multiple of 8 */
-    static constexpr int LS = BT + 4; /* floats; multiple of 4 */
-    static constexpr int LP = BT + 8;
-    static constexpr int LO = D + 4;
-    static constexpr size_t bytes = sizeof(T) * (3 * BT * LQ + BT * LP) +
-                                    sizeof(float) * (BT * LS + BT * LO);
+template <typename T> struct tc_ops;
+template <> struct tc_ops<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct tc_ops<__half> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
 };
 
-template <typename T, int D>
-__device__ __forceinline__ void tc_load(T *sm, const T *g, int row0, int Tn)
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
-    for (int idx = threadIdx.x; idx < BT * D; idx += TC_NT) {
-        int r = idx / D, c = idx - r * D;
-        int gr = row0 + r;
-        T z;
-        st(&z, 0.f);
-        sm[r * tc_layout<T, D>::LQ + c] = gr < Tn ? g[(size_t)gr * D + c] : z;
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* Four 8×8 b16 matrices; lane l gives the address of row l%8 of matrix l/8. */
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm4_t(uint32_t r[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+/* A operand (16×16 at row r0, col c0 of a row-major tile with stride ld);
+ * also the B operand pair (two 8-column blocks from column c0) of a tile
+ * stored k-major ([k][n]) when loaded with ldsm4_t. */
+template <typename T>
+__device__ __forceinline__ const T *frag_a(const T *s, int ld, int r0, int c0, int lane)
+{
+    return s + (r0 + (lane & 15)) * ld + c0 + ((lane >> 4) << 3);
+}
+/* B operand pair (n blocks n0…n0+7 and n0+8…n0+15, k c0…c0+15) of a tile
+ * stored n-major ([n][k]), for ldsm4: r0, r1 = block n0; r2, r3 = block n0+8. */
+template <typename T>
+__device__ __forceinline__ const T *frag_b(const T *s, int ld, int n0, int c0, int lane)
+{
+    return s + (n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + c0 + (((lane >> 3) & 1) << 3);
+}
+
+__device__ __forceinline__ void cp_async16(void *sm, const void *g, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(sm)), "l"(g),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* sm (ROWS, D + 8) ← rows row0… of g (Tn, D) by cp.async; rows past Tn are zero. */
+template <typename T, int D, int ROWS, int NTH>
+__device__ __forceinline__ void tile_async(T *sm, const T *g, int row0, int Tn)
+{
+    constexpr int CH = D / 8; /* 16-byte chunks per row */
+    for (int idx = threadIdx.x; idx < ROWS * CH; idx += NTH) {
+        const int r = idx / CH, c = (idx - r * CH) * 8, gr = row0 + r;
+        cp_async16(sm + r * (D + 8) + c, g + (size_t)(gr < Tn ? gr : 0) * D + c, gr < Tn);
     }
 }
 
-// o: (B, H, T, D); lse: (B, H, T); q, k, v: (B, H, T, D). grid (ceil(T/64), B·H)
+/* Two floats stored as one pair of T (4 bytes). */
+template <typename T>
+__device__ __forceinline__ void st2(T *p, float a, float b)
+{
+    *reinterpret_cast<uint32_t *>(p) = tc_ops<T>::pack(a, b);
+}
+
+constexpr int FQ = 128, FK = 64, F_NT = 256;     /* forward tile and threads */
+constexpr int BKV = 64, BKV_NT = 128;            /* dK/dV: keys per block, threads */
+constexpr int BQ2 = 64, BK2 = 64, BQ_NT = 128;   /* dQ: queries per block, key tile */
+template <int D> constexpr int bq_kv() { return D <= 64 ? 64 : 32; } /* dK/dV query tile */
+
+template <typename T, int D> constexpr size_t tc_fwd_smem()
+{
+    return sizeof(T) * (D + 8) * (FQ + 4 * FK);
+}
+template <typename T, int D> constexpr size_t tc_dkdv_smem()
+{
+    return sizeof(T) * (D + 8) * (2 * BKV + 4 * bq_kv<D>()) + sizeof(float) * 4 * bq_kv<D>();
+}
+template <typename T, int D> constexpr size_t tc_dq_smem()
+{
+    return sizeof(T) * (D + 8) * (2 * BQ2 + 4 * BK2);
+}
+
+// o: (B, H, T, D); lse: (B, H, T); q, k, v: (B, H, T, D).
+// grid (ceil(T/128), B·H), 256 threads; block x runs query tile gridDim.x−1−x
+// (the longest causal rows start first).
 template <typename T, int D>
-__global__ void __launch_bounds__(TC_NT) flash_fwd_tc_kernel(T *o, float *lse, const T *q,
+__global__ void __launch_bounds__(F_NT) flash_fwd_mma_kernel(T *o, float *lse, const T *q,
                                                               const T *k, const T *v, int Tn,
                                                               int causal, float scale_log2)
 {
-    using namespace nvcuda;
-    using L = tc_layout<T, D>;
+    constexpr int LD = D + 8, NS = FK / 8, NO = D / 8;
     extern __shared__ __align__(128) unsigned char smraw[];
-    T *sQ = (T *)smraw, *sK = sQ + BT * L::LQ, *sV = sK + BT * L::LQ, *sP = sV + BT * L::LQ;
-    float *sS = (float *)(sP + BT * L::LP), *sO = sS + BT * L::LS;
-    const int q0 = blockIdx.x * BT;
+    T *sQ = (T *)smraw, *sK = sQ + FQ * LD, *sV = sK + 2 * FK * LD;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * FQ;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
-    const int w = threadIdx.x / 32, lane = threadIdx.x & 31;
-    const int r = 16 * w + lane / 2, half = lane & 1; /* softmax: row r, columns half·32… */
-    const int qi = q0 + r;
+    const int w = threadIdx.x / MW, lane = threadIdx.x % MW, g = lane >> 2, t = lane & 3;
+    const int row0 = q0 + 16 * w + g; /* this lane's rows: row0, row0 + 8 */
 
-    tc_load<T, D>(sQ, q + base, q0, Tn);
-    for (int idx = threadIdx.x; idx < BT * L::LO; idx += TC_NT)
-        sO[idx] = 0.f;
-    float m = -INFINITY, l = 0.f;
-    const int kend = causal ? min(Tn, q0 + BT) : Tn;
-    for (int k0 = 0; k0 < kend; k0 += BT) {
-        __syncthreads();
-        tc_load<T, D>(sK, k + base, k0, Tn);
-        tc_load<T, D>(sV, v + base, k0, Tn);
-        __syncthreads();
-        /* S (16, 64) of this warp */
+    const int kend = causal ? min(Tn, q0 + FQ) : Tn, nk = (kend + FK - 1) / FK;
+    tile_async<T, D, FQ, F_NT>(sQ, q + base, q0, Tn);
+    cp_commit();
+    tile_async<T, D, FK, F_NT>(sK, k + base, 0, Tn);
+    tile_async<T, D, FK, F_NT>(sV, v + base, 0, Tn);
+    cp_commit();
+    cp_wait<1>(); /* the Q tile */
+    __syncthreads();
+    uint32_t qf[D / 16][4]; /* this warp's 16 query rows as A operands, kept */
 #pragma unroll
-        for (int n = 0; n < BT / 16; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-            wmma::fill_fragment(c, 0.f);
+    for (int kk = 0; kk < D / 16; kk++)
+        ldsm4(qf[kk], frag_a(sQ, LD, 16 * w, 16 * kk, lane));
+
+    float acc[NO][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < NO; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+
+    for (int it = 0; it < nk; it++) {
+        const int k0 = it * FK, buf = it & 1;
+        if (it + 1 < nk) {
+            tile_async<T, D, FK, F_NT>(sK + (buf ^ 1) * FK * LD, k + base, k0 + FK, Tn);
+            tile_async<T, D, FK, F_NT>(sV + (buf ^ 1) * FK * LD, v + base, k0 + FK, Tn);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const T *cK = sK + buf * FK * LD, *cV = sV + buf * FK * LD;
+        if (!causal || k0 <= q0 + 16 * w + 15) { /* warp-uniform */
+            float s[NS][4];
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+                for (int np = 0; np < FK / 16; np++) {
+                    uint32_t b[4];
+                    ldsm4(b, frag_b(cK, LD, 16 * np, 16 * kk, lane));
+                    tc_ops<T>::mma(s[2 * np], qf[kk], b[0], b[1]);
+                    tc_ops<T>::mma(s[2 * np + 1], qf[kk], b[2], b[3]);
+                }
+            const bool mask = k0 + FK > Tn || (causal && k0 + FK - 1 > q0 + 16 * w);
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+                    float x = s[j][e] * scale_log2;
+                    if (mask && (col >= Tn || (causal && col > row)))
+                        x = -INFINITY;
+                    s[j][e] = x;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                }
+            float alpha[2], msub[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+                const float mnew = fmaxf(m[h], mx[h]);
+                msub[h] = mnew == -INFINITY ? 0.f : mnew;
+                alpha[h] = exp2f(m[h] - msub[h]);
+                m[h] = mnew;
+                l[h] *= alpha[h];
+            }
+#pragma unroll
+            for (int j = 0; j < NO; j++) {
+                acc[j][0] *= alpha[0];
+                acc[j][1] *= alpha[0];
+                acc[j][2] *= alpha[1];
+                acc[j][3] *= alpha[1];
+            }
+            /* P (16, 64) as A operands, O += P·V */
+#pragma unroll
+            for (int kp = 0; kp < FK / 16; kp++) {
+                uint32_t a[4];
+#pragma unroll
+                for (int hb = 0; hb < 2; hb++) {
+                    const float *c = s[2 * kp + hb];
+                    const float p0 = exp2f(c[0] - msub[0]), p1 = exp2f(c[1] - msub[0]);
+                    const float p2 = exp2f(c[2] - msub[1]), p3 = exp2f(c[3] - msub[1]);
+                    a[2 * hb] = tc_ops<T>::pack(p0, p1);
+                    a[2 * hb + 1] = tc_ops<T>::pack(p2, p3);
+                    /* the row sums add what P·V multiplies: the rounded values */
+                    const T *r01 = reinterpret_cast<const T *>(&a[2 * hb]);
+                    const T *r23 = reinterpret_cast<const T *>(&a[2 * hb + 1]);
+                    l[0] += ld(r01) + ld(r01 + 1);
+                    l[1] += ld(r23) + ld(r23 + 1);
+                }
+#pragma unroll
+                for (int dp = 0; dp < D / 16; dp++) {
+                    uint32_t b[4];
+                    ldsm4_t(b, frag_a(cV, LD, 16 * kp, 16 * dp, lane));
+                    tc_ops<T>::mma(acc[2 * dp], a, b[0], b[1]);
+                    tc_ops<T>::mma(acc[2 * dp + 1], a, b[2], b[3]);
+                }
+            }
+        }
+        __syncthreads(); /* buffer buf is refilled by the next iteration's prefetch */
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+        const int row = row0 + 8 * h;
+        if (row >= Tn)
+            continue;
+        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+            st2(o + base + (size_t)row * D + 8 * j + 2 * t, acc[j][2 * h] * inv,
+                acc[j][2 * h + 1] * inv);
+        if (t == 0)
+            lse[bh * Tn + row] = (m[h] + log2f(l[h])) * LN2;
+    }
+}
+
+// dk, dv: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
+// grid (ceil(T/64), B·H), 128 threads: block = 64 keys, warp w = keys 16w…
+template <typename T, int D>
+__global__ void __launch_bounds__(BKV_NT) flash_bwd_dkdv_mma_kernel(
+    T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse,
+    const float *dsum, int Tn, int causal, float scale_log2, float scale)
+{
+    constexpr int LD = D + 8, BQ = bq_kv<D>(), NS = BQ / 8, NO = D / 8;
+    extern __shared__ __align__(128) unsigned char smraw[];
+    T *sK = (T *)smraw, *sV = sK + BKV * LD, *sQ = sV + BKV * LD, *sdO = sQ + 2 * BQ * LD;
+    float *sL = (float *)(sdO + 2 * BQ * LD), *sD = sL + 2 * BQ;
+    const int k0 = blockIdx.x * BKV;
+    const size_t bh = blockIdx.y, base = bh * Tn * D;
+    const int w = threadIdx.x / MW, lane = threadIdx.x % MW, g = lane >> 2, t = lane & 3;
+    const int key0 = k0 + 16 * w + g; /* this lane's keys: key0, key0 + 8 */
+    const int qstart = causal ? k0 : 0; /* k0 is a multiple of BQ */
+
+    tile_async<T, D, BKV, BKV_NT>(sK, k + base, k0, Tn);
+    tile_async<T, D, BKV, BKV_NT>(sV, v + base, k0, Tn);
+    tile_async<T, D, BQ, BKV_NT>(sQ, q + base, qstart, Tn);
+    tile_async<T, D, BQ, BKV_NT>(sdO, dout + base, qstart, Tn);
+    cp_commit();
+    for (int i = threadIdx.x; i < BQ; i += BKV_NT) {
+        const int qi = qstart + i;
+        sL[i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
+        sD[i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
+    }
+
+    float adk[NO][4], adv[NO][4];
+#pragma unroll
+    for (int j = 0; j < NO; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            adk[j][e] = adv[j][e] = 0.f;
+
+    for (int q0 = qstart, it = 0; q0 < Tn; q0 += BQ, it++) {
+        const int buf = it & 1;
+        if (q0 + BQ < Tn) {
+            const int nb = buf ^ 1;
+            tile_async<T, D, BQ, BKV_NT>(sQ + nb * BQ * LD, q + base, q0 + BQ, Tn);
+            tile_async<T, D, BQ, BKV_NT>(sdO + nb * BQ * LD, dout + base, q0 + BQ, Tn);
+            cp_commit();
+            for (int i = threadIdx.x; i < BQ; i += BKV_NT) {
+                const int qi = q0 + BQ + i;
+                sL[nb * BQ + i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
+                sD[nb * BQ + i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
+            }
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const T *cQ = sQ + buf * BQ * LD, *cdO = sdO + buf * BQ * LD;
+        const float *cL = sL + buf * BQ, *cD = sD + buf * BQ;
+        /* Sᵀ (16 keys, BQ queries) = K·Qᵀ; dPᵀ = V·dOᵀ */
+        float s[NS][4], dp[NS][4];
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[j][e] = dp[j][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            uint32_t ak[4], av[4];
+            ldsm4(ak, frag_a(sK, LD, 16 * w, 16 * kk, lane));
+            ldsm4(av, frag_a(sV, LD, 16 * w, 16 * kk, lane));
+#pragma unroll
+            for (int np = 0; np < BQ / 16; np++) {
+                uint32_t b[4];
+                ldsm4(b, frag_b(cQ, LD, 16 * np, 16 * kk, lane));
+                tc_ops<T>::mma(s[2 * np], ak, b[0], b[1]);
+                tc_ops<T>::mma(s[2 * np + 1], ak, b[2], b[3]);
+                ldsm4(b, frag_b(cdO, LD, 16 * np, 16 * kk, lane));
+                tc_ops<T>::mma(dp[2 * np], av, b[0], b[1]);
+                tc_ops<T>::mma(dp[2 * np + 1], av, b[2], b[3]);
+            }
+        }
+        /* Pᵀ into s, dSᵀ into dp */
+        const bool mask = q0 + BQ > Tn || k0 + BKV > Tn || (causal && q0 < k0 + BKV - 1);
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int qc = 8 * j + 2 * t + (e & 1), key = key0 + (e >> 1) * 8;
+                float p = exp2f(s[j][e] * scale_log2 - cL[qc]);
+                if (mask && (q0 + qc >= Tn || key >= Tn || (causal && key > q0 + qc)))
+                    p = 0.f;
+                s[j][e] = p;
+                dp[j][e] = p * (dp[j][e] - cD[qc]);
+            }
+        /* dV += Pᵀ·dO, dK += dSᵀ·Q */
+#pragma unroll
+        for (int kq = 0; kq < BQ / 16; kq++) {
+            uint32_t ap[4], ads[4];
+#pragma unroll
+            for (int hb = 0; hb < 2; hb++) {
+                ap[2 * hb] = tc_ops<T>::pack(s[2 * kq + hb][0], s[2 * kq + hb][1]);
+                ap[2 * hb + 1] = tc_ops<T>::pack(s[2 * kq + hb][2], s[2 * kq + hb][3]);
+                ads[2 * hb] = tc_ops<T>::pack(dp[2 * kq + hb][0], dp[2 * kq + hb][1]);
+                ads[2 * hb + 1] = tc_ops<T>::pack(dp[2 * kq + hb][2], dp[2 * kq + hb][3]);
+            }
+#pragma unroll
+            for (int dn = 0; dn < D / 16; dn++) {
+                uint32_t b[4];
+                ldsm4_t(b, frag_a(cdO, LD, 16 * kq, 16 * dn, lane));
+                tc_ops<T>::mma(adv[2 * dn], ap, b[0], b[1]);
+                tc_ops<T>::mma(adv[2 * dn + 1], ap, b[2], b[3]);
+                ldsm4_t(b, frag_a(cQ, LD, 16 * kq, 16 * dn, lane));
+                tc_ops<T>::mma(adk[2 * dn], ads, b[0], b[1]);
+                tc_ops<T>::mma(adk[2 * dn + 1], ads, b[2], b[3]);
+            }
+        }
+        __syncthreads(); /* buffer buf is refilled by the next iteration's prefetch */
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int key = key0 + 8 * h;
+        if (key >= Tn)
+            continue;
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+            st2(dk + base + (size_t)key * D + 8 * j + 2 * t, adk[j][2 * h] * scale,
+                adk[j][2 * h + 1] * scale);
+            st2(dv + base + (size_t)key * D + 8 * j + 2 * t, adv[j][2 * h], adv[j][2 * h + 1]);
+        }
+    }
+}
+
+// dq: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
+// grid (ceil(T/64), B·H), 128 threads: block = 64 queries (reversed, as the
+// forward), warp w = queries 16w…
+template <typename T, int D>
+__global__ void __launch_bounds__(BQ_NT) flash_bwd_dq_mma_kernel(
+    T *dq, const T *dout, const T *q, const T *k, const T *v, const float *lse,
+    const float *dsum, int Tn, int causal, float scale_log2, float scale)
+{
+    constexpr int LD = D + 8, NS = BK2 / 8, NO = D / 8;
+    extern __shared__ __align__(128) unsigned char smraw[];
+    T *sQ = (T *)smraw, *sdO = sQ + BQ2 * LD, *sK = sdO + BQ2 * LD, *sV = sK + 2 * BK2 * LD;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BQ2;
+    const size_t bh = blockIdx.y, base = bh * Tn * D;
+    const int w = threadIdx.x / MW, lane = threadIdx.x % MW, g = lane >> 2, t = lane & 3;
+    const int row0 = q0 + 16 * w + g;
+    float L[2], Dq[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = row0 + 8 * h;
+        L[h] = row < Tn ? lse[bh * Tn + row] * LOG2E : 0.f;
+        Dq[h] = row < Tn ? dsum[bh * Tn + row] : 0.f;
+    }
+    const int kend = causal ? min(Tn, q0 + BQ2) : Tn, nk = (kend + BK2 - 1) / BK2;
+    tile_async<T, D, BQ2, BQ_NT>(sQ, q + base, q0, Tn);
+    tile_async<T, D, BQ2, BQ_NT>(sdO, dout + base, q0, Tn);
+    tile_async<T, D, BK2, BQ_NT>(sK, k + base, 0, Tn);
+    tile_async<T, D, BK2, BQ_NT>(sV, v + base, 0, Tn);
+    cp_commit();
+
+    float adq[NO][4];
+#pragma unroll
+    for (int j = 0; j < NO; j++)
+        adq[j][0] = adq[j][1] = adq[j][2] = adq[j][3] = 0.f;
+
+    for (int it = 0; it < nk; it++) {
+        const int k0 = it * BK2, buf = it & 1;
+        if (it + 1 < nk) {
+            tile_async<T, D, BK2, BQ_NT>(sK + (buf ^ 1) * BK2 * LD, k + base, k0 + BK2, Tn);
+            tile_async<T, D, BK2, BQ_NT>(sV + (buf ^ 1) * BK2 * LD, v + base, k0 + BK2, Tn);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const T *cK = sK + buf * BK2 * LD, *cV = sV + buf * BK2 * LD;
+        if (!causal || k0 <= q0 + 16 * w + 15) { /* warp-uniform */
+            float s[NS][4], dp[NS][4];
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    s[j][e] = dp[j][e] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-                wmma::load_matrix_sync(a, sQ + 16 * w * L::LQ + 16 * kk, L::LQ);
-                wmma::load_matrix_sync(b, sK + 16 * n * L::LQ + 16 * kk, L::LQ);
-                wmma::mma_sync(c, a, b, c);
+                uint32_t aq[4], ao[4];
+                ldsm4(aq, frag_a(sQ, LD, 16 * w, 16 * kk, lane));
+                ldsm4(ao, frag_a(sdO, LD, 16 * w, 16 * kk, lane));
+#pragma unroll
+                for (int np = 0; np < BK2 / 16; np++) {
+                    uint32_t b[4];
+                    ldsm4(b, frag_b(cK, LD, 16 * np, 16 * kk, lane));
+                    tc_ops<T>::mma(s[2 * np], aq, b[0], b[1]);
+                    tc_ops<T>::mma(s[2 * np + 1], aq, b[2], b[3]);
+                    ldsm4(b, frag_b(cV, LD, 16 * np, 16 * kk, lane));
+                    tc_ops<T>::mma(dp[2 * np], ao, b[0], b[1]);
+                    tc_ops<T>::mma(dp[2 * np + 1], ao, b[2], b[3]);
+                }
             }
-            wmma::store_matrix_sync(sS + 16 * w * L::LS + 16 * n, c, L::LS, wmma::mem_row_major);
-        }
-        __syncwarp();
-        /* online softmax of row r over columns half·32 … +31 */
-        float x[32], rmax = -INFINITY;
+            const bool mask = k0 + BK2 > Tn || q0 + BQ2 > Tn || (causal && k0 + BK2 - 1 > q0 + 16 * w);
 #pragma unroll
-        for (int j = 0; j < 32; j++) {
-            const int kj = k0 + half * 32 + j;
-            const bool ok = kj < Tn && (!causal || kj <= qi);
-            x[j] = ok ? sS[r * L::LS + half * 32 + j] * scale_log2 : -INFINITY;
-            rmax = fmaxf(rmax, x[j]);
-        }
-        rmax = fmaxf(rmax, __shfl_xor_sync(0xffffffffu, rmax, 1));
-        const float mnew = fmaxf(m, rmax);
-        const float msub = mnew == -INFINITY ? 0.f : mnew;
-        const float alpha = exp2f(m - msub);
-        float rs = 0.f;
+            for (int j = 0; j < NS; j++)
 #pragma unroll
-        for (int j = 0; j < 32; j++) {
-            T pv;
-            st(&pv, exp2f(x[j] - msub));
-            sP[r * L::LP + half * 32 + j] = pv;
-            rs += ld(&pv); /* the sum of what P·V multiplies */
-        }
-        rs += __shfl_xor_sync(0xffffffffu, rs, 1);
-        l = l * alpha + rs;
-        m = mnew;
-        for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++)
-            sO[r * L::LO + c] *= alpha;
-        __syncwarp();
-        /* O (16, D) += P (16, 64) · V (64, D) */
+                for (int e = 0; e < 4; e++) {
+                    const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+                    float p = exp2f(s[j][e] * scale_log2 - L[e >> 1]);
+                    if (mask && (col >= Tn || row >= Tn || (causal && col > row)))
+                        p = 0.f;
+                    dp[j][e] = p * (dp[j][e] - Dq[e >> 1]);
+                }
+            /* dQ += dS·K */
 #pragma unroll
-        for (int n = 0; n < D / 16; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-            wmma::load_matrix_sync(c, sO + 16 * w * L::LO + 16 * n, L::LO, wmma::mem_row_major);
+            for (int kp = 0; kp < BK2 / 16; kp++) {
+                uint32_t a[4];
 #pragma unroll
-            for (int kk = 0; kk < BT / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
-                wmma::load_matrix_sync(a, sP + 16 * w * L::LP + 16 * kk, L::LP);
-                wmma::load_matrix_sync(b, sV + 16 * kk * L::LQ + 16 * n, L::LQ);
-                wmma::mma_sync(c, a, b, c);
+                for (int hb = 0; hb < 2; hb++) {
+                    a[2 * hb] = tc_ops<T>::pack(dp[2 * kp + hb][0], dp[2 * kp + hb][1]);
+                    a[2 * hb + 1] = tc_ops<T>::pack(dp[2 * kp + hb][2], dp[2 * kp + hb][3]);
+                }
+#pragma unroll
+                for (int dn = 0; dn < D / 16; dn++) {
+                    uint32_t b[4];
+                    ldsm4_t(b, frag_a(cK, LD, 16 * kp, 16 * dn, lane));
+                    tc_ops<T>::mma(adq[2 * dn], a, b[0], b[1]);
+                    tc_ops<T>::mma(adq[2 * dn + 1], a, b[2], b[3]);
+                }
             }
-            wmma::store_matrix_sync(sO + 16 * w * L::LO + 16 * n, c, L::LO, wmma::mem_row_major);
         }
-        __syncwarp();
+        __syncthreads(); /* buffer buf is refilled by the next iteration's prefetch */
     }
-    if (qi < Tn) {
-        const float inv = l > 0.f ? 1.f / l : 0.f;
-        for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++)
-            st(o + base + (size_t)qi * D + c, sO[r * L::LO + c] * inv);
-        if (half == 0)
-            lse[bh * Tn + qi] = (m + log2f(l)) * LN2;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = row0 + 8 * h;
+        if (row >= Tn)
+            continue;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+            st2(dq + base + (size_t)row * D + 8 * j + 2 * t, adq[j][2 * h] * scale,
+                adq[j][2 * h + 1] * scale);
     }
+}
+
+/* Non-zero when every pointer is 16-byte aligned (cp.async needs it). */
+bool aligned16(std::initializer_list<const void *> ps)
+{
+    for (const void *p : ps)
+        if ((uintptr_t)p & 15)
+            return false;
+    return true;
+}
+
+template <typename K>
+int set_smem(K kern, size_t bytes)
+{
+    return cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) ==
+                   cudaSuccess
+               ? LMK_OK
+               : LMK_DEVICE;
 }
 
 int check_shape(const lmk_attn_shape *s)
@@ -469,21 +878,22 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                const lmk_attn_shape *s, cudaStream_t st)
 {
     const float scale = 1.f / sqrtf((float)D);
-    dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
     if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores */
-        auto tk = flash_fwd_tc_kernel<T, D>;
-        const size_t tsm = tc_layout<T, D>::bytes;
-        if (cudaFuncSetAttribute(tk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tsm) !=
-            cudaSuccess)
-            return LMK_DEVICE;
-        tk<<<grid, TC_NT, tsm, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
-                                     s->causal, scale * LOG2E);
-        return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+        if (aligned16({o, q, k, v})) {
+            auto tk = flash_fwd_mma_kernel<T, D>;
+            const size_t tsm = tc_fwd_smem<T, D>();
+            if (set_smem(tk, tsm) != LMK_OK)
+                return LMK_DEVICE;
+            dim3 tgrid((s->T + FQ - 1) / FQ, s->B * s->H);
+            tk<<<tgrid, F_NT, tsm, st>>>((T *)o, lse, (const T *)q, (const T *)k,
+                                         (const T *)v, s->T, s->causal, scale * LOG2E);
+            return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+        }
     }
+    dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
     const size_t smem = smem_bytes<D>(3, 1);
     auto kern = flash_fwd_kernel<T, D>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-        cudaSuccess)
+    if (set_smem(kern, smem) != LMK_OK)
         return LMK_DEVICE;
     kern<<<grid, NT, smem, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
                                  s->causal, scale * LOG2E);
@@ -501,23 +911,42 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
     if (cudaGetLastError() != cudaSuccess)
         return LMK_DEVICE;
     const float scale = 1.f / sqrtf((float)D);
+    if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores */
+        if (aligned16({dq, dk, dv, dout, q, k, v})) {
+            auto kkv = flash_bwd_dkdv_mma_kernel<T, D>;
+            const size_t smkv = tc_dkdv_smem<T, D>();
+            if (set_smem(kkv, smkv) != LMK_OK)
+                return LMK_DEVICE;
+            dim3 gkv((s->T + BKV - 1) / BKV, s->B * s->H);
+            kkv<<<gkv, BKV_NT, smkv, st>>>((T *)dk, (T *)dv, (const T *)dout, (const T *)q,
+                                          (const T *)k, (const T *)v, lse, work, s->T,
+                                          s->causal, scale * LOG2E, scale);
+            if (cudaGetLastError() != cudaSuccess)
+                return LMK_DEVICE;
+            auto kq = flash_bwd_dq_mma_kernel<T, D>;
+            const size_t smq = tc_dq_smem<T, D>();
+            if (set_smem(kq, smq) != LMK_OK)
+                return LMK_DEVICE;
+            dim3 gq((s->T + BQ2 - 1) / BQ2, s->B * s->H);
+            kq<<<gq, BQ_NT, smq, st>>>((T *)dq, (const T *)dout, (const T *)q, (const T *)k,
+                                       (const T *)v, lse, work, s->T, s->causal,
+                                       scale * LOG2E, scale);
+            return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+        }
+    }
     dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
-
     const size_t smem_kv = smem_bytes<D>(4, 2);
     auto kkv = flash_bwd_dkdv_kernel<T, D>;
-    if (cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv) !=
-        cudaSuccess)
+    if (set_smem(kkv, smem_kv) != LMK_OK)
         return LMK_DEVICE;
     kkv<<<grid, NT, smem_kv, st>>>((T *)dk, (T *)dv, (const T *)dout, (const T *)q,
                                    (const T *)k, (const T *)v, lse, work, s->T, s->causal,
                                    scale * LOG2E, scale);
     if (cudaGetLastError() != cudaSuccess)
         return LMK_DEVICE;
-
     const size_t smem_q = smem_bytes<D>(4, 1);
     auto kq = flash_bwd_dq_kernel<T, D>;
-    if (cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q) !=
-        cudaSuccess)
+    if (set_smem(kq, smem_q) != LMK_OK)
         return LMK_DEVICE;
     kq<<<grid, NT, smem_q, st>>>((T *)dq, (const T *)dout, (const T *)q, (const T *)k,
                                  (const T *)v, lse, work, s->T, s->causal, scale * LOG2E, scale);

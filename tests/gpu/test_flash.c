@@ -1,7 +1,8 @@
 /* GPU test: flash attention (and the naive cuBLAS path) against the CPU
  * reference on fresh random inputs, for every dtype, supported head dim,
  * causal flag and odd sequence lengths: O, logsumexp, dQ, dK, dV within
- * |gpu − ref| ≤ atol + rtol·|ref| (tolerance by dtype). Exit 77 without a GPU.
+ * |gpu − ref| ≤ atol + rtol·|ref| (tolerance by dtype); flash run twice must
+ * give the same bits (deterministic backward). Exit 77 without a GPU.
  * `test_flash bench [impl dtype B H T d causal]...` prints timing points
  * (JSON lines) instead; with no points, a small default set. */
 #include <cublas_v2.h>
@@ -156,6 +157,24 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
     CK(cudaMemcpy(lse_got, dlse, rows * 4, cudaMemcpyDeviceToHost));
     const char *names[5] = {"O", "dQ", "dK", "dV", "lse"};
     int fails = 0;
+    /* flash is deterministic: a second run gives the same bits */
+    int nondet = 0;
+    if (impl == LMK_ATTN_FLASH) {
+        float *again = malloc(n * 4);
+        rc = lmk_flash_attn_fwd(dev[3], dlse, dev[0], dev[1], dev[2], &s, NULL);
+        if (!rc)
+            rc = lmk_flash_attn_bwd(dev[5], dev[6], dev[7], dwork, dev[4], dev[0], dev[1], dev[2],
+                                    dev[3], dlse, &s, NULL);
+        CK(cudaDeviceSynchronize());
+        for (int t = 0; t < 4 && !rc; t++) {
+            CK(cudaMemcpy(hx, dev[out_idx[t]], n * es, cudaMemcpyDeviceToHost));
+            from_dtype(again, hx, n, dt);
+            nondet += memcmp(again, got[t], n * 4) != 0;
+        }
+        free(again);
+        if (rc || nondet)
+            fails++;
+    }
     char line[512];
     int len = snprintf(line, sizeof line, "%-5s %-8s d=%3d T=%4d causal=%d", impl ? "flash" : "naive",
                        lmk_dtype_name(dt), d, T, causal);
@@ -171,7 +190,7 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
             fails++;
         }
     }
-    printf("%s%s\n", line, fails ? "  FAIL" : "");
+    printf("%s%s%s\n", line, nondet ? " nondeterministic!" : "", fails ? "  FAIL" : "");
     for (int i = 0; i < 9; i++)
         cudaFree(dev[i]);
     cudaFree(dlse);

@@ -740,15 +740,15 @@ static int linear_bwd(lmk_model *m, const char *op, float *dx, int accumulate_dx
 }
 
 /* Per (batch, head) GEMM over (B·H) matrices. */
-static int heads_gemm(lmk_model *m, const char *op, float *c, const float *a, const float *bm,
-                      int ta, int tb, int M, int Nn, int K, float alpha)
+static int heads_gemm(lmk_model *m, const char *op, float *c, operand a, operand bm, int ta, int tb,
+                      int M, int Nn, int K, float alpha)
 {
     lmk_gemm g = {.trans_a = ta, .trans_b = tb, .m = M, .n = Nn, .k = K,
                   .batch = m->B * m->H, .alpha = alpha,
                   .stride_a = (int64_t)(ta ? K : M) * (ta ? M : K),
                   .stride_b = (int64_t)K * Nn, .stride_c = (int64_t)M * Nn,
                   .in_round = m->in_round, .out_round = m->out_round};
-    return gemm2(m, op, &g, c, op_f(a), op_f(bm));
+    return gemm2(m, op, &g, c, a, bm);
 }
 
 #define ACT(t, n, fmt, ...) \
@@ -792,7 +792,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
     /* scores = q kᵀ / sqrt(dh), causal softmax in place */
     ACT(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
     RANGE_PUSH("attention scores");
-    rc = heads_gemm(m, "attn.scores = q k^T", LMK_F(la->probs), LMK_F(la->qh), LMK_F(la->kh), 0, 1, T, T, m->dh, scale);
+    rc = heads_gemm(m, "attn.scores = q k^T", LMK_F(la->probs), op_f(LMK_F(la->qh)), op_f(LMK_F(la->kh)), 0, 1, T, T, m->dh, scale);
     RANGE_POP();
     TRY(rc);
     RANGE_PUSH("attention softmax");
@@ -802,7 +802,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
     TRY(rc);
     TMP(tmp, (size_t)N * d, "layers.%d.attn.values", l);
     RANGE_PUSH("attention values");
-    rc = heads_gemm(m, "attn.values = p v", LMK_F(tmp), LMK_F(la->probs), LMK_F(la->vh), 0, 0, T, m->dh, T, 1.0f);
+    rc = heads_gemm(m, "attn.values = p v", LMK_F(tmp), op_f(LMK_F(la->probs)), op_f(LMK_F(la->vh)), 0, 0, T, m->dh, T, 1.0f);
     RANGE_POP();
     TRY(rc);
     ACT(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
@@ -942,11 +942,17 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     TMP(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
     TMP(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
     RANGE_PUSH("attention values backward");
-    rc = heads_gemm(m, "attn dp = dout v^T", LMK_F(t3), LMK_F(t2), LMK_F(la->vh), 0, 1, T, T, dh, 1.0f);
+    /* dout read by both GEMMs: one 16-bit cast */
+    rc = half_copy(m, &x16, LMK_F(t2), (size_t)N * d, "attn.values.grad16", l);
     if (rc == LMK_OK)
-        rc = heads_gemm(m, "attn dv = p^T dout", LMK_F(t4), LMK_F(la->probs), LMK_F(t2), 1, 0, T, dh, T, 1.0f);
+        rc = heads_gemm(m, "attn dp = dout v^T", LMK_F(t3), op_t(LMK_F(t2), &x16), op_f(LMK_F(la->vh)), 0, 1, T,
+                        T, dh, 1.0f);
+    if (rc == LMK_OK)
+        rc = heads_gemm(m, "attn dv = p^T dout", LMK_F(t4), op_f(LMK_F(la->probs)), op_t(LMK_F(t2), &x16), 1, 0,
+                        T, dh, T, 1.0f);
     RANGE_POP();
     TRY(rc);
+    lmk_tensor_release(m->a, &x16);
     lmk_tensor_release(m->a, &t2);
     lmk_tensor_release(m->a, &la->vh);
     RANGE_PUSH("attention softmax backward");
@@ -958,11 +964,19 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     TMP(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
     TMP(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
     RANGE_PUSH("attention scores backward");
-    rc = heads_gemm(m, "attn dq = ds k", LMK_F(t1), LMK_F(t3), LMK_F(la->kh), 0, 0, T, dh, T, scale);
+    /* ds (B, H, T, T) read by both GEMMs: one 16-bit cast instead of two */
+    rc = half_copy(m, &x16, LMK_F(t3), (size_t)B * H * T * T, "attn.scores.grad16", l);
+    if (rc == LMK_OK && x16.data)
+        lmk_tensor_release(m->a, &t3); /* only its 16-bit copy is read now */
     if (rc == LMK_OK)
-        rc = heads_gemm(m, "attn dk = ds^T q", LMK_F(t2), LMK_F(t3), LMK_F(la->qh), 1, 0, T, dh, T, scale);
+        rc = heads_gemm(m, "attn dq = ds k", LMK_F(t1), op_t(LMK_F(t3), &x16), op_f(LMK_F(la->kh)), 0, 0, T, dh,
+                        T, scale);
+    if (rc == LMK_OK)
+        rc = heads_gemm(m, "attn dk = ds^T q", LMK_F(t2), op_t(LMK_F(t3), &x16), op_f(LMK_F(la->qh)), 1, 0, T,
+                        dh, T, scale);
     RANGE_POP();
     TRY(rc);
+    lmk_tensor_release(m->a, &x16);
     lmk_tensor_release(m->a, &t3);
     lmk_tensor_release(m->a, &la->qh);
     lmk_tensor_release(m->a, &la->kh);

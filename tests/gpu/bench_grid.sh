@@ -13,7 +13,7 @@
 set -u
 CARRY=$1
 OUT=$2
-GRID=${GRID:-"small,medium:128,256,512,1024 large:128,1024 xl:128 2.7B:128"}
+GRID=${GRID:-"small,medium:128,256,512,1024 large:128,512,1024 xl:128,512 2.7B:128,512"}
 PRECS=${PRECS:-fp32,tf32}
 WARMUP=${WARMUP:-2}
 STEPS=${STEPS:-5}

@@ -347,7 +347,8 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
  * Each warp owns 16 rows of the block's tile.
  *   forward: 128 queries / block (8 warps), 64-key tiles; causal blocks stop
  *     at the diagonal, and a warp skips tiles wholly above its rows.
- *   dK/dV:   64 keys / block (4 warps), query tiles of 64 (32 for d > 64):
+ *   dK/dV:   128 keys / block (8 warps), query tiles of 64 (32 for d > 64);
+ *     a warp skips tiles wholly below its keys (causal):
  *     Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q.
  *   dQ:      64 queries / block (4 warps), 64-key tiles: dQ += dS·K.
  * Needs 16-byte aligned tensors (cp.async); otherwise the CUDA-core kernels
@@ -385,6 +386,14 @@ template <> struct tc_ops<__half> {
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
 };
+
+/* 2^x by the special-function unit (flush-to-zero; 2^-inf = 0). */
+__device__ __forceinline__ float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
@@ -451,7 +460,7 @@ __device__ __forceinline__ void st2(T *p, float a, float b)
 }
 
 constexpr int FQ = 128, FK = 64, F_NT = 256;     /* forward tile and threads */
-constexpr int BKV = 64, BKV_NT = 128;            /* dK/dV: keys per block, threads */
+constexpr int BKV = 128, BKV_NT = 256;           /* dK/dV: keys per block, threads */
 constexpr int BQ2 = 64, BK2 = 64, BQ_NT = 128;   /* dQ: queries per block, key tile */
 template <int D> constexpr int bq_kv() { return D <= 64 ? 64 : 32; } /* dK/dV query tile */
 
@@ -548,7 +557,7 @@ __global__ void __launch_bounds__(F_NT) flash_fwd_mma_kernel(T *o, float *lse, c
                 mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
                 const float mnew = fmaxf(m[h], mx[h]);
                 msub[h] = mnew == -INFINITY ? 0.f : mnew;
-                alpha[h] = exp2f(m[h] - msub[h]);
+                alpha[h] = fast_exp2(m[h] - msub[h]);
                 m[h] = mnew;
                 l[h] *= alpha[h];
             }
@@ -566,15 +575,12 @@ __global__ void __launch_bounds__(F_NT) flash_fwd_mma_kernel(T *o, float *lse, c
 #pragma unroll
                 for (int hb = 0; hb < 2; hb++) {
                     const float *c = s[2 * kp + hb];
-                    const float p0 = exp2f(c[0] - msub[0]), p1 = exp2f(c[1] - msub[0]);
-                    const float p2 = exp2f(c[2] - msub[1]), p3 = exp2f(c[3] - msub[1]);
+                    const float p0 = fast_exp2(c[0] - msub[0]), p1 = fast_exp2(c[1] - msub[0]);
+                    const float p2 = fast_exp2(c[2] - msub[1]), p3 = fast_exp2(c[3] - msub[1]);
                     a[2 * hb] = tc_ops<T>::pack(p0, p1);
                     a[2 * hb + 1] = tc_ops<T>::pack(p2, p3);
-                    /* the row sums add what P·V multiplies: the rounded values */
-                    const T *r01 = reinterpret_cast<const T *>(&a[2 * hb]);
-                    const T *r23 = reinterpret_cast<const T *>(&a[2 * hb + 1]);
-                    l[0] += ld(r01) + ld(r01 + 1);
-                    l[1] += ld(r23) + ld(r23 + 1);
+                    l[0] += p0 + p1; /* unrounded, as FA2 */
+                    l[1] += p2 + p3;
                 }
 #pragma unroll
                 for (int dp = 0; dp < D / 16; dp++) {
@@ -605,7 +611,7 @@ __global__ void __launch_bounds__(F_NT) flash_fwd_mma_kernel(T *o, float *lse, c
 }
 
 // dk, dv: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
-// grid (ceil(T/64), B·H), 128 threads: block = 64 keys, warp w = keys 16w…
+// grid (ceil(T/128), B·H), 256 threads: block = 128 keys, warp w = keys 16w…
 template <typename T, int D>
 __global__ void __launch_bounds__(BKV_NT) flash_bwd_dkdv_mma_kernel(
     T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse,
@@ -658,62 +664,64 @@ __global__ void __launch_bounds__(BKV_NT) flash_bwd_dkdv_mma_kernel(
         __syncthreads();
         const T *cQ = sQ + buf * BQ * LD, *cdO = sdO + buf * BQ * LD;
         const float *cL = sL + buf * BQ, *cD = sD + buf * BQ;
-        /* Sᵀ (16 keys, BQ queries) = K·Qᵀ; dPᵀ = V·dOᵀ */
-        float s[NS][4], dp[NS][4];
+        if (!causal || k0 + 16 * w <= q0 + BQ - 1) { /* warp-uniform */
+            /* Sᵀ (16 keys, BQ queries) = K·Qᵀ; dPᵀ = V·dOᵀ */
+            float s[NS][4], dp[NS][4];
 #pragma unroll
-        for (int j = 0; j < NS; j++)
+            for (int j = 0; j < NS; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                s[j][e] = dp[j][e] = 0.f;
+                for (int e = 0; e < 4; e++)
+                    s[j][e] = dp[j][e] = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t ak[4], av[4];
-            ldsm4(ak, frag_a(sK, LD, 16 * w, 16 * kk, lane));
-            ldsm4(av, frag_a(sV, LD, 16 * w, 16 * kk, lane));
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint32_t ak[4], av[4];
+                ldsm4(ak, frag_a(sK, LD, 16 * w, 16 * kk, lane));
+                ldsm4(av, frag_a(sV, LD, 16 * w, 16 * kk, lane));
 #pragma unroll
-            for (int np = 0; np < BQ / 16; np++) {
-                uint32_t b[4];
-                ldsm4(b, frag_b(cQ, LD, 16 * np, 16 * kk, lane));
-                tc_ops<T>::mma(s[2 * np], ak, b[0], b[1]);
-                tc_ops<T>::mma(s[2 * np + 1], ak, b[2], b[3]);
-                ldsm4(b, frag_b(cdO, LD, 16 * np, 16 * kk, lane));
-                tc_ops<T>::mma(dp[2 * np], av, b[0], b[1]);
-                tc_ops<T>::mma(dp[2 * np + 1], av, b[2], b[3]);
+                for (int np = 0; np < BQ / 16; np++) {
+                    uint32_t b[4];
+                    ldsm4(b, frag_b(cQ, LD, 16 * np, 16 * kk, lane));
+                    tc_ops<T>::mma(s[2 * np], ak, b[0], b[1]);
+                    tc_ops<T>::mma(s[2 * np + 1], ak, b[2], b[3]);
+                    ldsm4(b, frag_b(cdO, LD, 16 * np, 16 * kk, lane));
+                    tc_ops<T>::mma(dp[2 * np], av, b[0], b[1]);
+                    tc_ops<T>::mma(dp[2 * np + 1], av, b[2], b[3]);
+                }
             }
-        }
-        /* Pᵀ into s, dSᵀ into dp */
-        const bool mask = q0 + BQ > Tn || k0 + BKV > Tn || (causal && q0 < k0 + BKV - 1);
+            /* Pᵀ into s, dSᵀ into dp */
+            const bool mask = q0 + BQ > Tn || k0 + BKV > Tn || (causal && q0 < k0 + BKV - 1);
 #pragma unroll
-        for (int j = 0; j < NS; j++)
+            for (int j = 0; j < NS; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int qc = 8 * j + 2 * t + (e & 1), key = key0 + (e >> 1) * 8;
-                float p = exp2f(s[j][e] * scale_log2 - cL[qc]);
-                if (mask && (q0 + qc >= Tn || key >= Tn || (causal && key > q0 + qc)))
-                    p = 0.f;
-                s[j][e] = p;
-                dp[j][e] = p * (dp[j][e] - cD[qc]);
-            }
-        /* dV += Pᵀ·dO, dK += dSᵀ·Q */
+                for (int e = 0; e < 4; e++) {
+                    const int qc = 8 * j + 2 * t + (e & 1), key = key0 + (e >> 1) * 8;
+                    float p = fast_exp2(s[j][e] * scale_log2 - cL[qc]);
+                    if (mask && (q0 + qc >= Tn || key >= Tn || (causal && key > q0 + qc)))
+                        p = 0.f;
+                    s[j][e] = p;
+                    dp[j][e] = p * (dp[j][e] - cD[qc]);
+                }
+            /* dV += Pᵀ·dO, dK += dSᵀ·Q */
 #pragma unroll
-        for (int kq = 0; kq < BQ / 16; kq++) {
-            uint32_t ap[4], ads[4];
+            for (int kq = 0; kq < BQ / 16; kq++) {
+                uint32_t ap[4], ads[4];
 #pragma unroll
-            for (int hb = 0; hb < 2; hb++) {
-                ap[2 * hb] = tc_ops<T>::pack(s[2 * kq + hb][0], s[2 * kq + hb][1]);
-                ap[2 * hb + 1] = tc_ops<T>::pack(s[2 * kq + hb][2], s[2 * kq + hb][3]);
-                ads[2 * hb] = tc_ops<T>::pack(dp[2 * kq + hb][0], dp[2 * kq + hb][1]);
-                ads[2 * hb + 1] = tc_ops<T>::pack(dp[2 * kq + hb][2], dp[2 * kq + hb][3]);
-            }
+                for (int hb = 0; hb < 2; hb++) {
+                    ap[2 * hb] = tc_ops<T>::pack(s[2 * kq + hb][0], s[2 * kq + hb][1]);
+                    ap[2 * hb + 1] = tc_ops<T>::pack(s[2 * kq + hb][2], s[2 * kq + hb][3]);
+                    ads[2 * hb] = tc_ops<T>::pack(dp[2 * kq + hb][0], dp[2 * kq + hb][1]);
+                    ads[2 * hb + 1] = tc_ops<T>::pack(dp[2 * kq + hb][2], dp[2 * kq + hb][3]);
+                }
 #pragma unroll
-            for (int dn = 0; dn < D / 16; dn++) {
-                uint32_t b[4];
-                ldsm4_t(b, frag_a(cdO, LD, 16 * kq, 16 * dn, lane));
-                tc_ops<T>::mma(adv[2 * dn], ap, b[0], b[1]);
-                tc_ops<T>::mma(adv[2 * dn + 1], ap, b[2], b[3]);
-                ldsm4_t(b, frag_a(cQ, LD, 16 * kq, 16 * dn, lane));
-                tc_ops<T>::mma(adk[2 * dn], ads, b[0], b[1]);
-                tc_ops<T>::mma(adk[2 * dn + 1], ads, b[2], b[3]);
+                for (int dn = 0; dn < D / 16; dn++) {
+                    uint32_t b[4];
+                    ldsm4_t(b, frag_a(cdO, LD, 16 * kq, 16 * dn, lane));
+                    tc_ops<T>::mma(adv[2 * dn], ap, b[0], b[1]);
+                    tc_ops<T>::mma(adv[2 * dn + 1], ap, b[2], b[3]);
+                    ldsm4_t(b, frag_a(cQ, LD, 16 * kq, 16 * dn, lane));
+                    tc_ops<T>::mma(adk[2 * dn], ads, b[0], b[1]);
+                    tc_ops<T>::mma(adk[2 * dn + 1], ads, b[2], b[3]);
+                }
             }
         }
         __syncthreads(); /* buffer buf is refilled by the next iteration's prefetch */
@@ -807,7 +815,7 @@ __global__ void __launch_bounds__(BQ_NT) flash_bwd_dq_mma_kernel(
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-                    float p = exp2f(s[j][e] * scale_log2 - L[e >> 1]);
+                    float p = fast_exp2(s[j][e] * scale_log2 - L[e >> 1]);
                     if (mask && (col >= Tn || row >= Tn || (causal && col > row)))
                         p = 0.f;
                     dp[j][e] = p * (dp[j][e] - Dq[e >> 1]);

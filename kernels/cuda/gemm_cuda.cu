@@ -70,10 +70,23 @@ int cuda_round_launch(cuda_state *st, float *out, const float *x, size_t n, int 
 }
 
 template <typename T>
+__global__ void cast_half_kernel(T *dst, const float *x, size_t n, int r, int vec);
+
+template <typename T>
 static int to_half(cuda_state *st, T *out, const float *x, size_t per, int64_t stride, int batch,
                    int r)
 {
     size_t total = per * (size_t)batch;
+    if (batch == 1 || stride == (int64_t)per) {
+        /* contiguous: one flat vectorised cast, no per-element 64-bit division
+         * (the strided kernel's i / per made the casts of the B·H·T×T
+         * attention tensors several times slower than their bytes) */
+        int vec = ((((uintptr_t)out) & 7) | (((uintptr_t)x) & 15)) == 0;
+        cast_half_kernel<T><<<grid_for(vec ? (total + 3) / 4 : total, 256, 132u * 16u), 256, 0,
+                              st->stream>>>(out, x, total, r, vec);
+        LAUNCH_CHECK(st, "cast_half_kernel");
+        return LMK_OK;
+    }
     to_half_kernel<T><<<grid_for(total, 256, 65535), 256, 0, st->stream>>>(out, x, per, stride,
                                                                           batch, r);
     LAUNCH_CHECK(st, "to_half_kernel");

@@ -57,6 +57,8 @@ lmk_bf16 lmk_bf16_from_double(double x)
     double a = fabs(x);
     if (a == 0.0)
         return (lmk_bf16)sign;
+    if (isinf(a))
+        return (lmk_bf16)(sign | 0x7f80u);
     if (a < 0x1p-126) {
         /* subnormal: value = m * 2^-133, m in [0, 128] */
         double m = nearbyint(a * 0x1p133);

@@ -199,24 +199,31 @@ static void add_estimate(json_t *run, const model_point *p, const lmk_allocator 
     lmk_memory_estimate est = lmk_model_memory_estimate(&p->cfg, p->batch, p->T, training);
     uint64_t activations = (uint64_t)json_integer_value(json_object_get(breakdown, "activation")) +
                            (uint64_t)json_integer_value(json_object_get(breakdown, "temporary"));
-    json_t *measured = json_pack("{s:I, s:I, s:I, s:I, s:I}", "parameters",
+    json_int_t copies = json_integer_value(json_object_get(breakdown, "parameter_copy"));
+    json_t *measured = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "parameters",
                                  (json_int_t)lmk_allocator_live(a, LMK_MEM_PARAMETER), "gradients",
                                  (json_int_t)lmk_allocator_live(a, LMK_MEM_GRADIENT), "optimizer_state",
                                  (json_int_t)lmk_allocator_live(a, LMK_MEM_OPTIMIZER_STATE), "activations_at_peak",
-                                 (json_int_t)activations, "total_peak", (json_int_t)lmk_allocator_peak(a, -1));
+                                 (json_int_t)activations, "parameter_copies_at_peak", copies, "total_peak",
+                                 (json_int_t)lmk_allocator_peak(a, -1));
     json_t *estimate = json_pack("{s:I, s:I, s:I, s:I, s:I}", "parameters", (json_int_t)est.parameters, "gradients",
                                  (json_int_t)est.gradients, "optimizer_state", (json_int_t)est.optimizer_state,
                                  "activations", (json_int_t)est.activations, "total", (json_int_t)est.total);
-    char notes[512];
+    char notes[768], copies_note[160] = "";
     double diff = (double)lmk_allocator_peak(a, -1) - (double)est.total;
+    if (copies)
+        snprintf(copies_note, sizeof copies_note,
+                 " The estimate does not count the 16-bit weight copies (parameter_copy, %.2f MiB at the "
+                 "peak); without them the difference is %+.2f MiB.",
+                 copies / MIB, (diff - (double)copies) / MIB);
     snprintf(notes, sizeof notes,
              "parameters, gradients and optimizer state are exact sizes (4 bytes per float32 element); the "
              "activation estimate counts what the model keeps for backward plus the largest transient "
              "buffers, the measurement is what was live at the peak (activation + temporary). The peak "
              "differs from the estimate by %+.2f MiB (%+.1f%%): inputs, the loss scalar and buffers of the "
-             "phase that peaked (%s) that the formula does not model one by one.",
+             "phase that peaked (%s) that the formula does not model one by one.%s",
              diff / MIB, est.total ? 100.0 * diff / (double)est.total : 0.0,
-             json_string_value(json_object_get(run, "peak_phase")) ?: "none");
+             json_string_value(json_object_get(run, "peak_phase")) ?: "none", copies_note);
     json_object_set_new(run, "measured", measured);
     json_object_set_new(run, "estimate", estimate);
     json_object_set_new(run, "estimate_notes", json_string(notes));

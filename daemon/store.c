@@ -25,20 +25,24 @@ static const char *const job_statuses[] = {"queued", "running", "succeeded", "fa
 
 /* --- migrations -------------------------------------------------------------- */
 
-/* Migration files are the embedded names matching NNNN_*.sql, in order. */
-static int is_migration(const char *name)
+/* Migration files are the embedded names matching NNNN_*.sql; returns NNNN,
+ * or 0 for any other file. PRAGMA user_version holds the highest applied. */
+static int migration_number(const char *name)
 {
     size_t len = strlen(name);
-    return len > 9 && name[4] == '_' && strspn(name, "0123456789") == 4 &&
-           strcmp(name + len - 4, ".sql") == 0 && !strchr(name, '/');
+    if (len > 9 && name[4] == '_' && strspn(name, "0123456789") == 4 && strcmp(name + len - 4, ".sql") == 0 &&
+        !strchr(name, '/'))
+        return atoi(name);
+    return 0;
 }
 
 int store_migrations_known(void)
 {
-    int n = 0;
+    int highest = 0;
     for (const schema_file *f = schema_files; f->name; f++)
-        n += is_migration(f->name);
-    return n;
+        if (migration_number(f->name) > highest)
+            highest = migration_number(f->name);
+    return highest;
 }
 
 static int user_version(sqlite3 *db)
@@ -65,16 +69,21 @@ static int migrate(sqlite3 *db, char *errbuf, size_t errlen)
                  known);
         return -1;
     }
-    int index = 0;
-    for (const schema_file *f = schema_files; f->name; f++) {
-        if (!is_migration(f->name))
-            continue;
-        index++;
-        if (index <= have)
-            continue;
+    /* apply every migration numbered above user_version, lowest first */
+    for (int applied = have;;) {
+        const schema_file *next = NULL;
+        for (const schema_file *f = schema_files; f->name; f++) {
+            int n = migration_number(f->name);
+            if (n > applied && (!next || n < migration_number(next->name)))
+                next = f;
+        }
+        if (!next)
+            break;
+        const schema_file *f = next;
+        applied = migration_number(f->name);
         char *msg = NULL;
         char pragma[64];
-        snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", index);
+        snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", applied);
         if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
             sqlite3_exec(db, f->text, NULL, NULL, &msg) != SQLITE_OK ||
             sqlite3_exec(db, pragma, NULL, NULL, &msg) != SQLITE_OK ||

@@ -3,7 +3,7 @@
  * DESIGN: one database file in WAL mode with a persistent WAL, so that
  * `sqlite3 -readonly lmperf.db` works while the daemon runs and after it
  * stops. Migrations are the embedded schema/NNNN_*.sql files, applied in
- * order at open and tracked with PRAGMA user_version. All writes go through
+ * number order at open; PRAGMA user_version holds the last one's NNNN. All writes go through
  * one write connection behind a mutex, each in BEGIN IMMEDIATE; reads use a
  * second connection. State transitions are conditional updates
  * (`... WHERE status = 'queued'`), so races between cancel and dispatch are
@@ -30,9 +30,9 @@ enum {
 int store_open(const char *path, store **out, char *errbuf, size_t errlen);
 /* Checkpoints and closes. Accepts NULL. */
 void store_close(store *s);
-/* PRAGMA user_version: the number of migrations applied. */
+/* PRAGMA user_version: the number NNNN of the last migration applied. */
 int store_schema_version(store *s);
-/* The number of migrations embedded in this binary. */
+/* The highest migration number embedded in this binary. */
 int store_migrations_known(void);
 
 /* --- writes ---------------------------------------------------------------- */

@@ -460,55 +460,25 @@ out:
     return run;
 }
 
-/* Decodes point index idx (mode fastest). */
-static int make_point(const json_t *spec, size_t idx, bench_point *p)
+/* One point of the sweep (model_point_runner): this kind's fields from the
+ * spec, then run_point. */
+static json_t *sweep_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const model_point *mp, int *cancelled,
+                           char *errbuf, size_t errlen)
 {
-    memset(p, 0, sizeof *p);
-    if (model_point_at(spec, idx, &p->base))
-        return -1;
-    p->mode = MODE_TRAIN_STEP;
-    if (p->base.mode && parse_mode(p->base.mode, &p->mode) != 0)
-        return -1;
-    p->warmup = spec_int(spec, "warmup_steps", 5);
-    p->measure = spec_int(spec, "measure_steps", 10);
-    p->graphs = json_is_true(json_object_get(spec, "graphs"));
-    return 0;
+    bench_point p = {.base = *mp, .mode = MODE_TRAIN_STEP};
+    if (mp->mode && parse_mode(mp->mode, &p.mode) != 0) {
+        snprintf(errbuf, errlen, "mode %s is not a benchmark mode", mp->mode);
+        return NULL;
+    }
+    p.warmup = spec_int(spec, "warmup_steps", 5);
+    p.measure = spec_int(spec, "measure_steps", 10);
+    p.graphs = json_is_true(json_object_get(spec, "graphs"));
+    return run_point(ctx, b, &p, cancelled);
 }
 
 static int benchmark_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
 {
-    lmk_backend *b = NULL;
-    int rc = runctx_backend(ctx, &b, errbuf, errlen);
-    if (rc != 0)
-        return -1;
-    size_t points = model_point_count(spec);
-    int succeeded = 0, failed = 0;
-    for (size_t i = 0; i < points; i++) {
-        if (runctx_cancelled(ctx))
-            return LMK_CANCELLED;
-        bench_point p;
-        if (make_point(spec, i, &p) != 0) {
-            snprintf(errbuf, errlen, "point %zu of the sweep is invalid", i);
-            return -1;
-        }
-        char msg[160];
-        model_point_describe(&p.base, msg, sizeof msg);
-        runctx_progress(ctx, (double)i / points, msg);
-        int cancelled = 0;
-        json_t *run = run_point(ctx, b, &p, &cancelled);
-        if (cancelled) {
-            json_decref(run);
-            return LMK_CANCELLED;
-        }
-        if (strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0)
-            succeeded++;
-        else
-            failed++;
-        runctx_emit_run(ctx, run);
-    }
-    runctx_progress(ctx, 1.0, "done");
-    *result = json_pack("{s:I, s:i, s:i}", "runs", (json_int_t)points, "succeeded", succeeded, "failed", failed);
-    return 0;
+    return model_point_sweep(ctx, spec, sweep_point, result, errbuf, errlen);
 }
 
 /* --- storage ---------------------------------------------------------------------- */

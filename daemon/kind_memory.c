@@ -291,8 +291,10 @@ static json_t *oom_json(const mem_watch *w, const lmk_allocator *a, const char *
 /* Runs one point; returns the run object (new). A point that fails (out of
  * memory included) is a failed run that still carries the report of the
  * events recorded up to the failure: the partial timeline, phases, peaks. */
-static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const model_point *p, int *cancelled)
+static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const model_point *p, int *cancelled,
+                         char *errbuf, size_t errlen)
 {
+    (void)errbuf, (void)errlen; /* a point's failure is a failed run, never the job's */
     json_t *run = model_point_run_json(p);
     int training = p->mode && strcmp(p->mode, "train_step") == 0;
     int steps = spec_int(spec, "steps", 2);
@@ -409,36 +411,7 @@ out:
 
 static int memory_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
 {
-    lmk_backend *b = NULL;
-    int rc = runctx_backend(ctx, &b, errbuf, errlen);
-    if (rc != LMK_OK)
-        return rc;
-    size_t points = model_point_count(spec);
-    int succeeded = 0;
-    for (size_t i = 0; i < points; i++) {
-        model_point p;
-        if (runctx_cancelled(ctx))
-            return LMK_CANCELLED;
-        if (model_point_at(spec, i, &p)) {
-            snprintf(errbuf, errlen, "point %zu of the sweep is invalid", i);
-            return LMK_INVALID;
-        }
-        char what[160];
-        model_point_describe(&p, what, sizeof what);
-        runctx_progress(ctx, (double)i / (double)points, what);
-        int cancelled = 0;
-        json_t *run = run_point(ctx, b, spec, &p, &cancelled);
-        if (cancelled) {
-            json_decref(run);
-            return LMK_CANCELLED;
-        }
-        succeeded += strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0;
-        runctx_emit_run(ctx, run);
-    }
-    runctx_progress(ctx, 1.0, "done");
-    *result = json_pack("{s:I, s:i, s:I}", "runs", (json_int_t)points, "succeeded", succeeded, "failed",
-                        (json_int_t)(points - (size_t)succeeded));
-    return LMK_OK;
+    return model_point_sweep(ctx, spec, run_point, result, errbuf, errlen);
 }
 
 /* --- storage ---------------------------------------------------------------------- */

@@ -640,38 +640,8 @@ static int profile_run(run_ctx *ctx, const json_t *spec, json_t **result, char *
                  runctx_device_info(ctx)->name);
         return -1;
     }
-    lmk_backend *b = NULL;
-    int rc = runctx_backend(ctx, &b, errbuf, errlen);
-    if (rc != LMK_OK)
-        return rc;
-    size_t points = model_point_count(spec);
-    int succeeded = 0;
-    for (size_t i = 0; i < points; i++) {
-        model_point p;
-        if (runctx_cancelled(ctx))
-            return LMK_CANCELLED;
-        if (model_point_at(spec, i, &p)) {
-            snprintf(errbuf, errlen, "point %zu of the sweep is invalid", i);
-            return LMK_INVALID;
-        }
-        char what[160];
-        model_point_describe(&p, what, sizeof what);
-        runctx_progress(ctx, (double)i / (double)points, what);
-        int cancelled = 0;
-        json_t *run = run_point(ctx, b, spec, &p, &cancelled, errbuf, errlen);
-        if (!run)
-            return -1; /* CUPTI unavailable: errbuf says why */
-        if (cancelled) {
-            json_decref(run);
-            return LMK_CANCELLED;
-        }
-        succeeded += strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0;
-        runctx_emit_run(ctx, run);
-    }
-    runctx_progress(ctx, 1.0, "done");
-    *result = json_pack("{s:I, s:i, s:I}", "runs", (json_int_t)points, "succeeded", succeeded, "failed",
-                        (json_int_t)(points - (size_t)succeeded));
-    return LMK_OK;
+    /* a NULL run (CUPTI unavailable) stops the job with errbuf saying why */
+    return model_point_sweep(ctx, spec, run_point, result, errbuf, errlen);
 }
 
 /* --- storage ----------------------------------------------------------------------------- */

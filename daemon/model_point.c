@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend.h"
 #include "device.h"
 #include "status.h"
 
@@ -239,4 +240,41 @@ void model_point_tokens(const model_point *p, int32_t *inputs, int32_t *targets)
         inputs[i] = (int32_t)(splitmix64(&s) % (uint64_t)p->cfg.vocab_size);
     for (size_t i = 0; i < n; i++)
         targets[i] = (int32_t)(splitmix64(&s) % (uint64_t)p->cfg.vocab_size);
+}
+
+int model_point_sweep(run_ctx *ctx, const json_t *spec, model_point_runner run_point, json_t **result,
+                      char *errbuf, size_t errlen)
+{
+    lmk_backend *b = NULL;
+    int rc = runctx_backend(ctx, &b, errbuf, errlen);
+    if (rc != LMK_OK)
+        return rc;
+    size_t points = model_point_count(spec);
+    size_t succeeded = 0;
+    for (size_t i = 0; i < points; i++) {
+        model_point p;
+        if (runctx_cancelled(ctx))
+            return LMK_CANCELLED;
+        if (model_point_at(spec, i, &p)) {
+            snprintf(errbuf, errlen, "point %zu of the sweep is invalid", i);
+            return LMK_INVALID;
+        }
+        char what[160];
+        model_point_describe(&p, what, sizeof what);
+        runctx_progress(ctx, (double)i / (double)points, what);
+        int cancelled = 0;
+        json_t *run = run_point(ctx, b, spec, &p, &cancelled, errbuf, errlen);
+        if (!run)
+            return LMK_DEVICE;
+        if (cancelled) {
+            json_decref(run);
+            return LMK_CANCELLED;
+        }
+        succeeded += strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0;
+        runctx_emit_run(ctx, run);
+    }
+    runctx_progress(ctx, 1.0, "done");
+    *result = json_pack("{s:I, s:I, s:I}", "runs", (json_int_t)points, "succeeded", (json_int_t)succeeded,
+                        "failed", (json_int_t)(points - succeeded));
+    return LMK_OK;
 }

@@ -56,6 +56,21 @@ uint64_t model_point_available_bytes(const runctx_device *dev);
  * "estimated_memory_bytes" on run and, when the point cannot fit, fails the
  * run with the estimate's parts and returns -1. */
 int model_point_preflight(const model_point *p, int training, const runctx_device *dev, json_t *run);
+struct lmk_backend;
+
+/* Runs one point of a sweep on backend b: returns the run object (new; a
+ * failed point is a run with "status": "failed"), or NULL to stop the whole
+ * job with errbuf filled. Sets *cancelled when it noticed a cancel. */
+typedef json_t *(*model_point_runner)(run_ctx *ctx, struct lmk_backend *b, const json_t *spec,
+                                      const model_point *p, int *cancelled, char *errbuf, size_t errlen);
+
+/* Walks the sweep of spec in order: the worker's backend, progress,
+ * cancellation between points, each run emitted as soon as it is done, and
+ * *result (new) = {"runs", "succeeded", "failed"}. Returns 0, LMK_CANCELLED,
+ * or another lmk status with errbuf filled. */
+int model_point_sweep(run_ctx *ctx, const json_t *spec, model_point_runner run_point, json_t **result,
+                      char *errbuf, size_t errlen);
+
 /* Fills inputs and targets (each batch·T) with tokens from the point's seed. */
 void model_point_tokens(const model_point *p, int32_t *inputs, int32_t *targets);
 

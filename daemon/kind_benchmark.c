@@ -197,6 +197,7 @@ static int phase_gpu_ms(step_runner *r, int ph, double *ms)
     return LMK_UNSUPPORTED;
 }
 
+#ifdef LMPERF_HAVE_CUDA
 /* Whether the optimizer step can be captured: AdamW's step number lives on
  * the device (adamw_begin), so a replayed step advances it; but fp16 decides
  * its loss scale on the host (lmk_model_step downloads the overflow verdict),
@@ -210,6 +211,7 @@ static int optimizer_capturable(lmk_precision prec, const char **why)
     }
     return 1;
 }
+#endif
 
 /* Captures the phases of the mode into graphs. Sets *scope ("forward",
  * "forward+backward", "forward+backward+optimizer", or "none" with *note
@@ -218,10 +220,10 @@ static int optimizer_capturable(lmk_precision prec, const char **why)
 static int runner_capture(step_runner *r, const char **scope, const char **note, char *detail,
                           size_t len)
 {
-    static const char *const scopes[PH_TOTAL] = {"forward", "forward+backward", "forward+backward+optimizer"};
     *scope = "none";
     *note = NULL;
 #ifdef LMPERF_HAVE_CUDA
+    static const char *const scopes[PH_TOTAL] = {"forward", "forward+backward", "forward+backward+optimizer"};
     if (!is_cuda(r->b)) {
         *note = "graphs ignored: not a cuda worker";
         return LMK_OK;

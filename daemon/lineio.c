@@ -55,19 +55,15 @@ int line_write(int fd, const json_t *value)
     if (!text)
         return -1;
     size_t len = strlen(text);
-    text[len] = '\0';
-    int rc = 0;
-    /* write the line and its newline without interleaving */
-    char *line = malloc(len + 1);
+    char *line = realloc(text, len + 2); /* the line and its newline go out in one write */
     if (!line) {
         free(text);
         return -1;
     }
-    memcpy(line, text, len);
-    line[len] = '\n';
-    size_t off = 0;
-    while (off < len + 1) {
-        ssize_t n = write(fd, line + off, len + 1 - off);
+    line[len++] = '\n';
+    int rc = 0;
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, line + off, len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -77,6 +73,5 @@ int line_write(int fd, const json_t *value)
         off += (size_t)n;
     }
     free(line);
-    free(text);
     return rc;
 }

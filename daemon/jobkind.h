@@ -46,6 +46,9 @@ typedef struct jobkind {
     /* GET /v1/jobs/{id}/events?run=N: the full event list of one run, from
      * the kind's tables (NULL: the kind has none). Sets *out (new). */
     int (*events)(sqlite3 *db, int64_t job_id, int run_index, json_t **out, api_error *err);
+    /* GET /v1/jobs/{id}/trace?run=N: a Chrome trace of one run (NULL: the
+     * kind records none). Same contract as events. */
+    int (*trace)(sqlite3 *db, int64_t job_id, int run_index, json_t **out, api_error *err);
 } jobkind;
 
 /* Looks a kind up by name; NULL when unknown. Returned pointer is static. */

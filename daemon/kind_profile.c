@@ -816,5 +816,6 @@ const jobkind jobkind_profile = {
     .store_run = profile_store_run,
     .table = profile_table,
     .bulky_fields = bulky_fields,
-    .events = profile_trace,
+    .events = profile_trace, /* the trace is this kind's event list */
+    .trace = profile_trace,
 };

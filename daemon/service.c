@@ -135,17 +135,14 @@ static int svc_events(void *self, int64_t id, int run_index, json_t **out, api_e
     return store_job_events(svc->store, kind, id, run_index, out, err);
 }
 
-/* The Chrome trace of a profile job's run (the profile kind's events). */
+/* The Chrome trace of a run (profile jobs). */
 static int svc_trace(void *self, int64_t id, int run_index, json_t **out, api_error *err)
 {
     service *svc = self;
     const jobkind *kind;
     if (job_kind(svc, id, &kind, err))
         return -1;
-    if (strcmp(kind->name, "profile") != 0)
-        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld is a %s job; traces come from profile jobs",
-                        (long long)id, kind->name);
-    return store_job_events(svc->store, kind, id, run_index, out, err);
+    return store_job_trace(svc->store, kind, id, run_index, out, err);
 }
 
 static int svc_system(void *self, json_t **out, api_error *err)

@@ -657,14 +657,29 @@ int store_job_counts(store *s, json_t **counts)
     return rc;
 }
 
+/* Runs a per-run view callback (events, trace) on the read connection. */
+static int run_view(store *s, int (*view)(sqlite3 *, int64_t, int, json_t **, api_error *), int64_t id,
+                    int run_index, json_t **out, api_error *err)
+{
+    pthread_mutex_lock(&s->read_lock);
+    int rc = view(s->reader, id, run_index, out, err);
+    pthread_mutex_unlock(&s->read_lock);
+    return rc;
+}
+
 int store_job_events(store *s, const jobkind *kind, int64_t id, int run_index, json_t **out, api_error *err)
 {
     if (!kind->events)
         return api_fail(err, API_ERR_NOT_FOUND, NULL, "job kind %s records no events", kind->name);
-    pthread_mutex_lock(&s->read_lock);
-    int rc = kind->events(s->reader, id, run_index, out, err);
-    pthread_mutex_unlock(&s->read_lock);
-    return rc;
+    return run_view(s, kind->events, id, run_index, out, err);
+}
+
+int store_job_trace(store *s, const jobkind *kind, int64_t id, int run_index, json_t **out, api_error *err)
+{
+    if (!kind->trace)
+        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld is a %s job; traces come from profile jobs",
+                        (long long)id, kind->name);
+    return run_view(s, kind->trace, id, run_index, out, err);
 }
 
 int store_job_table(store *s, const jobkind *kind, int64_t id, json_t **table, api_error *err)

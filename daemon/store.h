@@ -76,6 +76,8 @@ int store_job_state(store *s, int64_t id, char *kind, size_t kind_len, char *sta
 int store_job_counts(store *s, json_t **counts);
 /* Calls kind->events on the read connection. */
 int store_job_events(store *s, const jobkind *kind, int64_t id, int run_index, json_t **out, api_error *err);
+/* Calls kind->trace on the read connection (404 for kinds without traces). */
+int store_job_trace(store *s, const jobkind *kind, int64_t id, int run_index, json_t **out, api_error *err);
 /* Calls kind->table on the read connection. */
 int store_job_table(store *s, const jobkind *kind, int64_t id, json_t **table, api_error *err);
 

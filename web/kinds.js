@@ -21,6 +21,22 @@ const COMMON = [
   {name: 'timeout_s', type: 'number', label: 'Time limit', unit: 's', default: 3600, min: 1, max: 604800},
 ];
 
+// The fields every model-running kind shares (schema/jobs/common.json's
+// $defs: model, context_length, batch_size, vocab_size, precision, attention),
+// with that kind's modes.
+function modelPointFields(modes) {
+  return [
+    {name: 'model', type: 'model', label: 'Model', default: 'small', help: 'tick several to sweep; a custom shape adds one more'},
+    {name: 'context_length', type: 'intlist', label: 'Context length', default: 128, unit: 'tokens', help: 'one or more, comma-separated: 128, 256, 512, 1024'},
+    {name: 'batch_size', type: 'intlist', label: 'Batch size', default: 4, unit: 'sequences'},
+    {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2, max: 1048576},
+    {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
+    {name: 'mode', type: 'multi', label: 'Mode', options: modes, default: 'train_step', scalarWhenOne: true},
+    {name: 'attention', type: 'select', label: 'Attention', options: ['naive'], default: 'naive'},
+  ];
+}
+const SEED = {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0};
+
 export const KINDS = {
   numerics: {
     title: 'Numerics',
@@ -37,16 +53,10 @@ export const KINDS = {
     title: 'Benchmark',
     help: 'End-to-end step timing of the TransformerLM: forward, backward and optimizer per step, warm-up steps kept and flagged. A list of context lengths or precisions runs every combination.',
     fields: [
-      {name: 'model', type: 'model', label: 'Model', default: 'small', help: 'tick several to sweep; a custom shape adds one more'},
-      {name: 'context_length', type: 'intlist', label: 'Context length', default: 128, unit: 'tokens', help: 'one or more, comma-separated: 128, 256, 512, 1024'},
-      {name: 'batch_size', type: 'intlist', label: 'Batch size', default: 4, unit: 'sequences'},
-      {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2, max: 1048576},
-      {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
-      {name: 'mode', type: 'multi', label: 'Mode', options: ['forward', 'forward_backward', 'train_step'], default: 'train_step', scalarWhenOne: true},
-      {name: 'attention', type: 'select', label: 'Attention', options: ['naive'], default: 'naive'},
+      ...modelPointFields(['forward', 'forward_backward', 'train_step']),
       {name: 'warmup_steps', type: 'int', label: 'Warm-up steps', default: 5, min: 0, max: 1000, help: 'run and shown, left out of the statistics'},
       {name: 'measure_steps', type: 'int', label: 'Measured steps', default: 10, min: 1, max: 10000},
-      {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0},
+      SEED,
       {name: 'graphs', type: 'bool', label: 'CUDA graphs', default: false, help: 'capture each step into a CUDA graph (ignored on the CPU)'},
       ...COMMON,
     ],
@@ -68,17 +78,11 @@ export const KINDS = {
     title: 'Memory',
     help: 'Record every allocation and free while the model runs inference (forward only) or train steps: peaks per phase, the breakdown by category at the peak, the largest allocations, an estimate beside the measurement, and a timeline. A list of context lengths, precisions or modes runs every combination.',
     fields: [
-      {name: 'model', type: 'model', label: 'Model', default: 'small', help: 'tick several to sweep; a custom shape adds one more'},
-      {name: 'context_length', type: 'intlist', label: 'Context length', default: 128, unit: 'tokens', help: 'one or more, comma-separated: 128, 256, 512'},
-      {name: 'batch_size', type: 'intlist', label: 'Batch size', default: 4, unit: 'sequences'},
-      {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2, max: 1048576},
-      {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
-      {name: 'mode', type: 'multi', label: 'Mode', options: ['inference', 'train_step'], default: 'train_step', scalarWhenOne: true},
-      {name: 'attention', type: 'select', label: 'Attention', options: ['naive'], default: 'naive'},
+      ...modelPointFields(['inference', 'train_step']),
       {name: 'steps', type: 'int', label: 'Steps', default: 2, min: 1, max: 20, help: 'steps recorded'},
       {name: 'timeline_points', type: 'int', label: 'Timeline points', default: 2000, min: 10, max: 20000, help: 'the downsampled timeline keeps each bucket\'s highest total'},
       {name: 'record_events', type: 'bool', label: 'Keep the event list', default: true, help: 'for download: GET /v1/jobs/{id}/events?run=N'},
-      {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0},
+      SEED,
       ...COMMON,
     ],
   },
@@ -102,16 +106,10 @@ export const KINDS = {
     title: 'Profile',
     help: 'Trace every kernel of a few steps with CUPTI (needs a GPU worker) and summarise them per NVTX range: the nsys kernel tables, the top kernel, GEMM share, softmax vs matmuls, a roofline, and a Chrome trace.',
     fields: [
-      {name: 'model', type: 'model', label: 'Model', default: 'small', help: 'tick several to sweep; a custom shape adds one more'},
-      {name: 'context_length', type: 'intlist', label: 'Context length', default: 128, unit: 'tokens', help: 'one or more, comma-separated: 128, 256, 512'},
-      {name: 'batch_size', type: 'intlist', label: 'Batch size', default: 4, unit: 'sequences'},
-      {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2, max: 1048576},
-      {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
-      {name: 'mode', type: 'multi', label: 'Mode', options: ['forward', 'train_step'], default: 'train_step', scalarWhenOne: true},
-      {name: 'attention', type: 'select', label: 'Attention', options: ['naive'], default: 'naive'},
+      ...modelPointFields(['forward', 'train_step']),
       {name: 'warmup_steps', type: 'int', label: 'Warm-up steps', default: 2, min: 0, max: 100},
       {name: 'profile_steps', type: 'int', label: 'Traced steps', default: 1, min: 1, max: 10},
-      {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0},
+      SEED,
       ...COMMON,
     ],
   },

@@ -4,7 +4,11 @@
  *
  * DESIGN: per point, one model; warm-up steps run untraced, then the traced
  * steps are first run untraced and timed (the overhead baseline), then run
- * again inside one profiler session (profiler.h). Each step is wrapped in a
+ * again inside one profiler session (profiler.h), after one traced step that
+ * is discarded (CUPTI's first-use cost). Every step is timed the same way:
+ * synchronised wall clock and CUDA events around forward, backward and
+ * optimizer (phases: kernel time inside each range beside its GPU span and
+ * its event time, schema/0012_profile_phases.sql). Each step is wrapped in a
  * "step" range by the runner; forward, backward, optimizer, "layer N" and
  * the attention sub-ops come from kernels/model.c. A kernel counts in every
  * range open when it was launched. The per-op roofline uses FLOPs and bytes
@@ -20,9 +24,17 @@
 
 #include "device_peaks.h"
 #include "jobkind.h"
+#include "model.h"
 #include "model_point.h"
 #include "profiler.h"
 #include "status.h"
+
+#ifdef LMPERF_HAVE_CUDA
+#include "cuda/backend_cuda.h"
+#include "cuda/timing.h"
+#else
+typedef struct lmk_cuda_timer lmk_cuda_timer;
+#endif
 
 #define PROFILE_NOTEWORTHY_PCT 2.0 /* non-GEMM kernels above this share of the step */
 #define PROFILE_ALL "(all)"        /* the pseudo-range of every kernel (cuda_gpu_kern_sum) */
@@ -92,19 +104,95 @@ static double wall_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* One step of the point's mode inside a "step" range, synchronised. */
-static int one_step(lmk_backend *b, lmk_model *m, int training, const lmk_adamw_config *opt)
+/* The phases a step's CUDA events bracket; "step" is the runner's own range,
+ * the others are kernels/model.c's. */
+enum { PH_STEP, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_COUNT };
+static const char *const phase_names[PH_COUNT] = {"step", "forward", "backward", "optimizer"};
+
+/* How a series of steps is timed, the same way with tracing off and on: the
+ * synchronised wall clock of each step and, on a cuda worker, CUDA events on
+ * the model's stream (event 0 before the forward, 1 after it, 2 after the
+ * backward, 3 after the optimizer: the GPU's view of each phase, with no
+ * synchronisation between phases). */
+typedef struct step_clock {
+    lmk_cuda_timer *timer;   /* borrowed; NULL: no events */
+    double wall_sum_ms;      /* synchronised wall clock, summed over the steps */
+    double gpu_ms[PH_COUNT]; /* summed over the steps; NAN when a phase has no events */
+    int steps;
+} step_clock;
+
+static void clock_reset(step_clock *c, lmk_cuda_timer *timer)
 {
-    int rc;
+    *c = (step_clock){.timer = timer};
+}
+
+static int clock_mark(step_clock *c, int event)
+{
+#ifdef LMPERF_HAVE_CUDA
+    if (c->timer)
+        return lmk_cuda_timer_record(c->timer, event);
+#endif
+    (void)c, (void)event;
+    return LMK_OK;
+}
+
+/* Adds the GPU time from event `from` to `to` to phase ph. */
+static int clock_add(step_clock *c, int ph, int from, int to)
+{
+    double ms = NAN;
+#ifdef LMPERF_HAVE_CUDA
+    if (c->timer) {
+        int rc = lmk_cuda_timer_elapsed(c->timer, from, to, &ms);
+        if (rc != LMK_OK)
+            return rc;
+    }
+#endif
+    (void)from, (void)to;
+    c->gpu_ms[ph] += ms;
+    return LMK_OK;
+}
+
+/* Mean ms per step of phase ph (NAN: not timed). */
+static double clock_mean(const step_clock *c, int ph)
+{
+    return c->steps ? c->gpu_ms[ph] / c->steps : NAN;
+}
+
+/* One step of the point's mode inside a "step" range, synchronised, timed
+ * into c. */
+static int one_step(lmk_backend *b, lmk_model *m, int training, const lmk_adamw_config *opt, step_clock *c)
+{
+    double t0 = wall_ms();
     profiler_range_push("step");
-    rc = lmk_model_forward(m, training);
+    int rc = clock_mark(c, 0);
+    if (rc == LMK_OK)
+        rc = lmk_model_forward(m, training);
+    if (rc == LMK_OK)
+        rc = clock_mark(c, 1);
     if (rc == LMK_OK && training)
         rc = lmk_model_backward(m);
     if (rc == LMK_OK && training)
+        rc = clock_mark(c, 2);
+    if (rc == LMK_OK && training)
         rc = lmk_model_step(m, opt);
+    if (rc == LMK_OK && training)
+        rc = clock_mark(c, 3);
     profiler_range_pop();
     if (rc == LMK_OK)
         rc = b->synchronize(b);
+    if (rc != LMK_OK)
+        return rc;
+    c->wall_sum_ms += wall_ms() - t0;
+    c->steps++;
+    rc = clock_add(c, PH_FORWARD, 0, 1);
+    if (rc == LMK_OK && training)
+        rc = clock_add(c, PH_BACKWARD, 1, 2);
+    if (rc == LMK_OK && training)
+        rc = clock_add(c, PH_OPTIMIZER, 2, 3);
+    if (!training)
+        c->gpu_ms[PH_BACKWARD] = c->gpu_ms[PH_OPTIMIZER] = NAN;
+    if (rc == LMK_OK)
+        rc = clock_add(c, PH_STEP, 0, training ? 3 : 1);
     return rc;
 }
 
@@ -413,6 +501,12 @@ static void add_roofline(json_t *run, const summary *s, const model_point *p, co
 
 /* --- the Chrome trace ------------------------------------------------------------------ */
 
+static int cmp_api_correlation(const void *a, const void *b)
+{
+    const prof_api *x = a, *y = b;
+    return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
+}
+
 static double us(uint64_t t, uint64_t t0)
 {
     return (double)(int64_t)(t - t0) / 1e3;
@@ -444,18 +538,33 @@ static json_t *build_trace(const profiler *prof, const char *title)
                                             "nvtx", "ph", "X", "ts", us(r[i].start, t0), "dur",
                                             (double)(r[i].end - r[i].start) / 1e3, "pid", 1, "tid",
                                             (json_int_t)r[i].thread, "args", "depth", r[i].depth));
-    for (size_t i = 0; i < napi; i++) {
-        /* only the calls that launched device work (the rest is noise) */
-        int launched = 0;
-        for (size_t j = 0; j < nops && !launched; j++)
-            launched = ops[j].correlation == api[i].correlation && ops[j].launch == api[i].start;
-        if (launched)
+    /* only the calls that launched device work (the rest is noise); the
+     * calls are sorted by correlation id (profiler_stop) */
+    unsigned char *launched = calloc(napi + 1, 1);
+    for (size_t j = 0; launched && j < nops; j++) {
+        if (!ops[j].launch)
+            continue;
+        prof_api key = {.correlation = ops[j].correlation};
+        const prof_api *hit = bsearch(&key, api, napi, sizeof *api, cmp_api_correlation);
+        if (!hit)
+            continue;
+        size_t at = (size_t)(hit - api), lo = at, hi = at;
+        while (lo > 0 && api[lo - 1].correlation == key.correlation)
+            lo--;
+        while (hi + 1 < napi && api[hi + 1].correlation == key.correlation)
+            hi++;
+        for (size_t i = lo; i <= hi; i++)
+            launched[i] |= api[i].start == ops[j].launch;
+    }
+    for (size_t i = 0; launched && i < napi; i++) {
+        if (launched[i])
             json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:I, s:{s:I}}", "name", api[i].name,
                                                 "cat", "cuda_api", "ph", "X", "ts", us(api[i].start, t0), "dur",
                                                 (double)(api[i].end - api[i].start) / 1e3, "pid", 1, "tid",
                                                 (json_int_t)api[i].thread, "args", "correlation",
                                                 (json_int_t)api[i].correlation));
     }
+    free(launched);
     static const char *const cats[] = {"kernel", "memcpy", "memset"};
     for (size_t i = 0; i < nops; i++) {
         const prof_op *o = &ops[i];
@@ -497,6 +606,61 @@ static uint64_t gpu_span(const prof_range *r, const prof_op *ops, size_t nops)
     return last > first ? last - first : 0;
 }
 
+/* A number, or null when not measured (NAN). */
+static json_t *real_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+/* The tracing overhead: the same steps untraced and traced, each timed by
+ * one_step (synchronised wall clock; CUDA events of the whole step). */
+static void add_overhead(json_t *run, const step_clock *plain, const step_clock *traced)
+{
+    double wall0 = plain->wall_sum_ms / plain->steps, wall1 = traced->wall_sum_ms / traced->steps;
+    double gpu0 = clock_mean(plain, PH_STEP), gpu1 = clock_mean(traced, PH_STEP);
+    json_object_set_new(run, "step_ms_unprofiled", json_real(wall0));
+    json_object_set_new(run, "step_ms_profiled", json_real(wall1));
+    json_object_set_new(run, "overhead_pct", json_real(wall0 > 0 ? 100.0 * (wall1 - wall0) / wall0 : 0.0));
+    json_object_set_new(run, "step_gpu_ms_unprofiled", real_or_null(gpu0));
+    json_object_set_new(run, "step_gpu_ms_profiled", real_or_null(gpu1));
+    json_object_set_new(run, "overhead_gpu_pct", real_or_null(gpu0 > 0 ? 100.0 * (gpu1 - gpu0) / gpu0 : NAN));
+    json_object_set_new(run, "overhead_note",
+                        json_string("mean per step over profile_steps steps run after the warm-up, first untraced, "
+                                    "then (after one traced step that is discarded) traced; each step timed the same "
+                                    "way: synchronised wall clock (overhead_pct) and CUDA events on the model's "
+                                    "stream (overhead_gpu_pct)"));
+}
+
+/* Per phase (step, forward, backward, optimizer): means per instance of the
+ * traced steps' kernel time inside the range, the range on the GPU (first
+ * kernel start to last kernel end), the CPU range (push to pop), and the
+ * CUDA-event time of the phase traced and untraced (new). */
+static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, const prof_op *ops, size_t nops,
+                          const step_clock *plain, const step_clock *traced, int training)
+{
+    json_t *rows = json_array();
+    for (int ph = 0; ph < PH_COUNT; ph++) {
+        if (!training && (ph == PH_BACKWARD || ph == PH_OPTIMIZER))
+            continue;
+        uint64_t wall = 0, span = 0;
+        size_t n = 0;
+        for (size_t i = 0; i < nr; i++)
+            if (strcmp(r[i].name, phase_names[ph]) == 0) {
+                wall += r[i].end - r[i].start, n++;
+                span += gpu_span(&r[i], ops, nops);
+            }
+        double kernel = n ? (double)range_kernel_ns(s, phase_names[ph], 0) / (double)n : 0;
+        double ev1 = clock_mean(traced, ph) * 1e6, ev0 = clock_mean(plain, ph) * 1e6;
+        json_array_append_new(
+            rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:o, s:o, s:o}", "phase", phase_names[ph], "instances",
+                            (json_int_t)n, "kernel_ns", kernel, "gpu_span_ns", n ? (double)span / (double)n : 0.0,
+                            "range_wall_ns", n ? (double)wall / (double)n : 0.0, "event_ns_profiled",
+                            real_or_null(ev1), "event_ns_unprofiled", real_or_null(ev0), "kernel_pct_of_event",
+                            real_or_null(ev1 > 0 ? 100.0 * kernel / ev1 : NAN)));
+    }
+    return rows;
+}
+
 /* --- running ------------------------------------------------------------------------- */
 
 /* Runs one point. Returns the run (new); *job_error set (and NULL returned)
@@ -518,6 +682,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     lmk_allocator *a = NULL;
     lmk_model *m = NULL;
     profiler *prof = NULL;
+    lmk_cuda_timer *timer = NULL;
     int rc = LMK_NOMEM;
     lmk_adamw_config opt = lmk_adamw_defaults();
     if (!tokens || lmk_allocator_create(b, &a) != LMK_OK) {
@@ -528,18 +693,27 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     if ((rc = lmk_model_create(b, a, &p->cfg, p->batch, p->T, p->prec, p->seed, training, &m)) != LMK_OK ||
         (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK)
         goto failed;
+#ifdef LMPERF_HAVE_CUDA
+    if ((rc = lmk_cuda_timer_create(b, 4, &timer)) != LMK_OK) {
+        model_point_fail(run, "CUDA events: %s (%s)", lmk_status_text(rc), lmk_backend_cuda_last_error(b));
+        goto out;
+    }
+#endif
+    /* every step below runs through one_step with the same events: the
+     * untraced and the traced steps are timed the same way */
+    step_clock ignored, plain, traced;
+    clock_reset(&ignored, timer);
     for (int st = 0; st < warmup; st++)
-        if ((rc = one_step(b, m, training, &opt)) != LMK_OK)
+        if ((rc = one_step(b, m, training, &opt, &ignored)) != LMK_OK)
             goto failed;
     if (runctx_cancelled(ctx)) {
         *cancelled = 1;
         goto out;
     }
-    double t0 = wall_ms();
+    clock_reset(&plain, timer);
     for (int st = 0; st < steps; st++)
-        if ((rc = one_step(b, m, training, &opt)) != LMK_OK)
+        if ((rc = one_step(b, m, training, &opt, &plain)) != LMK_OK)
             goto failed;
-    double plain = (wall_ms() - t0) / steps;
 
     if (profiler_start(&prof, job_error, errlen)) {
         json_decref(run);
@@ -547,16 +721,15 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
         goto out;
     }
     char perr[256];
-    if ((rc = one_step(b, m, training, &opt)) != LMK_OK) /* CUPTI's first-use cost, discarded */
+    if ((rc = one_step(b, m, training, &opt, &ignored)) != LMK_OK) /* CUPTI's first-use cost, discarded */
         goto failed;
     if (profiler_discard(prof, perr, sizeof perr)) {
         model_point_fail(run, "%s", perr);
         goto out;
     }
-    t0 = wall_ms();
+    clock_reset(&traced, timer);
     for (int st = 0; st < steps && rc == LMK_OK; st++)
-        rc = one_step(b, m, training, &opt);
-    double traced = (wall_ms() - t0) / steps;
+        rc = one_step(b, m, training, &opt, &traced);
     if (profiler_stop(prof, perr, sizeof perr)) {
         model_point_fail(run, "%s", perr);
         goto out;
@@ -567,9 +740,11 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     size_t nr, nops, unattributed = 0;
     const prof_range *ranges = profiler_ranges(prof, &nr);
     const prof_op *ops = profiler_ops(prof, &nops);
-    size_t nkernels = 0;
-    for (size_t i = 0; i < nops; i++)
+    size_t nkernels = 0, unlaunched = 0;
+    for (size_t i = 0; i < nops; i++) {
         nkernels += ops[i].kind == PROF_KERNEL;
+        unlaunched += ops[i].kind == PROF_KERNEL && !ops[i].launch;
+    }
     if (nkernels == 0) {
         model_point_fail(run, "CUPTI recorded no kernels (tracing was enabled but saw no device work)");
         goto out;
@@ -590,11 +765,12 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     json_object_set_new(run, "kernel_count", json_integer((json_int_t)nkernels));
     json_object_set_new(run, "kernel_time_ns", json_integer((json_int_t)s.range_total[0]));
     json_object_set_new(run, "unattributed_kernels", json_integer((json_int_t)unattributed));
+    json_object_set_new(run, "kernels_without_launch", json_integer((json_int_t)unlaunched));
     json_object_set_new(run, "range_count", json_integer((json_int_t)nr));
     json_object_set_new(run, "dropped_records", json_integer((json_int_t)profiler_dropped(prof)));
-    json_object_set_new(run, "step_ms_unprofiled", json_real(plain));
-    json_object_set_new(run, "step_ms_profiled", json_real(traced));
-    json_object_set_new(run, "overhead_pct", json_real(plain > 0 ? 100.0 * (traced - plain) / plain : 0.0));
+    json_object_set_new(run, "nvtx_injection", json_string(profiler_injection_path()));
+    add_overhead(run, &plain, &traced);
+    json_object_set_new(run, "phases", phase_rows(&s, ranges, nr, ops, nops, &plain, &traced, training));
     uint64_t fwall = 0, fspan = 0;
     size_t nf = 0;
     for (size_t i = 0; i < nr; i++)
@@ -627,6 +803,9 @@ failed:
     model_point_fail(run, "%s", lmk_status_text(rc));
 out:
     profiler_free(prof);
+#ifdef LMPERF_HAVE_CUDA
+    lmk_cuda_timer_free(timer);
+#endif
     lmk_model_free(m);
     lmk_allocator_free(a);
     free(tokens);
@@ -696,15 +875,17 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
         "step_ms_unprofiled", "step_ms_profiled", "overhead_pct", "forward_wall_ns", "forward_gpu_span_ns", "forward_kernel_ns",
         "top_forward_kernel", "top_forward_calls_per_forward", "top_forward_share_pct",
         "top_forward_also_top_fwd_bwd", "top_fwd_bwd_kernel", "gemm_share_forward_pct", "gemm_share_step_pct",
-        "softmax_ns", "attention_matmul_ns", "attention_flop_ratio"};
+        "softmax_ns", "attention_matmul_ns", "attention_flop_ratio", "step_gpu_ms_unprofiled",
+        "step_gpu_ms_profiled", "overhead_gpu_pct", "kernels_without_launch"};
     int rc = insert_row(db,
                         "INSERT INTO profile_runs (run_id, job_id, model, context_length, batch_size, precision, mode, "
                         "warmup_steps, profile_steps, kernel_count, kernel_time_ns, unattributed_kernels, range_count, "
                         "dropped_records, step_ms_unprofiled, step_ms_profiled, overhead_pct, forward_wall_ns, "
                         "forward_gpu_span_ns, forward_kernel_ns, top_forward_kernel, top_forward_calls_per_forward, top_forward_share_pct, "
                         "top_forward_also_top_fwd_bwd, top_fwd_bwd_kernel, gemm_share_forward_pct, "
-                        "gemm_share_step_pct, softmax_ns, attention_matmul_ns, attention_flop_ratio) VALUES "
-                        "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "gemm_share_step_pct, softmax_ns, attention_matmul_ns, attention_flop_ratio, "
+                        "step_gpu_ms_unprofiled, step_gpu_ms_profiled, overhead_gpu_pct, kernels_without_launch) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         run_id, job_id, flat, run_keys, sizeof run_keys / sizeof run_keys[0]);
     json_decref(flat);
     static const char *const kernel_keys[] = {"range", "range_instances", "kernel", "is_gemm", "instances", "total_ns",
@@ -720,6 +901,18 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
                         "total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns, share_pct) VALUES "
                         "(?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         run_id, -1, row, kernel_keys, 12);
+    }
+    static const char *const phase_keys[] = {"phase",         "instances",         "kernel_ns",
+                                             "gpu_span_ns",   "range_wall_ns",     "event_ns_profiled",
+                                             "event_ns_unprofiled", "kernel_pct_of_event"};
+    json_array_foreach(json_object_get(run, "phases"), i, row)
+    {
+        if (rc != SQLITE_OK)
+            break;
+        rc = insert_row(db,
+                        "INSERT INTO profile_phases (run_id, phase, instances, kernel_ns, gpu_span_ns, range_wall_ns, "
+                        "event_ns_profiled, event_ns_unprofiled, kernel_pct_of_event) VALUES (?,?,?,?,?,?,?,?,?)",
+                        run_id, -1, row, phase_keys, 8);
     }
     static const char *const note_keys[] = {"kernel", "share_pct"};
     json_array_foreach(json_object_get(json_object_get(run, "answers"), "non_gemm_above_2pct"), i, row)

@@ -69,7 +69,7 @@ int profiler_discard(profiler *p, char *errbuf, size_t errlen);
 void profiler_free(profiler *p);
 
 /* The records after profiler_stop (borrowed, valid until profiler_free).
- * Ranges are sorted by start, ops by start. */
+ * Ranges are sorted by start, ops by start, API calls by correlation id. */
 const prof_range *profiler_ranges(const profiler *p, size_t *count);
 const prof_op *profiler_ops(const profiler *p, size_t *count);
 const prof_api *profiler_apis(const profiler *p, size_t *count);

@@ -2,7 +2,8 @@
  * endpoint's rows come back in nsys column order, the trace is kept out of
  * the generic run row and comes back (the /trace and /events endpoints) as
  * Trace Event Format: every event named with ph/pid/tid, X events with
- * numeric ts/dur, flow starts and ends paired by id with bp "e". */
+ * numeric ts/dur, flow starts and ends paired by id with bp "e". The phase
+ * rows and the CUDA-event overhead land in the 0012 table and columns. */
 #include <sqlite3.h>
 #include <string.h>
 #include <unistd.h>
@@ -97,6 +98,17 @@ int main(void)
     MUST(store_job_insert(s, "profile", NULL, 60, spec, &id));
     MUST(store_job_start(s, id, 0, "gpu0"));
     json_t *run = synthetic_run();
+    json_object_set_new(run, "phases",
+                        json_pack("[{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f}, {s:s, s:i, s:f, s:f, s:f, s:n, s:n}]",
+                                  "phase", "step", "instances", 1, "kernel_ns", 4000.0, "gpu_span_ns", 4200.0,
+                                  "range_wall_ns", 10000.0, "event_ns_profiled", 4500.0, "event_ns_unprofiled",
+                                  4400.0, "kernel_pct_of_event", 88.9, "phase", "forward", "instances", 1,
+                                  "kernel_ns", 4000.0, "gpu_span_ns", 4200.0, "range_wall_ns", 9000.0,
+                                  "event_ns_profiled", "event_ns_unprofiled"));
+    json_object_set_new(run, "step_gpu_ms_unprofiled", json_real(0.0044));
+    json_object_set_new(run, "step_gpu_ms_profiled", json_real(0.0045));
+    json_object_set_new(run, "overhead_gpu_pct", json_real(2.27));
+    json_object_set_new(run, "kernels_without_launch", json_integer(0));
     CHECK(store_run_add(s, kind, id, 0, spec, run) == STORE_OK, "store a profile run");
 
     sqlite3 *db = NULL;
@@ -106,6 +118,15 @@ int main(void)
     CHECK(count_rows(db, "SELECT count(*) FROM profile_kernels") == 2, "two kernel summary rows");
     CHECK(count_rows(db, "SELECT count(*) FROM profile_roofline WHERE bound = 'memory'") == 1, "roofline row");
     CHECK(count_rows(db, "SELECT count(*) FROM profile_traces") == 1, "trace stored");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'step' AND event_ns_profiled = 4500 "
+                         "AND kernel_pct_of_event > 88") == 1,
+          "step phase row with its CUDA-event times");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'forward' AND event_ns_profiled IS NULL "
+                         "AND kernel_ns = 4000") == 1,
+          "forward phase row, events absent as NULL");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_runs WHERE overhead_gpu_pct > 2.2 AND "
+                         "step_gpu_ms_profiled > step_gpu_ms_unprofiled AND kernels_without_launch = 0") == 1,
+          "GPU-event overhead columns (0012)");
     CHECK(count_rows(db, "SELECT count(*) FROM runs WHERE instr(result, 'traceEvents') > 0") == 0,
           "the trace is not in the generic runs row");
 

@@ -1,0 +1,239 @@
+"""The profile job on a GPU against CUDA-event timings (issue 6, "trustworthy
+numbers"). Runs `lmperfd run` one-shot: per point (model@context) one
+profile job over precision × mode (forward, train_step), and the same
+points as a benchmark job (CUDA events, graphs off) in the same call. Per
+profile run it asserts:
+
+  * CUPTI saw everything: no dropped records, no kernel outside a range, every
+    kernel joined to its launching API call; NVTX was injected by lmperfd itself
+    (NVTX_INJECTION64_PATH is removed from the environment here);
+  * warm-up steps are out of the summary: the step / forward / backward /
+    optimizer ranges occur profile_steps times, the '(all)' rows add up to
+    kernel_count and kernel_time_ns, and every kernel lies inside a 'step';
+  * per phase, kernel time inside the range <= the range on the GPU (first
+    kernel start to last end) <= the CUDA-event time of the phase (same traced
+    steps), each within EVENT_SLACK; on GPU-bound points (--bound, default
+    large) forward and step kernel time >= MIN_BUSY of the event time;
+  * the job's forward event time untraced agrees with the benchmark job's
+    forward_gpu mean within BENCH_TOL (both: synchronise, event, launch the
+    forward, event); on GPU-bound points the whole step too;
+  * the overhead: overhead_pct is what step_ms_profiled/unprofiled say, and
+    both the wall-clock and the CUDA-event overhead are within MAX_OVERHEAD %;
+  * the tables exist: kernel summary, answers (top forward kernel, GEMM shares,
+    softmax vs matmuls), roofline; the Chrome trace is Trace Event Format
+    (the rules of tests/profile/test_profile_store.c) with one kernel event per
+    traced kernel and paired flow arrows.
+
+Prints Markdown tables for kernels/PERF.md. Writes the runs without their
+traces to OUT/profile_*.json and OUT/bench_*.json.
+
+usage: profile_check.py LMPERFD OUT [--points small:128:5,large:512:3]
+       [--precisions fp32,bf16] [--bound large]
+exit 0 all passed, 1 a failure, 77 no GPU."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+EVENT_SLACK = (0.02, 5000.0)  # kernel/span may exceed the event time by 2% + 5 µs (two clocks)
+MIN_BUSY = 0.85               # GPU-bound points: kernels fill >= 85% of forward / step event time
+BENCH_TOL = 0.10              # profile's untraced forward events vs the benchmark job's
+MAX_OVERHEAD = 10.0           # % (issue 6: profiled step within 10% of the unprofiled one)
+
+ap = argparse.ArgumentParser()
+ap.add_argument("lmperfd")
+ap.add_argument("out")
+ap.add_argument("--points", default="small:128:5,large:512:3")
+ap.add_argument("--precisions", default="fp32,bf16")
+ap.add_argument("--bound", default="large", help="models whose steps are GPU-bound (MIN_BUSY asserted)")
+args = ap.parse_args()
+os.makedirs(args.out, exist_ok=True)
+if shutil.which("nvidia-smi") is None or subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode:
+    print("no GPU: skipped")
+    sys.exit(77)
+
+env = dict(os.environ)
+env.pop("NVTX_INJECTION64_PATH", None)  # lmperfd must set it itself
+fails = []
+
+
+def check(cond, msg):
+    if not cond:
+        fails.append(msg)
+        print("FAIL:", msg, flush=True)
+    return cond
+
+
+def run(name, spec):
+    path = f"{args.out}/{name}.spec.json"
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    p = subprocess.run([args.lmperfd, "run", path], capture_output=True, text=True, timeout=400, env=env)
+    with open(f"{args.out}/{name}.err", "w") as f:
+        f.write(p.stderr)
+    try:
+        doc = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        check(False, f"{name}: no JSON (rc {p.returncode}): {p.stderr[-500:]}")
+        return []
+    runs = doc.get("runs") or []
+    traces = [r.pop("trace", None) for r in runs]
+    with open(f"{args.out}/{name}.json", "w") as f:
+        json.dump(doc, f, indent=1)
+    check(doc.get("status") == "succeeded", f"{name}: job {doc.get('status')}: {doc.get('error')}")
+    for r, t in zip(runs, traces):
+        r["_trace"] = t
+    return runs
+
+
+def check_trace(tag, trace, kernel_count):
+    """Trace Event Format, as tests/profile/test_profile_store.c checks it."""
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not check(isinstance(events, list) and events, f"{tag}: trace has no traceEvents"):
+        return
+    bad, kernels, starts, ends, ranges = 0, 0, {}, {}, set()
+    for e in events:
+        ph = e.get("ph")
+        ok = isinstance(ph, str) and isinstance(e.get("name"), str) and isinstance(e.get("pid"), int)
+        if ok and ph != "M":
+            ok = isinstance(e.get("tid"), int) and isinstance(e.get("ts"), (int, float)) and e["ts"] >= 0
+        if ok and ph == "X":
+            ok = isinstance(e.get("dur"), (int, float)) and e["dur"] >= 0
+            kernels += e.get("cat") == "kernel"
+            if e.get("cat") == "nvtx":
+                ranges.add(e["name"])
+        if ok and ph in ("s", "f"):
+            ok = isinstance(e.get("id"), int) and (ph == "s" or e.get("bp") == "e")
+            (starts if ph == "s" else ends)[e.get("id")] = e
+        bad += not ok
+    check(bad == 0, f"{tag}: {bad} trace events break Trace Event Format")
+    check(kernels == kernel_count, f"{tag}: trace has {kernels} kernel events, run says {kernel_count}")
+    check(starts.keys() == ends.keys() and starts, f"{tag}: flow starts {len(starts)} / ends {len(ends)} unpaired")
+    check({"step", "forward"} <= ranges, f"{tag}: trace lacks the step/forward ranges ({sorted(ranges)[:6]})")
+    json.dumps(trace, allow_nan=False)  # plain JSON (no NaN) as Perfetto reads it
+
+
+def within(a, b, tol):
+    return a is not None and b is not None and abs(a - b) <= tol * b
+
+
+profiles, benches = [], {}
+precs = args.precisions.split(",")
+bound = set(args.bound.split(",")) if args.bound else set()
+for point in args.points.split(","):
+    model, ctx, steps = point.split(":")
+    common = {"model": model, "context_length": int(ctx), "precision": precs, "mode": ["forward", "train_step"]}
+    profiles += [(int(steps), r) for r in run(f"profile_{model}_{ctx}",
+                                              dict(common, kind="profile", warmup_steps=2,
+                                                   profile_steps=int(steps)))]
+    for b in run(f"bench_{model}_{ctx}", dict(common, kind="benchmark", warmup_steps=2, measure_steps=5,
+                                              graphs=False)):
+        benches[(b["model"], b["context_length"], b["precision"], b["mode"])] = b
+
+table = []
+for steps, r in profiles:
+    tag = f"{r.get('model')}@{r.get('context_length')} {r.get('precision')} {r.get('mode')}"
+    if not check(r.get("status") == "succeeded", f"{tag}: {r.get('error')}"):
+        continue
+    training = r["mode"] == "train_step"
+    check(r["dropped_records"] == 0, f"{tag}: {r['dropped_records']} CUPTI records dropped")
+    check(r["unattributed_kernels"] == 0, f"{tag}: {r['unattributed_kernels']} kernels outside every range")
+    check(r.get("kernels_without_launch") == 0, f"{tag}: {r.get('kernels_without_launch')} kernels without launch")
+    check("libcupti" in (r.get("nvtx_injection") or ""), f"{tag}: NVTX injection {r.get('nvtx_injection')!r}")
+
+    ks = r["kernel_summary"]
+    inst = {k["range"]: k["range_instances"] for k in ks}
+    want = ["step", "forward"] + (["backward", "optimizer"] if training else [])
+    for name in want:
+        check(inst.get(name) == steps, f"{tag}: range {name} x{inst.get(name)}, want {steps} (warm-up leaked?)")
+    all_rows = [k for k in ks if k["range"] == "(all)"]
+    check(sum(k["instances"] for k in all_rows) == r["kernel_count"], f"{tag}: (all) instances != kernel_count")
+    check(sum(k["total_ns"] for k in all_rows) == r["kernel_time_ns"], f"{tag}: (all) total != kernel_time_ns")
+    check(sum(k["instances"] for k in ks if k["range"] == "step") == r["kernel_count"],
+          f"{tag}: kernels outside the traced steps")
+
+    ph = {p["phase"]: p for p in r["phases"]}
+    check(sorted(ph) == sorted(want), f"{tag}: phases {sorted(ph)}")
+    for name, p in ph.items():
+        check(p["instances"] == steps, f"{tag} {name}: {p['instances']} instances")
+        ev, ev0 = p.get("event_ns_profiled"), p.get("event_ns_unprofiled")
+        if not check(ev and ev0, f"{tag} {name}: no CUDA-event times"):
+            continue
+        slack = ev * (1 + EVENT_SLACK[0]) + EVENT_SLACK[1]
+        check(p["kernel_ns"] <= p["gpu_span_ns"] + 1000, f"{tag} {name}: kernels {p['kernel_ns']:.0f} ns > GPU span "
+              f"{p['gpu_span_ns']:.0f} ns")
+        check(p["gpu_span_ns"] <= slack, f"{tag} {name}: GPU span {p['gpu_span_ns']:.0f} ns > events {ev:.0f} ns")
+        check(p["kernel_ns"] <= slack, f"{tag} {name}: kernels {p['kernel_ns']:.0f} ns > events {ev:.0f} ns")
+        if r["model"] in bound and name in ("forward", "step"):
+            check(p["kernel_ns"] >= MIN_BUSY * ev, f"{tag} {name}: kernels only {100 * p['kernel_ns'] / ev:.1f}% "
+                  f"of the event time (want >= {100 * MIN_BUSY:.0f}%)")
+    if "forward" in ph:
+        check(r.get("forward_gpu_span_ns") == int(ph["forward"]["gpu_span_ns"]) or
+              abs(r["forward_gpu_span_ns"] - ph["forward"]["gpu_span_ns"]) <= 1,
+              f"{tag}: forward_gpu_span_ns {r.get('forward_gpu_span_ns')} vs phase {ph['forward']['gpu_span_ns']}")
+
+    w0, w1 = r["step_ms_unprofiled"], r["step_ms_profiled"]
+    check(abs(r["overhead_pct"] - 100 * (w1 - w0) / w0) < 1e-6, f"{tag}: overhead_pct not from the step times")
+    check(r["overhead_pct"] <= MAX_OVERHEAD, f"{tag}: wall-clock overhead {r['overhead_pct']:.1f}%")
+    check(r.get("overhead_gpu_pct") is not None and r["overhead_gpu_pct"] <= MAX_OVERHEAD,
+          f"{tag}: CUDA-event overhead {r.get('overhead_gpu_pct')}")
+
+    b = benches.get((r["model"], r["context_length"], r["precision"], r["mode"]))
+    bf = bt = None
+    if check(b and b.get("status") == "succeeded" and b.get("stats_gpu"), f"{tag}: no benchmark run beside it"):
+        bf, bt = b["stats_gpu"]["forward"]["mean_ms"], b["stats_gpu"]["total"]["mean_ms"]
+        pf = ph["forward"]["event_ns_unprofiled"] / 1e6
+        check(within(pf, bf, BENCH_TOL), f"{tag}: untraced forward events {pf:.3f} ms vs benchmark {bf:.3f} ms")
+        if r["model"] in bound:
+            ps = ph["step"]["event_ns_unprofiled"] / 1e6
+            check(within(ps, bt, BENCH_TOL), f"{tag}: untraced step events {ps:.3f} ms vs benchmark {bt:.3f} ms")
+
+    a = r.get("answers") or {}
+    check(a.get("top_forward_kernel") and a.get("top_forward_calls_per_forward", 0) > 0, f"{tag}: no top kernel")
+    check(0 < (a.get("gemm_share_forward_pct") or 0) <= 100, f"{tag}: GEMM share of forward")
+    if training:
+        check(0 < (a.get("gemm_share_step_pct") or 0) <= 100 and a.get("top_fwd_bwd_kernel"),
+              f"{tag}: train-step answers")
+    att = a.get("attention") or {}
+    check(att.get("softmax_ns", 0) > 0 and att.get("matmul_ns", 0) > 0, f"{tag}: softmax/matmul times {att}")
+    check(len(r.get("roofline") or []) >= 3 and all(x["time_ns"] > 0 for x in r["roofline"]), f"{tag}: roofline")
+    if r.get("_trace") is not None or check(False, f"{tag}: no trace"):
+        check_trace(tag, r["_trace"], r["kernel_count"])
+    table.append((r, ph, a, bf, bt))
+
+ms = lambda ns: f"{ns / 1e6:.3f}" if ns is not None else "—"
+print("\n| model | T | prec | mode | kernels/step | step ms untraced / traced (wall) | overhead % wall / events |"
+      " fwd kernels / span / events ms | kernel % of events fwd / bwd / opt / step | fwd events untraced vs benchmark ms |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for r, ph, a, bf, bt in table:
+    steps = ph["step"]["instances"]
+    pct = " / ".join(f"{ph[n]['kernel_pct_of_event']:.1f}" if n in ph else "—"
+                     for n in ("forward", "backward", "optimizer", "step"))
+    f = ph["forward"]
+    print(f"| {r['model']} | {r['context_length']} | {r['precision']} | {r['mode']} | {r['kernel_count'] // steps} | "
+          f"{r['step_ms_unprofiled']:.2f} / {r['step_ms_profiled']:.2f} | {r['overhead_pct']:.1f} / "
+          f"{r['overhead_gpu_pct']:.1f} | {ms(f['kernel_ns'])} / {ms(f['gpu_span_ns'])} / {ms(f['event_ns_profiled'])}"
+          f" | {pct} | {ms(f['event_ns_unprofiled'])} vs {bf if bf is None else f'{bf:.3f}'} |")
+print("\n| model | T | prec | mode | top kernel in forward | calls/fwd | share % | also top fwd+bwd | GEMM % fwd |"
+      " GEMM % step | softmax / QK+PV µs per layer (time ×; FLOP ×) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for r, ph, a, bf, bt in table:
+    att = a["attention"]
+    gs = a.get("gemm_share_step_pct")
+    print(f"| {r['model']} | {r['context_length']} | {r['precision']} | {r['mode']} | `{a['top_forward_kernel'][:60]}` | "
+          f"{a['top_forward_calls_per_forward']:.0f} | {a['top_forward_share_pct']:.1f} | "
+          f"{a.get('top_forward_also_top_fwd_bwd', '–')} | {a['gemm_share_forward_pct']:.1f} | "
+          f"{'–' if gs is None else f'{gs:.1f}'} | {att['softmax_ns'] / 1e3:.1f} / {att['matmul_ns'] / 1e3:.1f} "
+          f"(×{att['time_ratio_matmul_to_softmax']:.1f}; ×{att['flop_ratio_matmul_to_softmax']:.0f}) |")
+print()
+for r, ph, a, bf, bt in table:
+    top = sorted((k for k in r["kernel_summary"] if k["range"] == "step"), key=lambda k: -k["total_ns"])[:4]
+    print(f"{r['model']}@{r['context_length']} {r['precision']} {r['mode']} top kernels of the step: " +
+          "; ".join(f"{k['kernel'][:50]} {k['share_pct']:.1f}%" for k in top))
+    print("   non-GEMM > 2%: " + ", ".join(f"{n['kernel'][:40]} {n['share_pct']:.1f}" for n in a["non_gemm_above_2pct"]))
+    print("   roofline: " + "; ".join(f"{x['op']} {x['tflops']:.1f} TFLOP/s {x['gbps']:.0f} GB/s ({x['bound']})"
+                                      for x in r["roofline"]))
+print("\nprofile_check:", "ok" if not fails else f"{len(fails)} failure(s)")
+sys.exit(1 if fails else 0)

@@ -192,38 +192,46 @@ static void add_pool_figures(json_t *run, lmk_backend *b, const memory_phase *ph
                                     "Reserved includes the backend's scratch buffer (not a tracked tensor)."));
 }
 
-/* The measured parts beside the estimate, with the differences explained. */
+/* The measured parts beside the estimate, with the differences explained.
+ * Gradients are measured as their peak (they exist from backward until the
+ * optimizer step releases them); the rest as live at the end or at the peak. */
 static void add_estimate(json_t *run, const model_point *p, const lmk_allocator *a, int training,
                          const json_t *breakdown)
 {
-    lmk_memory_estimate est = lmk_model_memory_estimate(&p->cfg, p->batch, p->T, training);
+    lmk_memory_estimate est = lmk_model_memory_estimate(&p->cfg, p->batch, p->T, p->prec, training);
     uint64_t activations = (uint64_t)json_integer_value(json_object_get(breakdown, "activation")) +
                            (uint64_t)json_integer_value(json_object_get(breakdown, "temporary"));
     json_int_t copies = json_integer_value(json_object_get(breakdown, "parameter_copy"));
-    json_t *measured = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "parameters",
+    json_int_t grads_at_peak = json_integer_value(json_object_get(breakdown, "gradient"));
+    json_int_t inputs = json_integer_value(json_object_get(breakdown, "input")) +
+                        json_integer_value(json_object_get(breakdown, "workspace"));
+    uint64_t peak = lmk_allocator_peak(a, -1);
+    json_t *measured = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "parameters",
                                  (json_int_t)lmk_allocator_live(a, LMK_MEM_PARAMETER), "gradients",
-                                 (json_int_t)lmk_allocator_live(a, LMK_MEM_GRADIENT), "optimizer_state",
-                                 (json_int_t)lmk_allocator_live(a, LMK_MEM_OPTIMIZER_STATE), "activations_at_peak",
-                                 (json_int_t)activations, "parameter_copies_at_peak", copies, "total_peak",
-                                 (json_int_t)lmk_allocator_peak(a, -1));
-    json_t *estimate = json_pack("{s:I, s:I, s:I, s:I, s:I}", "parameters", (json_int_t)est.parameters, "gradients",
-                                 (json_int_t)est.gradients, "optimizer_state", (json_int_t)est.optimizer_state,
-                                 "activations", (json_int_t)est.activations, "total", (json_int_t)est.total);
-    char notes[768], copies_note[160] = "";
-    double diff = (double)lmk_allocator_peak(a, -1) - (double)est.total;
-    if (copies)
-        snprintf(copies_note, sizeof copies_note,
-                 " The estimate does not count the 16-bit weight copies (parameter_copy, %.2f MiB at the "
-                 "peak); without them the difference is %+.2f MiB.",
-                 copies / MIB, (diff - (double)copies) / MIB);
+                                 (json_int_t)lmk_allocator_peak(a, LMK_MEM_GRADIENT), "optimizer_state",
+                                 (json_int_t)lmk_allocator_live(a, LMK_MEM_OPTIMIZER_STATE), "gradients_at_peak",
+                                 grads_at_peak, "parameter_copies_at_peak", copies, "activations_at_peak",
+                                 (json_int_t)activations, "inputs_at_peak", inputs, "total_peak", (json_int_t)peak);
+    json_t *estimate = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "parameters", (json_int_t)est.parameters,
+                                 "gradients", (json_int_t)est.gradients, "optimizer_state",
+                                 (json_int_t)est.optimizer_state, "gradients_at_peak", (json_int_t)est.gradients_at_peak,
+                                 "parameter_copies_at_peak", (json_int_t)est.parameter_copies, "activations",
+                                 (json_int_t)est.activations, "inputs", (json_int_t)est.inputs, "total",
+                                 (json_int_t)est.total);
+    char notes[1024];
+    double diff = (double)peak - (double)est.total;
     snprintf(notes, sizeof notes,
-             "parameters, gradients and optimizer state are exact sizes (4 bytes per float32 element); the "
-             "activation estimate counts what the model keeps for backward plus the largest transient "
-             "buffers, the measurement is what was live at the peak (activation + temporary). The peak "
-             "differs from the estimate by %+.2f MiB (%+.1f%%): inputs, the loss scalar and buffers of the "
-             "phase that peaked (%s) that the formula does not model one by one.%s",
-             diff / MIB, est.total ? 100.0 * diff / (double)est.total : 0.0,
-             json_string_value(json_object_get(run, "peak_phase")) ?: "none", copies_note);
+             "parameters, gradients and optimizer state are exact sizes (float32); gradients exist from their "
+             "first write in backward until the optimizer step releases them (PyTorch's zero_grad(set_to_none="
+             "True)), so the peak holds %.2f MiB of them (estimate %.2f); the 16-bit weight copies "
+             "(parameter_copy, bf16/fp16) live from their first use in forward to the end of their layer's "
+             "backward: %.2f MiB at the peak (estimate %.2f). The estimate replays the model's allocation order "
+             "from the shape, so activations at the peak are %.2f MiB measured vs %.2f estimated. The peak "
+             "differs from the estimate by %+.2f MiB (%+.3f%%) in the phase that peaked (%s); a non-zero "
+             "difference is a tensor the replay does not know (it should be 0 unless the model code changed).",
+             grads_at_peak / MIB, est.gradients_at_peak / MIB, copies / MIB, est.parameter_copies / MIB,
+             activations / MIB, est.activations / MIB, diff / MIB, est.total ? 100.0 * diff / (double)est.total : 0.0,
+             json_string_value(json_object_get(run, "peak_phase")) ?: "none");
     json_object_set_new(run, "measured", measured);
     json_object_set_new(run, "estimate", estimate);
     json_object_set_new(run, "estimate_notes", json_string(notes));

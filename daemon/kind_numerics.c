@@ -13,7 +13,7 @@
 
 /* The traced model: small enough to take milliseconds on the cpu backend,
  * every op of the real model (layers merged in the report). */
-static const lmk_model_config report_model = {"custom", 64, 16, 32, 64, 2, 2, 10000.0f};
+static const lmk_model_config report_model = {"custom", 64, 16, 32, 64, 2, 2, 10000.0f, LMK_ATTN_NAIVE};
 #define REPORT_BATCH 2
 #define REPORT_T 8
 #define REPORT_COMPUTED_ON "cpu backend (model code shared with cuda)"

@@ -58,6 +58,18 @@ static int model_from_json(const json_t *m, int vocab, int T, lmk_model_config *
     return lmk_model_config_check(cfg, bad) == LMK_OK ? 0 : -1;
 }
 
+/* "naive" / "flash" → LMK_ATTN_*. Returns 0, or -1 for another name. */
+static int attention_parse(const char *name, int *impl)
+{
+    if (strcmp(name, "naive") == 0)
+        *impl = LMK_ATTN_NAIVE;
+    else if (strcmp(name, "flash") == 0)
+        *impl = LMK_ATTN_FLASH;
+    else
+        return -1;
+    return 0;
+}
+
 size_t model_point_count(const json_t *spec)
 {
     size_t points = 1;
@@ -142,9 +154,25 @@ int model_point_check(const json_t *spec, api_error *err)
             return api_fail(err, API_ERR_INVALID_SPEC, "precision", "precision must be fp32, tf32, bf16 or fp16");
     }
     const char *attention = json_string_value(json_object_get(spec, "attention"));
-    if (attention && strcmp(attention, "naive") != 0)
-        return api_fail(err, API_ERR_INVALID_SPEC, "attention", "attention \"%s\" is not implemented (naive)",
+    int impl = LMK_ATTN_NAIVE;
+    if (attention && attention_parse(attention, &impl))
+        return api_fail(err, API_ERR_INVALID_SPEC, "attention", "attention \"%s\" is not implemented (naive, flash)",
                         attention);
+    for (size_t i = 0; attention && impl == LMK_ATTN_FLASH && i < field_len(spec, "model"); i++) {
+        lmk_model_config cfg;
+        const char *bad;
+        if (model_from_json(field_at(spec, "model", i), vocab, 1, &cfg, &bad) == 0 &&
+            !lmk_attn_head_dim_supported(cfg.d_model / cfg.num_heads)) {
+            char dims[64] = "";
+#define XX(D) snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%d", dims[0] ? ", " : "", D);
+            LMK_ATTN_HEAD_DIMS(XX)
+#undef XX
+            return api_fail(err, API_ERR_INVALID_SPEC, "attention",
+                            "attention \"flash\" supports head dimensions %s; model %s has %d (d_model %d / "
+                            "num_heads %d): use attention \"naive\"",
+                            dims, cfg.name, cfg.d_model / cfg.num_heads, cfg.d_model, cfg.num_heads);
+        }
+    }
     return 0;
 }
 
@@ -170,8 +198,13 @@ int model_point_at(const json_t *spec, size_t idx, model_point *p)
     const json_t *seed = json_object_get(spec, "seed");
     p->seed = json_is_integer(seed) ? (uint64_t)json_integer_value(seed) : 0;
     const char *bad;
-    return model_from_json(field_at(spec, "model", at[MP_MODEL]), spec_int(spec, "vocab_size", 10000), p->T, &p->cfg,
-                           &bad);
+    int impl = LMK_ATTN_NAIVE;
+    if (attention_parse(p->attention, &impl) ||
+        model_from_json(field_at(spec, "model", at[MP_MODEL]), spec_int(spec, "vocab_size", 10000), p->T, &p->cfg,
+                        &bad))
+        return -1;
+    p->cfg.attention = impl;
+    return lmk_model_config_check(&p->cfg, &bad) == LMK_OK ? 0 : -1;
 }
 
 void model_point_describe(const model_point *p, char *buf, size_t len)
@@ -211,16 +244,16 @@ uint64_t model_point_available_bytes(const runctx_device *dev)
 
 int model_point_preflight(const model_point *p, int training, const runctx_device *dev, json_t *run)
 {
-    lmk_memory_estimate est = lmk_model_memory_estimate(&p->cfg, p->batch, p->T, training);
+    lmk_memory_estimate est = lmk_model_memory_estimate(&p->cfg, p->batch, p->T, p->prec, training);
     json_object_set_new(run, "estimated_memory_bytes", json_integer((json_int_t)est.total));
     uint64_t avail = model_point_available_bytes(dev);
     if ((double)est.total <= MODEL_POINT_MEMORY_HEADROOM * (double)avail)
         return 0;
     model_point_fail(run,
                      "does not fit: estimated memory %.1f MiB (parameters %.1f, gradients %.1f, optimizer state "
-                     "%.1f, activations %.1f) but only %.1f MiB available",
-                     est.total / MIB, est.parameters / MIB, est.gradients / MIB, est.optimizer_state / MIB,
-                     est.activations / MIB, avail / MIB);
+                     "%.1f, 16-bit weight copies %.1f, activations %.1f at the peak) but only %.1f MiB available",
+                     est.total / MIB, est.parameters / MIB, est.gradients_at_peak / MIB, est.optimizer_state / MIB,
+                     est.parameter_copies / MIB, est.activations / MIB, avail / MIB);
     return -1;
 }
 

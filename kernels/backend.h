@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention.h"
+
 /* Rounding applied to GEMM inputs or outputs (autocast emulation). */
 typedef enum lmk_round {
     LMK_ROUND_NONE = 0, /* float32 */
@@ -137,6 +139,21 @@ struct lmk_backend {
     /* dst16 (n, uint16) = raw bits of x (n) rounded (RNE) to fmt, which is
      * LMK_ROUND_BF16 or LMK_ROUND_FP16 (else LMK_INVALID). Not in place. */
     int (*cast_half)(lmk_backend *b, void *dst16, const float *x, size_t n, lmk_round fmt);
+    /* out (n) = the float32 values of x16 (n, raw bits of fmt, LMK_ROUND_BF16
+     * or LMK_ROUND_FP16; else LMK_INVALID): exact, the inverse of cast_half. */
+    int (*cast_float)(lmk_backend *b, float *out, const void *x16, size_t n, lmk_round fmt);
+
+    /* Fused scaled dot-product attention with attention.h's math and
+     * layouts: q, k, v, o, dout, dq, dk, dv (B, H, T, d) contiguous of
+     * s->dtype (float32, or raw bf16/fp16 bits); lse, work (B, H, T) float32.
+     * cuda: the flash kernels on the backend's stream (head dims of
+     * LMK_ATTN_HEAD_DIMS); cpu: the float32 reference (16-bit tensors
+     * widened, outputs rounded back). Backward recomputes P from lse. */
+    int (*attn_fwd)(lmk_backend *b, void *o, float *lse, const void *q, const void *k,
+                    const void *v, const lmk_attn_shape *s);
+    int (*attn_bwd)(lmk_backend *b, void *dq, void *dk, void *dv, float *work, const void *dout,
+                    const void *q, const void *k, const void *v, const void *o, const float *lse,
+                    const lmk_attn_shape *s);
 
     /* Fused softmax cross-entropy over logits (n, V) with targets (n):
      * *loss (device scalar) = mean_i (logsumexp(logits_i) − logits_i[t_i]);

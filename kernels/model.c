@@ -36,12 +36,12 @@ static void range_push_layer(int l)
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
 
 static const lmk_model_config presets[] = {
-    {"tiny", 10000, 1024, 512, 1344, 4, 16, 10000.0f},
-    {"small", 10000, 1024, 768, 3072, 12, 12, 10000.0f},
-    {"medium", 10000, 1024, 1024, 4096, 24, 16, 10000.0f},
-    {"large", 10000, 1024, 1280, 5120, 36, 20, 10000.0f},
-    {"xl", 10000, 1024, 1600, 6400, 48, 25, 10000.0f},
-    {"2.7B", 10000, 1024, 2560, 10240, 32, 32, 10000.0f},
+    {"tiny", 10000, 1024, 512, 1344, 4, 16, 10000.0f, LMK_ATTN_NAIVE},
+    {"small", 10000, 1024, 768, 3072, 12, 12, 10000.0f, LMK_ATTN_NAIVE},
+    {"medium", 10000, 1024, 1024, 4096, 24, 16, 10000.0f, LMK_ATTN_NAIVE},
+    {"large", 10000, 1024, 1280, 5120, 36, 20, 10000.0f, LMK_ATTN_NAIVE},
+    {"xl", 10000, 1024, 1600, 6400, 48, 25, 10000.0f, LMK_ATTN_NAIVE},
+    {"2.7B", 10000, 1024, 2560, 10240, 32, 32, 10000.0f, LMK_ATTN_NAIVE},
 };
 
 static const char *const precision_names[LMK_PREC_COUNT] = {"fp32", "tf32", "bf16", "fp16"};
@@ -101,6 +101,9 @@ int lmk_model_config_check(const lmk_model_config *c, const char **field)
         f = "num_heads";
     else if (!(c->rope_theta > 0.0f))
         f = "rope_theta";
+    else if ((c->attention != LMK_ATTN_NAIVE && c->attention != LMK_ATTN_FLASH) ||
+             (c->attention == LMK_ATTN_FLASH && !lmk_attn_head_dim_supported(c->d_model / c->num_heads)))
+        f = "attention";
     if (f) {
         if (field)
             *field = f;
@@ -128,41 +131,6 @@ lmk_model_flops lmk_model_flops_per_step(const lmk_model_config *c, int batch, i
     return f;
 }
 
-/* Mirrors the allocation order of forward/backward below (float32 tensors). */
-lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T,
-                                              int training)
-{
-    uint64_t N = (uint64_t)batch * T, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
-    uint64_t H = c->num_heads, L = c->num_layers, P = lmk_model_param_count(c);
-    uint64_t scores = (uint64_t)batch * H * T * T;
-    uint64_t dh = d / H;
-    lmk_memory_estimate e = {0};
-    e.parameters = 4 * P;
-    /* inputs, targets, rope table, scalars */
-    uint64_t fixed = 4 * (2 * N + (uint64_t)T * dh + 4);
-    /* one layer's saved activations, including its output */
-    uint64_t layer = 2 * N + 8 * N * d + scores + 3 * N * ff;
-    uint64_t act;
-    if (training) {
-        e.gradients = 4 * P;
-        e.optimizer_state = training == LMK_MODEL_GRADIENTS ? 0 : 8 * P;
-        uint64_t fwd = N * d + L * layer + N + N * d + N * V; /* end of forward */
-        uint64_t p1 = fwd + N * d;                             /* LM-head backward */
-        uint64_t base = fwd - N * V - N - N * d;               /* top layer, dres live */
-        uint64_t p2 = base + 2 * N * ff;                       /* its SwiGLU backward */
-        uint64_t p3 = base + scores - 3 * N * ff - N * d - N;  /* its attention backward */
-        act = p1 > p2 ? p1 : p2;
-        act = act > p3 ? act : p3;
-    } else {
-        uint64_t in_layer = N * d + layer + N * d;   /* input, layer, one temporary */
-        uint64_t tail = 2 * N * d + N + N * V;       /* last output, final norm, logits */
-        act = in_layer > tail ? in_layer : tail;
-    }
-    e.activations = 4 * act + 4 * fixed;
-    e.total = e.parameters + e.gradients + e.optimizer_state + e.activations;
-    return e;
-}
-
 lmk_adamw_config lmk_adamw_defaults(void)
 {
     return (lmk_adamw_config){.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
@@ -180,9 +148,12 @@ static const char *const layer_param_names[P_PER_LAYER] = {
 
 typedef struct param_slot {
     char name[64];
-    lmk_tensor p, g, m, v; /* g, m, v: NULL data unless training */
+    lmk_tensor p, g, m, v; /* m, v: NULL data unless training with AdamW; g: from
+                            * its first write in backward until lmk_model_step */
     lmk_tensor h;          /* 16-bit copy of p (parameter_copy; bf16/fp16 matrices
-                            * but the embedding), from forward to end of backward */
+                            * but the embedding), from its first use in forward
+                            * to the end of its layer's backward */
+    int g_ready;           /* g zeroed (or written) in the current backward */
     int rows, cols;        /* (rows, cols); norms: (1, d) */
     float init_std;        /* 0: ones */
 } param_slot;
@@ -190,8 +161,11 @@ typedef struct param_slot {
 /* One layer's activations saved for backward (see the plan in forward). */
 typedef struct layer_acts {
     lmk_tensor ln1_rstd, ln1_out;  /* (N), (N, d) */
-    lmk_tensor qh, kh, vh;         /* (B, H, T, dh) each, after RoPE on q, k */
-    lmk_tensor probs;              /* (B, H, T, T) */
+    lmk_tensor qh, kh, vh;         /* (B, H, T, dh) each, after RoPE on q, k; flash under
+                                    * bf16/fp16: 16-bit */
+    lmk_tensor probs;              /* (B, H, T, T), naive attention */
+    lmk_tensor o, lse;             /* flash: output (B, H, T, dh) (16-bit under bf16/fp16),
+                                    * logsumexp (B, H, T) float32 */
     lmk_tensor merged;             /* (N, d) heads merged, input of output_proj */
     lmk_tensor mid;                /* (N, d) x + attention */
     lmk_tensor ln2_rstd, ln2_out;  /* (N), (N, d) */
@@ -353,7 +327,7 @@ static int build_rope_table(lmk_model *m)
 static void release_layer(lmk_model *m, layer_acts *la)
 {
     lmk_tensor *ts[] = {&la->ln1_rstd, &la->ln1_out, &la->qh, &la->kh, &la->vh,
-                        &la->probs, &la->merged, &la->mid, &la->ln2_rstd, &la->ln2_out,
+                        &la->probs, &la->o, &la->lse, &la->merged, &la->mid, &la->ln2_rstd, &la->ln2_out,
                         &la->a, &la->g, &la->act};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         lmk_tensor_release(m->a, ts[i]);
@@ -471,8 +445,6 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
         param_slot *s = &m->params[i];
         size_t n = (size_t)s->rows * s->cols;
         TRY(lmk_tensor_alloc(a, &s->p, LMK_F32, n, LMK_MEM_PARAMETER, "%s", s->name));
-        if (training)
-            TRY(lmk_tensor_alloc(a, &s->g, LMK_F32, n, LMK_MEM_GRADIENT, "%s.grad", s->name));
         if (training && training != LMK_MODEL_GRADIENTS) {
             TRY(lmk_tensor_alloc(a, &s->m, LMK_F32, n, LMK_MEM_OPTIMIZER_STATE, "%s.exp_avg",
                                  s->name));
@@ -678,33 +650,61 @@ static int half_copy(lmk_model *m, lmk_tensor *t16, const float *x, size_t n, co
     return rc;
 }
 
-/* The per-step 16-bit weight copies (autocast's cast of each weight, made
- * once and reused by forward and backward): every matrix but the embedding
- * (a lookup, which autocast keeps in float32). Freed with the activations. */
-static int make_param_copies(lmk_model *m)
+static lmk_dtype half_dtype(const lmk_model *m)
 {
-    if (m->half == LMK_ROUND_NONE)
+    return m->half == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
+}
+
+/* The per-step 16-bit copy of weight matrix s (autocast's cast of each
+ * weight, made at its first use in forward and reused by backward): every
+ * matrix but the embedding (a lookup, which autocast keeps in float32).
+ * Training keeps a layer's copies until the end of its backward; inference
+ * releases them at the end of the layer. No-op without 16-bit GEMMs. */
+static int param_copy(lmk_model *m, param_slot *s)
+{
+    if (m->half == LMK_ROUND_NONE || s->rows == 1 || s->h.data)
         return LMK_OK;
-    lmk_dtype dt = m->half == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
-    for (size_t i = 1; i < m->nparams; i++) {
-        param_slot *s = &m->params[i];
-        if (s->rows == 1 || s->h.data)
-            continue;
-        rec(m, "weights (cast_half)", F32, fmt_of(m->half), "-", "parameter_copy, once per step");
-        int rc = lmk_tensor_alloc(m->a, &s->h, dt, s->p.numel, LMK_MEM_PARAMETER_COPY, "%s.%s",
-                                  s->name, lmk_dtype_name(dt));
-        if (rc == LMK_OK)
-            rc = m->b->cast_half(m->b, s->h.data, LMK_F(s->p), s->p.numel, m->half);
-        if (rc != LMK_OK)
-            return rc;
-    }
-    return LMK_OK;
+    lmk_dtype dt = half_dtype(m);
+    rec(m, "weights (cast_half)", F32, fmt_of(m->half), "-", "parameter_copy, once per step");
+    int rc = lmk_tensor_alloc(m->a, &s->h, dt, s->p.numel, LMK_MEM_PARAMETER_COPY, "%s.%s", s->name,
+                              lmk_dtype_name(dt));
+    if (rc == LMK_OK)
+        rc = m->b->cast_half(m->b, s->h.data, LMK_F(s->p), s->p.numel, m->half);
+    return rc;
+}
+
+static void release_layer_copies(lmk_model *m, int l)
+{
+    for (int j = 0; j < P_PER_LAYER; j++)
+        lmk_tensor_release(m->a, &layer_param(m, l, j)->h);
+}
+
+/* The gradient of s ready to accumulate into (parameter gradients
+ * accumulate, backend.h): allocated at its first write in a backward
+ * (PyTorch's semantics: gradients do not exist during forward; they live
+ * from backward until lmk_model_step releases them) and zeroed at the first
+ * write of every backward. */
+static int grad_ready(lmk_model *m, param_slot *s)
+{
+    if (s->g_ready)
+        return LMK_OK;
+    int rc = LMK_OK;
+    if (!s->g.data)
+        rc = lmk_tensor_alloc(m->a, &s->g, LMK_F32, s->p.numel, LMK_MEM_GRADIENT, "%s.grad", s->name);
+    if (rc == LMK_OK)
+        rc = m->b->mem_zero(m->b, s->g.data, s->g.bytes);
+    if (rc == LMK_OK)
+        s->g_ready = 1;
+    return rc;
 }
 
 /* y (N, dout) = x (N, din) · Wᵀ, W (dout, din). */
-static int linear_fwd(lmk_model *m, const char *op, float *y, operand x, const param_slot *w,
+static int linear_fwd(lmk_model *m, const char *op, float *y, operand x, param_slot *w,
                       int n, int din, int dout)
 {
+    int rc = param_copy(m, w);
+    if (rc != LMK_OK)
+        return rc;
     lmk_gemm g = {.trans_b = 1, .m = n, .n = dout, .k = din, .batch = 1, .alpha = 1.0f,
                   .in_round = m->in_round, .out_round = m->out_round};
     return gemm2(m, op, &g, y, x, op_w(w));
@@ -721,7 +721,11 @@ static int linear_bwd(lmk_model *m, const char *op, float *dx, int accumulate_dx
     lmk_tensor dy16 = {0};
     char name[48];
     snprintf(name, sizeof name, "%s dy", op);
-    int rc = half_copy(m, &dy16, dy, (size_t)n * dout, name, -1);
+    int rc = grad_ready(m, w);
+    if (rc == LMK_OK)
+        rc = param_copy(m, w); /* made by forward; again only after a failed one */
+    if (rc == LMK_OK)
+        rc = half_copy(m, &dy16, dy, (size_t)n * dout, name, -1);
     if (rc != LMK_OK)
         return rc;
     lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1.0f,
@@ -755,9 +759,91 @@ static int heads_gemm(lmk_model *m, const char *op, float *c, operand a, operand
     TRY(lmk_tensor_alloc(m->a, &(t), LMK_F32, (size_t)(n), LMK_MEM_ACTIVATION, fmt, __VA_ARGS__))
 #define TMP(t, n, fmt, ...) \
     TRY(lmk_tensor_alloc(m->a, &(t), LMK_F32, (size_t)(n), LMK_MEM_TEMPORARY, fmt, __VA_ARGS__))
+/* 16-bit (m->half's format) tensors */
+#define ACT16(t, n, fmt, ...) \
+    TRY(lmk_tensor_alloc(m->a, &(t), half_dtype(m), (size_t)(n), LMK_MEM_ACTIVATION, fmt, __VA_ARGS__))
+#define TMP16(t, n, fmt, ...) \
+    TRY(lmk_tensor_alloc(m->a, &(t), half_dtype(m), (size_t)(n), LMK_MEM_TEMPORARY, fmt, __VA_ARGS__))
+#define DROP(t) lmk_tensor_release(m->a, &(t))
+
+static lmk_attn_shape attn_shape(const lmk_model *m)
+{
+    return (lmk_attn_shape){.B = m->B, .H = m->H, .T = m->T, .d = m->dh, .causal = 1,
+                            .dtype = m->half == LMK_ROUND_NONE ? LMK_F32 : half_dtype(m)};
+}
 
 /* --- forward ---------------------------------------------------------------- */
 
+/* Flash attention forward of layer l: q, k, v (la->qh, kh, vh, float32
+ * (B, H, T, dh)) → *values (new, float32 (B, H, T, dh), temporary unless it
+ * is the saved output). Saves O and the float32 logsumexp (B, H, T) instead
+ * of the probabilities. Under bf16/fp16 q, k, v, O are held in 16 bits
+ * (cast once; the float32 q, k, v are released) and the kernels run on
+ * tensor cores; *values is O widened to float32. keep = 0 (inference)
+ * releases everything but *values. */
+static int flash_forward(lmk_model *m, int l, int keep, lmk_tensor *values)
+{
+    lmk_backend *b = m->b;
+    layer_acts *la = &m->acts[l];
+    int rc = LMK_OK;
+    size_t n = (size_t)m->N * m->c.d_model;
+    lmk_attn_shape s = attn_shape(m);
+    if (!b->attn_fwd || (m->half != LMK_ROUND_NONE && !b->cast_float))
+        return LMK_UNSUPPORTED;
+    ACT(la->lse, (size_t)m->B * m->H * m->T, "layers.%d.attn.lse", l);
+    if (m->half == LMK_ROUND_NONE) {
+        rec(m, "attn flash forward (fused)", F32 ", " F32 ", " F32, F32, F32, "O and logsumexp saved");
+        if (keep)
+            ACT(la->o, n, "layers.%d.attn.out", l);
+        else
+            TMP(la->o, n, "layers.%d.attn.out", l);
+        TRY(b->attn_fwd(b, la->o.data, LMK_F(la->lse), la->qh.data, la->kh.data, la->vh.data, &s));
+        if (!keep) {
+            DROP(la->qh);
+            DROP(la->kh);
+            DROP(la->vh);
+            *values = la->o;
+            la->o = (lmk_tensor){0};
+        }
+        /* with keep, *values stays empty: the caller reads la->o */
+        goto out;
+    }
+    const char *hf = fmt_of(m->half);
+    char in[48];
+    snprintf(in, sizeof in, "%s, %s, %s", hf, hf, hf);
+    rec(m, "attn flash forward (fused)", in, hf, F32, "q, k, v, O in 16 bits; logsumexp float32");
+    static const char *const names[3] = {"q16", "k16", "v16"};
+    lmk_tensor *src[3] = {&la->qh, &la->kh, &la->vh};
+    for (int i = 0; i < 3; i++) {
+        lmk_tensor t16 = {0};
+        TRY(lmk_tensor_alloc(m->a, &t16, half_dtype(m), n, LMK_MEM_ACTIVATION, "layers.%d.attn.%s", l,
+                             names[i]));
+        rc = b->cast_half(b, t16.data, LMK_F(*src[i]), n, m->half);
+        DROP(*src[i]);
+        *src[i] = t16; /* released by the caller's clean-up on failure */
+        TRY(rc);
+    }
+    ACT16(la->o, n, "layers.%d.attn.out16", l);
+    TRY(b->attn_fwd(b, la->o.data, LMK_F(la->lse), la->qh.data, la->kh.data, la->vh.data, &s));
+    if (!keep) {
+        DROP(la->qh);
+        DROP(la->kh);
+        DROP(la->vh);
+        DROP(la->lse);
+    }
+    TMP(*values, n, "layers.%d.attn.values", l);
+    TRY(b->cast_float(b, LMK_F(*values), la->o.data, n, m->half));
+    if (!keep)
+        DROP(la->o);
+out:
+    if (!keep)
+        DROP(la->lse);
+    return rc;
+}
+
+/* One block. keep = 1 saves what backward needs (training); keep = 0
+ * (inference) releases every tensor as soon as its last reader has run and
+ * the layer's 16-bit weight copies at the end. */
 static int layer_forward(lmk_model *m, int l, int keep)
 {
     lmk_backend *b = m->b;
@@ -766,13 +852,18 @@ static int layer_forward(lmk_model *m, int l, int keep)
     lmk_tensor tmp = {0}, x16 = {0};
     const float *x = LMK_F(m->resid[l]);
     float scale = (float)(1.0 / sqrt((double)m->dh));
+    int flash = m->c.attention == LMK_ATTN_FLASH;
 
     ACT(la->ln1_rstd, N, "layers.%d.ln1.rstd", l);
     ACT(la->ln1_out, (size_t)N * d, "layers.%d.ln1.out", l);
     REC("ln1 (rmsnorm)", F32, acc_reduce(m, 1), F32, F32);
     TRY(b->rmsnorm_fwd(b, LMK_F(la->ln1_out), LMK_F(la->ln1_rstd), x,
                        LMK_F(layer_param(m, l, P_LN1)->p), N, d, RMS_EPS));
+    if (!keep)
+        DROP(la->ln1_rstd);
     TRY(half_copy(m, &x16, LMK_F(la->ln1_out), (size_t)N * d, "ln1.out16", l));
+    if (!keep && x16.data)
+        DROP(la->ln1_out); /* the projections read the 16-bit copy */
     TMP(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
     ACT(la->qh, (size_t)N * d, "layers.%d.attn.q", l);
     TRY(linear_fwd(m, "attn.q_proj", LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WQ), N, d, d));
@@ -786,33 +877,61 @@ static int layer_forward(lmk_model *m, int l, int keep)
     TRY(linear_fwd(m, "attn.v_proj", LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WV), N, d, d));
     REC("attn.v head split", F_OUT, "-", F_OUT);
     TRY(b->rope_fwd(b, LMK_F(la->vh), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
-    lmk_tensor_release(m->a, &tmp);
-    lmk_tensor_release(m->a, &x16);
+    DROP(tmp);
+    DROP(x16);
+    if (!keep)
+        DROP(la->ln1_out);
 
-    /* scores = q kᵀ / sqrt(dh), causal softmax in place */
-    ACT(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
-    RANGE_PUSH("attention scores");
-    rc = heads_gemm(m, "attn.scores = q k^T", LMK_F(la->probs), op_f(LMK_F(la->qh)), op_f(LMK_F(la->kh)), 0, 1, T, T, m->dh, scale);
-    RANGE_POP();
-    TRY(rc);
-    RANGE_PUSH("attention softmax");
-    REC("attn causal softmax", F32, F32, F_OUT);
-    rc = b->softmax_causal_fwd(b, LMK_F(la->probs), LMK_F(la->probs), m->B * m->H, T);
-    RANGE_POP();
-    TRY(rc);
-    TMP(tmp, (size_t)N * d, "layers.%d.attn.values", l);
-    RANGE_PUSH("attention values");
-    rc = heads_gemm(m, "attn.values = p v", LMK_F(tmp), op_f(LMK_F(la->probs)), op_f(LMK_F(la->vh)), 0, 0, T, m->dh, T, 1.0f);
-    RANGE_POP();
-    TRY(rc);
+    const float *values;
+    if (flash) {
+        RANGE_PUSH("attention flash");
+        rc = flash_forward(m, l, keep, &tmp);
+        RANGE_POP();
+        TRY(rc);
+        values = tmp.data ? LMK_F(tmp) : LMK_F(la->o);
+    } else {
+        /* scores = q kᵀ / sqrt(dh), causal softmax in place */
+        ACT(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
+        RANGE_PUSH("attention scores");
+        rc = heads_gemm(m, "attn.scores = q k^T", LMK_F(la->probs), op_f(LMK_F(la->qh)), op_f(LMK_F(la->kh)), 0, 1, T, T,
+                        m->dh, scale);
+        RANGE_POP();
+        TRY(rc);
+        if (!keep) {
+            DROP(la->qh);
+            DROP(la->kh);
+        }
+        RANGE_PUSH("attention softmax");
+        REC("attn causal softmax", F32, F32, F_OUT);
+        rc = b->softmax_causal_fwd(b, LMK_F(la->probs), LMK_F(la->probs), m->B * m->H, T);
+        RANGE_POP();
+        TRY(rc);
+        TMP(tmp, (size_t)N * d, "layers.%d.attn.values", l);
+        RANGE_PUSH("attention values");
+        rc = heads_gemm(m, "attn.values = p v", LMK_F(tmp), op_f(LMK_F(la->probs)), op_f(LMK_F(la->vh)), 0, 0, T, m->dh,
+                        T, 1.0f);
+        RANGE_POP();
+        TRY(rc);
+        if (!keep) {
+            DROP(la->probs);
+            DROP(la->vh);
+        }
+        values = LMK_F(tmp);
+    }
     ACT(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
     REC("attn head merge", F_OUT, "-", F_OUT);
-    TRY(b->rope_bwd(b, LMK_F(la->merged), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
+    TRY(b->rope_bwd(b, LMK_F(la->merged), values, NULL, m->B, T, m->H, m->dh));
+    if (!tmp.data) /* the values were the saved flash output: a new buffer */
+        TMP(tmp, (size_t)N * d, "layers.%d.attn.output_proj.out", l);
     TRY(linear_fwd(m, "attn.output_proj", LMK_F(tmp), op_f(LMK_F(la->merged)), layer_param(m, l, P_WO), N, d, d));
+    if (!keep)
+        DROP(la->merged);
     ACT(la->mid, (size_t)N * d, "layers.%d.resid_mid", l);
     REC("residual add (attention)", F32, "-", F32, F_OUT);
     TRY(b->add(b, LMK_F(la->mid), x, LMK_F(tmp), (size_t)N * d));
-    lmk_tensor_release(m->a, &tmp);
+    DROP(tmp);
+    if (!keep)
+        DROP(m->resid[l]);
 
     /* feed-forward */
     ACT(la->ln2_rstd, N, "layers.%d.ln2.rstd", l);
@@ -820,28 +939,40 @@ static int layer_forward(lmk_model *m, int l, int keep)
     REC("ln2 (rmsnorm)", F32, acc_reduce(m, 1), F32, F32);
     TRY(b->rmsnorm_fwd(b, LMK_F(la->ln2_out), LMK_F(la->ln2_rstd), LMK_F(la->mid),
                        LMK_F(layer_param(m, l, P_LN2)->p), N, d, RMS_EPS));
+    if (!keep)
+        DROP(la->ln2_rstd);
     TRY(half_copy(m, &x16, LMK_F(la->ln2_out), (size_t)N * d, "ln2.out16", l));
+    if (!keep && x16.data)
+        DROP(la->ln2_out);
     ACT(la->a, (size_t)N * ff, "layers.%d.ffn.w1_out", l);
     TRY(linear_fwd(m, "ffn.w1", LMK_F(la->a), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W1), N, d, ff));
     ACT(la->g, (size_t)N * ff, "layers.%d.ffn.w3_out", l);
     TRY(linear_fwd(m, "ffn.w3", LMK_F(la->g), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W3), N, d, ff));
-    lmk_tensor_release(m->a, &x16);
+    DROP(x16);
+    if (!keep)
+        DROP(la->ln2_out);
     ACT(la->act, (size_t)N * ff, "layers.%d.ffn.swiglu", l);
     REC("ffn silu(w1 x) * w3 x", F_OUT, "-", F_OUT, F_OUT);
     TRY(b->swiglu_fwd(b, LMK_F(la->act), LMK_F(la->a), LMK_F(la->g), (size_t)N * ff, m->out_round));
+    if (!keep) {
+        DROP(la->a);
+        DROP(la->g);
+    }
     TMP(tmp, (size_t)N * d, "layers.%d.ffn.w2_out", l);
     TRY(linear_fwd(m, "ffn.w2", LMK_F(tmp), op_f(LMK_F(la->act)), layer_param(m, l, P_W2), N, ff, d));
+    if (!keep)
+        DROP(la->act);
     ACT(m->resid[l + 1], (size_t)N * d, "layers.%d.out", l);
     REC("residual add (ffn)", F32, "-", F32, F_OUT);
     TRY(b->add(b, LMK_F(m->resid[l + 1]), LMK_F(la->mid), LMK_F(tmp), (size_t)N * d));
-    lmk_tensor_release(m->a, &tmp);
+    DROP(tmp);
     if (!keep) {
         release_layer(m, la);
-        lmk_tensor_release(m->a, &m->resid[l]);
+        release_layer_copies(m, l);
     }
 out:
-    lmk_tensor_release(m->a, &tmp);
-    lmk_tensor_release(m->a, &x16);
+    DROP(tmp);
+    DROP(x16);
     return rc;
 }
 
@@ -853,7 +984,6 @@ static int model_forward(lmk_model *m, int with_backward)
         return LMK_INVALID;
     release_activations(m);
     m->have_grads = 0;
-    TRY(make_param_copies(m));
     ACT(m->resid[0], (size_t)N * d, "%s", "token_embeddings.out");
     REC("token_embeddings (lookup)", F32, "-", "int32", F32);
     TRY(b->embedding_fwd(b, LMK_F(m->resid[0]), LMK_I(m->inputs), LMK_F(m->params[0].p), N, d, V));
@@ -868,8 +998,16 @@ static int model_forward(lmk_model *m, int with_backward)
     REC("ln_final (rmsnorm)", F32, acc_reduce(m, 1), F32, F32);
     TRY(b->rmsnorm_fwd(b, LMK_F(m->lnf_out), LMK_F(m->lnf_rstd), LMK_F(m->resid[L]),
                        LMK_F(param_final_norm(m)->p), N, d, RMS_EPS));
+    if (!with_backward) {
+        DROP(m->lnf_rstd);
+        DROP(m->resid[L]);
+    }
     ACT(m->logits, (size_t)N * V, "%s", "lm_head.logits");
     TRY(linear_fwd(m, "lm_head", LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), param_lm_head(m), N, d, V));
+    if (!with_backward) {
+        DROP(m->lnf_out);
+        DROP(param_lm_head(m)->h);
+    }
     /* loss; with backward, the logits become their gradient in place */
     REC(with_backward ? "cross-entropy loss + dlogits" : "cross-entropy loss", F32, acc_reduce(m, 0),
         F_OUT, "int32");
@@ -887,6 +1025,69 @@ out:
 
 /* --- backward --------------------------------------------------------------- */
 
+/* Flash attention backward of layer l: dout (B, H, T, dh) float32, released
+ * → *dq, *dk, *dv (new, float32 (B, H, T, dh) temporaries). Recomputes P
+ * from the saved logsumexp; releases the layer's q, k, v, O and logsumexp.
+ * Under bf16/fp16 dout is cast to 16 bits and the 16-bit gradients widened. */
+static int flash_backward(lmk_model *m, int l, lmk_tensor *dout, lmk_tensor *dq, lmk_tensor *dk,
+                          lmk_tensor *dv)
+{
+    lmk_backend *b = m->b;
+    layer_acts *la = &m->acts[l];
+    int rc = LMK_OK;
+    size_t n = (size_t)m->N * m->c.d_model;
+    lmk_attn_shape s = attn_shape(m);
+    lmk_tensor work = {0}, do16 = {0}, g16[3] = {{0}, {0}, {0}};
+    lmk_tensor *outs[3] = {dq, dk, dv};
+    static const char *const names[3] = {"q", "k", "v"};
+    if (!b->attn_bwd)
+        return LMK_UNSUPPORTED;
+    TMP(work, (size_t)m->B * m->H * m->T, "layers.%d.attn.flash_work", l);
+    if (m->half == LMK_ROUND_NONE) {
+        rec(m, "attn flash backward (fused, recomputes P)", F32 ", " F32, F32, F32, "");
+        for (int i = 0; i < 3; i++)
+            TMP(*outs[i], n, "layers.%d.attn.%s.grad", l, names[i]);
+        TRY(b->attn_bwd(b, dq->data, dk->data, dv->data, LMK_F(work), dout->data, la->qh.data, la->kh.data,
+                        la->vh.data, la->o.data, LMK_F(la->lse), &s));
+        goto out;
+    }
+    const char *hf = fmt_of(m->half);
+    char in[48];
+    snprintf(in, sizeof in, "%s, %s", hf, hf);
+    rec(m, "attn flash backward (fused, recomputes P)", in, hf, F32, "dO cast to 16 bits; dq, dk, dv widened");
+    TMP16(do16, n, "layers.%d.attn.out16.grad", l);
+    TRY(b->cast_half(b, do16.data, LMK_F(*dout), n, m->half));
+    DROP(*dout);
+    for (int i = 0; i < 3; i++)
+        TMP16(g16[i], n, "layers.%d.attn.%s16.grad", l, names[i]);
+    TRY(b->attn_bwd(b, g16[0].data, g16[1].data, g16[2].data, LMK_F(work), do16.data, la->qh.data, la->kh.data,
+                    la->vh.data, la->o.data, LMK_F(la->lse), &s));
+    DROP(do16);
+    DROP(work);
+    DROP(la->qh);
+    DROP(la->kh);
+    DROP(la->vh);
+    DROP(la->o);
+    DROP(la->lse);
+    for (int i = 0; i < 3; i++) {
+        TMP(*outs[i], n, "layers.%d.attn.%s.grad", l, names[i]);
+        TRY(b->cast_float(b, LMK_F(*outs[i]), g16[i].data, n, m->half));
+        DROP(g16[i]);
+    }
+out:
+    DROP(*dout);
+    DROP(work);
+    DROP(do16);
+    for (int i = 0; i < 3; i++)
+        DROP(g16[i]);
+    DROP(la->qh);
+    DROP(la->kh);
+    DROP(la->vh);
+    DROP(la->o);
+    DROP(la->lse);
+    return rc;
+}
+
 /* dres (N, d): gradient w.r.t. the layer's output on entry, its input on exit
  * (the tensor is replaced). */
 static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
@@ -903,29 +1104,30 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     /* feed-forward: out = mid + w2(act) */
     TMP(t1, (size_t)N * ff, "layers.%d.ffn.swiglu.grad", l);
     TRY(linear_bwd(m, "ffn.w2", LMK_F(t1), 0, w2, LMK_F(*dres), op_f(LMK_F(la->act)), N, ff, d));
-    lmk_tensor_release(m->a, &la->act);
+    DROP(la->act);
     TMP(t2, (size_t)N * ff, "layers.%d.ffn.w1_out.grad", l);
     TMP(t3, (size_t)N * ff, "layers.%d.ffn.w3_out.grad", l);
     REC("ffn swiglu backward", F32, "-", F_OUT, F_OUT, F_OUT);
     TRY(b->swiglu_bwd(b, LMK_F(t2), LMK_F(t3), LMK_F(t1), LMK_F(la->a), LMK_F(la->g), (size_t)N * ff));
-    lmk_tensor_release(m->a, &t1);
-    lmk_tensor_release(m->a, &la->a);
-    lmk_tensor_release(m->a, &la->g);
+    DROP(t1);
+    DROP(la->a);
+    DROP(la->g);
     TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l);
     TRY(half_copy(m, &x16, LMK_F(la->ln2_out), (size_t)N * d, "ln2.out16", l));
     TRY(linear_bwd(m, "ffn.w1", LMK_F(t1), 0, w1, LMK_F(t2), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
     TRY(linear_bwd(m, "ffn.w3", LMK_F(t1), 1, w3, LMK_F(t3), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
-    lmk_tensor_release(m->a, &x16);
-    lmk_tensor_release(m->a, &t2);
-    lmk_tensor_release(m->a, &t3);
-    lmk_tensor_release(m->a, &la->ln2_out);
+    DROP(x16);
+    DROP(t2);
+    DROP(t3);
+    DROP(la->ln2_out);
     TMP(t2, (size_t)N * d, "layers.%d.resid_mid.grad", l);
     REC("ln2 (rmsnorm) backward", F32, acc_reduce(m, 1), F_OUT, F32, F32);
+    TRY(grad_ready(m, layer_param(m, l, P_LN2)));
     TRY(b->rmsnorm_bwd(b, LMK_F(t2), LMK_F(layer_param(m, l, P_LN2)->g), LMK_F(t1), LMK_F(la->mid),
                        LMK_F(layer_param(m, l, P_LN2)->p), LMK_F(la->ln2_rstd), N, d));
-    lmk_tensor_release(m->a, &t1);
-    lmk_tensor_release(m->a, &la->ln2_rstd);
-    lmk_tensor_release(m->a, &la->mid);
+    DROP(t1);
+    DROP(la->ln2_rstd);
+    DROP(la->mid);
     TRY(b->add(b, LMK_F(t2), LMK_F(t2), LMK_F(*dres), (size_t)N * d));
     lmk_tensor_release(m->a, dres);
     *dres = t2;
@@ -935,51 +1137,61 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     param_slot *wo = layer_param(m, l, P_WO);
     TMP(t1, (size_t)N * d, "layers.%d.attn.merged.grad", l);
     TRY(linear_bwd(m, "attn.output_proj", LMK_F(t1), 0, wo, LMK_F(*dres), op_f(LMK_F(la->merged)), N, d, d));
-    lmk_tensor_release(m->a, &la->merged);
+    DROP(la->merged);
     TMP(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
     TRY(b->rope_fwd(b, LMK_F(t2), LMK_F(t1), NULL, B, T, H, dh)); /* split heads */
-    lmk_tensor_release(m->a, &t1);
-    TMP(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
-    TMP(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
-    RANGE_PUSH("attention values backward");
-    /* dout read by both GEMMs: one 16-bit cast */
-    rc = half_copy(m, &x16, LMK_F(t2), (size_t)N * d, "attn.values.grad16", l);
-    if (rc == LMK_OK)
-        rc = heads_gemm(m, "attn dp = dout v^T", LMK_F(t3), op_t(LMK_F(t2), &x16), op_f(LMK_F(la->vh)), 0, 1, T,
-                        T, dh, 1.0f);
-    if (rc == LMK_OK)
-        rc = heads_gemm(m, "attn dv = p^T dout", LMK_F(t4), op_f(LMK_F(la->probs)), op_t(LMK_F(t2), &x16), 1, 0,
-                        T, dh, T, 1.0f);
-    RANGE_POP();
-    TRY(rc);
-    lmk_tensor_release(m->a, &x16);
-    lmk_tensor_release(m->a, &t2);
-    lmk_tensor_release(m->a, &la->vh);
-    RANGE_PUSH("attention softmax backward");
-    REC("attn causal softmax backward", F32, F32, F_OUT, F32);
-    rc = b->softmax_causal_bwd(b, LMK_F(t3), LMK_F(t3), LMK_F(la->probs), B * H, T);
-    RANGE_POP();
-    TRY(rc);
-    lmk_tensor_release(m->a, &la->probs);
-    TMP(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
-    TMP(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
-    RANGE_PUSH("attention scores backward");
-    /* ds (B, H, T, T) read by both GEMMs: one 16-bit cast instead of two */
-    rc = half_copy(m, &x16, LMK_F(t3), (size_t)B * H * T * T, "attn.scores.grad16", l);
-    if (rc == LMK_OK && x16.data)
-        lmk_tensor_release(m->a, &t3); /* only its 16-bit copy is read now */
-    if (rc == LMK_OK)
-        rc = heads_gemm(m, "attn dq = ds k", LMK_F(t1), op_t(LMK_F(t3), &x16), op_f(LMK_F(la->kh)), 0, 0, T, dh,
-                        T, scale);
-    if (rc == LMK_OK)
-        rc = heads_gemm(m, "attn dk = ds^T q", LMK_F(t2), op_t(LMK_F(t3), &x16), op_f(LMK_F(la->qh)), 1, 0, T,
-                        dh, T, scale);
-    RANGE_POP();
-    TRY(rc);
-    lmk_tensor_release(m->a, &x16);
-    lmk_tensor_release(m->a, &t3);
-    lmk_tensor_release(m->a, &la->qh);
-    lmk_tensor_release(m->a, &la->kh);
+    DROP(t1);
+    if (m->c.attention == LMK_ATTN_FLASH) {
+        /* t2 → t1 (dq), t2 (dk), t4 (dv) */
+        lmk_tensor dout = t2;
+        t2 = (lmk_tensor){0};
+        RANGE_PUSH("attention flash backward");
+        rc = flash_backward(m, l, &dout, &t1, &t2, &t4);
+        RANGE_POP();
+        TRY(rc);
+    } else {
+        TMP(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
+        TMP(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
+        RANGE_PUSH("attention values backward");
+        /* dout read by both GEMMs: one 16-bit cast */
+        rc = half_copy(m, &x16, LMK_F(t2), (size_t)N * d, "attn.values.grad16", l);
+        if (rc == LMK_OK)
+            rc = heads_gemm(m, "attn dp = dout v^T", LMK_F(t3), op_t(LMK_F(t2), &x16), op_f(LMK_F(la->vh)), 0, 1, T,
+                            T, dh, 1.0f);
+        if (rc == LMK_OK)
+            rc = heads_gemm(m, "attn dv = p^T dout", LMK_F(t4), op_f(LMK_F(la->probs)), op_t(LMK_F(t2), &x16), 1, 0,
+                            T, dh, T, 1.0f);
+        RANGE_POP();
+        TRY(rc);
+        DROP(x16);
+        DROP(t2);
+        DROP(la->vh);
+        RANGE_PUSH("attention softmax backward");
+        REC("attn causal softmax backward", F32, F32, F_OUT, F32);
+        rc = b->softmax_causal_bwd(b, LMK_F(t3), LMK_F(t3), LMK_F(la->probs), B * H, T);
+        RANGE_POP();
+        TRY(rc);
+        DROP(la->probs);
+        TMP(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
+        TMP(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
+        RANGE_PUSH("attention scores backward");
+        /* ds (B, H, T, T) read by both GEMMs: one 16-bit cast instead of two */
+        rc = half_copy(m, &x16, LMK_F(t3), (size_t)B * H * T * T, "attn.scores.grad16", l);
+        if (rc == LMK_OK && x16.data)
+            DROP(t3); /* only its 16-bit copy is read now */
+        if (rc == LMK_OK)
+            rc = heads_gemm(m, "attn dq = ds k", LMK_F(t1), op_t(LMK_F(t3), &x16), op_f(LMK_F(la->kh)), 0, 0, T, dh,
+                            T, scale);
+        if (rc == LMK_OK)
+            rc = heads_gemm(m, "attn dk = ds^T q", LMK_F(t2), op_t(LMK_F(t3), &x16), op_f(LMK_F(la->qh)), 1, 0, T,
+                            dh, T, scale);
+        RANGE_POP();
+        TRY(rc);
+        DROP(x16);
+        DROP(t3);
+        DROP(la->qh);
+        DROP(la->kh);
+    }
     /* back through RoPE / head split, then the three projections */
     TMP(t3, (size_t)N * d, "layers.%d.attn.proj_out.grad", l);
     TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l);
@@ -993,27 +1205,29 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
         lmk_tensor_release(m->a, src[i]);
         TRY(linear_bwd(m, proj_names[i], LMK_F(t5), i > 0, w, LMK_F(t3), op_t(LMK_F(la->ln1_out), &x16), N, d, d));
     }
-    lmk_tensor_release(m->a, &x16);
-    lmk_tensor_release(m->a, &t3);
-    lmk_tensor_release(m->a, &la->ln1_out);
+    DROP(x16);
+    DROP(t3);
+    DROP(la->ln1_out);
+    release_layer_copies(m, l); /* the layer's last GEMM has run */
     TMP(t1, (size_t)N * d, "layers.%d.input.grad", l);
     REC("ln1 (rmsnorm) backward", F32, acc_reduce(m, 1), F_OUT, F32, F32);
+    TRY(grad_ready(m, layer_param(m, l, P_LN1)));
     TRY(b->rmsnorm_bwd(b, LMK_F(t1), LMK_F(layer_param(m, l, P_LN1)->g), LMK_F(t5),
                        LMK_F(m->resid[l]), LMK_F(layer_param(m, l, P_LN1)->p), LMK_F(la->ln1_rstd), N, d));
-    lmk_tensor_release(m->a, &t5);
-    lmk_tensor_release(m->a, &la->ln1_rstd);
-    lmk_tensor_release(m->a, &m->resid[l]);
+    DROP(t5);
+    DROP(la->ln1_rstd);
+    DROP(m->resid[l]);
     TRY(b->add(b, LMK_F(t1), LMK_F(t1), LMK_F(*dres), (size_t)N * d));
     lmk_tensor_release(m->a, dres);
     *dres = t1;
     t1 = (lmk_tensor){0};
 out:
-    lmk_tensor_release(m->a, &t1);
-    lmk_tensor_release(m->a, &t2);
-    lmk_tensor_release(m->a, &t3);
-    lmk_tensor_release(m->a, &t4);
-    lmk_tensor_release(m->a, &t5);
-    lmk_tensor_release(m->a, &x16);
+    DROP(t1);
+    DROP(t2);
+    DROP(t3);
+    DROP(t4);
+    DROP(t5);
+    DROP(x16);
     return rc;
 }
 
@@ -1026,18 +1240,20 @@ static int model_backward(lmk_model *m)
         return LMK_INVALID;
     m->have_grad_ready = 0;
     for (size_t i = 0; i < m->nparams; i++)
-        TRY(b->mem_zero(b, m->params[i].g.data, m->params[i].g.bytes));
+        m->params[i].g_ready = 0; /* zeroed (allocated) at the first write */
     param_slot *lm = param_lm_head(m), *lnf = param_final_norm(m);
     TMP(t, (size_t)N * d, "%s", "ln_final.out.grad");
     TRY(linear_bwd(m, "lm_head", LMK_F(t), 0, lm, LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), N, d, V));
-    lmk_tensor_release(m->a, &m->logits);
-    lmk_tensor_release(m->a, &m->lnf_out);
+    DROP(m->logits);
+    DROP(m->lnf_out);
+    DROP(lm->h);
     TMP(dres, (size_t)N * d, "layers.%d.out.grad", L - 1);
+    TRY(grad_ready(m, lnf));
     TRY(b->rmsnorm_bwd(b, LMK_F(dres), LMK_F(lnf->g), LMK_F(t), LMK_F(m->resid[L]), LMK_F(lnf->p),
                        LMK_F(m->lnf_rstd), N, d));
-    lmk_tensor_release(m->a, &t);
-    lmk_tensor_release(m->a, &m->lnf_rstd);
-    lmk_tensor_release(m->a, &m->resid[L]);
+    DROP(t);
+    DROP(m->lnf_rstd);
+    DROP(m->resid[L]);
     for (int l = L - 1; l >= 0; l--) {
         range_push_layer(l);
         rc = layer_backward(m, l, &dres);
@@ -1045,14 +1261,267 @@ static int model_backward(lmk_model *m)
         TRY(rc);
     }
     REC("token_embeddings backward (scatter-add)", F32, F32, F32 ", int32");
+    TRY(grad_ready(m, &m->params[0]));
     TRY(b->embedding_bwd(b, LMK_F(m->params[0].g), LMK_F(dres), LMK_I(m->inputs), N, d, V));
+    for (size_t i = 0; i < m->nparams; i++) /* every gradient exists after a backward */
+        TRY(grad_ready(m, &m->params[i]));
     m->have_grads = 1;
 out:
-    lmk_tensor_release(m->a, &t);
-    lmk_tensor_release(m->a, &dres);
+    DROP(t);
+    DROP(dres);
     release_activations(m);
     return rc;
 }
+
+/* --- the memory estimate ------------------------------------------------------ */
+
+/* A ledger of live bytes per estimate category, replaying the allocation
+ * order of forward/backward below from the shape alone (no allocation):
+ * what the tracked allocator will see, tensor by tensor, without the
+ * per-op details that do not move the peak (the ops allocate nothing). */
+enum { E_PARAM, E_COPY, E_GRAD, E_OPT, E_ACT, E_INPUT, E_COUNT };
+
+typedef struct ledger {
+    int64_t live[E_COUNT], total, peak, at_peak[E_COUNT];
+} ledger;
+
+static void put(ledger *g, int cat, int64_t bytes)
+{
+    g->live[cat] += bytes;
+    g->total += bytes;
+    if (bytes > 0 && g->total > g->peak) {
+        g->peak = g->total;
+        memcpy(g->at_peak, g->live, sizeof g->live);
+    }
+}
+
+/* Sizes in bytes of one point (see lmk_model_memory_estimate). */
+typedef struct est_shape {
+    int64_t nd, nd16, nff, n4, scores, lse, d, dd, dff;
+    int hp, flash;
+} est_shape;
+
+#define ACTB(x) put(g, E_ACT, (x))
+#define COPY(elems) put(g, E_COPY, z->hp ? 2 * (int64_t)(elems) : 0)
+
+static void est_layer_forward(ledger *g, const est_shape *z, int keep)
+{
+    int64_t nd = z->nd, nd16 = z->nd16, nff = z->nff, n4 = z->n4;
+    int tmp_is_values;
+    ACTB(n4 + nd); /* ln1 rstd, out */
+    if (!keep)
+        ACTB(-n4);
+    if (z->hp) {
+        ACTB(nd16);
+        if (!keep)
+            ACTB(-nd);
+    }
+    ACTB(nd); /* projection output */
+    for (int i = 0; i < 3; i++) {
+        ACTB(nd); /* q, k, v */
+        COPY(z->dd);
+    }
+    ACTB(-nd - (z->hp ? nd16 : 0) - (!keep && !z->hp ? nd : 0));
+    if (z->flash) {
+        ACTB(z->lse);
+        if (!z->hp) {
+            ACTB(nd); /* O */
+            if (!keep)
+                ACTB(-3 * nd - z->lse);
+            tmp_is_values = !keep;
+        } else {
+            for (int i = 0; i < 3; i++) {
+                ACTB(nd16); /* q, k, v in 16 bits, then the float32 ones released */
+                ACTB(-nd);
+            }
+            ACTB(nd16); /* O */
+            if (!keep)
+                ACTB(-3 * nd16 - z->lse);
+            ACTB(nd); /* O widened */
+            if (!keep)
+                ACTB(-nd16);
+            tmp_is_values = 1;
+        }
+    } else {
+        ACTB(z->scores);
+        if (!keep)
+            ACTB(-2 * nd);
+        ACTB(nd); /* values */
+        if (!keep)
+            ACTB(-z->scores - nd);
+        tmp_is_values = 1;
+    }
+    ACTB(nd); /* merged */
+    if (!tmp_is_values)
+        ACTB(nd);
+    COPY(z->dd);
+    if (!keep)
+        ACTB(-nd);
+    ACTB(nd);  /* mid */
+    ACTB(-nd); /* output_proj out */
+    if (!keep)
+        ACTB(-nd); /* the layer's input */
+    ACTB(n4 + nd); /* ln2 */
+    if (!keep)
+        ACTB(-n4);
+    if (z->hp) {
+        ACTB(nd16);
+        if (!keep)
+            ACTB(-nd);
+    }
+    ACTB(nff); /* w1 out */
+    COPY(z->dff);
+    ACTB(nff); /* w3 out */
+    COPY(z->dff);
+    ACTB(-(z->hp ? nd16 : 0) - (!keep && !z->hp ? nd : 0));
+    ACTB(nff); /* swiglu */
+    if (!keep)
+        ACTB(-2 * nff);
+    ACTB(nd); /* w2 out */
+    COPY(z->dff);
+    if (!keep)
+        ACTB(-nff);
+    ACTB(nd);  /* layer output */
+    ACTB(-nd); /* w2 out */
+    if (!keep) {
+        ACTB(-nd); /* mid */
+        COPY(-(4 * z->dd + 3 * z->dff));
+    }
+}
+
+/* A linear layer's backward: its gradient, then (16-bit GEMMs) the cast of dy. */
+static void est_linear_bwd(ledger *g, const est_shape *z, int64_t weight_elems, int64_t dy_elems)
+{
+    put(g, E_GRAD, 4 * weight_elems);
+    if (z->hp) {
+        ACTB(2 * dy_elems);
+        ACTB(-2 * dy_elems);
+    }
+}
+
+static void est_layer_backward(ledger *g, const est_shape *z)
+{
+    int64_t nd = z->nd, nd16 = z->nd16, nff = z->nff, n4 = z->n4;
+    int64_t nel_d = nd / 4, nel_ff = nff / 4;
+    ACTB(nff); /* swiglu grad */
+    est_linear_bwd(g, z, z->dff, nel_d);
+    ACTB(-nff);     /* swiglu out */
+    ACTB(2 * nff);  /* w1, w3 out grads */
+    ACTB(-3 * nff); /* swiglu grad, w1 and w3 outs */
+    ACTB(nd);       /* ln2 out grad */
+    if (z->hp)
+        ACTB(nd16);
+    est_linear_bwd(g, z, z->dff, nel_ff);
+    est_linear_bwd(g, z, z->dff, nel_ff);
+    ACTB(-(z->hp ? nd16 : 0) - 2 * nff - nd);
+    ACTB(nd); /* mid grad */
+    put(g, E_GRAD, 4 * z->d);
+    ACTB(-nd - n4 - nd); /* ln2 out grad, rstd, mid */
+    ACTB(-nd);           /* the old dres */
+    ACTB(nd);            /* merged grad */
+    est_linear_bwd(g, z, z->dd, nel_d);
+    ACTB(-nd); /* merged */
+    ACTB(nd);  /* values grad (heads split) */
+    ACTB(-nd); /* merged grad */
+    if (z->flash) {
+        ACTB(z->lse); /* work (D) */
+        if (!z->hp) {
+            ACTB(3 * nd);
+            ACTB(-nd - z->lse - 4 * nd - z->lse); /* dout, work, q, k, v, O, lse */
+        } else {
+            ACTB(nd16);
+            ACTB(-nd);
+            ACTB(3 * nd16);
+            ACTB(-nd16 - z->lse - 4 * nd16 - z->lse);
+            for (int i = 0; i < 3; i++) {
+                ACTB(nd); /* widened, then the 16-bit one released */
+                ACTB(-nd16);
+            }
+        }
+    } else {
+        ACTB(z->scores + nd); /* dP, dv */
+        if (z->hp) {
+            ACTB(nd16); /* values grad in 16 bits */
+            ACTB(-nd16);
+        }
+        ACTB(-2 * nd);       /* values grad, v */
+        ACTB(-z->scores);    /* probs */
+        ACTB(2 * nd);        /* dq, dk */
+        if (z->hp) {
+            ACTB(z->scores / 2);
+            ACTB(-z->scores);
+            ACTB(-z->scores / 2);
+        } else {
+            ACTB(-z->scores);
+        }
+        ACTB(-2 * nd); /* q, k */
+    }
+    ACTB(2 * nd); /* proj out grad, ln1 out grad */
+    if (z->hp)
+        ACTB(nd16);
+    for (int i = 0; i < 3; i++) {
+        ACTB(-nd); /* dq, dk, dv */
+        est_linear_bwd(g, z, z->dd, nel_d);
+    }
+    ACTB(-(z->hp ? nd16 : 0) - nd - nd); /* ln1 16-bit, proj out grad, ln1 out */
+    COPY(-(4 * z->dd + 3 * z->dff));
+    ACTB(nd); /* input grad */
+    put(g, E_GRAD, 4 * z->d);
+    ACTB(-nd - n4 - nd); /* ln1 out grad, rstd, the layer's input */
+    ACTB(-nd);           /* the old dres */
+}
+
+lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T, lmk_precision prec,
+                                              int training)
+{
+    int64_t N = (int64_t)batch * T, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
+    int64_t H = c->num_heads, L = c->num_layers, P = (int64_t)lmk_model_param_count(c), dh = d / H;
+    est_shape zs = {.nd = 4 * N * d, .nd16 = 2 * N * d, .nff = 4 * N * ff, .n4 = 4 * N,
+                   .scores = 4 * (int64_t)batch * H * T * T, .lse = 4 * N * H, .d = d, .dd = d * d,
+                   .dff = d * ff, .hp = prec == LMK_PREC_BF16 || prec == LMK_PREC_FP16,
+                   .flash = c->attention == LMK_ATTN_FLASH};
+    const est_shape *z = &zs;
+    ledger lg = {0}, *g = &lg;
+    int adamw = training && training != LMK_MODEL_GRADIENTS;
+    put(g, E_PARAM, 4 * P);
+    if (adamw)
+        put(g, E_OPT, 8 * P);
+    /* inputs, targets, rope table, loss/norm scalars, step counter */
+    put(g, E_INPUT, 8 * N + 4 * T * dh + 16 + (adamw ? 8 : 0));
+    int keep = training != 0;
+    ACTB(z->nd); /* embedding out */
+    for (int l = 0; l < L; l++)
+        est_layer_forward(g, z, keep);
+    ACTB(z->n4 + z->nd); /* ln_final */
+    if (!keep)
+        ACTB(-z->n4 - z->nd);
+    ACTB(4 * N * V); /* logits */
+    COPY(V * d);
+    if (keep) {
+        ACTB(z->nd); /* ln_final out grad */
+        est_linear_bwd(g, z, V * d, N * V);
+        ACTB(-4 * N * V - z->nd); /* logits, ln_final out */
+        COPY(-V * d);
+        ACTB(z->nd); /* dres */
+        put(g, E_GRAD, 4 * d);
+        ACTB(-z->nd - z->n4 - z->nd);
+        for (int l = 0; l < L; l++)
+            est_layer_backward(g, z);
+        put(g, E_GRAD, 4 * V * d); /* embedding */
+    }
+    lmk_memory_estimate e = {0};
+    e.parameters = (uint64_t)(4 * P);
+    e.gradients = training ? (uint64_t)(4 * P) : 0;
+    e.optimizer_state = adamw ? (uint64_t)(8 * P) : 0;
+    e.parameter_copies = (uint64_t)lg.at_peak[E_COPY];
+    e.gradients_at_peak = (uint64_t)lg.at_peak[E_GRAD];
+    e.activations = (uint64_t)lg.at_peak[E_ACT];
+    e.inputs = (uint64_t)lg.at_peak[E_INPUT];
+    e.total = (uint64_t)lg.peak;
+    return e;
+}
+#undef ACTB
+#undef COPY
 
 /* --- optimizer ---------------------------------------------------------------- */
 
@@ -1101,6 +1570,10 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
         m->good_steps = 0;
     }
 out:
+    /* optimizer.zero_grad(set_to_none=True): the next backward allocates
+     * them again (stream-ordered: the frees follow the AdamW kernels) */
+    for (size_t i = 0; i < m->nparams; i++)
+        lmk_tensor_release(m->a, &m->params[i].g);
     return rc;
 }
 

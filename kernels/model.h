@@ -3,20 +3,34 @@
  * → residual; RMSNorm → SwiGLU → residual), final RMSNorm, untied LM head,
  * mean cross-entropy; AdamW in the CS336 form; optional global-norm clipping.
  *
- * DESIGN: all parameters, gradients and optimizer state are allocated at
- * create; activations are allocated by forward (category activation, or
- * temporary for short-lived buffers) and released by backward as soon as it
- * has consumed them, so the allocator's live curve is the real one. Forward
- * without backward releases each layer's activations at the end of the layer
- * (inference). Parameter names follow cs336_basics' state dict
+ * DESIGN: parameters and optimizer state are allocated at create; each
+ * gradient at its first write in backward, released by lmk_model_step
+ * (PyTorch's lifetimes with optimizer.zero_grad(set_to_none=True): no
+ * gradient exists during forward; a model that never steps keeps them and
+ * zeroes them at each backward's first write). Activations are allocated by
+ * forward (category activation, or temporary for short-lived buffers) and
+ * released by backward as soon as it has consumed them, so the allocator's
+ * live curve is the real one. Forward without backward (inference) keeps
+ * nothing for backward and releases every tensor after its last reader.
+ * Under CUDA graphs the gradients of a captured train step are allocated by
+ * the backward graph and freed by the optimizer graph, as the activations
+ * are by the forward and backward graphs (addresses are fixed per graph).
+ * Parameter names follow cs336_basics' state dict
  * ("layers.3.attn.q_proj.weight").
+ *
+ * Attention: naive materialises the (B, H, T, T) probabilities (saved for
+ * backward); flash (config.attention) runs the backend's fused attn_fwd /
+ * attn_bwd and saves O and the float32 logsumexp (B, H, T) instead; under
+ * bf16/fp16 its q, k, v, O are 16-bit tensors and the kernels run in that
+ * format.
  *
  * Precision (autocast semantics): fp32 computes in float32; tf32 rounds GEMM
  * inputs to a 10-bit mantissa; bf16/fp16 keep float32 master weights,
  * gradients and optimizer state; each weight matrix (all but the embedding)
  * is cast once per step into a real 16-bit copy (category parameter_copy,
- * made at the start of forward, read by forward and backward, freed after
- * backward or at the end of an inference forward); a linear layer's input
+ * made at its first use in forward, read by forward and backward, freed at
+ * the end of its layer's backward, or of its layer in inference); a linear
+ * layer's input
  * and its output gradient are cast once into 16-bit temporaries shared by
  * the GEMMs that read them; GEMMs multiply 16-bit inputs with float32
  * accumulation; GEMM outputs and the SwiGLU product are rounded to the half
@@ -39,6 +53,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "attention.h"
 #include "backend.h"
 
 typedef struct lmk_model_config {
@@ -50,6 +65,7 @@ typedef struct lmk_model_config {
     int num_layers;      /* L */
     int num_heads;       /* H; d_head = d / H */
     float rope_theta;    /* 10000 */
+    int attention;       /* LMK_ATTN_NAIVE (0: presets) or LMK_ATTN_FLASH (attention.h) */
 } lmk_model_config;
 
 typedef enum lmk_precision {
@@ -88,9 +104,13 @@ typedef struct lmk_model_flops {
 lmk_model_flops lmk_model_flops_per_step(const lmk_model_config *c, int batch, int T);
 
 typedef struct lmk_memory_estimate {
-    uint64_t parameters, gradients, optimizer_state; /* bytes */
-    uint64_t activations;                            /* saved for backward + transient */
-    uint64_t total;
+    uint64_t parameters, gradients, optimizer_state; /* bytes, whole sizes (float32) */
+    uint64_t parameter_copies;  /* 16-bit weight copies live at the peak (bf16/fp16) */
+    uint64_t gradients_at_peak; /* gradients live at the peak (they exist from backward on) */
+    uint64_t activations;       /* activations and temporaries live at the peak */
+    uint64_t inputs;            /* token batch, RoPE table, scalars */
+    uint64_t total;             /* the peak: parameters + optimizer_state +
+                                 * parameter_copies + gradients_at_peak + activations + inputs */
 } lmk_memory_estimate;
 
 /* What a model holds besides its parameters: the `training` argument of
@@ -103,11 +123,14 @@ enum {
 };
 
 /* Analytic estimate of the peak of the allocator's live total for one step
- * (training: forward + backward (+ optimizer state unless
- * LMK_MODEL_GRADIENTS); inference: forward only), on a backend whose tensors
- * are float32 (cpu). */
+ * of a model of shape c (c->attention included) at precision prec
+ * (training: forward + backward (+ the optimizer step unless
+ * LMK_MODEL_GRADIENTS); inference: forward only): the allocation order of
+ * forward and backward replayed from the shape, tensor by tensor, without
+ * allocating. Backend scratch (GEMM input casts, cuBLAS workspace) is not
+ * counted: it is not a tracked tensor. */
 lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T,
-                                              int training);
+                                              lmk_precision prec, int training);
 
 /* AdamW as CS336 writes it: m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
  * α_t = lr·sqrt(1−β2^t)/(1−β1^t); p −= α_t·m/(sqrt(v) + eps); p −= lr·wd·p.
@@ -136,10 +159,12 @@ void lmk_model_free(lmk_model *m);
 int lmk_model_set_batch(lmk_model *m, const int32_t *inputs, const int32_t *targets);
 /* Forward and loss. with_backward keeps the activations for backward. */
 int lmk_model_forward(lmk_model *m, int with_backward);
-/* Backward into the gradients (zeroed first). Needs forward(m, 1). */
+/* Backward into the gradients (allocated and zeroed at their first write).
+ * Needs forward(m, 1). */
 int lmk_model_backward(lmk_model *m);
-/* Clipping (if configured), AdamW, loss-scale update. Needs backward and a
- * model created with LMK_MODEL_TRAIN (else LMK_INVALID). */
+/* Clipping (if configured), AdamW, loss-scale update, then the gradients
+ * are released. Needs backward and a model created with LMK_MODEL_TRAIN
+ * (else LMK_INVALID). */
 int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg);
 /* The loss of the last forward (downloads; synchronises). */
 int lmk_model_loss(lmk_model *m, float *loss);
@@ -176,8 +201,9 @@ const lmk_precision_row *lmk_model_precision_row_at(const lmk_model *m, size_t i
 
 /* Parameter tensors, in cs336_basics order, for tests and tools. */
 size_t lmk_model_tensor_count(const lmk_model *m);
-/* Borrowed views of the i-th parameter, its gradient (NULL data when not
- * training) and its name. Returns LMK_OK or LMK_INVALID. */
+/* Borrowed views of the i-th parameter, its gradient (NULL data before the
+ * first backward, after a step, or when not training) and its name.
+ * Returns LMK_OK or LMK_INVALID. */
 int lmk_model_tensor(lmk_model *m, size_t i, const char **name, lmk_tensor **param,
                      lmk_tensor **grad);
 

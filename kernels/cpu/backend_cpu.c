@@ -308,6 +308,99 @@ static int cpu_cast_half(lmk_backend *b, void *dst16, const float *x, size_t n, 
     return LMK_OK;
 }
 
+/* The inverse of cpu_cast_half: raw 16-bit bits to their exact float values. */
+static int cpu_cast_float(lmk_backend *b, float *out, const void *x16, size_t n, lmk_round fmt)
+{
+    if (fmt != LMK_ROUND_BF16 && fmt != LMK_ROUND_FP16)
+        return LMK_INVALID;
+    const uint16_t *x = x16;
+    long nn = (long)n;
+#pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
+    for (long i = 0; i < nn; i++)
+        out[i] = fmt == LMK_ROUND_BF16 ? lmk_bf16_to_float(x[i]) : lmk_fp16_to_float(x[i]);
+    return LMK_OK;
+}
+
+/* --- attention: the float32 reference (attention_cpu.c) ----------------- */
+
+static lmk_round dtype_round(lmk_dtype dt)
+{
+    return dt == LMK_BF16 ? LMK_ROUND_BF16 : LMK_ROUND_FP16;
+}
+
+/* *out = x as float32: x itself for LMK_F32 (*owned = 0), else a new
+ * widened copy (*owned = 1). Returns LMK_OK or LMK_NOMEM. */
+static int attn_widen(lmk_backend *b, const void *x, size_t n, lmk_dtype dt, float **out, int *owned)
+{
+    *owned = dt != LMK_F32;
+    if (!*owned) {
+        *out = (float *)x;
+        return LMK_OK;
+    }
+    if (!(*out = malloc(n * sizeof **out)))
+        return LMK_NOMEM;
+    return cpu_cast_float(b, *out, x, n, dtype_round(dt));
+}
+
+static int cpu_attn_fwd(lmk_backend *b, void *o, float *lse, const void *q, const void *k, const void *v,
+                        const lmk_attn_shape *s)
+{
+    if (s->dtype != LMK_F32 && s->dtype != LMK_BF16 && s->dtype != LMK_F16)
+        return LMK_INVALID;
+    size_t n = (size_t)s->B * s->H * s->T * s->d;
+    const void *in[3] = {q, k, v};
+    float *f[4] = {NULL, NULL, NULL, NULL};
+    int own[4] = {0, 0, 0, 0}, rc = LMK_OK;
+    for (int i = 0; i < 3 && rc == LMK_OK; i++)
+        rc = attn_widen(b, in[i], n, s->dtype, &f[i], &own[i]);
+    lmk_attn_shape s32 = *s;
+    s32.dtype = LMK_F32;
+    if (rc == LMK_OK) {
+        own[3] = s->dtype != LMK_F32;
+        f[3] = own[3] ? malloc(n * sizeof *f[3]) : o;
+        rc = f[3] ? lmk_attn_cpu_fwd(f[3], lse, f[0], f[1], f[2], &s32) : LMK_NOMEM;
+    }
+    if (rc == LMK_OK && own[3])
+        rc = cpu_cast_half(b, o, f[3], n, dtype_round(s->dtype));
+    for (int i = 0; i < 4; i++)
+        if (own[i])
+            free(f[i]);
+    return rc;
+}
+
+static int cpu_attn_bwd(lmk_backend *b, void *dq, void *dk, void *dv, float *work, const void *dout,
+                        const void *q, const void *k, const void *v, const void *o, const float *lse,
+                        const lmk_attn_shape *s)
+{
+    (void)work;
+    if (s->dtype != LMK_F32 && s->dtype != LMK_BF16 && s->dtype != LMK_F16)
+        return LMK_INVALID;
+    size_t n = (size_t)s->B * s->H * s->T * s->d;
+    const void *in[5] = {dout, q, k, v, o};
+    void *outs[3] = {dq, dk, dv};
+    float *f[8] = {NULL};
+    int own[8] = {0}, rc = LMK_OK;
+    for (int i = 0; i < 5 && rc == LMK_OK; i++)
+        rc = attn_widen(b, in[i], n, s->dtype, &f[i], &own[i]);
+    for (int i = 0; i < 3 && rc == LMK_OK; i++) {
+        own[5 + i] = s->dtype != LMK_F32;
+        f[5 + i] = own[5 + i] ? malloc(n * sizeof *f[5 + i]) : outs[i];
+        if (!f[5 + i])
+            rc = LMK_NOMEM;
+    }
+    lmk_attn_shape s32 = *s;
+    s32.dtype = LMK_F32;
+    if (rc == LMK_OK)
+        rc = lmk_attn_cpu_bwd(f[5], f[6], f[7], f[0], f[1], f[2], f[3], f[4], lse, &s32);
+    for (int i = 0; i < 3 && rc == LMK_OK; i++)
+        if (own[5 + i])
+            rc = cpu_cast_half(b, outs[i], f[5 + i], n, dtype_round(s->dtype));
+    for (int i = 0; i < 8; i++)
+        if (own[i])
+            free(f[i]);
+    return rc;
+}
+
 /* --- cross-entropy ---------------------------------------------------- */
 
 static int cpu_cross_entropy(lmk_backend *b, float *loss, float *dlogits, const float *logits,
@@ -467,6 +560,9 @@ static const lmk_backend cpu_template = {
     .scale = cpu_scale,
     .cast = cpu_cast,
     .cast_half = cpu_cast_half,
+    .cast_float = cpu_cast_float,
+    .attn_fwd = cpu_attn_fwd,
+    .attn_bwd = cpu_attn_bwd,
     .cross_entropy = cpu_cross_entropy,
     .sum_squares = cpu_sum_squares,
     .clip_factor = cpu_clip_factor,

@@ -177,6 +177,9 @@ static lmk_backend cuda_template(void)
     t.scale = cuda_scale;
     t.cast = cuda_cast;
     t.cast_half = cuda_cast_half;
+    t.cast_float = cuda_cast_float;
+    t.attn_fwd = cuda_attn_fwd;
+    t.attn_bwd = cuda_attn_bwd;
     t.cross_entropy = cuda_cross_entropy;
     t.sum_squares = cuda_sum_squares;
     t.clip_factor = cuda_clip_factor;

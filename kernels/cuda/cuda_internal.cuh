@@ -130,6 +130,11 @@ int cuda_cast(lmk_backend *b, float *out, const float *x, size_t n, lmk_round r)
 int cuda_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
                    const void *bm, int b_half);
 int cuda_cast_half(lmk_backend *b, void *dst16, const float *x, size_t n, lmk_round fmt);
+int cuda_cast_float(lmk_backend *b, float *out, const void *x16, size_t n, lmk_round fmt);
+int cuda_attn_fwd(lmk_backend *b, void *o, float *lse, const void *q, const void *k, const void *v,
+                  const lmk_attn_shape *s);
+int cuda_attn_bwd(lmk_backend *b, void *dq, void *dk, void *dv, float *work, const void *dout, const void *q,
+                  const void *k, const void *v, const void *o, const float *lse, const lmk_attn_shape *s);
 int cuda_adamw_begin(lmk_backend *b, int64_t *t, float *alpha, const float *factor,
                      const lmk_adamw_hp *hp);
 int cuda_cross_entropy(lmk_backend *b, float *loss, float *dlogits, const float *logits,

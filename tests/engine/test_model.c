@@ -13,7 +13,7 @@
 static lmk_backend *B;
 
 /* Small enough for finite differences everywhere; d_head 4. */
-static const lmk_model_config small_cfg = {"custom", 11, 8, 8, 12, 2, 2, 10000.0f};
+static const lmk_model_config small_cfg = {"custom", 11, 8, 8, 12, 2, 2, 10000.0f, LMK_ATTN_NAIVE};
 
 typedef struct fixture {
     lmk_allocator *a;
@@ -142,7 +142,7 @@ static void test_loss_at_init(void)
 
 static float train(lmk_precision prec, uint64_t seed, int steps, float *first)
 {
-    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f};
+    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
     fixture f;
     fixture_open(&f, &c, 2, 16, prec, seed, 1);
     lmk_adamw_config opt = lmk_adamw_defaults();
@@ -188,7 +188,7 @@ static void test_determinism(void)
 
 static void test_precisions(void)
 {
-    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f};
+    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
     float ref = 0;
     for (int p = 0; p < LMK_PREC_COUNT; p++) {
         fixture f;
@@ -207,54 +207,146 @@ static void test_precisions(void)
     CHECK(lmk_precision_parse("fp8", &pr) != 0, "fp8 accepted");
 }
 
+/* The estimate replays the allocation order: equal to the measured peak, for
+ * every precision storage (fp32, bf16), attention and what the model holds;
+ * gradients exist from backward until the step; nothing of size T² with flash. */
 static void test_memory(void)
 {
-    /* LM-head-bound and attention-bound shapes */
+    /* LM-head-bound and attention-bound shapes (head dims 16 and 16) */
     static const struct {
         lmk_model_config c;
         int T;
     } shapes[] = {
-        {{"custom", 500, 64, 64, 160, 3, 4, 10000.0f}, 64},
-        {{"custom", 50, 128, 32, 48, 2, 8, 10000.0f}, 128},
+        {{"custom", 500, 64, 64, 160, 3, 4, 10000.0f, LMK_ATTN_NAIVE}, 64},
+        {{"custom", 50, 128, 32, 48, 2, 2, 10000.0f, LMK_ATTN_NAIVE}, 128},
     };
     static const int holds[3] = {LMK_MODEL_INFERENCE, LMK_MODEL_TRAIN, LMK_MODEL_GRADIENTS};
-    for (int k = 0; k < 6; k++) {
-        const lmk_model_config c = shapes[k / 3].c;
-        int training = holds[k % 3], T = shapes[k / 3].T;
+    static const lmk_precision precs[2] = {LMK_PREC_FP32, LMK_PREC_BF16};
+    for (int k = 0; k < 24; k++) {
+        lmk_model_config c = shapes[k / 12].c;
+        int training = holds[k % 3], T = shapes[k / 12].T;
+        lmk_precision prec = precs[(k / 3) % 2];
+        c.attention = (k / 6) % 2 ? LMK_ATTN_FLASH : LMK_ATTN_NAIVE;
+        uint64_t P = lmk_model_param_count(&c);
         fixture f;
-        fixture_open(&f, &c, 2, T, LMK_PREC_FP32, 1, training);
+        fixture_open(&f, &c, 2, T, prec, 1, training);
         lmk_allocator_reset_peak(f.a);
+        CHECK(lmk_allocator_live(f.a, LMK_MEM_GRADIENT) == 0, "gradients before the first backward");
         MUST(lmk_model_forward(f.m, training));
         if (training) {
             uint64_t saved = lmk_allocator_live(f.a, LMK_MEM_ACTIVATION);
             CHECK(saved > 0, "no activations saved for backward");
+            CHECK(lmk_allocator_peak(f.a, LMK_MEM_GRADIENT) == 0, "gradients allocated in forward");
             MUST(lmk_model_backward(f.m));
+            CHECK(lmk_allocator_live(f.a, LMK_MEM_GRADIENT) == 4 * P, "gradients after backward: %llu, want %llu",
+                  (unsigned long long)lmk_allocator_live(f.a, LMK_MEM_GRADIENT), (unsigned long long)(4 * P));
             lmk_adamw_config opt = lmk_adamw_defaults();
-            if (training == LMK_MODEL_TRAIN)
+            if (training == LMK_MODEL_TRAIN) {
                 MUST(lmk_model_step(f.m, &opt));
-            else
+                CHECK(lmk_allocator_live(f.a, LMK_MEM_GRADIENT) == 0, "gradients kept after the step");
+            } else {
                 CHECK(lmk_model_step(f.m, &opt) == LMK_INVALID, "step without optimizer state accepted");
+                CHECK(lmk_allocator_live(f.a, LMK_MEM_GRADIENT) == 4 * P, "gradients-only model dropped them");
+            }
             CHECK((lmk_allocator_live(f.a, LMK_MEM_OPTIMIZER_STATE) > 0) == (training == LMK_MODEL_TRAIN),
                   "optimizer state present iff LMK_MODEL_TRAIN");
         }
         CHECK(lmk_allocator_live(f.a, LMK_MEM_ACTIVATION) == 0, "activations live after the step");
-        lmk_memory_estimate e = lmk_model_memory_estimate(&c, 2, T, training);
-        uint64_t peak = lmk_allocator_peak(f.a, -1);
-        CHECK(peak <= e.total && peak >= e.total * 0.97, "training=%d: peak %llu vs estimate %llu",
-              training, (unsigned long long)peak, (unsigned long long)e.total);
+        lmk_memory_estimate e = lmk_model_memory_estimate(&c, 2, T, prec, training);
+        uint64_t peak = lmk_allocator_peak(f.a, -1), cat[LMK_MEM_CATEGORY_COUNT];
+        lmk_allocator_peak_breakdown(f.a, cat);
+        CHECK(peak == e.total, "%s %s training=%d: peak %llu vs estimate %llu", lmk_precision_name(prec),
+              c.attention ? "flash" : "naive", training, (unsigned long long)peak, (unsigned long long)e.total);
+        CHECK(cat[LMK_MEM_GRADIENT] == e.gradients_at_peak && cat[LMK_MEM_PARAMETER_COPY] == e.parameter_copies,
+              "gradients / copies at the peak %llu / %llu vs estimate %llu / %llu",
+              (unsigned long long)cat[LMK_MEM_GRADIENT], (unsigned long long)cat[LMK_MEM_PARAMETER_COPY],
+              (unsigned long long)e.gradients_at_peak, (unsigned long long)e.parameter_copies);
         CHECK(lmk_allocator_peak(f.a, LMK_MEM_PARAMETER) == e.parameters, "parameter bytes %llu vs %llu",
               (unsigned long long)lmk_allocator_peak(f.a, LMK_MEM_PARAMETER),
               (unsigned long long)e.parameters);
-        printf("  training=%d: peak %llu, estimate %llu\n", training, (unsigned long long)peak,
-               (unsigned long long)e.total);
-        /* the log names the big allocations */
-        int saw_scores = 0;
+        printf("  %s %s training=%d T %d: peak %llu, estimate %llu\n", lmk_precision_name(prec),
+               c.attention ? "flash" : "naive", training, T, (unsigned long long)peak, (unsigned long long)e.total);
+        /* the log names the big allocations; flash allocates nothing of T² */
+        int saw_scores = 0, saw_lse = 0;
+        uint64_t largest = 0;
         const lmk_mem_event *ev = lmk_allocator_events(f.a);
-        for (size_t i = 0; i < lmk_allocator_event_count(f.a); i++)
+        for (size_t i = 0; i < lmk_allocator_event_count(f.a); i++) {
             saw_scores |= strcmp(lmk_allocator_name(f.a, ev[i].name_id), "layers.1.attn.scores") == 0;
-        CHECK(saw_scores, "no layers.1.attn.scores event");
+            saw_lse |= strcmp(lmk_allocator_name(f.a, ev[i].name_id), "layers.1.attn.lse") == 0;
+            if (ev[i].category == LMK_MEM_ACTIVATION || ev[i].category == LMK_MEM_TEMPORARY)
+                largest = ev[i].bytes > largest ? ev[i].bytes : largest;
+        }
+        uint64_t t2 = 2ull * c.num_heads * T * T * 2; /* a bf16 B·H·T² tensor */
+        if (c.attention == LMK_ATTN_NAIVE)
+            CHECK(saw_scores && !saw_lse, "no layers.1.attn.scores event");
+        else /* the attention-bound shape: its logits are smaller than one 16-bit T² tensor */
+            CHECK(!saw_scores && saw_lse && (k / 12 == 0 || largest < t2),
+                  "flash: scores allocated or largest activation %llu >= %llu", (unsigned long long)largest,
+                  (unsigned long long)t2);
         fixture_close(&f);
     }
+}
+
+/* Flash attention against naive on the cpu backend (the float32 reference
+ * kernels, 16-bit q, k, v, O under bf16): loss and every gradient of two
+ * steps' worth of weights, within the dtype's tolerance. Then the shape check. */
+static void test_flash_vs_naive(void)
+{
+    static const lmk_precision precs[3] = {LMK_PREC_FP32, LMK_PREC_TF32, LMK_PREC_BF16};
+    for (int k = 0; k < 3; k++) {
+        lmk_precision prec = precs[k];
+        /* head dim 16, T not a multiple of any tile */
+        lmk_model_config c = {"custom", 97, 40, 64, 96, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
+        fixture fn, ff;
+        fixture_open(&fn, &c, 2, 37, prec, 21, LMK_MODEL_GRADIENTS);
+        c.attention = LMK_ATTN_FLASH;
+        fixture_open(&ff, &c, 2, 37, prec, 21, LMK_MODEL_GRADIENTS);
+        float ln, lf;
+        MUST(lmk_model_forward(fn.m, 1));
+        MUST(lmk_model_forward(ff.m, 1));
+        MUST(lmk_model_loss(fn.m, &ln));
+        MUST(lmk_model_loss(ff.m, &lf));
+        double ltol = prec == LMK_PREC_BF16 ? 1e-2 : prec == LMK_PREC_TF32 ? 2e-3 : 1e-5;
+        CHECK(fabs((double)lf - ln) <= ltol * fabs(ln), "%s: flash loss %.7f naive %.7f", lmk_precision_name(prec), lf,
+              ln);
+        MUST(lmk_model_backward(fn.m));
+        MUST(lmk_model_backward(ff.m));
+        /* |flash − naive| ≤ atol + rtol·|naive|, atol relative to the tensor's largest gradient */
+        double rtol = prec == LMK_PREC_BF16 ? 6e-2 : prec == LMK_PREC_TF32 ? 1e-2 : 1e-4;
+        double worst = 0;
+        const char *worst_name = "";
+        for (size_t i = 0; i < lmk_model_tensor_count(fn.m); i++) {
+            const char *name;
+            lmk_tensor *pn, *gn, *pf, *gf;
+            MUST(lmk_model_tensor(fn.m, i, &name, &pn, &gn));
+            MUST(lmk_model_tensor(ff.m, i, NULL, &pf, &gf));
+            const float *a = gn->data, *b = gf->data;
+            double mx = 0, err = 0;
+            for (size_t j = 0; j < gn->numel; j++)
+                mx = fabs(a[j]) > mx ? fabs(a[j]) : mx;
+            size_t bad = 0;
+            for (size_t j = 0; j < gn->numel; j++) {
+                double e = fabs((double)b[j] - a[j]);
+                bad += e > rtol * mx + rtol * fabs(a[j]);
+                err = e / (mx > 0 ? mx : 1) > err ? e / (mx > 0 ? mx : 1) : err;
+            }
+            CHECK(mx > 0, "%s: gradient of %s is zero", lmk_precision_name(prec), name);
+            CHECK(bad == 0, "%s: %zu elements of %s beyond tolerance (max rel. err %.3g)", lmk_precision_name(prec),
+                  bad, name, err);
+            if (err > worst) {
+                worst = err;
+                worst_name = name;
+            }
+        }
+        printf("  %s: loss naive %.7f flash %.7f; worst gradient %s rel. err %.3g\n", lmk_precision_name(prec), ln,
+               lf, worst_name, worst);
+        fixture_close(&fn);
+        fixture_close(&ff);
+    }
+    const char *field = NULL;
+    lmk_model_config c = {"custom", 50, 16, 48, 64, 1, 2, 10000.0f, LMK_ATTN_FLASH}; /* head dim 24 */
+    CHECK(lmk_model_config_check(&c, &field) == LMK_INVALID && strcmp(field, "attention") == 0,
+          "flash with head dim 24 accepted (field %s)", field ? field : "-");
 }
 
 static void test_alloc_failures(void)
@@ -302,10 +394,11 @@ static void test_flops(void)
 
 /* Autocast: the 16-bit weight copies live from forward to the end of
  * backward (2 bytes per matrix element but the embedding), an inference
- * forward frees them too; the step counter and the loss-scale reports. */
+ * forward frees them layer by layer (never more than one layer's and the
+ * LM head's); the step counter and the loss-scale reports. */
 static void test_autocast(void)
 {
-    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f};
+    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
     uint64_t P = lmk_model_param_count(&c);
     uint64_t matrices = P - (uint64_t)c.vocab_size * c.d_model - (2 * c.num_layers + 1) * c.d_model;
     for (int k = 0; k < 3; k++) {
@@ -332,8 +425,15 @@ static void test_autocast(void)
         CHECK(lmk_model_steps_skipped(f.m) == 0, "skipped steps");
         CHECK(lmk_model_loss_scale(f.m) == (prec == LMK_PREC_FP16 ? 65536.0f : 1.0f), "%s: loss scale %g",
               lmk_precision_name(prec), lmk_model_loss_scale(f.m));
+        lmk_allocator_reset_peak(f.a);
         MUST(lmk_model_forward(f.m, 0));
         CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == 0, "copies live after inference");
+        uint64_t layer = 2 * (4ull * c.d_model * c.d_model + 3ull * c.d_model * c.d_ff);
+        uint64_t head = 2ull * c.vocab_size * c.d_model;
+        uint64_t most = layer > head ? layer : head;
+        CHECK(lmk_allocator_peak(f.a, LMK_MEM_PARAMETER_COPY) == (prec == LMK_PREC_FP32 ? 0 : most),
+              "%s: inference copies peak %llu, want one layer's or the head's %llu", lmk_precision_name(prec),
+              (unsigned long long)lmk_allocator_peak(f.a, LMK_MEM_PARAMETER_COPY), (unsigned long long)most);
         fixture_close(&f);
     }
 }
@@ -350,6 +450,7 @@ static const struct {
     {"determinism", test_determinism},
     {"precisions", test_precisions},
     {"memory", test_memory},
+    {"flash_vs_naive", test_flash_vs_naive},
     {"alloc_failures", test_alloc_failures},
     {"flops", test_flops},
 };

@@ -559,9 +559,9 @@ int main(void)
     lmk_model_config tiny;
     MUST(lmk_model_preset("tiny", &tiny));
     test_model(&tiny, 2, 64, LMK_PREC_FP32, 1);
-    lmk_model_config odd = {"custom-odd", 10007, 128, 160, 432, 2, 2, 10000.0f}; /* dh 80 */
+    lmk_model_config odd = {"custom-odd", 10007, 128, 160, 432, 2, 2, 10000.0f, LMK_ATTN_NAIVE}; /* dh 80 */
     test_model(&odd, 2, 100, LMK_PREC_FP32, 1);
-    lmk_model_config heads25 = {"custom-25h", 1003, 128, 200, 328, 1, 25, 10000.0f}; /* dh 8 */
+    lmk_model_config heads25 = {"custom-25h", 1003, 128, 200, 328, 1, 25, 10000.0f, LMK_ATTN_NAIVE}; /* dh 8 */
     test_model(&heads25, 3, 100, LMK_PREC_FP32, 1);
     test_model(&tiny, 2, 64, LMK_PREC_TF32, 0);
     test_model(&odd, 2, 100, LMK_PREC_BF16, 0);

@@ -36,6 +36,9 @@ typedef struct jobkind {
     /* Stores one emitted run in the kind's own tables. run_id is the row id in
      * `runs` already inserted for it. Returns SQLITE_OK or an sqlite error. */
     int (*store_run)(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec, const json_t *run);
+    /* Non-zero: store_run is called for failed runs too (the run's "status"
+     * says which), e.g. to keep a failed run's partial event list. */
+    int store_failed_runs;
     /* Builds the summary table of a job from the database (reader side).
      * Sets *table (new). Returns 0 or -1 with err filled. */
     int (*table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);

@@ -510,6 +510,11 @@ static int store_pool_figures(sqlite3 *db, int64_t run_id, const json_t *run)
 static int memory_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec, const json_t *run)
 {
     (void)spec;
+    /* a failed run (out of memory) keeps its partial event list downloadable;
+     * its figures stay in the generic run row, out of memory_runs and the
+     * summary table */
+    if (strcmp(json_string_value(json_object_get(run, "status")) ?: "", "succeeded") != 0)
+        return json_object_get(run, "events") ? store_events(db, run_id, json_object_get(run, "events")) : SQLITE_OK;
     const json_t *by_phase = json_object_get(run, "peak_by_phase");
     const json_t *measured = json_object_get(run, "measured");
     const json_t *estimate = json_object_get(run, "estimate");
@@ -649,6 +654,7 @@ const jobkind jobkind_memory = {
     .check = memory_check,
     .run = memory_run,
     .store_run = memory_store_run,
+    .store_failed_runs = 1,
     .table = memory_table,
     .bulky_fields = bulky_fields,
     .events = memory_events,

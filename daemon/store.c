@@ -345,7 +345,7 @@ int store_run_add(store *s, const jobkind *kind, int64_t job_id, int run_index,
     if (exec_write(s->writer, st) != 1)
         goto rollback;
     int64_t run_id = sqlite3_last_insert_rowid(s->writer);
-    if (kind && kind->store_run && strcmp(status, "succeeded") == 0) {
+    if (kind && kind->store_run && (strcmp(status, "succeeded") == 0 || kind->store_failed_runs)) {
         int krc = kind->store_run(s->writer, job_id, run_id, spec, run);
         if (krc != SQLITE_OK) {
             log_error("store", "%s store_run: %s", kind->name, sqlite3_errmsg(s->writer));

@@ -6,8 +6,11 @@ lmperfd (HTTP API and its sqlite database).
                                      with a reason; a point past
                                      memory_limit_bytes is a failed run with
                                      requested/free bytes and the partial
-                                     timeline; the sweep goes on; the
-                                     0010 columns exist (NULL).
+                                     timeline and its event list stored;
+                                     the sweep goes on; the 0010 columns
+                                     exist (NULL); attention "flash": no T²
+                                     allocation, estimate = peak, below
+                                     naive; unsupported head dim → 400.
   memory_check.py LMPERFD --gpu      also a GPU worker: reserved and device
                                      figures filled and consistent; a real
                                      device out-of-memory (preflight off) is a
@@ -96,6 +99,16 @@ def cpu_checks(port, db):
     check(len(pts) > 0 and max(sum(p[2:]) for p in pts) == bad.get("peak_allocated_bytes"),
           "the partial timeline keeps the peak before the failure")
     check(bad.get("peak_allocated_bytes", 0) <= 2500000, "nothing past the limit was allocated")
+    # the failed run's partial event list is stored and downloadable like a succeeded one's
+    status, events = call(port, "GET", f"/v1/jobs/{job['id']}/events?run={bad.get('index')}")
+    rows = events.get("rows", []) if status == 200 else []
+    check(status == 200 and len(rows) == bad.get("event_count"),
+          f"failed run's events downloadable: {status}, {len(rows)} rows of {bad.get('event_count')}")
+    live = peak = 0
+    for row in rows:
+        live += row[2] if row[1] == "alloc" else -row[2]
+        peak = max(peak, live)
+    check(peak == bad.get("peak_allocated_bytes"), f"replaying the failed run's events gives its peak: {peak}")
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     rows = con.execute("SELECT reserved_init_bytes, reserved_forward_bytes, pool_used_peak_bytes, "
                        "device_total_bytes, device_free_before_bytes FROM memory_runs WHERE job_id = ?",
@@ -108,6 +121,45 @@ def cpu_checks(port, db):
     _, table = call(port, "GET", f"/v1/jobs/{job['id']}/table")
     check(len(table.get("columns", [])) == 9 and table["columns"][-1] == "train step reserved (MiB)",
           f"table columns: {table.get('columns')}")
+
+
+def attention_checks(port):
+    """attention: flash in the memory job: no T² allocation, the estimate equals the measured peak, less memory
+    than naive at a long context; a head dimension the kernels lack is a 400 naming attention."""
+    peaks = {}
+    for attention in ("naive", "flash"):
+        spec = {"kind": "memory", "model": MINI, "vocab_size": 256, "context_length": 256, "batch_size": 2,
+                "mode": ["inference", "train_step"], "precision": ["fp32", "bf16"], "steps": 1,
+                "timeline_points": 50, "attention": attention}
+        job = run_job(port, spec)
+        if not job:
+            return
+        for r in job["runs"]:
+            key = (attention, r["mode"], r["precision"])
+            if not check(r["status"] == "succeeded" and r["attention"] == attention, f"{key}: {r.get('error')}"):
+                continue
+            peaks[key] = r["peak_allocated_bytes"]
+            check(r["estimate"]["total"] == r["peak_allocated_bytes"],
+                  f"{key}: estimate {r['estimate']['total']} == measured peak {r['peak_allocated_bytes']}")
+            scores = [a for a in r["largest_allocations"] if "scores" in a["name"]]
+            check(bool(scores) == (attention == "naive"), f"{key}: T² allocations {scores}")
+            if r["mode"] == "train_step":
+                check(r["measured"]["gradients"] == 4 * r["parameters"], f"{key}: gradients {r['measured']}")
+    for mode in ("inference", "train_step"):
+        for prec in ("fp32", "bf16"):
+            n, f = peaks.get(("naive", mode, prec)), peaks.get(("flash", mode, prec))
+            check(n and f and f < n, f"flash peak below naive at T 256 ({mode}, {prec}): {f} vs {n}")
+    status, body = call(port, "POST", "/v1/jobs", {"kind": "memory", "context_length": 64, "attention": "flash",
+                                                    "model": {"d_model": 48, "d_ff": 64, "num_layers": 1,
+                                                              "num_heads": 2}})
+    err = body.get("error", {})
+    check(status == 400 and err.get("field") == "attention" and "24" in err.get("message", ""),
+          f"flash with head dim 24: {status} {body}")
+    status, body = call(port, "POST", "/v1/jobs", {"kind": "benchmark", "model": "2.7B", "context_length": 64,
+                                                    "attention": "flash", "measure_steps": 1})
+    check(status in (200, 201, 202), f"flash with head dim 80 accepted: {status} {body}")
+    if status in (200, 201, 202):
+        call(port, "DELETE", f"/v1/jobs/{body['id']}")
 
 
 def gpu_checks(port, db):
@@ -173,6 +225,7 @@ def main():
                 break
             time.sleep(0.1)
         cpu_checks(port, db)
+        attention_checks(port)
         if GPU:
             gpu_checks(port, db)
     finally:

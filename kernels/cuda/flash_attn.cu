@@ -345,9 +345,11 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
  * Q/dO) tile loads while the current one is multiplied. Rows are padded by 8
  * elements, which makes ldmatrix conflict-free for every supported d.
  * Each warp owns 16 rows of the block's tile.
- *   forward: 128 queries / block (8 warps), 64-key tiles; causal blocks stop
- *     at the diagonal, and a warp skips tiles wholly above its rows.
- *   dK/dV:   128 keys / block (8 warps), query tiles of 64 (32 for d > 64);
+ *   forward: 128 queries / block (8 warps), or 64 (4 warps) when 128-query
+ *     blocks would leave SMs with fewer than two; 64-key tiles; causal
+ *     blocks stop at the diagonal, and a warp skips tiles wholly above its
+ *     rows. The scale is folded into the exponent (one FFMA per score).
+ *   dK/dV:   64 keys / block (4 warps), query tiles of 64 (32 for d > 64);
  *     a warp skips tiles wholly below its keys (causal):
  *     Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q.
  *   dQ:      64 queries / block (4 warps), 64-key tiles: dQ += dS·K.
@@ -459,14 +461,25 @@ __device__ __forceinline__ void st2(T *p, float a, float b)
     *reinterpret_cast<uint32_t *>(p) = tc_ops<T>::pack(a, b);
 }
 
-constexpr int FQ = 128, FK = 64, F_NT = 256;     /* forward tile and threads */
-constexpr int BKV = 128, BKV_NT = 256;           /* dK/dV: keys per block, threads */
+constexpr int FQ = 128, FQ_SMALL = 64, FK = 64; /* forward: queries / block (two sizes), key tile */
+constexpr int BKV = 64, BKV_NT = 128;            /* dK/dV: keys per block, threads */
 constexpr int BQ2 = 64, BK2 = 64, BQ_NT = 128;   /* dQ: queries per block, key tile */
 template <int D> constexpr int bq_kv() { return D <= 64 ? 64 : 32; } /* dK/dV query tile */
+/* Minimum resident blocks per SM asked of the compiler (register cap) for the
+ * dK/dV and dQ kernels at d ≤ 64 (larger d would spill); build-time tuning
+ * knobs. */
+#ifndef LMK_FLASH_KV_MINB
+#define LMK_FLASH_KV_MINB 1
+#endif
+#ifndef LMK_FLASH_DQ_MINB
+#define LMK_FLASH_DQ_MINB 1
+#endif
+template <int D> constexpr int kv_minb() { return D <= 64 ? LMK_FLASH_KV_MINB : 1; }
+template <int D> constexpr int dq_minb() { return D <= 64 ? LMK_FLASH_DQ_MINB : 1; }
 
-template <typename T, int D> constexpr size_t tc_fwd_smem()
+template <typename T, int D, int BM> constexpr size_t tc_fwd_smem()
 {
-    return sizeof(T) * (D + 8) * (FQ + 4 * FK);
+    return sizeof(T) * (D + 8) * (BM + 4 * FK);
 }
 template <typename T, int D> constexpr size_t tc_dkdv_smem()
 {
@@ -478,23 +491,23 @@ template <typename T, int D> constexpr size_t tc_dq_smem()
 }
 
 // o: (B, H, T, D); lse: (B, H, T); q, k, v: (B, H, T, D).
-// grid (ceil(T/128), B·H), 256 threads; block x runs query tile gridDim.x−1−x
-// (the longest causal rows start first).
-template <typename T, int D>
-__global__ void __launch_bounds__(F_NT) flash_fwd_mma_kernel(T *o, float *lse, const T *q,
+// grid (ceil(T/BM), B·H), 2·BM threads (BM/16 warps); block x runs query
+// tile gridDim.x−1−x (the longest causal rows start first).
+template <typename T, int D, int BM>
+__global__ void __launch_bounds__(2 * BM) flash_fwd_mma_kernel(T *o, float *lse, const T *q,
                                                               const T *k, const T *v, int Tn,
                                                               int causal, float scale_log2)
 {
-    constexpr int LD = D + 8, NS = FK / 8, NO = D / 8;
+    constexpr int LD = D + 8, NS = FK / 8, NO = D / 8, F_NT = 2 * BM;
     extern __shared__ __align__(128) unsigned char smraw[];
-    T *sQ = (T *)smraw, *sK = sQ + FQ * LD, *sV = sK + 2 * FK * LD;
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * FQ;
+    T *sQ = (T *)smraw, *sK = sQ + BM * LD, *sV = sK + 2 * FK * LD;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BM;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
     const int w = threadIdx.x / MW, lane = threadIdx.x % MW, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + 16 * w + g; /* this lane's rows: row0, row0 + 8 */
 
-    const int kend = causal ? min(Tn, q0 + FQ) : Tn, nk = (kend + FK - 1) / FK;
-    tile_async<T, D, FQ, F_NT>(sQ, q + base, q0, Tn);
+    const int kend = causal ? min(Tn, q0 + BM) : Tn, nk = (kend + FK - 1) / FK;
+    tile_async<T, D, BM, F_NT>(sQ, q + base, q0, Tn);
     cp_commit();
     tile_async<T, D, FK, F_NT>(sK, k + base, 0, Tn);
     tile_async<T, D, FK, F_NT>(sV, v + base, 0, Tn);
@@ -537,6 +550,9 @@ __global__ void __launch_bounds__(F_NT) flash_fwd_mma_kernel(T *o, float *lse, c
                     tc_ops<T>::mma(s[2 * np], qf[kk], b[0], b[1]);
                     tc_ops<T>::mma(s[2 * np + 1], qf[kk], b[2], b[3]);
                 }
+            /* raw scores here; scale_log2 > 0, so the max of the raw scores
+             * times scale_log2 is the max of the scaled ones, and each
+             * exponent is one FFMA: s·scale_log2 − m */
             const bool mask = k0 + FK > Tn || (causal && k0 + FK - 1 > q0 + 16 * w);
             float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -544,18 +560,16 @@ __global__ void __launch_bounds__(F_NT) flash_fwd_mma_kernel(T *o, float *lse, c
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-                    float x = s[j][e] * scale_log2;
                     if (mask && (col >= Tn || (causal && col > row)))
-                        x = -INFINITY;
-                    s[j][e] = x;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                        s[j][e] = -INFINITY;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
                 }
             float alpha[2], msub[2];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
                 mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-                const float mnew = fmaxf(m[h], mx[h]);
+                const float mnew = fmaxf(m[h], mx[h] * scale_log2);
                 msub[h] = mnew == -INFINITY ? 0.f : mnew;
                 alpha[h] = fast_exp2(m[h] - msub[h]);
                 m[h] = mnew;
@@ -575,8 +589,10 @@ __global__ void __launch_bounds__(F_NT) flash_fwd_mma_kernel(T *o, float *lse, c
 #pragma unroll
                 for (int hb = 0; hb < 2; hb++) {
                     const float *c = s[2 * kp + hb];
-                    const float p0 = fast_exp2(c[0] - msub[0]), p1 = fast_exp2(c[1] - msub[0]);
-                    const float p2 = fast_exp2(c[2] - msub[1]), p3 = fast_exp2(c[3] - msub[1]);
+                    const float p0 = fast_exp2(fmaf(c[0], scale_log2, -msub[0]));
+                    const float p1 = fast_exp2(fmaf(c[1], scale_log2, -msub[0]));
+                    const float p2 = fast_exp2(fmaf(c[2], scale_log2, -msub[1]));
+                    const float p3 = fast_exp2(fmaf(c[3], scale_log2, -msub[1]));
                     a[2 * hb] = tc_ops<T>::pack(p0, p1);
                     a[2 * hb + 1] = tc_ops<T>::pack(p2, p3);
                     l[0] += p0 + p1; /* unrounded, as FA2 */
@@ -611,9 +627,9 @@ __global__ void __launch_bounds__(F_NT) flash_fwd_mma_kernel(T *o, float *lse, c
 }
 
 // dk, dv: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
-// grid (ceil(T/128), B·H), 256 threads: block = 128 keys, warp w = keys 16w…
+// grid (ceil(T/64), B·H), 128 threads: block = 64 keys, warp w = keys 16w…
 template <typename T, int D>
-__global__ void __launch_bounds__(BKV_NT) flash_bwd_dkdv_mma_kernel(
+__global__ void __launch_bounds__(BKV_NT, kv_minb<D>()) flash_bwd_dkdv_mma_kernel(
     T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse,
     const float *dsum, int Tn, int causal, float scale_log2, float scale)
 {
@@ -744,7 +760,7 @@ __global__ void __launch_bounds__(BKV_NT) flash_bwd_dkdv_mma_kernel(
 // grid (ceil(T/64), B·H), 128 threads: block = 64 queries (reversed, as the
 // forward), warp w = queries 16w…
 template <typename T, int D>
-__global__ void __launch_bounds__(BQ_NT) flash_bwd_dq_mma_kernel(
+__global__ void __launch_bounds__(BQ_NT, dq_minb<D>()) flash_bwd_dq_mma_kernel(
     T *dq, const T *dout, const T *q, const T *k, const T *v, const float *lse,
     const float *dsum, int Tn, int causal, float scale_log2, float scale)
 {
@@ -881,6 +897,30 @@ int check_shape(const lmk_attn_shape *s)
     return LMK_OK;
 }
 
+/* Multiprocessors of the current device (132 when the query fails). */
+int sm_count()
+{
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        return 132;
+    return n;
+}
+
+template <typename T, int D, int BM>
+int fwd_mma_launch(void *o, float *lse, const void *q, const void *k, const void *v,
+                   const lmk_attn_shape *s, float scale_log2, cudaStream_t st)
+{
+    auto tk = flash_fwd_mma_kernel<T, D, BM>;
+    const size_t tsm = tc_fwd_smem<T, D, BM>();
+    if (set_smem(tk, tsm) != LMK_OK)
+        return LMK_DEVICE;
+    dim3 tgrid((s->T + BM - 1) / BM, s->B * s->H);
+    tk<<<tgrid, 2 * BM, tsm, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
+                                   s->causal, scale_log2);
+    return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+}
+
 template <typename T, int D>
 int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                const lmk_attn_shape *s, cudaStream_t st)
@@ -888,14 +928,12 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
     const float scale = 1.f / sqrtf((float)D);
     if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores */
         if (aligned16({o, q, k, v})) {
-            auto tk = flash_fwd_mma_kernel<T, D>;
-            const size_t tsm = tc_fwd_smem<T, D>();
-            if (set_smem(tk, tsm) != LMK_OK)
-                return LMK_DEVICE;
-            dim3 tgrid((s->T + FQ - 1) / FQ, s->B * s->H);
-            tk<<<tgrid, F_NT, tsm, st>>>((T *)o, lse, (const T *)q, (const T *)k,
-                                         (const T *)v, s->T, s->causal, scale * LOG2E);
-            return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+            /* 64-query blocks when 128-query ones would not give every SM
+             * two blocks (few heads, short or causal-imbalanced grids) */
+            const bool small = (long long)s->B * s->H * ((s->T + FQ - 1) / FQ) < 2LL * sm_count();
+            if (small)
+                return fwd_mma_launch<T, D, FQ_SMALL>(o, lse, q, k, v, s, scale * LOG2E, st);
+            return fwd_mma_launch<T, D, FQ>(o, lse, q, k, v, s, scale * LOG2E, st);
         }
     }
     dim3 grid((s->T + BT - 1) / BT, s->B * s->H);

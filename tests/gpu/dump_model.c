@@ -1,13 +1,15 @@
 /* Dumps a whole model run on the cuda backend for the PyTorch reference
  * (tests/gpu/torch_reference.py): the model created from a seed, a fixed
- * token batch, forward + backward, then 5 AdamW steps (CS336 form, defaults
- * of lmk_adamw_defaults, no clipping) on the same batch.
+ * token batch, forward + backward, then STEPS AdamW steps (default 5; CS336
+ * form, defaults of lmk_adamw_defaults, no clipping) on the same batch.
  *   PREFIX.bin   float32, every parameter at creation, then every gradient of
- *                the first forward + backward (cs336_basics order)
+ *                the first forward + backward (cs336_basics order); under
+ *                fp16 as the engine holds them, multiplied by loss_scale
  *   PREFIX.json  config, batch, tokens, precision, the tensors' names, sizes
  *                and offsets (in floats) into PREFIX.bin, the loss, and
- *                losses[k] = loss of the forward after k AdamW steps (k ≤ 5)
- * usage: dump_model PREFIX MODEL B T PREC [SEED [cpu]]
+ *                losses[k] = loss of the forward after k AdamW steps (k ≤ STEPS),
+ *                loss_scale of the first backward, steps_skipped (fp16)
+ * usage: dump_model PREFIX MODEL B T PREC [SEED [cpu|cuda [STEPS]]]
  *   MODEL: a preset name, or V,d_model,d_ff,num_layers,num_heads
  *   cpu: use the cpu reference backend instead (to check the reference
  *   script itself on a machine without a GPU)
@@ -23,7 +25,8 @@
 #include "model.h"
 #include "status.h"
 
-#define ADAMW_STEPS 5
+#define DEFAULT_ADAMW_STEPS 5
+#define MAX_ADAMW_STEPS 1000
 
 static lmk_backend *gpu; /* the backend used, cuda unless "cpu" was asked for */
 
@@ -70,7 +73,7 @@ static int write_tensor(FILE *f, const lmk_tensor *t)
 int main(int argc, char **argv)
 {
     if (argc < 6) {
-        fprintf(stderr, "usage: dump_model PREFIX MODEL B T PREC [SEED [cpu]]\n");
+        fprintf(stderr, "usage: dump_model PREFIX MODEL B T PREC [SEED [cpu|cuda [STEPS]]]\n");
         return 2;
     }
     int use_cpu = argc > 7 && strcmp(argv[7], "cpu") == 0;
@@ -83,6 +86,11 @@ int main(int argc, char **argv)
     int B = atoi(argv[3]), T = atoi(argv[4]);
     lmk_precision prec;
     uint64_t seed = argc > 6 ? strtoull(argv[6], NULL, 10) : 1;
+    int adamw_steps = argc > 8 ? atoi(argv[8]) : DEFAULT_ADAMW_STEPS;
+    if (adamw_steps < 0 || adamw_steps > MAX_ADAMW_STEPS) {
+        fprintf(stderr, "dump_model: STEPS must be 0..%d\n", MAX_ADAMW_STEPS);
+        return 2;
+    }
     if (parse_model(argv[2], &c) != 0 || lmk_precision_parse(argv[5], &prec) != LMK_OK || B < 1 || T < 1) {
         fprintf(stderr, "dump_model: bad model, batch, context or precision\n");
         return 2;
@@ -100,8 +108,8 @@ int main(int argc, char **argv)
     lmk_model *m = NULL;
     FILE *fb = NULL, *fj = NULL;
     int32_t *tok = malloc(sizeof *tok * 2 * (size_t)N);
-    float losses[ADAMW_STEPS + 1];
-    if (!tok)
+    float *losses = calloc((size_t)adamw_steps + 1, sizeof *losses), first_scale = 1.0f;
+    if (!tok || !losses)
         return 1;
     if (use_cpu ? lmk_backend_cpu_create(&gpu) != LMK_OK : lmk_backend_cuda_create(0, &gpu, err, sizeof err) != LMK_OK) {
         fprintf(stderr, "dump_model: cuda backend: %s\n", err);
@@ -129,18 +137,19 @@ int main(int argc, char **argv)
         TRY(write_tensor(fb, p));
     }
     lmk_adamw_config opt = lmk_adamw_defaults();
-    for (int k = 0; k <= ADAMW_STEPS; k++) {
+    for (int k = 0; k <= adamw_steps; k++) {
         TRY(lmk_model_forward(m, 1));
         TRY(lmk_model_loss(m, &losses[k]));
         TRY(lmk_model_backward(m));
         if (k == 0) {
+            first_scale = lmk_model_loss_scale(m);
             for (size_t i = 0; i < nt; i++) {
                 lmk_tensor *g;
                 TRY(lmk_model_tensor(m, i, NULL, NULL, &g));
                 TRY(write_tensor(fb, g));
             }
         }
-        if (k < ADAMW_STEPS)
+        if (k < adamw_steps)
             TRY(lmk_model_step(m, &opt));
     }
     if (fclose(fb) != 0) {
@@ -170,9 +179,10 @@ int main(int argc, char **argv)
         fprintf(fj, "],\n");
     }
     fprintf(fj, " \"loss\": %.9g,\n \"losses\": [", losses[0]);
-    for (int k = 0; k <= ADAMW_STEPS; k++)
+    for (int k = 0; k <= adamw_steps; k++)
         fprintf(fj, "%s%.9g", k ? ", " : "", losses[k]);
-    fprintf(fj, "],\n \"tensors\": [\n");
+    fprintf(fj, "],\n \"loss_scale\": %.9g, \"steps_skipped\": %lld,\n \"tensors\": [\n", first_scale,
+            (long long)lmk_model_steps_skipped(m));
     size_t off = 0, total = 0;
     for (size_t i = 0; i < nt; i++) {
         lmk_tensor *p;
@@ -195,7 +205,7 @@ int main(int argc, char **argv)
     }
     fj = NULL;
     printf("dump_model: %s %s B%d T%d: %zu tensors, %zu parameters, loss %.7f, after %d steps %.7f\n", c.name,
-           lmk_precision_name(prec), B, T, nt, total, losses[0], ADAMW_STEPS, losses[ADAMW_STEPS]);
+           lmk_precision_name(prec), B, T, nt, total, losses[0], adamw_steps, losses[adamw_steps]);
     status = 0;
 out:
     if (fb)
@@ -206,5 +216,6 @@ out:
     lmk_allocator_free(a);
     lmk_backend_free(gpu);
     free(tok);
+    free(losses);
     return status;
 }

@@ -5,7 +5,8 @@
 #   1. test_cuda_ops        every op and whole models against the cpu backend
 #   2. test_graph_step      per-phase CUDA graphs replayed vs eager; event timer
 #   3. dump_model + torch_reference.py   the whole model against PyTorch
-#                           (tiny, dh 80 / V 10007, 25 heads / V 1003; fp32, tf32)
+#                           (tiny, dh 80 / V 10007, 25 heads / V 1003; fp32, tf32
+#                           vs float64; bf16, fp16 vs PyTorch autocast, 20 steps)
 #   4. benchmark_gpu_check.py   the benchmark job: graphs, CUDA-event times
 #   5. bench_train_step     train-step timing (small, medium × T × fp32/tf32)
 #   6. torch_lm.py          the PyTorch peer on the same grid (fp32, then --tf32)
@@ -51,14 +52,17 @@ if [ "$MODEL" = 1 ]; then
     prefixes=()
     for shape in "$@"; do
         read -r m b t <<<"$shape"
-        for prec in fp32 tf32; do
+        # fp32/tf32: 5 AdamW steps against float64; bf16/fp16 (autocast): a
+        # 20-step loss curve against PyTorch autocast
+        for prec in fp32 tf32 bf16 fp16; do
             p="$OUT/dump_${m//,/_}_$prec"
-            timeout 60 "$CARRY/dump_model" "$p" "$m" "$b" "$t" "$prec" 3 >>"$OUT/model.log" 2>&1 &&
+            steps=5; case $prec in bf16|fp16) steps=20 ;; esac
+            timeout 60 "$CARRY/dump_model" "$p" "$m" "$b" "$t" "$prec" 3 cuda $steps >>"$OUT/model.log" 2>&1 &&
                 prefixes+=("$p")
         done
     done
-    timeout 180 python3 "$HERE/torch_reference.py" "${prefixes[@]}" >>"$OUT/model.log" 2>&1
-    r=$?; note "torch_reference rc=$r (${#prefixes[@]} of 6 dumps)"; [ $r = 0 ] && [ ${#prefixes[@]} = 6 ] || RC=1
+    timeout 240 python3 "$HERE/torch_reference.py" "${prefixes[@]}" >>"$OUT/model.log" 2>&1
+    r=$?; note "torch_reference rc=$r (${#prefixes[@]} of 12 dumps)"; [ $r = 0 ] && [ ${#prefixes[@]} = 12 ] || RC=1
     rm -f "$OUT"/dump_*.bin
 fi
 if [ "$DAEMON" = 1 ]; then
@@ -83,7 +87,7 @@ cat "$OUT/env.txt"
 [ -f "$OUT/test_cuda_ops.log" ] && grep -E 'FAIL|check\(s\)|test_cuda_ops' "$OUT/test_cuda_ops.log" | tail -20 &&
     grep -c ' ok$' "$OUT/test_cuda_ops.log" | sed 's/^/test_cuda_ops checks ok: /'
 [ -f "$OUT/test_graph_step.log" ] && tail -20 "$OUT/test_graph_step.log"
-[ -f "$OUT/model.log" ] && grep -vE '^  after [1-4] ' "$OUT/model.log"
+[ -f "$OUT/model.log" ] && grep -vE '^  after ( ?[1-4]|[ 1][1-46-9]) ' "$OUT/model.log"
 [ -f "$OUT/benchmark_gpu_check.log" ] && cat "$OUT/benchmark_gpu_check.log"
 [ -f "$OUT/bench.log" ] && cat "$OUT/bench.log"
 exit $RC

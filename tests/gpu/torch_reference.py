@@ -9,10 +9,20 @@ loads the identical weights and compares
   * the loss, and every gradient by the relative error of the tensor
     ||ours - ref|| / ||ref||, against a float64 reference (PyTorch float32,
     or TF32 for a tf32 dump, is shown beside it for scale);
-  * the losses after 1..5 AdamW steps on the same batch.
+  * the losses after 1..STEPS AdamW steps on the same batch.
+
+bf16 and fp16 dumps (the engine's autocast) are compared with PyTorch autocast
+(torch.autocast, FP32 master weights, the same model code, on the GPU; fp16
+with dynamic loss scaling as torch.cuda.amp.GradScaler does it: scale 65536,
+halve and skip the step on inf/nan): the loss, every gradient, and the loss
+curve over the AdamW steps; the float64 reference is printed beside both.
 
 usage: torch_reference.py PREFIX [PREFIX...]   (exit 1 on any mismatch)
-Tolerances: fp32 gradients 1e-4, losses 1e-5 relative; tf32 3e-2 and 2e-3."""
+Tolerances (relative): fp32 gradients 1e-4, losses 1e-5; tf32 3e-2 and 2e-3;
+against PyTorch autocast: bf16 gradients 3e-2, the first loss 1e-2; fp16 1e-2
+and 5e-3; the loss curve within 1e-2 of the initial loss at every step. A
+tensor or loss that misses its tolerance still passes when ours is at least as
+close to float64 as PyTorch autocast's (PyTorch being the less exact one)."""
 import json
 import math
 import sys
@@ -20,7 +30,9 @@ import sys
 import numpy as np
 import torch
 
-TOL = {"fp32": dict(grad=1e-4, loss=1e-5), "tf32": dict(grad=3e-2, loss=2e-3)}
+TOL = {"fp32": dict(grad=1e-4, loss=1e-5), "tf32": dict(grad=3e-2, loss=2e-3),
+       "bf16": dict(grad=3e-2, loss=1e-2), "fp16": dict(grad=1e-2, loss=5e-3)}
+AMP = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def rmsnorm(x, w, eps=1e-5):
@@ -118,6 +130,35 @@ def run(P0, cfg, inputs, targets, dtype, steps, tf32):
     return losses, grads0
 
 
+def run_autocast(P0, cfg, inputs, targets, amp_dtype, steps):
+    """PyTorch autocast on FP32 master weights; fp16 with GradScaler-style
+    dynamic loss scaling. Returns the losses, the first step's (unscaled)
+    gradients and the number of skipped steps."""
+    dev = inputs.device.type
+    P = {n: t.float().clone().requires_grad_(True) for n, t in P0.items()}
+    scale = 65536.0 if amp_dtype == torch.float16 else 1.0
+    losses, grads0, state, taken, skipped = [], None, {}, 0, 0
+    for k in range(steps + 1):
+        for p in P.values():
+            p.grad = None
+        with torch.autocast(dev, dtype=amp_dtype):
+            loss = forward(P, cfg, inputs, targets)
+        (loss.float() * scale).backward()
+        losses.append(float(loss))
+        G = {n: p.grad.detach() / scale for n, p in P.items()}
+        if k == 0:
+            grads0 = {n: g.clone() for n, g in G.items()}
+        if k < steps:
+            if not all(torch.isfinite(g).all() for g in G.values()):
+                skipped += 1
+                scale = max(scale * 0.5, 1.0)
+                continue
+            taken += 1
+            with torch.no_grad():
+                adamw_step({n: p.data for n, p in P.items()}, G, state, taken, cfg["adamw"])
+    return losses, grads0, skipped
+
+
 def rel(a, b):
     a, b = a.double(), b.double()
     nb = b.norm().item()
@@ -142,6 +183,8 @@ def check(prefix):
     inputs = torch.tensor(cfg["inputs"], device=dev).view(B, T)
     targets = torch.tensor(cfg["targets"], device=dev).view(B, T)
     steps = len(cfg["losses"]) - 1
+    if prec in AMP:
+        return check_autocast(cfg, prec, tol, P0, ours, sh, inputs, targets, steps)
     l64, g64 = run(P0, cfg, inputs, targets, torch.float64, steps, False)
     l32, g32 = run(P0, cfg, inputs, targets, torch.float32, steps, prec == "tf32")
     name = f"{cfg['model']} V{cfg['vocab_size']} d{cfg['d_model']} H{cfg['num_heads']} " \
@@ -171,6 +214,52 @@ def check(prefix):
         fails += not ok
         print(f"  after {k} AdamW step(s): ours {cfg['losses'][k]:.7f} float64 {l64[k]:.7f} "
               f"torch-{prec} {l32[k]:.7f}  rel {e:.2e}  {'ok' if ok else 'FAIL'}")
+    return fails
+
+
+
+
+def check_autocast(cfg, prec, tol, P0, ours, sh, inputs, targets, steps):
+    """The engine's bf16/fp16 autocast against PyTorch autocast (and float64)."""
+    B, T = cfg["batch"], cfg["T"]
+    scale = cfg.get("loss_scale", 1.0)
+    ours = {n: g / scale for n, g in ours.items()}
+    l64, g64 = run(P0, cfg, inputs, targets, torch.float64, steps, False)
+    lac, gac, skipped = run_autocast(P0, cfg, inputs, targets, AMP[prec], steps)
+    name = f"{cfg['model']} V{cfg['vocab_size']} d{cfg['d_model']} H{cfg['num_heads']} " \
+           f"(dh {cfg['d_model'] // cfg['num_heads']}) ff{cfg['d_ff']} L{cfg['num_layers']} B{B} T{T} {prec}"
+    print(f"== {name} (vs PyTorch autocast on {inputs.device.type})")
+    fails = 0
+    le = abs(cfg["loss"] - lac[0]) / abs(lac[0])
+    ok = le <= tol["loss"] or abs(cfg["loss"] - l64[0]) <= abs(lac[0] - l64[0])
+    fails += not ok
+    print(f"  loss ours {cfg['loss']:.7f} torch-autocast {lac[0]:.7f} float64 {l64[0]:.7f}  rel {le:.2e}  "
+          f"{'ok' if ok else 'FAIL'}")
+    worst, worst64, worst64_t = (0.0, ""), 0.0, 0.0
+    for n in sh:
+        e = rel(ours[n], gac[n])
+        ok = e <= tol["grad"] or rel(ours[n], g64[n]) <= rel(gac[n], g64[n])
+        fails += not ok
+        if e > worst[0]:
+            worst = (e, n)
+        worst64 = max(worst64, rel(ours[n], g64[n]))
+        worst64_t = max(worst64_t, rel(gac[n], g64[n]))
+        if not ok:
+            print(f"  grad {n}: rel to torch-autocast {e:.2e} (ours vs float64 {rel(ours[n], g64[n]):.2e}, "
+                  f"torch-autocast vs float64 {rel(gac[n], g64[n]):.2e})  FAIL")
+    print(f"  grads: {len(sh)} tensors, worst rel err to torch-autocast {worst[0]:.2e} ({worst[1]}; "
+          f"tolerance {tol['grad']:.0e}); worst vs float64: ours {worst64:.2e}, torch-autocast {worst64_t:.2e}")
+    worst_curve = 0.0
+    for k in range(1, steps + 1):
+        e = abs(cfg["losses"][k] - lac[k]) / abs(lac[0])  # relative to the initial loss
+        ok = e <= 1e-2 or abs(cfg["losses"][k] - l64[k]) <= abs(lac[k] - l64[k])
+        fails += not ok
+        worst_curve = max(worst_curve, e)
+        if not ok or k <= 5 or k == steps or k % 5 == 0:
+            print(f"  after {k:2d} AdamW step(s): ours {cfg['losses'][k]:.5f} torch-autocast {lac[k]:.5f} "
+                  f"float64 {l64[k]:.5f}  rel {e:.2e}  {'ok' if ok else 'FAIL'}")
+    print(f"  loss curve over {steps} steps: worst |ours - torch-autocast| / initial loss {worst_curve:.2e}; skipped steps ours "
+          f"{cfg.get('steps_skipped', 0)}, torch {skipped}")
     return fails
 
 

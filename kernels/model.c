@@ -191,6 +191,8 @@ struct lmk_model {
     layer_acts *acts;       /* (L) */
     lmk_tensor *resid;      /* (L + 1): embedding output, layer outputs */
     lmk_tensor lnf_rstd, lnf_out, logits;
+    int logits_valid; /* logits hold the last forward's logits (no backward since) */
+    int keep_logits;  /* a forward without backward keeps its logits (lmk_model_keep_logits) */
     int have_grad_ready;    /* forward(with_backward) done, backward pending */
     int have_grads;         /* backward done, step pending */
     float loss_scale;
@@ -349,6 +351,7 @@ static void release_activations(lmk_model *m)
     lmk_tensor_release(m->a, &m->lnf_rstd);
     lmk_tensor_release(m->a, &m->lnf_out);
     lmk_tensor_release(m->a, &m->logits);
+    m->logits_valid = 0;
     m->have_grad_ready = 0;
 }
 
@@ -1013,10 +1016,16 @@ static int model_forward(lmk_model *m, int with_backward)
         F_OUT, "int32");
     TRY(b->cross_entropy(b, LMK_F(m->scalars), with_backward ? LMK_F(m->logits) : NULL,
                          LMK_F(m->logits), LMK_I(m->targets), N, V, m->loss_scale));
-    if (with_backward)
+    if (with_backward) {
         m->have_grad_ready = 1;
-    else
+    } else if (m->keep_logits) { /* everything but the logits */
+        lmk_tensor logits = m->logits;
+        m->logits = (lmk_tensor){0};
         release_activations(m);
+        m->logits = logits;
+    } else {
+        release_activations(m);
+    }
 out:
     if (rc != LMK_OK)
         release_activations(m);
@@ -1600,6 +1609,16 @@ float lmk_model_loss_scale(const lmk_model *m)
     return m->loss_scale;
 }
 
+void lmk_model_keep_logits(lmk_model *m, int on)
+{
+    m->keep_logits = on != 0;
+}
+
+const lmk_tensor *lmk_model_logits(const lmk_model *m)
+{
+    return m->logits_valid ? &m->logits : NULL;
+}
+
 size_t lmk_model_tensor_count(const lmk_model *m)
 {
     return m->nparams;
@@ -1623,7 +1642,9 @@ int lmk_model_forward(lmk_model *m, int with_backward)
 {
     RANGE_PUSH("forward");
     m->phase = "forward";
+    m->logits_valid = 0;
     int rc = model_forward(m, with_backward);
+    m->logits_valid = rc == LMK_OK && !with_backward && m->logits.data;
     RANGE_POP();
     return rc;
 }
@@ -1632,6 +1653,7 @@ int lmk_model_backward(lmk_model *m)
 {
     RANGE_PUSH("backward");
     m->phase = "backward";
+    m->logits_valid = 0;
     int rc = model_backward(m);
     RANGE_POP();
     return rc;

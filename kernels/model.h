@@ -177,6 +177,16 @@ int64_t lmk_model_steps_taken(const lmk_model *m);
 int64_t lmk_model_steps_skipped(const lmk_model *m);
 /* The current loss scale (fp16 dynamic; 1 for the other precisions). */
 float lmk_model_loss_scale(const lmk_model *m);
+/* While on (default off), a forward without backward keeps its logits for
+ * lmk_model_logits (a forward without backward otherwise frees every
+ * activation, the logits included, once the loss is known). */
+void lmk_model_keep_logits(lmk_model *m, int on);
+/* The float32 (batch·T, vocab_size) logits of the last forward without
+ * backward (lmk_model_forward(m, 0)) while lmk_model_keep_logits is on, on the model's backend (device memory
+ * on cuda); under bf16/fp16 they hold the 16-bit lm_head output's values.
+ * NULL when no such forward ran, or once a forward with backward or a
+ * backward followed (the logits then hold their gradient or are freed). */
+const lmk_tensor *lmk_model_logits(const lmk_model *m);
 
 /* The precision report: while tracing is on, every backend op the model
  * calls is recorded with the formats it actually passed (one row per model

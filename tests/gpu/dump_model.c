@@ -5,6 +5,8 @@
  *   PREFIX.bin   float32, every parameter at creation, then every gradient of
  *                the first forward + backward (cs336_basics order); under
  *                fp16 as the engine holds them, multiplied by loss_scale
+ *   PREFIX.logits.bin  float32 (B·T, V) logits of a forward without backward
+ *                at the initial parameters (before the forward + backward)
  *   PREFIX.json  config, batch, tokens, precision, the tensors' names, sizes
  *                and offsets (in floats) into PREFIX.bin, the loss, and
  *                losses[k] = loss of the forward after k AdamW steps (k ≤ STEPS),
@@ -135,6 +137,37 @@ int main(int argc, char **argv)
         lmk_tensor *p;
         TRY(lmk_model_tensor(m, i, NULL, &p, NULL));
         TRY(write_tensor(fb, p));
+    }
+    if (fclose(fb) != 0) {
+        fb = NULL;
+        perror(path);
+        goto out;
+    }
+    /* the logits, from a forward without backward (a training forward turns
+     * them into their gradient in place) */
+    snprintf(path, sizeof path, "%s.logits.bin", prefix);
+    if (!(fb = fopen(path, "wb"))) {
+        perror(path);
+        goto out;
+    }
+    lmk_model_keep_logits(m, 1);
+    TRY(lmk_model_forward(m, 0));
+    lmk_model_keep_logits(m, 0);
+    const lmk_tensor *logits = lmk_model_logits(m);
+    if (!logits) {
+        fprintf(stderr, "dump_model: the model kept no logits after a forward without backward\n");
+        goto out;
+    }
+    TRY(write_tensor(fb, logits));
+    if (fclose(fb) != 0) {
+        fb = NULL;
+        perror(path);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s.bin", prefix);
+    if (!(fb = fopen(path, "ab"))) {
+        perror(path);
+        goto out;
     }
     lmk_adamw_config opt = lmk_adamw_defaults();
     for (int k = 0; k <= adamw_steps; k++) {

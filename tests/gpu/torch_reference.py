@@ -6,7 +6,8 @@ RMSNorm eps 1e-5 in fp32, SwiGLU, untied head, no biases, CS336 AdamW with
 eps outside the bias-corrected sqrt and decoupled decay after the update),
 loads the identical weights and compares
 
-  * the loss, and every gradient by the relative error of the tensor
+  * the logits (of a forward at the initial parameters), the loss, and every
+    gradient by the relative error of the tensor
     ||ours - ref|| / ||ref||, against a float64 reference (PyTorch float32,
     or TF32 for a tf32 dump, is shown beside it for scale);
   * the losses after 1..STEPS AdamW steps on the same batch.
@@ -52,8 +53,9 @@ def rope(x, theta):
     return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
 
 
-def forward(P, cfg, inputs, targets):
-    """P: name -> tensor (cs336_basics names). Returns the mean cross-entropy."""
+def forward(P, cfg, inputs, targets, want_logits=False):
+    """P: name -> tensor (cs336_basics names). Returns the mean cross-entropy
+    (and the (B·T, V) logits when want_logits)."""
     B, T = inputs.shape
     d, H = cfg["d_model"], cfg["num_heads"]
     dh = d // H
@@ -78,9 +80,11 @@ def forward(P, cfg, inputs, targets):
         x = x + ((a * torch.sigmoid(a)) * g) @ w("ffn.w2.weight").T
     logits = rmsnorm(x, P["ln_final.weight"]) @ P["lm_head.weight"].T
     logits = logits.reshape(B * T, -1)
+    raw = logits
     logits = logits - logits.amax(-1, keepdim=True)
     logp = logits - torch.logsumexp(logits, -1, keepdim=True)
-    return -logp.gather(1, targets.reshape(-1, 1)).mean()
+    loss = -logp.gather(1, targets.reshape(-1, 1)).mean()
+    return (loss, raw.detach()) if want_logits else loss
 
 
 def shapes(cfg):
@@ -159,6 +163,27 @@ def run_autocast(P0, cfg, inputs, targets, amp_dtype, steps):
     return losses, grads0, skipped
 
 
+def reference_logits(P0, cfg, inputs, targets, dtype=None, amp_dtype=None, tf32=False):
+    """Logits of one forward at the initial parameters: in `dtype`, or under
+    autocast to `amp_dtype` on FP32 weights."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    with torch.no_grad():
+        if amp_dtype is not None:
+            with torch.autocast(inputs.device.type, dtype=amp_dtype):
+                _, z = forward({n: t.float() for n, t in P0.items()}, cfg, inputs, targets, True)
+        else:
+            _, z = forward({n: t.to(dtype) for n, t in P0.items()}, cfg, inputs, targets, True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return z.float()
+
+
+def load_logits(prefix, cfg, device):
+    B, T, V = cfg["batch"], cfg["T"], cfg["vocab_size"]
+    raw = np.fromfile(prefix + ".logits.bin", dtype="<f4")
+    assert raw.size == B * T * V, f"{prefix}.logits.bin: {raw.size} floats, expected {B * T * V}"
+    return torch.from_numpy(raw).view(B * T, V).to(device)
+
+
 def rel(a, b):
     a, b = a.double(), b.double()
     nb = b.norm().item()
@@ -184,13 +209,20 @@ def check(prefix):
     targets = torch.tensor(cfg["targets"], device=dev).view(B, T)
     steps = len(cfg["losses"]) - 1
     if prec in AMP:
-        return check_autocast(cfg, prec, tol, P0, ours, sh, inputs, targets, steps)
+        return check_autocast(prefix, cfg, prec, tol, P0, ours, sh, inputs, targets, steps)
     l64, g64 = run(P0, cfg, inputs, targets, torch.float64, steps, False)
     l32, g32 = run(P0, cfg, inputs, targets, torch.float32, steps, prec == "tf32")
     name = f"{cfg['model']} V{cfg['vocab_size']} d{cfg['d_model']} H{cfg['num_heads']} " \
            f"(dh {cfg['d_model'] // cfg['num_heads']}) ff{cfg['d_ff']} L{cfg['num_layers']} B{B} T{T} {prec}"
     print(f"== {name}")
     fails = 0
+    z_ours, z64 = load_logits(prefix, cfg, dev), reference_logits(P0, cfg, inputs, targets, torch.float64)
+    z32 = reference_logits(P0, cfg, inputs, targets, torch.float32, tf32=prec == "tf32")
+    e = rel(z_ours, z64)
+    ok = e <= tol["grad"]
+    fails += not ok
+    print(f"  logits ({z_ours.shape[0]} x {z_ours.shape[1]}): rel err ours {e:.2e}, torch-{prec} {rel(z32, z64):.2e}  "
+          f"{'ok' if ok else 'FAIL'}")
     le = abs(cfg["loss"] - l64[0]) / abs(l64[0])
     ok = le <= tol["loss"]
     fails += not ok
@@ -219,7 +251,7 @@ def check(prefix):
 
 
 
-def check_autocast(cfg, prec, tol, P0, ours, sh, inputs, targets, steps):
+def check_autocast(prefix, cfg, prec, tol, P0, ours, sh, inputs, targets, steps):
     """The engine's bf16/fp16 autocast against PyTorch autocast (and float64)."""
     B, T = cfg["batch"], cfg["T"]
     scale = cfg.get("loss_scale", 1.0)
@@ -230,6 +262,13 @@ def check_autocast(cfg, prec, tol, P0, ours, sh, inputs, targets, steps):
            f"(dh {cfg['d_model'] // cfg['num_heads']}) ff{cfg['d_ff']} L{cfg['num_layers']} B{B} T{T} {prec}"
     print(f"== {name} (vs PyTorch autocast on {inputs.device.type})")
     fails = 0
+    z_ours, z64 = load_logits(prefix, cfg, inputs.device), reference_logits(P0, cfg, inputs, targets, torch.float64)
+    zac = reference_logits(P0, cfg, inputs, targets, amp_dtype=AMP[prec])
+    e, e64, e64_t = rel(z_ours, zac), rel(z_ours, z64), rel(zac, z64)
+    ok = e <= tol["grad"] or e64 <= e64_t
+    fails += not ok
+    print(f"  logits ({z_ours.shape[0]} x {z_ours.shape[1]}): rel err to torch-autocast {e:.2e}; vs float64 ours "
+          f"{e64:.2e}, torch-autocast {e64_t:.2e}  {'ok' if ok else 'FAIL'}")
     le = abs(cfg["loss"] - lac[0]) / abs(lac[0])
     ok = le <= tol["loss"] or abs(cfg["loss"] - l64[0]) <= abs(lac[0] - l64[0])
     fails += not ok

@@ -2,10 +2,13 @@
  * kernels are joined to lmperf's NVTX ranges and summarised the way people
  * summarise nsys reports by hand (schema/0005_profile.sql).
  *
- * DESIGN: per point, one model; warm-up steps run untraced, then the traced
- * steps are first run untraced and timed (the overhead baseline), then run
- * again inside one profiler session (profiler.h), after one traced step that
- * is discarded (CUPTI's first-use cost). Every step is timed the same way:
+ * DESIGN: first, before anything is traced, every point's model is built,
+ * warmed up and its profile_steps steps run untraced and timed (the overhead
+ * baselines: CUPTI leaves part of its cost in a process even after it is
+ * detached). Then per point, one model again: warm-up steps run untraced,
+ * then the traced steps inside one profiler session (profiler.h), after one
+ * traced step that is discarded (CUPTI's first-use cost). Every step is
+ * timed the same way:
  * synchronised wall clock and CUDA events around forward, backward and
  * optimizer (phases: kernel time inside each range beside its GPU span and
  * its event time, schema/0012_profile_phases.sql). Each step is wrapped in a
@@ -663,6 +666,128 @@ static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, cons
 
 /* --- running ------------------------------------------------------------------------- */
 
+/* The cuda backend's last error as " (text)", or "". */
+static const char *backend_error(lmk_backend *b)
+{
+    static __thread char text[300];
+    text[0] = 0;
+#ifdef LMPERF_HAVE_CUDA
+    const char *e = lmk_backend_cuda_last_error(b);
+    if (e && e[0])
+        snprintf(text, sizeof text, " (%s)", e);
+#else
+    (void)b;
+#endif
+    return text;
+}
+
+/* The model of one point and its step timer. */
+typedef struct point_model {
+    int32_t *tokens;
+    lmk_allocator *a;
+    lmk_model *m;
+    lmk_cuda_timer *timer; /* NULL without CUDA */
+} point_model;
+
+static void point_model_free(point_model *pm)
+{
+#ifdef LMPERF_HAVE_CUDA
+    lmk_cuda_timer_free(pm->timer);
+#endif
+    lmk_model_free(pm->m);
+    lmk_allocator_free(pm->a);
+    free(pm->tokens);
+    memset(pm, 0, sizeof *pm);
+}
+
+/* Builds the point's model with its batch and a 4-event timer. Returns
+ * LMK_OK or a status (pm freed); *what says which part failed. */
+static int point_model_create(lmk_backend *b, const model_point *p, int training, point_model *pm, const char **what)
+{
+    size_t n = (size_t)p->batch * p->T;
+    int rc = LMK_NOMEM;
+    memset(pm, 0, sizeof *pm);
+    *what = "model";
+    pm->tokens = malloc(2 * n * sizeof *pm->tokens);
+    if (!pm->tokens || lmk_allocator_create(b, &pm->a) != LMK_OK)
+        goto failed;
+    model_point_tokens(p, pm->tokens, pm->tokens + n);
+    if ((rc = lmk_model_create(b, pm->a, &p->cfg, p->batch, p->T, p->prec, p->seed, training, &pm->m)) != LMK_OK ||
+        (rc = lmk_model_set_batch(pm->m, pm->tokens, pm->tokens + n)) != LMK_OK)
+        goto failed;
+#ifdef LMPERF_HAVE_CUDA
+    *what = "CUDA events";
+    if ((rc = lmk_cuda_timer_create(b, 4, &pm->timer)) != LMK_OK)
+        goto failed;
+#endif
+    return LMK_OK;
+failed:
+    point_model_free(pm);
+    return rc;
+}
+
+/* The untraced steps of every point, measured before any point is traced:
+ * CUPTI leaves part of its cost in the launch path of a process even after
+ * it is detached (measured: small bf16 forward 2.6 ms in a benchmark job,
+ * 3.4 ms untraced after a traced point), so a baseline taken after tracing
+ * would hide part of the overhead. One job at a time per worker, like the
+ * profiler session (profiler.h): run_point takes the baselines in sweep
+ * order from here. */
+typedef struct baseline {
+    int rc;              /* LMK_OK when measured */
+    step_clock clock;    /* profile_steps untraced steps after the warm-up */
+} baseline;
+
+static struct {
+    baseline *points;    /* one per sweep point; NULL outside profile_run */
+    size_t count, next;
+    int traced_before;   /* CUPTI had been attached in this worker before the baselines */
+} job_baselines;
+
+static int measure_baselines(run_ctx *ctx, lmk_backend *b, const json_t *spec, char *errbuf, size_t errlen)
+{
+    size_t count = model_point_count(spec);
+    int warmup = spec_int(spec, "warmup_steps", 2), steps = spec_int(spec, "profile_steps", 1);
+    lmk_adamw_config opt = lmk_adamw_defaults();
+    job_baselines.points = calloc(count + 1, sizeof *job_baselines.points);
+    if (!job_baselines.points) {
+        snprintf(errbuf, errlen, "out of host memory");
+        return LMK_NOMEM;
+    }
+    job_baselines.count = count;
+    job_baselines.next = 0;
+    job_baselines.traced_before = profiler_sessions() > 0;
+    for (size_t i = 0; i < count; i++) {
+        model_point p;
+        point_model pm;
+        const char *what;
+        baseline *base = &job_baselines.points[i];
+        base->rc = LMK_INVALID;
+        if (runctx_cancelled(ctx))
+            return LMK_CANCELLED;
+        if (model_point_at(spec, i, &p))
+            continue; /* the sweep reports it */
+        int training = !p.mode || strcmp(p.mode, "train_step") == 0;
+        json_t *scratch = json_object();
+        int fits = model_point_preflight(&p, training, runctx_device_info(ctx), scratch) == 0;
+        json_decref(scratch);
+        if (!fits || point_model_create(b, &p, training, &pm, &what) != LMK_OK)
+            continue; /* run_point fails the point with the reason */
+        step_clock ignored;
+        clock_reset(&ignored, pm.timer);
+        clock_reset(&base->clock, pm.timer);
+        int rc = LMK_OK;
+        for (int st = 0; st < warmup && rc == LMK_OK; st++)
+            rc = one_step(b, pm.m, training, &opt, &ignored);
+        for (int st = 0; st < steps && rc == LMK_OK; st++)
+            rc = one_step(b, pm.m, training, &opt, &base->clock);
+        base->clock.timer = NULL;
+        base->rc = rc;
+        point_model_free(&pm);
+    }
+    return LMK_OK;
+}
+
 /* Runs one point. Returns the run (new); *job_error set (and NULL returned)
  * when CUPTI cannot trace: that fails the job. */
 static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const model_point *p, int *cancelled,
@@ -671,38 +796,38 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     json_t *run = model_point_run_json(p);
     int training = !p->mode || strcmp(p->mode, "train_step") == 0;
     int warmup = spec_int(spec, "warmup_steps", 2), steps = spec_int(spec, "profile_steps", 1);
+    /* this point's untraced steps (measure_baselines, same sweep order) */
+    const baseline *base = NULL;
+    if (job_baselines.points && job_baselines.next < job_baselines.count)
+        base = &job_baselines.points[job_baselines.next];
+    job_baselines.next++;
     if (!p->mode)
         json_object_set_new(run, "mode", json_string("train_step"));
     json_object_set_new(run, "warmup_steps", json_integer(warmup));
     json_object_set_new(run, "profile_steps", json_integer(steps));
     if (model_point_preflight(p, training, runctx_device_info(ctx), run))
         return run;
-    size_t n = (size_t)p->batch * p->T;
-    int32_t *tokens = malloc(2 * n * sizeof *tokens);
-    lmk_allocator *a = NULL;
-    lmk_model *m = NULL;
+    point_model pm = {0};
     profiler *prof = NULL;
-    lmk_cuda_timer *timer = NULL;
-    int rc = LMK_NOMEM;
+    const char *what;
+    int rc;
     lmk_adamw_config opt = lmk_adamw_defaults();
-    if (!tokens || lmk_allocator_create(b, &a) != LMK_OK) {
-        model_point_fail(run, "out of host memory");
+    if ((rc = point_model_create(b, p, training, &pm, &what)) != LMK_OK) {
+        model_point_fail(run, "%s: %s%s", what, lmk_status_text(rc), backend_error(b));
         goto out;
     }
-    model_point_tokens(p, tokens, tokens + n);
-    if ((rc = lmk_model_create(b, a, &p->cfg, p->batch, p->T, p->prec, p->seed, training, &m)) != LMK_OK ||
-        (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK)
-        goto failed;
-#ifdef LMPERF_HAVE_CUDA
-    if ((rc = lmk_cuda_timer_create(b, 4, &timer)) != LMK_OK) {
-        model_point_fail(run, "CUDA events: %s (%s)", lmk_status_text(rc), lmk_backend_cuda_last_error(b));
-        goto out;
-    }
-#endif
-    /* every step below runs through one_step with the same events: the
-     * untraced and the traced steps are timed the same way */
+    lmk_model *m = pm.m;
+    /* every step below runs through one_step with the same events as the
+     * baseline's untraced steps: both are timed the same way */
     step_clock ignored, plain, traced;
-    clock_reset(&ignored, timer);
+    if (!base || base->rc != LMK_OK) {
+        model_point_fail(run, "the untraced baseline steps failed: %s",
+                         lmk_status_text(base ? base->rc : LMK_INVALID));
+        goto out;
+    }
+    plain = base->clock;
+    json_object_set_new(run, "baseline_after_tracing", json_boolean(job_baselines.traced_before));
+    clock_reset(&ignored, pm.timer);
     for (int st = 0; st < warmup; st++)
         if ((rc = one_step(b, m, training, &opt, &ignored)) != LMK_OK)
             goto failed;
@@ -710,10 +835,6 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
         *cancelled = 1;
         goto out;
     }
-    clock_reset(&plain, timer);
-    for (int st = 0; st < steps; st++)
-        if ((rc = one_step(b, m, training, &opt, &plain)) != LMK_OK)
-            goto failed;
 
     if (profiler_start(&prof, job_error, errlen)) {
         json_decref(run);
@@ -727,7 +848,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
         model_point_fail(run, "%s", perr);
         goto out;
     }
-    clock_reset(&traced, timer);
+    clock_reset(&traced, pm.timer);
     for (int st = 0; st < steps && rc == LMK_OK; st++)
         rc = one_step(b, m, training, &opt, &traced);
     if (profiler_stop(prof, perr, sizeof perr)) {
@@ -803,12 +924,7 @@ failed:
     model_point_fail(run, "%s", lmk_status_text(rc));
 out:
     profiler_free(prof);
-#ifdef LMPERF_HAVE_CUDA
-    lmk_cuda_timer_free(timer);
-#endif
-    lmk_model_free(m);
-    lmk_allocator_free(a);
-    free(tokens);
+    point_model_free(&pm);
     return run;
 }
 
@@ -819,8 +935,16 @@ static int profile_run(run_ctx *ctx, const json_t *spec, json_t **result, char *
                  runctx_device_info(ctx)->name);
         return -1;
     }
+    lmk_backend *b = NULL;
+    int rc = runctx_backend(ctx, &b, errbuf, errlen);
+    if (rc == LMK_OK)
+        rc = measure_baselines(ctx, b, spec, errbuf, errlen);
     /* a NULL run (CUPTI unavailable) stops the job with errbuf saying why */
-    return model_point_sweep(ctx, spec, run_point, result, errbuf, errlen);
+    if (rc == LMK_OK)
+        rc = model_point_sweep(ctx, spec, run_point, result, errbuf, errlen);
+    free(job_baselines.points);
+    job_baselines.points = NULL;
+    return rc;
 }
 
 /* --- storage ----------------------------------------------------------------------------- */

@@ -16,6 +16,8 @@
 #ifdef LMPERF_HAVE_CUPTI
 #include <cupti.h>
 #include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #define PROF_BUFFER_BYTES (8u << 20) /* one CUPTI activity buffer */
@@ -36,6 +38,12 @@ struct profiler {
 };
 
 static char injection_path[1024];
+static unsigned sessions_started;
+
+unsigned profiler_sessions(void)
+{
+    return sessions_started;
+}
 
 const char *profiler_injection_path(void)
 {
@@ -164,6 +172,7 @@ char *lmperf_demangle(const char *mangled);
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static profiler *session; /* the running session (CUPTI callbacks have no user pointer) */
 static int callbacks_registered;
+static CUpti_SubscriberHandle subscriber; /* the launch callbacks; NULL when not subscribed */
 
 /* Points NVTX at the libcupti this process loaded, before any NVTX call. */
 __attribute__((constructor)) static void profiler_set_injection(void)
@@ -272,17 +281,6 @@ static void add_record(profiler *p, CUpti_Activity *r)
                             .stream = s->streamId, .correlation = s->correlationId, .bytes = s->bytes});
         break;
     }
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: {
-        const CUpti_ActivityAPI *a = (const void *)r;
-        const char *name = NULL;
-        cuptiGetCallbackName(r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                                                     : CUPTI_CB_DOMAIN_DRIVER_API,
-                             a->cbid, &name);
-        GROW(p, apis, napis, cap_apis);
-        p->apis[p->napis++] = (prof_api){name ? name : "api", a->start, a->end, a->threadId, a->correlationId};
-        break;
-    }
     case CUPTI_ACTIVITY_KIND_MARKER:
         add_marker(p, (const CUpti_ActivityMarker2 *)r);
         break;
@@ -310,10 +308,98 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 }
 
 static const CUpti_ActivityKind traced[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_MARKER,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_MARKER,
 };
 #define TRACED_COUNT (sizeof traced / sizeof traced[0])
+
+static void add_api(profiler *p, prof_api a)
+{
+    GROW(p, apis, napis, cap_apis);
+    p->apis[p->napis++] = a;
+}
+
+/* Runtime and driver calls that put work on the device: launches (kernels,
+ * graphs), memcpy, memset. Matched by name so that new API versions count. */
+static int puts_work_on_device(const char *name)
+{
+    return name && (strstr(name, "Launch") || strstr(name, "Memcpy") || strstr(name, "Memset"));
+}
+
+/* The calling thread's system id (gettid), cached: the callbacks run on
+ * every launch. */
+static uint32_t thread_id(void)
+{
+    static __thread uint32_t tid;
+    if (!tid)
+        tid = (uint32_t)syscall(SYS_gettid);
+    return tid;
+}
+
+/* Entry and exit of those calls on the calling thread: the call's times and
+ * correlation id (the id of the kernel, memcpy or memset records it makes). */
+static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
+{
+    (void)userdata, (void)domain, (void)cbid;
+    const CUpti_CallbackData *cb = data;
+    uint64_t now = 0;
+    cuptiGetTimestamp(&now);
+    pthread_mutex_lock(&session_lock);
+    profiler *p = session;
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+        size_t before = p ? p->napis : 0;
+        if (p)
+            add_api(p, (prof_api){cb->functionName ? cb->functionName : "api", now, now, thread_id(),
+                                  cb->correlationId});
+        *cb->correlationData = p && p->napis > before ? p->napis : 0; /* index + 1 */
+    } else if (p) {
+        uint64_t i = *cb->correlationData;
+        if (i && i <= p->napis && p->apis[i - 1].correlation == cb->correlationId)
+            p->apis[i - 1].end = now;
+    }
+    pthread_mutex_unlock(&session_lock);
+}
+
+/* Subscribes on_api to the launch, memcpy and memset calls of both domains.
+ * Returns CUPTI_SUCCESS or the failing call's result. */
+static CUptiResult enable_api_callbacks(void)
+{
+    static const struct { CUpti_CallbackDomain domain; CUpti_CallbackId size; } domains[] = {
+        {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE},
+        {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE},
+    };
+    CUptiResult r = cuptiSubscribe(&subscriber, on_api, NULL);
+    if (r != CUPTI_SUCCESS) {
+        subscriber = NULL;
+        return r;
+    }
+    for (size_t d = 0; d < sizeof domains / sizeof domains[0]; d++) {
+        int enabled = 0;
+        for (CUpti_CallbackId cbid = 1; cbid < domains[d].size; cbid++) {
+            const char *name = NULL;
+            if (cuptiGetCallbackName(domains[d].domain, cbid, &name) == CUPTI_SUCCESS && puts_work_on_device(name))
+                enabled += cuptiEnableCallback(1, subscriber, domains[d].domain, cbid) == CUPTI_SUCCESS;
+        }
+        if (!enabled)
+            return CUPTI_ERROR_NOT_SUPPORTED;
+    }
+    return CUPTI_SUCCESS;
+}
+
+/* Unsubscribes and detaches CUPTI from the process (cuptiFinalize), so that
+ * nothing of it stays in the launch path of later jobs; the next session
+ * attaches it again. Called on the thread that makes the CUDA calls, with no
+ * call in flight (the caller has synchronised and flushed). */
+static void detach(void)
+{
+    if (subscriber)
+        cuptiUnsubscribe(subscriber);
+    subscriber = NULL;
+    cuptiFinalize();
+    callbacks_registered = 0;
+}
 
 static void disable_all(void)
 {
@@ -357,14 +443,19 @@ int profiler_start(profiler **out, char *errbuf, size_t errlen)
             goto failed_r;
         callbacks_registered = 1;
     }
+    cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM); /* marker threads = gettid, as in on_api */
+    if ((r = enable_api_callbacks()) != CUPTI_SUCCESS)
+        goto failed_r;
     for (size_t i = 0; i < TRACED_COUNT; i++)
         if ((r = cuptiActivityEnable(traced[i])) != CUPTI_SUCCESS)
             goto failed_r;
     p->running = 1;
+    sessions_started++;
     *out = p;
     return 0;
 failed_r:
     disable_all();
+    detach();
     pthread_mutex_lock(&session_lock);
     session = NULL;
     pthread_mutex_unlock(&session_lock);
@@ -404,6 +495,7 @@ int profiler_stop(profiler *p, char *errbuf, size_t errlen)
     pthread_mutex_lock(&session_lock);
     session = NULL;
     pthread_mutex_unlock(&session_lock);
+    detach();
     p->running = 0;
     if (r != CUPTI_SUCCESS)
         return cupti_fail(r, "flushing activity buffers", errbuf, errlen);

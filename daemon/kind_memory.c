@@ -14,7 +14,8 @@
  * (schema/0010_memory_gpu.sql); on the cpu those figures are null with a
  * note. A point that fails (out of memory on the device, or past the spec's
  * memory_limit_bytes) is a failed run carrying the requested and free bytes
- * and the report of the events up to the failure; the sweep goes on. */
+ * and the report of the events up to the failure, its event list stored for
+ * download like a succeeded run's (store_failed_runs); the sweep goes on. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

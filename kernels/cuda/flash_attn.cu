@@ -344,9 +344,11 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
  * (16 bytes, rows past T zero-filled), double-buffered: the next K/V (or
  * Q/dO) tile loads while the current one is multiplied. Rows are padded by 8
  * elements, which makes ldmatrix conflict-free for every supported d.
- * Each warp owns 16 rows of the block's tile.
- *   forward: 128 queries / block (8 warps), or 64 (4 warps) when 128-query
- *     blocks would leave SMs with fewer than two; 64-key tiles; causal
+ * Each warp owns 16 rows (forward at d ≤ 64: 32) of the block's tile.
+ *   forward: 128 queries / block (8 warps × 16 rows; at d ≤ 64 4 warps ×
+ *     32 rows, two m16 tiles sharing every K/V fragment), or 64 (4 warps ×
+ *     16) when 128-query blocks would leave SMs with fewer than two; 64-key
+ *     tiles; causal
  *     blocks stop at the diagonal, and a warp skips tiles wholly above its
  *     rows. The scale is folded into the exponent (one FFMA per score).
  *   dK/dV:   64 keys / block (4 warps), query tiles of 64 (32 for d > 64);
@@ -462,20 +464,21 @@ __device__ __forceinline__ void st2(T *p, float a, float b)
 }
 
 constexpr int FQ = 128, FQ_SMALL = 64, FK = 64; /* forward: queries / block (two sizes), key tile */
+#ifndef LMK_FLASH_FWD_MT /* build-time knob: m16 tiles per warp, 128-query blocks, d ≤ 64 */
+#define LMK_FLASH_FWD_MT 2
+#endif
+constexpr int FWD_MT = LMK_FLASH_FWD_MT;
 constexpr int BKV = 64, BKV_NT = 128;            /* dK/dV: keys per block, threads */
 constexpr int BQ2 = 64, BK2 = 64, BQ_NT = 128;   /* dQ: queries per block, key tile */
+static_assert(BQ2 == BKV, "the dQ and dK/dV grids have the same block count");
 template <int D> constexpr int bq_kv() { return D <= 64 ? 64 : 32; } /* dK/dV query tile */
-/* Minimum resident blocks per SM asked of the compiler (register cap) for the
- * dK/dV and dQ kernels at d ≤ 64 (larger d would spill); build-time tuning
- * knobs. */
-#ifndef LMK_FLASH_KV_MINB
-#define LMK_FLASH_KV_MINB 1
-#endif
-#ifndef LMK_FLASH_DQ_MINB
-#define LMK_FLASH_DQ_MINB 1
-#endif
-template <int D> constexpr int kv_minb() { return D <= 64 ? LMK_FLASH_KV_MINB : 1; }
-template <int D> constexpr int dq_minb() { return D <= 64 ? LMK_FLASH_DQ_MINB : 1; }
+/* Backward kernels at d ≤ 64 come twice: as the compiler likes them (dK/dV
+ * 226 registers: 2 blocks per SM; dQ 164: 3), and register-capped for more
+ * resident blocks (KV_MINB, DQ_MINB; a few spilled bytes). The capped ones
+ * run when the grid fills every SM that many times over (H200, bf16 B1 H16
+ * T16384 d64: backward 8.15 → 7.75 ms); smaller grids are bound by the
+ * longest block, which the uncapped ones run faster (1 head: 0.93 vs 1.00). */
+constexpr int KV_MINB = 3, DQ_MINB = 4;
 
 template <typename T, int D, int BM> constexpr size_t tc_fwd_smem()
 {
@@ -491,20 +494,23 @@ template <typename T, int D> constexpr size_t tc_dq_smem()
 }
 
 // o: (B, H, T, D); lse: (B, H, T); q, k, v: (B, H, T, D).
-// grid (ceil(T/BM), B·H), 2·BM threads (BM/16 warps); block x runs query
-// tile gridDim.x−1−x (the longest causal rows start first).
-template <typename T, int D, int BM>
-__global__ void __launch_bounds__(2 * BM) flash_fwd_mma_kernel(T *o, float *lse, const T *q,
-                                                              const T *k, const T *v, int Tn,
-                                                              int causal, float scale_log2)
+// grid (ceil(T/BM), B·H), 2·BM/MT threads: warp w owns the 16·MT query rows
+// from 16·MT·w (MT m16 tiles: each K or V fragment read from shared memory
+// feeds MT mma); block x runs query tile gridDim.x−1−x (the longest causal
+// rows start first).
+template <typename T, int D, int BM, int MT>
+__global__ void __launch_bounds__(2 * BM / MT) flash_fwd_mma_kernel(T *o, float *lse,
+                                                                   const T *q, const T *k,
+                                                                   const T *v, int Tn,
+                                                                   int causal, float scale_log2)
 {
-    constexpr int LD = D + 8, NS = FK / 8, NO = D / 8, F_NT = 2 * BM;
+    constexpr int LD = D + 8, NS = FK / 8, NO = D / 8, F_NT = 2 * BM / MT, RW = 16 * MT;
     extern __shared__ __align__(128) unsigned char smraw[];
     T *sQ = (T *)smraw, *sK = sQ + BM * LD, *sV = sK + 2 * FK * LD;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * BM;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
     const int w = threadIdx.x / MW, lane = threadIdx.x % MW, g = lane >> 2, t = lane & 3;
-    const int row0 = q0 + 16 * w + g; /* this lane's rows: row0, row0 + 8 */
+    const int wrow = q0 + RW * w; /* this warp's first row; lane rows wrow + 16·mt + g (+8) */
 
     const int kend = causal ? min(Tn, q0 + BM) : Tn, nk = (kend + FK - 1) / FK;
     tile_async<T, D, BM, F_NT>(sQ, q + base, q0, Tn);
@@ -514,15 +520,22 @@ __global__ void __launch_bounds__(2 * BM) flash_fwd_mma_kernel(T *o, float *lse,
     cp_commit();
     cp_wait<1>(); /* the Q tile */
     __syncthreads();
-    uint32_t qf[D / 16][4]; /* this warp's 16 query rows as A operands, kept */
+    uint32_t qf[MT][D / 16][4]; /* this warp's query rows as A operands, kept */
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-        ldsm4(qf[kk], frag_a(sQ, LD, 16 * w, 16 * kk, lane));
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+            ldsm4(qf[mt][kk], frag_a(sQ, LD, RW * w + 16 * mt, 16 * kk, lane));
 
-    float acc[NO][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    float acc[MT][NO][4], m[MT][2], l[MT][2];
 #pragma unroll
-    for (int j = 0; j < NO; j++)
-        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.f;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+            acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.f;
+    }
 
     for (int it = 0; it < nk; it++) {
         const int k0 = it * FK, buf = it & 1;
@@ -536,100 +549,118 @@ __global__ void __launch_bounds__(2 * BM) flash_fwd_mma_kernel(T *o, float *lse,
         }
         __syncthreads();
         const T *cK = sK + buf * FK * LD, *cV = sV + buf * FK * LD;
-        if (!causal || k0 <= q0 + 16 * w + 15) { /* warp-uniform */
-            float s[NS][4];
+        if (!causal || k0 <= wrow + RW - 1) { /* warp-uniform */
+            float s[MT][NS][4];
 #pragma unroll
-            for (int j = 0; j < NS; j++)
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int j = 0; j < NS; j++)
+                    s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++)
 #pragma unroll
                 for (int np = 0; np < FK / 16; np++) {
                     uint32_t b[4];
                     ldsm4(b, frag_b(cK, LD, 16 * np, 16 * kk, lane));
-                    tc_ops<T>::mma(s[2 * np], qf[kk], b[0], b[1]);
-                    tc_ops<T>::mma(s[2 * np + 1], qf[kk], b[2], b[3]);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        tc_ops<T>::mma(s[mt][2 * np], qf[mt][kk], b[0], b[1]);
+                        tc_ops<T>::mma(s[mt][2 * np + 1], qf[mt][kk], b[2], b[3]);
+                    }
                 }
             /* raw scores here; scale_log2 > 0, so the max of the raw scores
              * times scale_log2 is the max of the scaled ones, and each
              * exponent is one FFMA: s·scale_log2 − m */
-            const bool mask = k0 + FK > Tn || (causal && k0 + FK - 1 > q0 + 16 * w);
-            float mx[2] = {-INFINITY, -INFINITY};
+            float msub[MT][2];
 #pragma unroll
-            for (int j = 0; j < NS; j++)
+            for (int mt = 0; mt < MT; mt++) {
+                const int r0 = wrow + 16 * mt + g; /* rows r0, r0 + 8 */
+                const bool mask = k0 + FK > Tn || (causal && k0 + FK - 1 > wrow + 16 * mt);
+                float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-                    if (mask && (col >= Tn || (causal && col > row)))
-                        s[j][e] = -INFINITY;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+                for (int j = 0; j < NS; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int col = k0 + 8 * j + 2 * t + (e & 1), row = r0 + (e >> 1) * 8;
+                        if (mask && (col >= Tn || (causal && col > row)))
+                            s[mt][j][e] = -INFINITY;
+                        mx[e >> 1] = fmaxf(mx[e >> 1], s[mt][j][e]);
+                    }
+                float alpha[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+                    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+                    const float mnew = fmaxf(m[mt][h], mx[h] * scale_log2);
+                    msub[mt][h] = mnew == -INFINITY ? 0.f : mnew;
+                    alpha[h] = fast_exp2(m[mt][h] - msub[mt][h]);
+                    m[mt][h] = mnew;
+                    l[mt][h] *= alpha[h];
                 }
-            float alpha[2], msub[2];
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-                const float mnew = fmaxf(m[h], mx[h] * scale_log2);
-                msub[h] = mnew == -INFINITY ? 0.f : mnew;
-                alpha[h] = fast_exp2(m[h] - msub[h]);
-                m[h] = mnew;
-                l[h] *= alpha[h];
+                for (int j = 0; j < NO; j++) {
+                    acc[mt][j][0] *= alpha[0];
+                    acc[mt][j][1] *= alpha[0];
+                    acc[mt][j][2] *= alpha[1];
+                    acc[mt][j][3] *= alpha[1];
+                }
             }
-#pragma unroll
-            for (int j = 0; j < NO; j++) {
-                acc[j][0] *= alpha[0];
-                acc[j][1] *= alpha[0];
-                acc[j][2] *= alpha[1];
-                acc[j][3] *= alpha[1];
-            }
-            /* P (16, 64) as A operands, O += P·V */
+            /* P (16·MT, 64) as A operands, O += P·V */
 #pragma unroll
             for (int kp = 0; kp < FK / 16; kp++) {
-                uint32_t a[4];
+                uint32_t a[MT][4];
 #pragma unroll
-                for (int hb = 0; hb < 2; hb++) {
-                    const float *c = s[2 * kp + hb];
-                    const float p0 = fast_exp2(fmaf(c[0], scale_log2, -msub[0]));
-                    const float p1 = fast_exp2(fmaf(c[1], scale_log2, -msub[0]));
-                    const float p2 = fast_exp2(fmaf(c[2], scale_log2, -msub[1]));
-                    const float p3 = fast_exp2(fmaf(c[3], scale_log2, -msub[1]));
-                    a[2 * hb] = tc_ops<T>::pack(p0, p1);
-                    a[2 * hb + 1] = tc_ops<T>::pack(p2, p3);
-                    l[0] += p0 + p1; /* unrounded, as FA2 */
-                    l[1] += p2 + p3;
-                }
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int hb = 0; hb < 2; hb++) {
+                        const float *c = s[mt][2 * kp + hb];
+                        const float p0 = fast_exp2(fmaf(c[0], scale_log2, -msub[mt][0]));
+                        const float p1 = fast_exp2(fmaf(c[1], scale_log2, -msub[mt][0]));
+                        const float p2 = fast_exp2(fmaf(c[2], scale_log2, -msub[mt][1]));
+                        const float p3 = fast_exp2(fmaf(c[3], scale_log2, -msub[mt][1]));
+                        a[mt][2 * hb] = tc_ops<T>::pack(p0, p1);
+                        a[mt][2 * hb + 1] = tc_ops<T>::pack(p2, p3);
+                        l[mt][0] += p0 + p1; /* unrounded, as FA2 */
+                        l[mt][1] += p2 + p3;
+                    }
 #pragma unroll
                 for (int dp = 0; dp < D / 16; dp++) {
                     uint32_t b[4];
                     ldsm4_t(b, frag_a(cV, LD, 16 * kp, 16 * dp, lane));
-                    tc_ops<T>::mma(acc[2 * dp], a, b[0], b[1]);
-                    tc_ops<T>::mma(acc[2 * dp + 1], a, b[2], b[3]);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        tc_ops<T>::mma(acc[mt][2 * dp], a[mt], b[0], b[1]);
+                        tc_ops<T>::mma(acc[mt][2 * dp + 1], a[mt], b[2], b[3]);
+                    }
                 }
             }
         }
         __syncthreads(); /* buffer buf is refilled by the next iteration's prefetch */
     }
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-        const int row = row0 + 8 * h;
-        if (row >= Tn)
-            continue;
-        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int j = 0; j < NO; j++)
-            st2(o + base + (size_t)row * D + 8 * j + 2 * t, acc[j][2 * h] * inv,
-                acc[j][2 * h + 1] * inv);
-        if (t == 0)
-            lse[bh * Tn + row] = (m[h] + log2f(l[h])) * LN2;
-    }
+        for (int h = 0; h < 2; h++) {
+            float lh = l[mt][h];
+            lh += __shfl_xor_sync(0xffffffffu, lh, 1);
+            lh += __shfl_xor_sync(0xffffffffu, lh, 2);
+            const int row = wrow + 16 * mt + g + 8 * h;
+            if (row >= Tn)
+                continue;
+            const float inv = lh > 0.f ? 1.f / lh : 0.f;
+#pragma unroll
+            for (int j = 0; j < NO; j++)
+                st2(o + base + (size_t)row * D + 8 * j + 2 * t, acc[mt][j][2 * h] * inv,
+                    acc[mt][j][2 * h + 1] * inv);
+            if (t == 0)
+                lse[bh * Tn + row] = (m[mt][h] + log2f(lh)) * LN2;
+        }
 }
 
 // dk, dv: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
 // grid (ceil(T/64), B·H), 128 threads: block = 64 keys, warp w = keys 16w…
-template <typename T, int D>
-__global__ void __launch_bounds__(BKV_NT, kv_minb<D>()) flash_bwd_dkdv_mma_kernel(
+template <typename T, int D, int MINB>
+__global__ void __launch_bounds__(BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
     T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse,
     const float *dsum, int Tn, int causal, float scale_log2, float scale)
 {
@@ -759,8 +790,8 @@ __global__ void __launch_bounds__(BKV_NT, kv_minb<D>()) flash_bwd_dkdv_mma_kerne
 // dq: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
 // grid (ceil(T/64), B·H), 128 threads: block = 64 queries (reversed, as the
 // forward), warp w = queries 16w…
-template <typename T, int D>
-__global__ void __launch_bounds__(BQ_NT, dq_minb<D>()) flash_bwd_dq_mma_kernel(
+template <typename T, int D, int MINB>
+__global__ void __launch_bounds__(BQ_NT, MINB) flash_bwd_dq_mma_kernel(
     T *dq, const T *dout, const T *q, const T *k, const T *v, const float *lse,
     const float *dsum, int Tn, int causal, float scale_log2, float scale)
 {
@@ -907,16 +938,16 @@ int sm_count()
     return n;
 }
 
-template <typename T, int D, int BM>
+template <typename T, int D, int BM, int MT>
 int fwd_mma_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                    const lmk_attn_shape *s, float scale_log2, cudaStream_t st)
 {
-    auto tk = flash_fwd_mma_kernel<T, D, BM>;
+    auto tk = flash_fwd_mma_kernel<T, D, BM, MT>;
     const size_t tsm = tc_fwd_smem<T, D, BM>();
     if (set_smem(tk, tsm) != LMK_OK)
         return LMK_DEVICE;
     dim3 tgrid((s->T + BM - 1) / BM, s->B * s->H);
-    tk<<<tgrid, 2 * BM, tsm, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
+    tk<<<tgrid, 2 * BM / MT, tsm, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
                                    s->causal, scale_log2);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
@@ -928,12 +959,16 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
     const float scale = 1.f / sqrtf((float)D);
     if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores */
         if (aligned16({o, q, k, v})) {
-            /* 64-query blocks when 128-query ones would not give every SM
-             * two blocks (few heads, short or causal-imbalanced grids) */
+            /* 64-query blocks (4 warps × 16 rows) when 128-query ones would
+             * not give every SM two blocks (few heads, short or
+             * causal-imbalanced grids): the longest block bounds those.
+             * Otherwise 128 queries: at d ≤ 64, 4 warps × 32 rows (each K/V
+             * fragment feeds two mma), else 8 warps × 16 rows. */
             const bool small = (long long)s->B * s->H * ((s->T + FQ - 1) / FQ) < 2LL * sm_count();
             if (small)
-                return fwd_mma_launch<T, D, FQ_SMALL>(o, lse, q, k, v, s, scale * LOG2E, st);
-            return fwd_mma_launch<T, D, FQ>(o, lse, q, k, v, s, scale * LOG2E, st);
+                return fwd_mma_launch<T, D, FQ_SMALL, 1>(o, lse, q, k, v, s, scale * LOG2E, st);
+            return fwd_mma_launch<T, D, FQ, (D <= 64 ? FWD_MT : 1)>(o, lse, q, k, v, s,
+                                                                    scale * LOG2E, st);
         }
     }
     dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
@@ -959,7 +994,16 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
     const float scale = 1.f / sqrtf((float)D);
     if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores */
         if (aligned16({dq, dk, dv, dout, q, k, v})) {
-            auto kkv = flash_bwd_dkdv_mma_kernel<T, D>;
+            const long long blocks = (long long)s->B * s->H * ((s->T + BKV - 1) / BKV);
+            const int sms = sm_count();
+            auto kkv = flash_bwd_dkdv_mma_kernel<T, D, 1>;
+            auto kq = flash_bwd_dq_mma_kernel<T, D, 1>;
+            if constexpr (D <= 64) {
+                if (blocks >= (long long)KV_MINB * sms)
+                    kkv = flash_bwd_dkdv_mma_kernel<T, D, KV_MINB>;
+                if (blocks >= (long long)DQ_MINB * sms) /* BQ2 == BKV: same block count */
+                    kq = flash_bwd_dq_mma_kernel<T, D, DQ_MINB>;
+            }
             const size_t smkv = tc_dkdv_smem<T, D>();
             if (set_smem(kkv, smkv) != LMK_OK)
                 return LMK_DEVICE;
@@ -969,7 +1013,6 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
                                           s->causal, scale * LOG2E, scale);
             if (cudaGetLastError() != cudaSuccess)
                 return LMK_DEVICE;
-            auto kq = flash_bwd_dq_mma_kernel<T, D>;
             const size_t smq = tc_dq_smem<T, D>();
             if (set_smem(kq, smq) != LMK_OK)
                 return LMK_DEVICE;

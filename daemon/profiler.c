@@ -460,7 +460,7 @@ failed_r:
     session = NULL;
     pthread_mutex_unlock(&session_lock);
     free(p);
-    return cupti_fail(r, "enabling activity records", errbuf, errlen);
+    return cupti_fail(r, "starting the session (launch callbacks, activity records)", errbuf, errlen);
 }
 
 /* Frees the collected records, keeping the session. Caller holds session_lock. */

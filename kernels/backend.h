@@ -15,11 +15,14 @@
  * gradients of activations OVERWRITE their output. In-place use is allowed
  * only where an op says so.
  *
- * Half precision: most ops keep float32 storage holding exactly a value
- * representable in the half format (rounded with IEEE round-to-nearest-even).
- * Real 16-bit storage (raw bf16 / fp16 bits, uint16 per element, on both
- * backends) is made by cast_half and read by gemm_half: the autocast
- * weight copies and GEMM inputs. */
+ * Half precision: real 16-bit storage is raw bf16 / fp16 bits (uint16 per
+ * element, on both backends). cast_half makes it; gemm_half reads it and
+ * writes it (c_half); the ops with a lmk_dtype argument read and write
+ * tensors of that dtype (LMK_F32, LMK_BF16 or LMK_F16; anything else is
+ * LMK_INVALID): they load the values exactly, compute in float32 and store
+ * with one IEEE round-to-nearest-even to the output dtype. Float32 storage
+ * may also hold values rounded to a half format (lmk_round: the emulation
+ * used by gemm's out_round and cast). */
 #ifndef LMK_BACKEND_H
 #define LMK_BACKEND_H
 
@@ -27,6 +30,7 @@
 #include <stdint.h>
 
 #include "attention.h"
+#include "dtype.h"
 
 /* Rounding applied to GEMM inputs or outputs (autocast emulation). */
 typedef enum lmk_round {
@@ -49,6 +53,10 @@ typedef struct lmk_gemm {
     int64_t stride_a, stride_b, stride_c; /* elements between batch items */
     float alpha, beta;
     lmk_round in_round, out_round;
+    /* gemm_half only: c holds raw 16-bit bits of out_round's format (BF16 or
+     * FP16, else LMK_INVALID), written rounded from the float32 result and
+     * read (widened) when beta != 0; alpha·AB + beta·C is formed in float32 */
+    int c_half;
 } lmk_gemm;
 
 /* Hyper-parameters of one AdamW step (CS336 form, see model.h). */
@@ -87,22 +95,24 @@ struct lmk_backend {
     int (*embedding_bwd)(lmk_backend *b, float *dw, const float *dout, const int32_t *ids,
                          int n, int d, int vocab);
 
-    /* out (n, d) = x · rsqrt(mean(x², -1) + eps) · w; rstd (n) saved for bwd. */
-    int (*rmsnorm_fwd)(lmk_backend *b, float *out, float *rstd, const float *x, const float *w,
-                       int n, int d, float eps);
-    /* dx (n, d) = ∂/∂x; dw (d) += ∂/∂w. */
-    int (*rmsnorm_bwd)(lmk_backend *b, float *dx, float *dw, const float *dout, const float *x,
-                       const float *w, const float *rstd, int n, int d);
+    /* out (n, d, out_dt) = x · rsqrt(mean(x², -1) + eps) · w (float32 math,
+     * rounded once to out_dt); rstd (n) saved for bwd. */
+    int (*rmsnorm_fwd)(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, const float *x,
+                       const float *w, int n, int d, float eps);
+    /* dx (n, d) = ∂/∂x; dw (d) += ∂/∂w; dout (n, d) of dout_dt. */
+    int (*rmsnorm_bwd)(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dout_dt,
+                       const float *x, const float *w, const float *rstd, int n, int d);
 
     /* Splits heads and applies RoPE: in (B, T, H, dh) → out (B, H, T, dh) with
      * adjacent pairs (2k, 2k+1) of position t rotated by the angle whose
      * (cos, sin) is table (T, dh/2, 2). table NULL: plain head split. dh even
-     * when table is given. Not in place. */
-    int (*rope_fwd)(lmk_backend *b, float *out, const float *in, const float *table,
+     * when table is given. Not in place. in and out of dtype dt (rotation
+     * in float32, one rounding to dt). */
+    int (*rope_fwd)(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,
                     int B, int T, int H, int dh);
     /* The adjoint: dout (B, H, T, dh) → din (B, T, H, dh), rotated back.
      * table NULL: plain head merge (also the forward of merging heads). */
-    int (*rope_bwd)(lmk_backend *b, float *din, const float *dout, const float *table,
+    int (*rope_bwd)(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table,
                     int B, int T, int H, int dh);
 
     int (*gemm)(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
@@ -113,25 +123,31 @@ struct lmk_backend {
      * other input is float32 and rounded as gemm does. Products of the
      * 16-bit values are accumulated in float32 (cuBLAS CUBLAS_COMPUTE_32F),
      * so the result equals gemm on the float32 originals. */
-    int (*gemm_half)(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
+    int (*gemm_half)(lmk_backend *b, const lmk_gemm *g, void *c, const void *a, int a_half,
                      const void *bm, int b_half);
 
     /* p (batch, T, T) = softmax over keys j ≤ i of s (batch, T, T); entries
-     * j > i set to 0. In place (p == s) allowed. */
-    int (*softmax_causal_fwd)(lmk_backend *b, float *p, const float *s, int batch, int T);
-    /* ds = p ⊙ (dp − Σ_j dp ⊙ p). In place (ds == dp) allowed. */
-    int (*softmax_causal_bwd)(lmk_backend *b, float *ds, const float *dp, const float *p,
-                              int batch, int T);
+     * j > i set to 0. p and s of dtype dt, softmax in float32 (autocast's
+     * float32 softmax, stored in dt). In place (p == s) allowed. */
+    int (*softmax_causal_fwd)(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch,
+                              int T);
+    /* ds = p ⊙ (dp − Σ_j dp ⊙ p), all of dtype dt, float32 math. In place
+     * (ds == dp) allowed. */
+    int (*softmax_causal_bwd)(lmk_backend *b, void *ds, const void *dp, const void *p,
+                              lmk_dtype dt, int batch, int T);
 
-    /* out (n) = silu(a) ⊙ g, rounded to out_round. */
-    int (*swiglu_fwd)(lmk_backend *b, float *out, const float *a, const float *g, size_t n,
-                      lmk_round out_round);
-    /* da = dout ⊙ g ⊙ silu'(a); dg = dout ⊙ silu(a). */
-    int (*swiglu_bwd)(lmk_backend *b, float *da, float *dg, const float *dout, const float *a,
-                      const float *g, size_t n);
+    /* out (n) = silu(a) ⊙ g, all of dtype dt; under a 16-bit dt silu(a) is
+     * rounded to dt before the product (autocast: two half ops). */
+    int (*swiglu_fwd)(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt,
+                      size_t n);
+    /* da = dout ⊙ g ⊙ silu'(a); dg = dout ⊙ silu(a), all of dtype dt. */
+    int (*swiglu_bwd)(lmk_backend *b, void *da, void *dg, const void *dout, const void *a,
+                      const void *g, lmk_dtype dt, size_t n);
 
-    /* y (n) = x1 + x2; y may alias either input. */
-    int (*add)(lmk_backend *b, float *y, const float *x1, const float *x2, size_t n);
+    /* y (n) = x1 + x2 (x2 of dtype x2_dt, float32 sum); y may alias either
+     * float32 input. */
+    int (*add)(lmk_backend *b, float *y, const float *x1, const void *x2, lmk_dtype x2_dt,
+               size_t n);
     /* x (n) *= s. */
     int (*scale)(lmk_backend *b, float *x, size_t n, float s);
     /* out (n) = x rounded to r (may be in place). */

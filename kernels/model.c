@@ -158,14 +158,14 @@ typedef struct param_slot {
     float init_std;        /* 0: ones */
 } param_slot;
 
-/* One layer's activations saved for backward (see the plan in forward). */
+/* One layer's activations saved for backward (see the plan in forward).
+ * ln*_rstd, mid are float32; the others are of the model's activation dtype
+ * (m->adt: 16-bit under bf16/fp16). */
 typedef struct layer_acts {
     lmk_tensor ln1_rstd, ln1_out;  /* (N), (N, d) */
-    lmk_tensor qh, kh, vh;         /* (B, H, T, dh) each, after RoPE on q, k; flash under
-                                    * bf16/fp16: 16-bit */
+    lmk_tensor qh, kh, vh;         /* (B, H, T, dh) each, after RoPE on q, k */
     lmk_tensor probs;              /* (B, H, T, T), naive attention */
-    lmk_tensor o, lse;             /* flash: output (B, H, T, dh) (16-bit under bf16/fp16),
-                                    * logsumexp (B, H, T) float32 */
+    lmk_tensor o, lse;             /* flash: output (B, H, T, dh), logsumexp (B, H, T) float32 */
     lmk_tensor merged;             /* (N, d) heads merged, input of output_proj */
     lmk_tensor mid;                /* (N, d) x + attention */
     lmk_tensor ln2_rstd, ln2_out;  /* (N), (N, d) */
@@ -180,6 +180,8 @@ struct lmk_model {
     lmk_precision prec;
     lmk_round in_round, out_round;
     lmk_round half;         /* BF16/FP16: real 16-bit GEMM inputs; else NONE */
+    lmk_dtype adt;          /* dtype of the activations autocast makes 16-bit (linear
+                             * outputs and what only feeds GEMMs): half's, else F32 */
     int training;
     size_t nparams;
     param_slot *params;     /* (nparams) */
@@ -410,6 +412,7 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     m->out_round = out_r[prec];
     m->half = m->in_round == LMK_ROUND_BF16 || m->in_round == LMK_ROUND_FP16 ? m->in_round
                                                                             : LMK_ROUND_NONE;
+    m->adt = m->half == LMK_ROUND_BF16 ? LMK_BF16 : m->half == LMK_ROUND_FP16 ? LMK_F16 : LMK_F32;
 
     int L = c->num_layers, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
     m->nparams = 3 + (size_t)L * P_PER_LAYER;
@@ -590,51 +593,64 @@ const lmk_precision_row *lmk_model_precision_row_at(const lmk_model *m, size_t i
 
 /* --- GEMM helpers ---------------------------------------------------------- */
 
-/* A GEMM input: its float32 values, and a 16-bit copy (raw bits of m->half)
- * when one exists, which is then what the backend reads. */
+/* A GEMM input: its float32 values, and/or raw 16-bit bits of m->half; when
+ * h is set the backend reads it (f may then be NULL). */
 typedef struct operand {
     const float *f;
     const void *h; /* NULL: the backend rounds f itself */
 } operand;
-
-static operand op_f(const float *f)
-{
-    return (operand){f, NULL};
-}
 
 static operand op_w(const param_slot *s)
 {
     return (operand){LMK_F(s->p), s->h.data};
 }
 
-static operand op_t(const float *f, const lmk_tensor *h16)
+/* A tensor of the model as a GEMM input: float32 or 16-bit by its dtype. */
+static operand op_x(const lmk_tensor *t)
 {
-    return (operand){f, h16->data};
+    return t->dtype == LMK_F32 ? (operand){LMK_F(*t), NULL} : (operand){NULL, t->data};
 }
 
-static int gemm2(lmk_model *m, const char *op, const lmk_gemm *g, float *c, operand a,
+static const char *dtype_fmt(lmk_dtype dt)
+{
+    return dt == LMK_BF16 ? "bfloat16" : dt == LMK_F16 ? "float16" : "float32";
+}
+
+/* Format of the tensors autocast keeps in 16 bits (linear outputs and what
+ * only feeds GEMMs): m->adt. */
+#define F_ACT dtype_fmt(m->adt)
+
+/* c (of c's dtype: float32, or 16-bit written directly by the GEMM) = the
+ * GEMM g of a and bm. */
+static int gemm2(lmk_model *m, const char *op, const lmk_gemm *g0, lmk_tensor *c, operand a,
                  operand bm)
 {
+    lmk_gemm g = *g0;
+    g.c_half = c->dtype != LMK_F32;
     if (m->tracing) {
-        char in[48], store[64];
-        snprintf(in, sizeof in, "%s, %s", fmt_of(g->in_round), fmt_of(g->in_round));
+        char in[48], store[80];
+        snprintf(in, sizeof in, "%s, %s", fmt_of(g.in_round), fmt_of(g.in_round));
         store[0] = '\0';
         if (m->half != LMK_ROUND_NONE)
-            snprintf(store, sizeof store, "%s; %s", a.h ? "16-bit tensor" : "cast in gemm",
-                     bm.h ? "16-bit tensor" : "cast in gemm");
-        rec(m, op, in, fmt_of(g->out_round), g->in_round == LMK_ROUND_TF32 ? "float32 (tf32 in)" : F32,
-            store);
+            snprintf(store, sizeof store, "%s; %s%s", a.h ? "16-bit tensor" : "cast in gemm",
+                     bm.h ? "16-bit tensor" : "cast in gemm", g.c_half ? "; 16-bit output" : "");
+        rec(m, op, in, g.c_half ? dtype_fmt(c->dtype) : fmt_of(g.out_round),
+            g.in_round == LMK_ROUND_TF32 ? "float32 (tf32 in)" : F32, store);
     }
-    if (!a.h && !bm.h)
-        return m->b->gemm(m->b, g, c, a.f, bm.f);
-    return m->b->gemm_half(m->b, g, c, a.h ? a.h : (const void *)a.f, a.h != NULL,
+    if (!a.h && !bm.h && !g.c_half)
+        return m->b->gemm(m->b, &g, LMK_F(*c), a.f, bm.f);
+    return m->b->gemm_half(m->b, &g, c->data, a.h ? a.h : (const void *)a.f, a.h != NULL,
                            bm.h ? bm.h : (const void *)bm.f, bm.h != NULL);
+}
+
+static lmk_dtype half_dtype(const lmk_model *m)
+{
+    return m->half == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
 }
 
 /* Under bf16/fp16, *t16 = new 16-bit copy (category temporary) of x (n), cast
  * once for the GEMMs that read it; otherwise leaves *t16 empty. */
-static int half_copy(lmk_model *m, lmk_tensor *t16, const float *x, size_t n, const char *name,
-                     int l)
+static int half_copy(lmk_model *m, lmk_tensor *t16, const float *x, size_t n, const char *name)
 {
     if (m->half == LMK_ROUND_NONE)
         return LMK_OK;
@@ -643,19 +659,12 @@ static int half_copy(lmk_model *m, lmk_tensor *t16, const float *x, size_t n, co
         snprintf(op, sizeof op, "%.40s (cast_half)", name);
         rec(m, op, F32, fmt_of(m->half), "-", "temporary");
     }
-    lmk_dtype dt = m->half == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
-    int rc = l >= 0 ? lmk_tensor_alloc(m->a, t16, dt, n, LMK_MEM_TEMPORARY, "layers.%d.%s", l, name)
-                    : lmk_tensor_alloc(m->a, t16, dt, n, LMK_MEM_TEMPORARY, "%s", name);
+    int rc = lmk_tensor_alloc(m->a, t16, half_dtype(m), n, LMK_MEM_TEMPORARY, "%s", name);
     if (rc == LMK_OK)
         rc = m->b->cast_half(m->b, t16->data, x, n, m->half);
     if (rc != LMK_OK)
         lmk_tensor_release(m->a, t16);
     return rc;
-}
-
-static lmk_dtype half_dtype(const lmk_model *m)
-{
-    return m->half == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
 }
 
 /* The per-step 16-bit copy of weight matrix s (autocast's cast of each
@@ -701,8 +710,9 @@ static int grad_ready(lmk_model *m, param_slot *s)
     return rc;
 }
 
-/* y (N, dout) = x (N, din) · Wᵀ, W (dout, din). */
-static int linear_fwd(lmk_model *m, const char *op, float *y, operand x, param_slot *w,
+/* y (N, dout) = x (N, din) · Wᵀ, W (dout, din); y of m->adt (16-bit under
+ * bf16/fp16, written by the GEMM) or float32 (the logits). */
+static int linear_fwd(lmk_model *m, const char *op, lmk_tensor *y, operand x, param_slot *w,
                       int n, int din, int dout)
 {
     int rc = param_copy(m, w);
@@ -716,10 +726,13 @@ static int linear_fwd(lmk_model *m, const char *op, float *y, operand x, param_s
 /* dx (N, din) (+)= dy (N, dout) · W;  dW (dout, din) += dyᵀ · x.
  * dW is accumulated in float32 without output rounding: each weight is used
  * once per step, so this equals autocast's half dW only up to that rounding;
- * keeping it exact lets beta = 1 accumulate safely. Under bf16/fp16, dy is
- * cast once to a 16-bit temporary read by both GEMMs. */
-static int linear_bwd(lmk_model *m, const char *op, float *dx, int accumulate_dx, param_slot *w,
-                      const float *dy, operand x, int n, int din, int dout)
+ * keeping it exact lets beta = 1 accumulate safely. dx is of its tensor's
+ * dtype (16-bit under bf16/fp16: the GEMM writes it; with accumulate the
+ * GEMM reads the 16-bit partial sum, adds in float32 and rounds once). A
+ * float32 dy (the residual stream's gradient, the logits') is cast once to a
+ * 16-bit temporary read by both GEMMs; a 16-bit dy is read in place. */
+static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumulate_dx, param_slot *w,
+                      const lmk_tensor *dy, operand x, int n, int din, int dout)
 {
     lmk_tensor dy16 = {0};
     char name[48];
@@ -727,27 +740,30 @@ static int linear_bwd(lmk_model *m, const char *op, float *dx, int accumulate_dx
     int rc = grad_ready(m, w);
     if (rc == LMK_OK)
         rc = param_copy(m, w); /* made by forward; again only after a failed one */
-    if (rc == LMK_OK)
-        rc = half_copy(m, &dy16, dy, (size_t)n * dout, name, -1);
+    if (rc == LMK_OK && dy->dtype == LMK_F32)
+        rc = half_copy(m, &dy16, LMK_F(*dy), (size_t)n * dout, name);
     if (rc != LMK_OK)
         return rc;
+    operand dyo = op_x(dy);
+    if (dy16.data)
+        dyo.h = dy16.data;
     lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1.0f,
                    .beta = accumulate_dx ? 1.0f : 0.0f, .in_round = m->in_round,
                    .out_round = m->out_round};
     snprintf(name, sizeof name, "%s dx = dy W", op);
-    rc = gemm2(m, name, &gx, dx, op_t(dy, &dy16), op_w(w));
+    rc = gemm2(m, name, &gx, dx, dyo, op_w(w));
     if (rc == LMK_OK) {
         lmk_gemm gw = {.trans_a = 1, .m = dout, .n = din, .k = n, .batch = 1, .alpha = 1.0f,
                        .beta = 1.0f, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
         snprintf(name, sizeof name, "%s dW += dy^T x", op);
-        rc = gemm2(m, name, &gw, LMK_F(w->g), op_t(dy, &dy16), x);
+        rc = gemm2(m, name, &gw, &w->g, dyo, x);
     }
     lmk_tensor_release(m->a, &dy16);
     return rc;
 }
 
-/* Per (batch, head) GEMM over (B·H) matrices. */
-static int heads_gemm(lmk_model *m, const char *op, float *c, operand a, operand bm, int ta, int tb,
+/* Per (batch, head) GEMM over (B·H) matrices; c of its tensor's dtype. */
+static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, operand bm, int ta, int tb,
                       int M, int Nn, int K, float alpha)
 {
     lmk_gemm g = {.trans_a = ta, .trans_b = tb, .m = M, .n = Nn, .k = K,
@@ -762,28 +778,25 @@ static int heads_gemm(lmk_model *m, const char *op, float *c, operand a, operand
     TRY(lmk_tensor_alloc(m->a, &(t), LMK_F32, (size_t)(n), LMK_MEM_ACTIVATION, fmt, __VA_ARGS__))
 #define TMP(t, n, fmt, ...) \
     TRY(lmk_tensor_alloc(m->a, &(t), LMK_F32, (size_t)(n), LMK_MEM_TEMPORARY, fmt, __VA_ARGS__))
-/* 16-bit (m->half's format) tensors */
-#define ACT16(t, n, fmt, ...) \
-    TRY(lmk_tensor_alloc(m->a, &(t), half_dtype(m), (size_t)(n), LMK_MEM_ACTIVATION, fmt, __VA_ARGS__))
-#define TMP16(t, n, fmt, ...) \
-    TRY(lmk_tensor_alloc(m->a, &(t), half_dtype(m), (size_t)(n), LMK_MEM_TEMPORARY, fmt, __VA_ARGS__))
+/* tensors of m->adt: 16-bit under bf16/fp16 (autocast's half tensors) */
+#define ACTA(t, n, fmt, ...) \
+    TRY(lmk_tensor_alloc(m->a, &(t), m->adt, (size_t)(n), LMK_MEM_ACTIVATION, fmt, __VA_ARGS__))
+#define TMPA(t, n, fmt, ...) \
+    TRY(lmk_tensor_alloc(m->a, &(t), m->adt, (size_t)(n), LMK_MEM_TEMPORARY, fmt, __VA_ARGS__))
 #define DROP(t) lmk_tensor_release(m->a, &(t))
 
 static lmk_attn_shape attn_shape(const lmk_model *m)
 {
-    return (lmk_attn_shape){.B = m->B, .H = m->H, .T = m->T, .d = m->dh, .causal = 1,
-                            .dtype = m->half == LMK_ROUND_NONE ? LMK_F32 : half_dtype(m)};
+    return (lmk_attn_shape){.B = m->B, .H = m->H, .T = m->T, .d = m->dh, .causal = 1, .dtype = m->adt};
 }
 
 /* --- forward ---------------------------------------------------------------- */
 
-/* Flash attention forward of layer l: q, k, v (la->qh, kh, vh, float32
- * (B, H, T, dh)) → *values (new, float32 (B, H, T, dh), temporary unless it
- * is the saved output). Saves O and the float32 logsumexp (B, H, T) instead
- * of the probabilities. Under bf16/fp16 q, k, v, O are held in 16 bits
- * (cast once; the float32 q, k, v are released) and the kernels run on
- * tensor cores; *values is O widened to float32. keep = 0 (inference)
- * releases everything but *values. */
+/* Flash attention forward of layer l: q, k, v (la->qh, kh, vh, (B, H, T, dh)
+ * of m->adt: 16-bit under bf16/fp16, the tensor-core kernels) → O of m->adt.
+ * Saves O and the float32 logsumexp (B, H, T) instead of the probabilities.
+ * keep = 0 (inference): *values = O (new temporary) and everything else is
+ * released; keep = 1: O stays in la->o, *values untouched. */
 static int flash_forward(lmk_model *m, int l, int keep, lmk_tensor *values)
 {
     lmk_backend *b = m->b;
@@ -791,53 +804,26 @@ static int flash_forward(lmk_model *m, int l, int keep, lmk_tensor *values)
     int rc = LMK_OK;
     size_t n = (size_t)m->N * m->c.d_model;
     lmk_attn_shape s = attn_shape(m);
-    if (!b->attn_fwd || (m->half != LMK_ROUND_NONE && !b->cast_float))
+    if (!b->attn_fwd)
         return LMK_UNSUPPORTED;
     ACT(la->lse, (size_t)m->B * m->H * m->T, "layers.%d.attn.lse", l);
-    if (m->half == LMK_ROUND_NONE) {
-        rec(m, "attn flash forward (fused)", F32 ", " F32 ", " F32, F32, F32, "O and logsumexp saved");
-        if (keep)
-            ACT(la->o, n, "layers.%d.attn.out", l);
-        else
-            TMP(la->o, n, "layers.%d.attn.out", l);
-        TRY(b->attn_fwd(b, la->o.data, LMK_F(la->lse), la->qh.data, la->kh.data, la->vh.data, &s));
-        if (!keep) {
-            DROP(la->qh);
-            DROP(la->kh);
-            DROP(la->vh);
-            *values = la->o;
-            la->o = (lmk_tensor){0};
-        }
-        /* with keep, *values stays empty: the caller reads la->o */
-        goto out;
-    }
-    const char *hf = fmt_of(m->half);
     char in[48];
-    snprintf(in, sizeof in, "%s, %s, %s", hf, hf, hf);
-    rec(m, "attn flash forward (fused)", in, hf, F32, "q, k, v, O in 16 bits; logsumexp float32");
-    static const char *const names[3] = {"q16", "k16", "v16"};
-    lmk_tensor *src[3] = {&la->qh, &la->kh, &la->vh};
-    for (int i = 0; i < 3; i++) {
-        lmk_tensor t16 = {0};
-        TRY(lmk_tensor_alloc(m->a, &t16, half_dtype(m), n, LMK_MEM_ACTIVATION, "layers.%d.attn.%s", l,
-                             names[i]));
-        rc = b->cast_half(b, t16.data, LMK_F(*src[i]), n, m->half);
-        DROP(*src[i]);
-        *src[i] = t16; /* released by the caller's clean-up on failure */
-        TRY(rc);
-    }
-    ACT16(la->o, n, "layers.%d.attn.out16", l);
+    snprintf(in, sizeof in, "%s, %s, %s", F_ACT, F_ACT, F_ACT);
+    rec(m, "attn flash forward (fused)", in, F_ACT, F32,
+        m->adt == LMK_F32 ? "O and logsumexp saved" : "q, k, v, O in 16 bits; logsumexp float32");
+    if (keep)
+        ACTA(la->o, n, "layers.%d.attn.out", l);
+    else
+        TMPA(la->o, n, "layers.%d.attn.out", l);
     TRY(b->attn_fwd(b, la->o.data, LMK_F(la->lse), la->qh.data, la->kh.data, la->vh.data, &s));
     if (!keep) {
         DROP(la->qh);
         DROP(la->kh);
         DROP(la->vh);
         DROP(la->lse);
+        *values = la->o;
+        la->o = (lmk_tensor){0};
     }
-    TMP(*values, n, "layers.%d.attn.values", l);
-    TRY(b->cast_float(b, LMK_F(*values), la->o.data, n, m->half));
-    if (!keep)
-        DROP(la->o);
 out:
     if (!keep)
         DROP(la->lse);
@@ -846,57 +832,59 @@ out:
 
 /* One block. keep = 1 saves what backward needs (training); keep = 0
  * (inference) releases every tensor as soon as its last reader has run and
- * the layer's 16-bit weight copies at the end. */
+ * the layer's 16-bit weight copies at the end. Under bf16/fp16 every tensor
+ * but the residual stream (x, mid, out: float32, autocast's fp32 + bf16
+ * promotion) and the RMSNorm statistics is 16-bit (m->adt). */
 static int layer_forward(lmk_model *m, int l, int keep)
 {
     lmk_backend *b = m->b;
     layer_acts *la = &m->acts[l];
     int rc = LMK_OK, N = m->N, d = m->c.d_model, ff = m->c.d_ff, T = m->T;
-    lmk_tensor tmp = {0}, x16 = {0};
+    lmk_tensor tmp = {0};
+    lmk_dtype adt = m->adt;
     const float *x = LMK_F(m->resid[l]);
     float scale = (float)(1.0 / sqrt((double)m->dh));
     int flash = m->c.attention == LMK_ATTN_FLASH;
+    const char *norm_store = adt == LMK_F32 ? "" : "16-bit tensor (float32 math, read only by GEMMs)";
 
     ACT(la->ln1_rstd, N, "layers.%d.ln1.rstd", l);
-    ACT(la->ln1_out, (size_t)N * d, "layers.%d.ln1.out", l);
-    REC("ln1 (rmsnorm)", F32, acc_reduce(m, 1), F32, F32);
-    TRY(b->rmsnorm_fwd(b, LMK_F(la->ln1_out), LMK_F(la->ln1_rstd), x,
+    ACTA(la->ln1_out, (size_t)N * d, "layers.%d.ln1.out", l);
+    rec(m, "ln1 (rmsnorm)", F32 ", " F32, F_ACT, acc_reduce(m, 1), norm_store);
+    TRY(b->rmsnorm_fwd(b, la->ln1_out.data, adt, LMK_F(la->ln1_rstd), x,
                        LMK_F(layer_param(m, l, P_LN1)->p), N, d, RMS_EPS));
     if (!keep)
         DROP(la->ln1_rstd);
-    TRY(half_copy(m, &x16, LMK_F(la->ln1_out), (size_t)N * d, "ln1.out16", l));
-    if (!keep && x16.data)
-        DROP(la->ln1_out); /* the projections read the 16-bit copy */
-    TMP(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
-    ACT(la->qh, (size_t)N * d, "layers.%d.attn.q", l);
-    TRY(linear_fwd(m, "attn.q_proj", LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WQ), N, d, d));
-    REC("attn.q rope + head split", F32, "-", F_OUT, F32);
-    TRY(b->rope_fwd(b, LMK_F(la->qh), LMK_F(tmp), LMK_F(m->rope), m->B, T, m->H, m->dh));
-    ACT(la->kh, (size_t)N * d, "layers.%d.attn.k", l);
-    TRY(linear_fwd(m, "attn.k_proj", LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WK), N, d, d));
-    REC("attn.k rope + head split", F32, "-", F_OUT, F32);
-    TRY(b->rope_fwd(b, LMK_F(la->kh), LMK_F(tmp), LMK_F(m->rope), m->B, T, m->H, m->dh));
-    ACT(la->vh, (size_t)N * d, "layers.%d.attn.v", l);
-    TRY(linear_fwd(m, "attn.v_proj", LMK_F(tmp), op_t(LMK_F(la->ln1_out), &x16), layer_param(m, l, P_WV), N, d, d));
-    REC("attn.v head split", F_OUT, "-", F_OUT);
-    TRY(b->rope_fwd(b, LMK_F(la->vh), LMK_F(tmp), NULL, m->B, T, m->H, m->dh));
+    TMPA(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
+    static const int proj[3] = {P_WQ, P_WK, P_WV};
+    static const char *const proj_names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
+    static const char *const rope_names[3] = {"attn.q rope + head split", "attn.k rope + head split",
+                                              "attn.v head split"};
+    static const char *const head_names[3] = {"q", "k", "v"};
+    lmk_tensor *heads[3] = {&la->qh, &la->kh, &la->vh};
+    for (int i = 0; i < 3; i++) {
+        ACTA(*heads[i], (size_t)N * d, "layers.%d.attn.%s", l, head_names[i]);
+        TRY(linear_fwd(m, proj_names[i], &tmp, op_x(&la->ln1_out), layer_param(m, l, proj[i]), N, d, d));
+        if (i < 2)
+            REC(rope_names[i], F_ACT, F32, F_ACT, F32);
+        else
+            REC(rope_names[i], F_ACT, "-", F_ACT);
+        TRY(b->rope_fwd(b, heads[i]->data, tmp.data, adt, i < 2 ? LMK_F(m->rope) : NULL, m->B, T, m->H,
+                        m->dh));
+    }
     DROP(tmp);
-    DROP(x16);
     if (!keep)
         DROP(la->ln1_out);
 
-    const float *values;
     if (flash) {
         RANGE_PUSH("attention flash");
         rc = flash_forward(m, l, keep, &tmp);
         RANGE_POP();
         TRY(rc);
-        values = tmp.data ? LMK_F(tmp) : LMK_F(la->o);
     } else {
-        /* scores = q kᵀ / sqrt(dh), causal softmax in place */
-        ACT(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
+        /* scores = q kᵀ / sqrt(dh) (written in m->adt), causal softmax in place */
+        ACTA(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
         RANGE_PUSH("attention scores");
-        rc = heads_gemm(m, "attn.scores = q k^T", LMK_F(la->probs), op_f(LMK_F(la->qh)), op_f(LMK_F(la->kh)), 0, 1, T, T,
+        rc = heads_gemm(m, "attn.scores = q k^T", &la->probs, op_x(&la->qh), op_x(&la->kh), 0, 1, T, T,
                         m->dh, scale);
         RANGE_POP();
         TRY(rc);
@@ -905,69 +893,66 @@ static int layer_forward(lmk_model *m, int l, int keep)
             DROP(la->kh);
         }
         RANGE_PUSH("attention softmax");
-        REC("attn causal softmax", F32, F32, F_OUT);
-        rc = b->softmax_causal_fwd(b, LMK_F(la->probs), LMK_F(la->probs), m->B * m->H, T);
+        rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
+            adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities");
+        rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T);
         RANGE_POP();
         TRY(rc);
-        TMP(tmp, (size_t)N * d, "layers.%d.attn.values", l);
+        TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
         RANGE_PUSH("attention values");
-        rc = heads_gemm(m, "attn.values = p v", LMK_F(tmp), op_f(LMK_F(la->probs)), op_f(LMK_F(la->vh)), 0, 0, T, m->dh,
-                        T, 1.0f);
+        rc = heads_gemm(m, "attn.values = p v", &tmp, op_x(&la->probs), op_x(&la->vh), 0, 0, T, m->dh, T,
+                        1.0f);
         RANGE_POP();
         TRY(rc);
         if (!keep) {
             DROP(la->probs);
             DROP(la->vh);
         }
-        values = LMK_F(tmp);
     }
-    ACT(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
-    REC("attn head merge", F_OUT, "-", F_OUT);
-    TRY(b->rope_bwd(b, LMK_F(la->merged), values, NULL, m->B, T, m->H, m->dh));
+    const lmk_tensor *values = tmp.data ? &tmp : &la->o;
+    ACTA(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
+    REC("attn head merge", F_ACT, "-", F_ACT);
+    TRY(b->rope_bwd(b, la->merged.data, values->data, adt, NULL, m->B, T, m->H, m->dh));
     if (!tmp.data) /* the values were the saved flash output: a new buffer */
-        TMP(tmp, (size_t)N * d, "layers.%d.attn.output_proj.out", l);
-    TRY(linear_fwd(m, "attn.output_proj", LMK_F(tmp), op_f(LMK_F(la->merged)), layer_param(m, l, P_WO), N, d, d));
+        TMPA(tmp, (size_t)N * d, "layers.%d.attn.output_proj.out", l);
+    TRY(linear_fwd(m, "attn.output_proj", &tmp, op_x(&la->merged), layer_param(m, l, P_WO), N, d, d));
     if (!keep)
         DROP(la->merged);
     ACT(la->mid, (size_t)N * d, "layers.%d.resid_mid", l);
-    REC("residual add (attention)", F32, "-", F32, F_OUT);
-    TRY(b->add(b, LMK_F(la->mid), x, LMK_F(tmp), (size_t)N * d));
+    REC("residual add (attention)", F32, "-", F32, F_ACT);
+    TRY(b->add(b, LMK_F(la->mid), x, tmp.data, adt, (size_t)N * d));
     DROP(tmp);
     if (!keep)
         DROP(m->resid[l]);
 
     /* feed-forward */
     ACT(la->ln2_rstd, N, "layers.%d.ln2.rstd", l);
-    ACT(la->ln2_out, (size_t)N * d, "layers.%d.ln2.out", l);
-    REC("ln2 (rmsnorm)", F32, acc_reduce(m, 1), F32, F32);
-    TRY(b->rmsnorm_fwd(b, LMK_F(la->ln2_out), LMK_F(la->ln2_rstd), LMK_F(la->mid),
+    ACTA(la->ln2_out, (size_t)N * d, "layers.%d.ln2.out", l);
+    rec(m, "ln2 (rmsnorm)", F32 ", " F32, F_ACT, acc_reduce(m, 1), norm_store);
+    TRY(b->rmsnorm_fwd(b, la->ln2_out.data, adt, LMK_F(la->ln2_rstd), LMK_F(la->mid),
                        LMK_F(layer_param(m, l, P_LN2)->p), N, d, RMS_EPS));
     if (!keep)
         DROP(la->ln2_rstd);
-    TRY(half_copy(m, &x16, LMK_F(la->ln2_out), (size_t)N * d, "ln2.out16", l));
-    if (!keep && x16.data)
-        DROP(la->ln2_out);
-    ACT(la->a, (size_t)N * ff, "layers.%d.ffn.w1_out", l);
-    TRY(linear_fwd(m, "ffn.w1", LMK_F(la->a), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W1), N, d, ff));
-    ACT(la->g, (size_t)N * ff, "layers.%d.ffn.w3_out", l);
-    TRY(linear_fwd(m, "ffn.w3", LMK_F(la->g), op_t(LMK_F(la->ln2_out), &x16), layer_param(m, l, P_W3), N, d, ff));
-    DROP(x16);
+    ACTA(la->a, (size_t)N * ff, "layers.%d.ffn.w1_out", l);
+    TRY(linear_fwd(m, "ffn.w1", &la->a, op_x(&la->ln2_out), layer_param(m, l, P_W1), N, d, ff));
+    ACTA(la->g, (size_t)N * ff, "layers.%d.ffn.w3_out", l);
+    TRY(linear_fwd(m, "ffn.w3", &la->g, op_x(&la->ln2_out), layer_param(m, l, P_W3), N, d, ff));
     if (!keep)
         DROP(la->ln2_out);
-    ACT(la->act, (size_t)N * ff, "layers.%d.ffn.swiglu", l);
-    REC("ffn silu(w1 x) * w3 x", F_OUT, "-", F_OUT, F_OUT);
-    TRY(b->swiglu_fwd(b, LMK_F(la->act), LMK_F(la->a), LMK_F(la->g), (size_t)N * ff, m->out_round));
+    ACTA(la->act, (size_t)N * ff, "layers.%d.ffn.swiglu", l);
+    REC("ffn silu(w1 x) * w3 x", F_ACT, F32, F_ACT, F_ACT);
+    TRY(b->swiglu_fwd(b, la->act.data, la->a.data, la->g.data, adt, (size_t)N * ff));
     if (!keep) {
         DROP(la->a);
         DROP(la->g);
     }
-    TMP(tmp, (size_t)N * d, "layers.%d.ffn.w2_out", l);
-    TRY(linear_fwd(m, "ffn.w2", LMK_F(tmp), op_f(LMK_F(la->act)), layer_param(m, l, P_W2), N, ff, d));
+    TMPA(tmp, (size_t)N * d, "layers.%d.ffn.w2_out", l);
+    TRY(linear_fwd(m, "ffn.w2", &tmp, op_x(&la->act), layer_param(m, l, P_W2), N, ff, d));
     if (!keep)
         DROP(la->act);
     ACT(m->resid[l + 1], (size_t)N * d, "layers.%d.out", l);
-    REC("residual add (ffn)", F32, "-", F32, F_OUT);
-    TRY(b->add(b, LMK_F(m->resid[l + 1]), LMK_F(la->mid), LMK_F(tmp), (size_t)N * d));
+    REC("residual add (ffn)", F32, "-", F32, F_ACT);
+    TRY(b->add(b, LMK_F(m->resid[l + 1]), LMK_F(la->mid), tmp.data, adt, (size_t)N * d));
     DROP(tmp);
     if (!keep) {
         release_layer(m, la);
@@ -975,7 +960,6 @@ static int layer_forward(lmk_model *m, int l, int keep)
     }
 out:
     DROP(tmp);
-    DROP(x16);
     return rc;
 }
 
@@ -997,16 +981,19 @@ static int model_forward(lmk_model *m, int with_backward)
         TRY(rc);
     }
     ACT(m->lnf_rstd, N, "%s", "ln_final.rstd");
-    ACT(m->lnf_out, (size_t)N * d, "%s", "ln_final.out");
-    REC("ln_final (rmsnorm)", F32, acc_reduce(m, 1), F32, F32);
-    TRY(b->rmsnorm_fwd(b, LMK_F(m->lnf_out), LMK_F(m->lnf_rstd), LMK_F(m->resid[L]),
+    ACTA(m->lnf_out, (size_t)N * d, "%s", "ln_final.out");
+    rec(m, "ln_final (rmsnorm)", F32 ", " F32, F_ACT, acc_reduce(m, 1),
+        m->adt == LMK_F32 ? "" : "16-bit tensor (float32 math, read only by GEMMs)");
+    TRY(b->rmsnorm_fwd(b, m->lnf_out.data, m->adt, LMK_F(m->lnf_rstd), LMK_F(m->resid[L]),
                        LMK_F(param_final_norm(m)->p), N, d, RMS_EPS));
     if (!with_backward) {
         DROP(m->lnf_rstd);
         DROP(m->resid[L]);
     }
+    /* the logits stay float32 storage (values rounded to the half format):
+     * the loss reads them and lmk_model_logits hands them out */
     ACT(m->logits, (size_t)N * V, "%s", "lm_head.logits");
-    TRY(linear_fwd(m, "lm_head", LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), param_lm_head(m), N, d, V));
+    TRY(linear_fwd(m, "lm_head", &m->logits, op_x(&m->lnf_out), param_lm_head(m), N, d, V));
     if (!with_backward) {
         DROP(m->lnf_out);
         DROP(param_lm_head(m)->h);
@@ -1034,10 +1021,10 @@ out:
 
 /* --- backward --------------------------------------------------------------- */
 
-/* Flash attention backward of layer l: dout (B, H, T, dh) float32, released
- * → *dq, *dk, *dv (new, float32 (B, H, T, dh) temporaries). Recomputes P
- * from the saved logsumexp; releases the layer's q, k, v, O and logsumexp.
- * Under bf16/fp16 dout is cast to 16 bits and the 16-bit gradients widened. */
+/* Flash attention backward of layer l: dout (B, H, T, dh) of m->adt,
+ * released → *dq, *dk, *dv (new (B, H, T, dh) temporaries of m->adt).
+ * Recomputes P from the saved logsumexp; releases the layer's q, k, v, O and
+ * logsumexp. */
 static int flash_backward(lmk_model *m, int l, lmk_tensor *dout, lmk_tensor *dq, lmk_tensor *dk,
                           lmk_tensor *dv)
 {
@@ -1046,49 +1033,23 @@ static int flash_backward(lmk_model *m, int l, lmk_tensor *dout, lmk_tensor *dq,
     int rc = LMK_OK;
     size_t n = (size_t)m->N * m->c.d_model;
     lmk_attn_shape s = attn_shape(m);
-    lmk_tensor work = {0}, do16 = {0}, g16[3] = {{0}, {0}, {0}};
+    lmk_tensor work = {0};
     lmk_tensor *outs[3] = {dq, dk, dv};
     static const char *const names[3] = {"q", "k", "v"};
     if (!b->attn_bwd)
         return LMK_UNSUPPORTED;
     TMP(work, (size_t)m->B * m->H * m->T, "layers.%d.attn.flash_work", l);
-    if (m->half == LMK_ROUND_NONE) {
-        rec(m, "attn flash backward (fused, recomputes P)", F32 ", " F32, F32, F32, "");
-        for (int i = 0; i < 3; i++)
-            TMP(*outs[i], n, "layers.%d.attn.%s.grad", l, names[i]);
-        TRY(b->attn_bwd(b, dq->data, dk->data, dv->data, LMK_F(work), dout->data, la->qh.data, la->kh.data,
-                        la->vh.data, la->o.data, LMK_F(la->lse), &s));
-        goto out;
-    }
-    const char *hf = fmt_of(m->half);
     char in[48];
-    snprintf(in, sizeof in, "%s, %s", hf, hf);
-    rec(m, "attn flash backward (fused, recomputes P)", in, hf, F32, "dO cast to 16 bits; dq, dk, dv widened");
-    TMP16(do16, n, "layers.%d.attn.out16.grad", l);
-    TRY(b->cast_half(b, do16.data, LMK_F(*dout), n, m->half));
-    DROP(*dout);
+    snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
+    rec(m, "attn flash backward (fused, recomputes P)", in, F_ACT, F32,
+        m->adt == LMK_F32 ? "" : "dO, dq, dk, dv in 16 bits");
     for (int i = 0; i < 3; i++)
-        TMP16(g16[i], n, "layers.%d.attn.%s16.grad", l, names[i]);
-    TRY(b->attn_bwd(b, g16[0].data, g16[1].data, g16[2].data, LMK_F(work), do16.data, la->qh.data, la->kh.data,
+        TMPA(*outs[i], n, "layers.%d.attn.%s.grad", l, names[i]);
+    TRY(b->attn_bwd(b, dq->data, dk->data, dv->data, LMK_F(work), dout->data, la->qh.data, la->kh.data,
                     la->vh.data, la->o.data, LMK_F(la->lse), &s));
-    DROP(do16);
-    DROP(work);
-    DROP(la->qh);
-    DROP(la->kh);
-    DROP(la->vh);
-    DROP(la->o);
-    DROP(la->lse);
-    for (int i = 0; i < 3; i++) {
-        TMP(*outs[i], n, "layers.%d.attn.%s.grad", l, names[i]);
-        TRY(b->cast_float(b, LMK_F(*outs[i]), g16[i].data, n, m->half));
-        DROP(g16[i]);
-    }
 out:
     DROP(*dout);
     DROP(work);
-    DROP(do16);
-    for (int i = 0; i < 3; i++)
-        DROP(g16[i]);
     DROP(la->qh);
     DROP(la->kh);
     DROP(la->vh);
@@ -1097,58 +1058,58 @@ out:
     return rc;
 }
 
-/* dres (N, d): gradient w.r.t. the layer's output on entry, its input on exit
- * (the tensor is replaced). */
+/* dres (N, d) float32: gradient w.r.t. the layer's output on entry, its
+ * input on exit (the tensor is replaced). The gradients of 16-bit
+ * activations are 16-bit (m->adt), those of the residual stream float32. */
 static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
 {
     lmk_backend *b = m->b;
     layer_acts *la = &m->acts[l];
     int rc = LMK_OK, N = m->N, d = m->c.d_model, ff = m->c.d_ff, T = m->T;
     int B = m->B, H = m->H, dh = m->dh;
+    lmk_dtype adt = m->adt;
     float scale = (float)(1.0 / sqrt((double)dh));
-    lmk_tensor t1 = {0}, t2 = {0}, t3 = {0}, t4 = {0}, t5 = {0}, x16 = {0};
+    lmk_tensor t1 = {0}, t2 = {0}, t3 = {0}, t4 = {0}, t5 = {0};
     param_slot *w1 = layer_param(m, l, P_W1), *w2 = layer_param(m, l, P_W2),
                *w3 = layer_param(m, l, P_W3);
 
     /* feed-forward: out = mid + w2(act) */
-    TMP(t1, (size_t)N * ff, "layers.%d.ffn.swiglu.grad", l);
-    TRY(linear_bwd(m, "ffn.w2", LMK_F(t1), 0, w2, LMK_F(*dres), op_f(LMK_F(la->act)), N, ff, d));
+    TMPA(t1, (size_t)N * ff, "layers.%d.ffn.swiglu.grad", l);
+    TRY(linear_bwd(m, "ffn.w2", &t1, 0, w2, dres, op_x(&la->act), N, ff, d));
     DROP(la->act);
-    TMP(t2, (size_t)N * ff, "layers.%d.ffn.w1_out.grad", l);
-    TMP(t3, (size_t)N * ff, "layers.%d.ffn.w3_out.grad", l);
-    REC("ffn swiglu backward", F32, "-", F_OUT, F_OUT, F_OUT);
-    TRY(b->swiglu_bwd(b, LMK_F(t2), LMK_F(t3), LMK_F(t1), LMK_F(la->a), LMK_F(la->g), (size_t)N * ff));
+    TMPA(t2, (size_t)N * ff, "layers.%d.ffn.w1_out.grad", l);
+    TMPA(t3, (size_t)N * ff, "layers.%d.ffn.w3_out.grad", l);
+    REC("ffn swiglu backward", F_ACT, F32, F_ACT, F_ACT, F_ACT);
+    TRY(b->swiglu_bwd(b, t2.data, t3.data, t1.data, la->a.data, la->g.data, adt, (size_t)N * ff));
     DROP(t1);
     DROP(la->a);
     DROP(la->g);
-    TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l);
-    TRY(half_copy(m, &x16, LMK_F(la->ln2_out), (size_t)N * d, "ln2.out16", l));
-    TRY(linear_bwd(m, "ffn.w1", LMK_F(t1), 0, w1, LMK_F(t2), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
-    TRY(linear_bwd(m, "ffn.w3", LMK_F(t1), 1, w3, LMK_F(t3), op_t(LMK_F(la->ln2_out), &x16), N, d, ff));
-    DROP(x16);
+    TMPA(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l);
+    TRY(linear_bwd(m, "ffn.w1", &t1, 0, w1, &t2, op_x(&la->ln2_out), N, d, ff));
+    TRY(linear_bwd(m, "ffn.w3", &t1, 1, w3, &t3, op_x(&la->ln2_out), N, d, ff));
     DROP(t2);
     DROP(t3);
     DROP(la->ln2_out);
     TMP(t2, (size_t)N * d, "layers.%d.resid_mid.grad", l);
-    REC("ln2 (rmsnorm) backward", F32, acc_reduce(m, 1), F_OUT, F32, F32);
+    REC("ln2 (rmsnorm) backward", F32, acc_reduce(m, 1), F_ACT, F32, F32);
     TRY(grad_ready(m, layer_param(m, l, P_LN2)));
-    TRY(b->rmsnorm_bwd(b, LMK_F(t2), LMK_F(layer_param(m, l, P_LN2)->g), LMK_F(t1), LMK_F(la->mid),
+    TRY(b->rmsnorm_bwd(b, LMK_F(t2), LMK_F(layer_param(m, l, P_LN2)->g), t1.data, adt, LMK_F(la->mid),
                        LMK_F(layer_param(m, l, P_LN2)->p), LMK_F(la->ln2_rstd), N, d));
     DROP(t1);
     DROP(la->ln2_rstd);
     DROP(la->mid);
-    TRY(b->add(b, LMK_F(t2), LMK_F(t2), LMK_F(*dres), (size_t)N * d));
+    TRY(b->add(b, LMK_F(t2), LMK_F(t2), LMK_F(*dres), LMK_F32, (size_t)N * d));
     lmk_tensor_release(m->a, dres);
     *dres = t2;
     t2 = (lmk_tensor){0};
 
     /* attention: mid = x + output_proj(merged) */
     param_slot *wo = layer_param(m, l, P_WO);
-    TMP(t1, (size_t)N * d, "layers.%d.attn.merged.grad", l);
-    TRY(linear_bwd(m, "attn.output_proj", LMK_F(t1), 0, wo, LMK_F(*dres), op_f(LMK_F(la->merged)), N, d, d));
+    TMPA(t1, (size_t)N * d, "layers.%d.attn.merged.grad", l);
+    TRY(linear_bwd(m, "attn.output_proj", &t1, 0, wo, dres, op_x(&la->merged), N, d, d));
     DROP(la->merged);
-    TMP(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
-    TRY(b->rope_fwd(b, LMK_F(t2), LMK_F(t1), NULL, B, T, H, dh)); /* split heads */
+    TMPA(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
+    TRY(b->rope_fwd(b, t2.data, t1.data, adt, NULL, B, T, H, dh)); /* split heads */
     DROP(t1);
     if (m->c.attention == LMK_ATTN_FLASH) {
         /* t2 → t1 (dq), t2 (dk), t4 (dv) */
@@ -1159,74 +1120,63 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
         RANGE_POP();
         TRY(rc);
     } else {
-        TMP(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
-        TMP(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
+        TMPA(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
+        TMPA(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
         RANGE_PUSH("attention values backward");
-        /* dout read by both GEMMs: one 16-bit cast */
-        rc = half_copy(m, &x16, LMK_F(t2), (size_t)N * d, "attn.values.grad16", l);
+        rc = heads_gemm(m, "attn dp = dout v^T", &t3, op_x(&t2), op_x(&la->vh), 0, 1, T, T, dh, 1.0f);
         if (rc == LMK_OK)
-            rc = heads_gemm(m, "attn dp = dout v^T", LMK_F(t3), op_t(LMK_F(t2), &x16), op_f(LMK_F(la->vh)), 0, 1, T,
-                            T, dh, 1.0f);
-        if (rc == LMK_OK)
-            rc = heads_gemm(m, "attn dv = p^T dout", LMK_F(t4), op_f(LMK_F(la->probs)), op_t(LMK_F(t2), &x16), 1, 0,
-                            T, dh, T, 1.0f);
+            rc = heads_gemm(m, "attn dv = p^T dout", &t4, op_x(&la->probs), op_x(&t2), 1, 0, T, dh, T, 1.0f);
         RANGE_POP();
         TRY(rc);
-        DROP(x16);
         DROP(t2);
         DROP(la->vh);
         RANGE_PUSH("attention softmax backward");
-        REC("attn causal softmax backward", F32, F32, F_OUT, F32);
-        rc = b->softmax_causal_bwd(b, LMK_F(t3), LMK_F(t3), LMK_F(la->probs), B * H, T);
+        REC("attn causal softmax backward", F_ACT, F32, F_ACT, F_ACT);
+        if (adt != LMK_F32 && m->tracing) /* the storage note of the row just recorded */
+            for (size_t i = 0; i < m->n_prec_rows; i++)
+                if (strcmp(m->prec_rows[i].op, "attn causal softmax backward") == 0)
+                    snprintf(m->prec_rows[i].storage, sizeof m->prec_rows[i].storage, "%s",
+                             "reads 16-bit dP and P, float32 math, writes 16-bit dS");
+        rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T);
         RANGE_POP();
         TRY(rc);
         DROP(la->probs);
-        TMP(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
-        TMP(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
+        TMPA(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
+        TMPA(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
         RANGE_PUSH("attention scores backward");
-        /* ds (B, H, T, T) read by both GEMMs: one 16-bit cast instead of two */
-        rc = half_copy(m, &x16, LMK_F(t3), (size_t)B * H * T * T, "attn.scores.grad16", l);
-        if (rc == LMK_OK && x16.data)
-            DROP(t3); /* only its 16-bit copy is read now */
+        rc = heads_gemm(m, "attn dq = ds k", &t1, op_x(&t3), op_x(&la->kh), 0, 0, T, dh, T, scale);
         if (rc == LMK_OK)
-            rc = heads_gemm(m, "attn dq = ds k", LMK_F(t1), op_t(LMK_F(t3), &x16), op_f(LMK_F(la->kh)), 0, 0, T, dh,
-                            T, scale);
-        if (rc == LMK_OK)
-            rc = heads_gemm(m, "attn dk = ds^T q", LMK_F(t2), op_t(LMK_F(t3), &x16), op_f(LMK_F(la->qh)), 1, 0, T,
-                            dh, T, scale);
+            rc = heads_gemm(m, "attn dk = ds^T q", &t2, op_x(&t3), op_x(&la->qh), 1, 0, T, dh, T, scale);
         RANGE_POP();
         TRY(rc);
-        DROP(x16);
         DROP(t3);
         DROP(la->qh);
         DROP(la->kh);
     }
     /* back through RoPE / head split, then the three projections */
-    TMP(t3, (size_t)N * d, "layers.%d.attn.proj_out.grad", l);
-    TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l);
-    TRY(half_copy(m, &x16, LMK_F(la->ln1_out), (size_t)N * d, "ln1.out16", l));
+    TMPA(t3, (size_t)N * d, "layers.%d.attn.proj_out.grad", l);
+    TMPA(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l);
     static const int proj[3] = {P_WQ, P_WK, P_WV};
     static const char *const proj_names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
     lmk_tensor *src[3] = {&t1, &t2, &t4};
     for (int i = 0; i < 3; i++) {
         param_slot *w = layer_param(m, l, proj[i]);
-        TRY(b->rope_bwd(b, LMK_F(t3), LMK_F(*src[i]), i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh));
+        TRY(b->rope_bwd(b, t3.data, src[i]->data, adt, i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh));
         lmk_tensor_release(m->a, src[i]);
-        TRY(linear_bwd(m, proj_names[i], LMK_F(t5), i > 0, w, LMK_F(t3), op_t(LMK_F(la->ln1_out), &x16), N, d, d));
+        TRY(linear_bwd(m, proj_names[i], &t5, i > 0, w, &t3, op_x(&la->ln1_out), N, d, d));
     }
-    DROP(x16);
     DROP(t3);
     DROP(la->ln1_out);
     release_layer_copies(m, l); /* the layer's last GEMM has run */
     TMP(t1, (size_t)N * d, "layers.%d.input.grad", l);
-    REC("ln1 (rmsnorm) backward", F32, acc_reduce(m, 1), F_OUT, F32, F32);
+    REC("ln1 (rmsnorm) backward", F32, acc_reduce(m, 1), F_ACT, F32, F32);
     TRY(grad_ready(m, layer_param(m, l, P_LN1)));
-    TRY(b->rmsnorm_bwd(b, LMK_F(t1), LMK_F(layer_param(m, l, P_LN1)->g), LMK_F(t5),
+    TRY(b->rmsnorm_bwd(b, LMK_F(t1), LMK_F(layer_param(m, l, P_LN1)->g), t5.data, adt,
                        LMK_F(m->resid[l]), LMK_F(layer_param(m, l, P_LN1)->p), LMK_F(la->ln1_rstd), N, d));
     DROP(t5);
     DROP(la->ln1_rstd);
     DROP(m->resid[l]);
-    TRY(b->add(b, LMK_F(t1), LMK_F(t1), LMK_F(*dres), (size_t)N * d));
+    TRY(b->add(b, LMK_F(t1), LMK_F(t1), LMK_F(*dres), LMK_F32, (size_t)N * d));
     lmk_tensor_release(m->a, dres);
     *dres = t1;
     t1 = (lmk_tensor){0};
@@ -1236,7 +1186,6 @@ out:
     DROP(t3);
     DROP(t4);
     DROP(t5);
-    DROP(x16);
     return rc;
 }
 
@@ -1251,14 +1200,14 @@ static int model_backward(lmk_model *m)
     for (size_t i = 0; i < m->nparams; i++)
         m->params[i].g_ready = 0; /* zeroed (allocated) at the first write */
     param_slot *lm = param_lm_head(m), *lnf = param_final_norm(m);
-    TMP(t, (size_t)N * d, "%s", "ln_final.out.grad");
-    TRY(linear_bwd(m, "lm_head", LMK_F(t), 0, lm, LMK_F(m->logits), op_f(LMK_F(m->lnf_out)), N, d, V));
+    TMPA(t, (size_t)N * d, "%s", "ln_final.out.grad");
+    TRY(linear_bwd(m, "lm_head", &t, 0, lm, &m->logits, op_x(&m->lnf_out), N, d, V));
     DROP(m->logits);
     DROP(m->lnf_out);
     DROP(lm->h);
     TMP(dres, (size_t)N * d, "layers.%d.out.grad", L - 1);
     TRY(grad_ready(m, lnf));
-    TRY(b->rmsnorm_bwd(b, LMK_F(dres), LMK_F(lnf->g), LMK_F(t), LMK_F(m->resid[L]), LMK_F(lnf->p),
+    TRY(b->rmsnorm_bwd(b, LMK_F(dres), LMK_F(lnf->g), t.data, m->adt, LMK_F(m->resid[L]), LMK_F(lnf->p),
                        LMK_F(m->lnf_rstd), N, d));
     DROP(t);
     DROP(m->lnf_rstd);
@@ -1285,7 +1234,7 @@ out:
 /* --- the memory estimate ------------------------------------------------------ */
 
 /* A ledger of live bytes per estimate category, replaying the allocation
- * order of forward/backward below from the shape alone (no allocation):
+ * order of forward/backward above from the shape alone (no allocation):
  * what the tracked allocator will see, tensor by tensor, without the
  * per-op details that do not move the peak (the ops allocate nothing). */
 enum { E_PARAM, E_COPY, E_GRAD, E_OPT, E_ACT, E_INPUT, E_COUNT };
@@ -1304,9 +1253,11 @@ static void put(ledger *g, int cat, int64_t bytes)
     }
 }
 
-/* Sizes in bytes of one point (see lmk_model_memory_estimate). */
+/* Sizes in bytes of one point (see lmk_model_memory_estimate): nd, n4 are
+ * float32 tensors (residual stream, statistics); the *a sizes are tensors of
+ * the activation dtype (2 bytes under bf16/fp16). */
 typedef struct est_shape {
-    int64_t nd, nd16, nff, n4, scores, lse, d, dd, dff;
+    int64_t nd, n4, nda, nffa, scoresa, lse, d, dd, dff;
     int hp, flash;
 } est_shape;
 
@@ -1315,169 +1266,122 @@ typedef struct est_shape {
 
 static void est_layer_forward(ledger *g, const est_shape *z, int keep)
 {
-    int64_t nd = z->nd, nd16 = z->nd16, nff = z->nff, n4 = z->n4;
+    int64_t nd = z->nd, nda = z->nda, nffa = z->nffa, n4 = z->n4;
     int tmp_is_values;
-    ACTB(n4 + nd); /* ln1 rstd, out */
+    ACTB(n4 + nda); /* ln1 rstd, out */
     if (!keep)
         ACTB(-n4);
-    if (z->hp) {
-        ACTB(nd16);
-        if (!keep)
-            ACTB(-nd);
-    }
-    ACTB(nd); /* projection output */
+    ACTB(nda); /* projection output */
     for (int i = 0; i < 3; i++) {
-        ACTB(nd); /* q, k, v */
+        ACTB(nda); /* q, k, v */
         COPY(z->dd);
     }
-    ACTB(-nd - (z->hp ? nd16 : 0) - (!keep && !z->hp ? nd : 0));
+    ACTB(-nda - (!keep ? nda : 0)); /* projection output, ln1 out */
     if (z->flash) {
         ACTB(z->lse);
-        if (!z->hp) {
-            ACTB(nd); /* O */
-            if (!keep)
-                ACTB(-3 * nd - z->lse);
-            tmp_is_values = !keep;
-        } else {
-            for (int i = 0; i < 3; i++) {
-                ACTB(nd16); /* q, k, v in 16 bits, then the float32 ones released */
-                ACTB(-nd);
-            }
-            ACTB(nd16); /* O */
-            if (!keep)
-                ACTB(-3 * nd16 - z->lse);
-            ACTB(nd); /* O widened */
-            if (!keep)
-                ACTB(-nd16);
-            tmp_is_values = 1;
-        }
+        ACTB(nda); /* O */
+        if (!keep)
+            ACTB(-3 * nda - z->lse);
+        tmp_is_values = !keep;
     } else {
-        ACTB(z->scores);
+        ACTB(z->scoresa);
         if (!keep)
-            ACTB(-2 * nd);
-        ACTB(nd); /* values */
+            ACTB(-2 * nda);
+        ACTB(nda); /* values */
         if (!keep)
-            ACTB(-z->scores - nd);
+            ACTB(-z->scoresa - nda);
         tmp_is_values = 1;
     }
-    ACTB(nd); /* merged */
+    ACTB(nda); /* merged */
     if (!tmp_is_values)
-        ACTB(nd);
+        ACTB(nda);
     COPY(z->dd);
     if (!keep)
-        ACTB(-nd);
-    ACTB(nd);  /* mid */
-    ACTB(-nd); /* output_proj out */
+        ACTB(-nda);
+    ACTB(nd);   /* mid */
+    ACTB(-nda); /* output_proj out */
     if (!keep)
         ACTB(-nd); /* the layer's input */
-    ACTB(n4 + nd); /* ln2 */
+    ACTB(n4 + nda); /* ln2 */
     if (!keep)
         ACTB(-n4);
-    if (z->hp) {
-        ACTB(nd16);
-        if (!keep)
-            ACTB(-nd);
-    }
-    ACTB(nff); /* w1 out */
+    ACTB(nffa); /* w1 out */
     COPY(z->dff);
-    ACTB(nff); /* w3 out */
-    COPY(z->dff);
-    ACTB(-(z->hp ? nd16 : 0) - (!keep && !z->hp ? nd : 0));
-    ACTB(nff); /* swiglu */
-    if (!keep)
-        ACTB(-2 * nff);
-    ACTB(nd); /* w2 out */
+    ACTB(nffa); /* w3 out */
     COPY(z->dff);
     if (!keep)
-        ACTB(-nff);
-    ACTB(nd);  /* layer output */
-    ACTB(-nd); /* w2 out */
+        ACTB(-nda);
+    ACTB(nffa); /* swiglu */
+    if (!keep)
+        ACTB(-2 * nffa);
+    ACTB(nda); /* w2 out */
+    COPY(z->dff);
+    if (!keep)
+        ACTB(-nffa);
+    ACTB(nd);   /* layer output */
+    ACTB(-nda); /* w2 out */
     if (!keep) {
         ACTB(-nd); /* mid */
         COPY(-(4 * z->dd + 3 * z->dff));
     }
 }
 
-/* A linear layer's backward: its gradient, then (16-bit GEMMs) the cast of dy. */
-static void est_linear_bwd(ledger *g, const est_shape *z, int64_t weight_elems, int64_t dy_elems)
+/* A linear layer's backward: its gradient, then (16-bit GEMMs, float32 dy)
+ * the cast of dy. */
+static void est_linear_bwd(ledger *g, const est_shape *z, int64_t weight_elems, int64_t dy32_elems)
 {
     put(g, E_GRAD, 4 * weight_elems);
-    if (z->hp) {
-        ACTB(2 * dy_elems);
-        ACTB(-2 * dy_elems);
+    if (z->hp && dy32_elems) {
+        ACTB(2 * dy32_elems);
+        ACTB(-2 * dy32_elems);
     }
 }
 
 static void est_layer_backward(ledger *g, const est_shape *z)
 {
-    int64_t nd = z->nd, nd16 = z->nd16, nff = z->nff, n4 = z->n4;
-    int64_t nel_d = nd / 4, nel_ff = nff / 4;
-    ACTB(nff); /* swiglu grad */
+    int64_t nd = z->nd, nda = z->nda, nffa = z->nffa, n4 = z->n4;
+    int64_t nel_d = nd / 4;
+    ACTB(nffa); /* swiglu grad */
     est_linear_bwd(g, z, z->dff, nel_d);
-    ACTB(-nff);     /* swiglu out */
-    ACTB(2 * nff);  /* w1, w3 out grads */
-    ACTB(-3 * nff); /* swiglu grad, w1 and w3 outs */
-    ACTB(nd);       /* ln2 out grad */
-    if (z->hp)
-        ACTB(nd16);
-    est_linear_bwd(g, z, z->dff, nel_ff);
-    est_linear_bwd(g, z, z->dff, nel_ff);
-    ACTB(-(z->hp ? nd16 : 0) - 2 * nff - nd);
-    ACTB(nd); /* mid grad */
+    ACTB(-nffa);     /* swiglu out */
+    ACTB(2 * nffa);  /* w1, w3 out grads */
+    ACTB(-3 * nffa); /* swiglu grad, w1 and w3 outs */
+    ACTB(nda);       /* ln2 out grad */
+    est_linear_bwd(g, z, z->dff, 0);
+    est_linear_bwd(g, z, z->dff, 0);
+    ACTB(-2 * nffa - nda); /* w1, w3 out grads, ln2 out */
+    ACTB(nd);              /* mid grad */
     put(g, E_GRAD, 4 * z->d);
-    ACTB(-nd - n4 - nd); /* ln2 out grad, rstd, mid */
-    ACTB(-nd);           /* the old dres */
-    ACTB(nd);            /* merged grad */
+    ACTB(-nda - n4 - nd); /* ln2 out grad, rstd, mid */
+    ACTB(-nd);            /* the old dres */
+    ACTB(nda);            /* merged grad */
     est_linear_bwd(g, z, z->dd, nel_d);
-    ACTB(-nd); /* merged */
-    ACTB(nd);  /* values grad (heads split) */
-    ACTB(-nd); /* merged grad */
+    ACTB(-nda); /* merged */
+    ACTB(nda);  /* values grad (heads split) */
+    ACTB(-nda); /* merged grad */
     if (z->flash) {
         ACTB(z->lse); /* work (D) */
-        if (!z->hp) {
-            ACTB(3 * nd);
-            ACTB(-nd - z->lse - 4 * nd - z->lse); /* dout, work, q, k, v, O, lse */
-        } else {
-            ACTB(nd16);
-            ACTB(-nd);
-            ACTB(3 * nd16);
-            ACTB(-nd16 - z->lse - 4 * nd16 - z->lse);
-            for (int i = 0; i < 3; i++) {
-                ACTB(nd); /* widened, then the 16-bit one released */
-                ACTB(-nd16);
-            }
-        }
+        ACTB(3 * nda);
+        ACTB(-nda - z->lse - 4 * nda - z->lse); /* dout, work, q, k, v, O, lse */
     } else {
-        ACTB(z->scores + nd); /* dP, dv */
-        if (z->hp) {
-            ACTB(nd16); /* values grad in 16 bits */
-            ACTB(-nd16);
-        }
-        ACTB(-2 * nd);       /* values grad, v */
-        ACTB(-z->scores);    /* probs */
-        ACTB(2 * nd);        /* dq, dk */
-        if (z->hp) {
-            ACTB(z->scores / 2);
-            ACTB(-z->scores);
-            ACTB(-z->scores / 2);
-        } else {
-            ACTB(-z->scores);
-        }
-        ACTB(-2 * nd); /* q, k */
+        ACTB(z->scoresa + nda); /* dP, dv */
+        ACTB(-2 * nda);         /* values grad, v */
+        ACTB(-z->scoresa);      /* probs */
+        ACTB(2 * nda);          /* dq, dk */
+        ACTB(-z->scoresa);      /* dS */
+        ACTB(-2 * nda);         /* q, k */
     }
-    ACTB(2 * nd); /* proj out grad, ln1 out grad */
-    if (z->hp)
-        ACTB(nd16);
+    ACTB(2 * nda); /* proj out grad, ln1 out grad */
     for (int i = 0; i < 3; i++) {
-        ACTB(-nd); /* dq, dk, dv */
-        est_linear_bwd(g, z, z->dd, nel_d);
+        ACTB(-nda); /* dq, dk, dv */
+        est_linear_bwd(g, z, z->dd, 0);
     }
-    ACTB(-(z->hp ? nd16 : 0) - nd - nd); /* ln1 16-bit, proj out grad, ln1 out */
+    ACTB(-2 * nda); /* proj out grad, ln1 out */
     COPY(-(4 * z->dd + 3 * z->dff));
     ACTB(nd); /* input grad */
     put(g, E_GRAD, 4 * z->d);
-    ACTB(-nd - n4 - nd); /* ln1 out grad, rstd, the layer's input */
-    ACTB(-nd);           /* the old dres */
+    ACTB(-nda - n4 - nd); /* ln1 out grad, rstd, the layer's input */
+    ACTB(-nd);            /* the old dres */
 }
 
 lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T, lmk_precision prec,
@@ -1485,10 +1389,11 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
 {
     int64_t N = (int64_t)batch * T, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
     int64_t H = c->num_heads, L = c->num_layers, P = (int64_t)lmk_model_param_count(c), dh = d / H;
-    est_shape zs = {.nd = 4 * N * d, .nd16 = 2 * N * d, .nff = 4 * N * ff, .n4 = 4 * N,
-                   .scores = 4 * (int64_t)batch * H * T * T, .lse = 4 * N * H, .d = d, .dd = d * d,
-                   .dff = d * ff, .hp = prec == LMK_PREC_BF16 || prec == LMK_PREC_FP16,
-                   .flash = c->attention == LMK_ATTN_FLASH};
+    int hp = prec == LMK_PREC_BF16 || prec == LMK_PREC_FP16;
+    int64_t ea = hp ? 2 : 4; /* bytes of an activation-dtype element */
+    est_shape zs = {.nd = 4 * N * d, .n4 = 4 * N, .nda = ea * N * d, .nffa = ea * N * ff,
+                    .scoresa = ea * (int64_t)batch * H * T * T, .lse = 4 * N * H, .d = d, .dd = d * d,
+                    .dff = d * ff, .hp = hp, .flash = c->attention == LMK_ATTN_FLASH};
     const est_shape *z = &zs;
     ledger lg = {0}, *g = &lg;
     int adamw = training && training != LMK_MODEL_GRADIENTS;
@@ -1501,19 +1406,19 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     ACTB(z->nd); /* embedding out */
     for (int l = 0; l < L; l++)
         est_layer_forward(g, z, keep);
-    ACTB(z->n4 + z->nd); /* ln_final */
+    ACTB(z->n4 + z->nda); /* ln_final */
     if (!keep)
         ACTB(-z->n4 - z->nd);
     ACTB(4 * N * V); /* logits */
     COPY(V * d);
     if (keep) {
-        ACTB(z->nd); /* ln_final out grad */
+        ACTB(z->nda); /* ln_final out grad */
         est_linear_bwd(g, z, V * d, N * V);
-        ACTB(-4 * N * V - z->nd); /* logits, ln_final out */
+        ACTB(-4 * N * V - z->nda); /* logits, ln_final out */
         COPY(-V * d);
         ACTB(z->nd); /* dres */
         put(g, E_GRAD, 4 * d);
-        ACTB(-z->nd - z->n4 - z->nd);
+        ACTB(-z->nda - z->n4 - z->nd);
         for (int l = 0; l < L; l++)
             est_layer_backward(g, z);
         put(g, E_GRAD, 4 * V * d); /* embedding */

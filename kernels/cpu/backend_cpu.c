@@ -88,50 +88,56 @@ static int cpu_embedding_bwd(lmk_backend *b, float *dw, const float *dout, const
 
 /* --- rmsnorm ---------------------------------------------------------- */
 
-static int cpu_rmsnorm_fwd(lmk_backend *b, float *out, float *rstd, const float *x,
+static int cpu_rmsnorm_fwd(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, const float *x,
                            const float *w, int n, int d, float eps)
 {
+    if (!cpu_dt_ok(out_dt))
+        return LMK_INVALID;
 #pragma omp parallel for num_threads(ST(b)->threads) if (n > 64)
     for (int i = 0; i < n; i++) {
         const float *xr = x + (size_t)i * d;
-        float *o = out + (size_t)i * d;
+        size_t o = (size_t)i * d;
         double ss = 0.0;
         for (int j = 0; j < d; j++)
             ss += (double)xr[j] * xr[j];
         float r = (float)(1.0 / sqrt(ss / d + eps));
         rstd[i] = r;
         for (int j = 0; j < d; j++)
-            o[j] = xr[j] * r * w[j];
+            cpu_st(out, out_dt, o + j, xr[j] * r * w[j]);
     }
     return LMK_OK;
 }
 
 /* y = x r w with r = (mean x² + eps)^-1/2:
  * dx_j = r (dy_j w_j) − x_j r³ / d · Σ_k dy_k w_k x_k;  dw_j += Σ_rows dy_j x_j r. */
-static int cpu_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const float *dout,
+static int cpu_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dt,
                            const float *x, const float *w, const float *rstd, int n, int d)
 {
+    if (!cpu_dt_ok(dt))
+        return LMK_INVALID;
 #pragma omp parallel for num_threads(ST(b)->threads) if (n > 64)
     for (int i = 0; i < n; i++) {
-        const float *xr = x + (size_t)i * d, *dy = dout + (size_t)i * d;
+        const float *xr = x + (size_t)i * d;
+        size_t dy = (size_t)i * d;
         float *dxr = dx + (size_t)i * d;
         float r = rstd[i];
         double dot = 0.0;
         for (int j = 0; j < d; j++)
-            dot += (double)dy[j] * w[j] * xr[j];
+            dot += (double)cpu_ld(dout, dt, dy + j) * w[j] * xr[j];
         float c = (float)(dot * r * r * r / d);
         for (int j = 0; j < d; j++)
-            dxr[j] = r * dy[j] * w[j] - xr[j] * c;
+            dxr[j] = r * cpu_ld(dout, dt, dy + j) * w[j] - xr[j] * c;
     }
     /* serial over rows per column block: deterministic */
 #pragma omp parallel for num_threads(ST(b)->threads) if (d > 256)
     for (int j0 = 0; j0 < d; j0 += 64) {
         int j1 = j0 + 64 < d ? j0 + 64 : d;
         for (int i = 0; i < n; i++) {
-            const float *xr = x + (size_t)i * d, *dy = dout + (size_t)i * d;
+            const float *xr = x + (size_t)i * d;
+            size_t dy = (size_t)i * d;
             float r = rstd[i];
             for (int j = j0; j < j1; j++)
-                dw[j] += dy[j] * xr[j] * r;
+                dw[j] += cpu_ld(dout, dt, dy + j) * xr[j] * r;
         }
     }
     return LMK_OK;
@@ -141,29 +147,29 @@ static int cpu_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const float *do
 
 /* dir > 0: in (B,T,H,dh) → out (B,H,T,dh) rotating by +angle;
  * dir < 0: in (B,H,T,dh) → out (B,T,H,dh) rotating by −angle. */
-static int rope_common(lmk_backend *b, float *out, const float *in, const float *table,
-                       int B, int T, int H, int dh, int dir)
+static int rope_common(lmk_backend *b, void *out, const void *in, lmk_dtype dt,
+                       const float *table, int B, int T, int H, int dh, int dir)
 {
-    if (table && dh % 2)
+    if ((table && dh % 2) || !cpu_dt_ok(dt))
         return LMK_INVALID;
+    size_t es = lmk_dtype_size(dt);
 #pragma omp parallel for collapse(2) num_threads(ST(b)->threads) if ((long)B * T * H * dh > 65536)
     for (int bb = 0; bb < B; bb++) {
         for (int t = 0; t < T; t++) {
             for (int h = 0; h < H; h++) {
                 size_t bthd = (((size_t)bb * T + t) * H + h) * dh;
                 size_t bhtd = (((size_t)bb * H + h) * T + t) * dh;
-                const float *src = in + (dir > 0 ? bthd : bhtd);
-                float *dst = out + (dir > 0 ? bhtd : bthd);
+                size_t src = dir > 0 ? bthd : bhtd, dst = dir > 0 ? bhtd : bthd;
                 if (!table) {
-                    memcpy(dst, src, sizeof(float) * dh);
+                    memcpy((char *)out + dst * es, (const char *)in + src * es, es * dh);
                     continue;
                 }
                 const float *cs = table + (size_t)t * dh;
                 for (int k = 0; k < dh / 2; k++) {
                     float c = cs[2 * k], s = dir > 0 ? cs[2 * k + 1] : -cs[2 * k + 1];
-                    float x0 = src[2 * k], x1 = src[2 * k + 1];
-                    dst[2 * k] = x0 * c - x1 * s;
-                    dst[2 * k + 1] = x0 * s + x1 * c;
+                    float x0 = cpu_ld(in, dt, src + 2 * k), x1 = cpu_ld(in, dt, src + 2 * k + 1);
+                    cpu_st(out, dt, dst + 2 * k, x0 * c - x1 * s);
+                    cpu_st(out, dt, dst + 2 * k + 1, x0 * s + x1 * c);
                 }
             }
         }
@@ -171,61 +177,76 @@ static int rope_common(lmk_backend *b, float *out, const float *in, const float 
     return LMK_OK;
 }
 
-static int cpu_rope_fwd(lmk_backend *b, float *out, const float *in, const float *table,
+static int cpu_rope_fwd(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,
                         int B, int T, int H, int dh)
 {
-    return rope_common(b, out, in, table, B, T, H, dh, 1);
+    return rope_common(b, out, in, dt, table, B, T, H, dh, 1);
 }
 
-static int cpu_rope_bwd(lmk_backend *b, float *din, const float *dout, const float *table,
+static int cpu_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table,
                         int B, int T, int H, int dh)
 {
-    return rope_common(b, din, dout, table, B, T, H, dh, -1);
+    return rope_common(b, din, dout, dt, table, B, T, H, dh, -1);
 }
 
 /* --- causal softmax --------------------------------------------------- */
 
-static int cpu_softmax_causal_fwd(lmk_backend *b, float *p, const float *s, int batch, int T)
+/* Float32 math on the loaded values; the probabilities are normalised in
+ * float32 and rounded once to dt (the cuda kernels do the same). */
+static int cpu_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch,
+                                  int T)
 {
+    if (!cpu_dt_ok(dt))
+        return LMK_INVALID;
     long rows = (long)batch * T;
-#pragma omp parallel for num_threads(ST(b)->threads) if (rows > 256)
-    for (long r = 0; r < rows; r++) {
-        int i = (int)(r % T);
-        const float *sr = s + (size_t)r * T;
-        float *pr = p + (size_t)r * T;
-        float mx = -INFINITY;
-        for (int j = 0; j <= i; j++)
-            mx = sr[j] > mx ? sr[j] : mx;
-        float sum = 0.0f;
-        for (int j = 0; j <= i; j++) {
-            pr[j] = expf(sr[j] - mx);
-            sum += pr[j];
+    float *row_buf = NULL;
+#pragma omp parallel num_threads(ST(b)->threads) if (rows > 256) private(row_buf)
+    {
+        row_buf = malloc(sizeof(float) * (size_t)T);
+#pragma omp for
+        for (long r = 0; r < rows; r++) {
+            if (!row_buf)
+                continue;
+            int i = (int)(r % T);
+            size_t o = (size_t)r * T;
+            float mx = -INFINITY;
+            for (int j = 0; j <= i; j++) {
+                row_buf[j] = cpu_ld(s, dt, o + j);
+                mx = row_buf[j] > mx ? row_buf[j] : mx;
+            }
+            float sum = 0.0f;
+            for (int j = 0; j <= i; j++) {
+                row_buf[j] = expf(row_buf[j] - mx);
+                sum += row_buf[j];
+            }
+            float inv = 1.0f / sum;
+            for (int j = 0; j <= i; j++)
+                cpu_st(p, dt, o + j, row_buf[j] * inv);
+            for (int j = i + 1; j < T; j++)
+                cpu_st(p, dt, o + j, 0.0f);
         }
-        float inv = 1.0f / sum;
-        for (int j = 0; j <= i; j++)
-            pr[j] *= inv;
-        for (int j = i + 1; j < T; j++)
-            pr[j] = 0.0f;
+        free(row_buf);
     }
     return LMK_OK;
 }
 
-static int cpu_softmax_causal_bwd(lmk_backend *b, float *ds, const float *dp, const float *p,
-                                  int batch, int T)
+static int cpu_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, const void *p,
+                                  lmk_dtype dt, int batch, int T)
 {
+    if (!cpu_dt_ok(dt))
+        return LMK_INVALID;
     long rows = (long)batch * T;
 #pragma omp parallel for num_threads(ST(b)->threads) if (rows > 256)
     for (long r = 0; r < rows; r++) {
         int i = (int)(r % T);
-        const float *dpr = dp + (size_t)r * T, *pr = p + (size_t)r * T;
-        float *dsr = ds + (size_t)r * T;
+        size_t o = (size_t)r * T;
         float dot = 0.0f;
         for (int j = 0; j <= i; j++)
-            dot += dpr[j] * pr[j];
+            dot += cpu_ld(dp, dt, o + j) * cpu_ld(p, dt, o + j);
         for (int j = 0; j <= i; j++)
-            dsr[j] = pr[j] * (dpr[j] - dot);
+            cpu_st(ds, dt, o + j, cpu_ld(p, dt, o + j) * (cpu_ld(dp, dt, o + j) - dot));
         for (int j = i + 1; j < T; j++)
-            dsr[j] = 0.0f;
+            cpu_st(ds, dt, o + j, 0.0f);
     }
     return LMK_OK;
 }
@@ -237,40 +258,48 @@ static inline float sigmoidf(float x)
     return 1.0f / (1.0f + expf(-x));
 }
 
-static int cpu_swiglu_fwd(lmk_backend *b, float *out, const float *a, const float *g, size_t n,
-                          lmk_round r)
+static int cpu_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt,
+                          size_t n)
 {
+    if (!cpu_dt_ok(dt))
+        return LMK_INVALID;
+    lmk_round r = dt == LMK_BF16 ? LMK_ROUND_BF16 : dt == LMK_F16 ? LMK_ROUND_FP16 : LMK_ROUND_NONE;
     long nn = (long)n;
 #pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
     for (long i = 0; i < nn; i++) {
-        float silu = a[i] * sigmoidf(a[i]);
+        float ai = cpu_ld(a, dt, i);
+        float silu = ai * sigmoidf(ai);
         if (r != LMK_ROUND_NONE)
             silu = lmk_round_value(silu, r);
-        out[i] = lmk_round_value(silu * g[i], r);
+        cpu_st(out, dt, i, silu * cpu_ld(g, dt, i));
     }
     return LMK_OK;
 }
 
 /* silu'(a) = σ(a) (1 + a (1 − σ(a))) */
-static int cpu_swiglu_bwd(lmk_backend *b, float *da, float *dg, const float *dout, const float *a,
-                          const float *g, size_t n)
+static int cpu_swiglu_bwd(lmk_backend *b, void *da, void *dg, const void *dout, const void *a,
+                          const void *g, lmk_dtype dt, size_t n)
 {
+    if (!cpu_dt_ok(dt))
+        return LMK_INVALID;
     long nn = (long)n;
 #pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
     for (long i = 0; i < nn; i++) {
-        float s = sigmoidf(a[i]);
-        float dy = dout[i], gi = g[i], ai = a[i];
-        dg[i] = dy * ai * s;
-        da[i] = dy * gi * s * (1.0f + ai * (1.0f - s));
+        float ai = cpu_ld(a, dt, i), gi = cpu_ld(g, dt, i), dy = cpu_ld(dout, dt, i);
+        float s = sigmoidf(ai);
+        cpu_st(dg, dt, i, dy * ai * s);
+        cpu_st(da, dt, i, dy * gi * s * (1.0f + ai * (1.0f - s)));
     }
     return LMK_OK;
 }
 
-static int cpu_add(lmk_backend *b, float *y, const float *x1, const float *x2, size_t n)
+static int cpu_add(lmk_backend *b, float *y, const float *x1, const void *x2, lmk_dtype dt, size_t n)
 {
     (void)b;
+    if (!cpu_dt_ok(dt))
+        return LMK_INVALID;
     for (size_t i = 0; i < n; i++)
-        y[i] = x1[i] + x2[i];
+        y[i] = x1[i] + cpu_ld(x2, dt, i);
     return LMK_OK;
 }
 

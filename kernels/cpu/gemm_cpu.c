@@ -135,7 +135,7 @@ static void pack_b(float *dst, const void *bm, int bh, const lmk_gemm *g, int p0
     }
 }
 
-static void gemm_block(cpu_scratch *s, const lmk_gemm *g, float *c, const void *a, int ah,
+static void gemm_block(cpu_scratch *s, const lmk_gemm *g, void *c, const void *a, int ah,
                        const void *bm, int bh, int i0, int j0)
 {
     int mb = g->m - i0 < CPU_MB ? g->m - i0 : CPU_MB;
@@ -152,19 +152,20 @@ static void gemm_block(cpu_scratch *s, const lmk_gemm *g, float *c, const void *
                              s->bpack + (size_t)qj * CPU_KB * CPU_NR,
                              s->cacc + (size_t)qi * CPU_MR * CPU_NB + qj * CPU_NR, CPU_NB);
     }
+    lmk_dtype cdt = !g->c_half ? LMK_F32 : g->out_round == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
     for (int i = 0; i < mb; i++) {
-        float *crow = c + (size_t)(i0 + i) * g->n + j0;
+        size_t crow = (size_t)(i0 + i) * g->n + j0;
         const float *arow = s->cacc + (size_t)i * CPU_NB;
         for (int j = 0; j < nb; j++) {
             float v = g->alpha * arow[j];
             if (g->beta != 0.0f)
-                v += g->beta * crow[j];
-            crow[j] = rnd(v, g->out_round);
+                v += g->beta * cpu_ld(c, cdt, crow + j);
+            cpu_st(c, cdt, crow + j, rnd(v, g->out_round));
         }
     }
 }
 
-int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
+int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, void *c, const void *a, int a_half,
                   const void *bm, int b_half)
 {
     cpu_state *st = b->impl;
@@ -172,6 +173,9 @@ int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, in
         return LMK_INVALID;
     if ((a_half || b_half) && g->in_round != LMK_ROUND_BF16 && g->in_round != LMK_ROUND_FP16)
         return LMK_INVALID;
+    if (g->c_half && g->out_round != LMK_ROUND_BF16 && g->out_round != LMK_ROUND_FP16)
+        return LMK_INVALID;
+    size_t ec = g->c_half ? 2 : 4;
     if (g->m == 0 || g->n == 0)
         return LMK_OK;
     size_t ea = a_half ? 2 : 4, eb = b_half ? 2 : 4;
@@ -185,7 +189,7 @@ int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, in
 #endif
         long long bi = t / (mblocks * nblocks), rest = t % (mblocks * nblocks);
         int i0 = (int)(rest / nblocks) * CPU_MB, j0 = (int)(rest % nblocks) * CPU_NB;
-        gemm_block(&st->scratch[tid], g, c + bi * g->stride_c,
+        gemm_block(&st->scratch[tid], g, (char *)c + (size_t)(bi * g->stride_c) * ec,
                    (const char *)a + (size_t)(bi * g->stride_a) * ea, a_half,
                    (const char *)bm + (size_t)(bi * g->stride_b) * eb, b_half, i0, j0);
     }
@@ -194,5 +198,7 @@ int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, in
 
 int cpu_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm)
 {
+    if (g && g->c_half)
+        return LMK_INVALID;
     return cpu_gemm_half(b, g, c, a, 0, bm, 0);
 }

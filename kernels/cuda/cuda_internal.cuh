@@ -4,6 +4,8 @@
 #define LMK_CUDA_INTERNAL_CUH
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -99,8 +101,40 @@ __device__ __forceinline__ float round_value_dev(float x, int r)
     return x;
 }
 
+/* Loads and stores of the elementwise ops' dtypes (float, __nv_bfloat16,
+ * __half): loads exact, stores rounded to nearest even (= cpu_st). */
+__device__ __forceinline__ float ld_f(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float ld_f(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ float ld_f(const __half *p, size_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ void st_f(float *p, size_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void st_f(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void st_f(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
+
+/* Runs the statements with T the C++ type of lmk_dtype dt (F32, BF16, F16);
+ * any other dt returns LMK_INVALID from the enclosing launcher. */
+#define DT_DISPATCH(dt, T, ...)                        \
+    switch (dt) {                                      \
+    case LMK_F32: {                                    \
+        typedef float T;                               \
+        __VA_ARGS__;                                   \
+        break;                                         \
+    }                                                  \
+    case LMK_BF16: {                                   \
+        typedef __nv_bfloat16 T;                       \
+        __VA_ARGS__;                                   \
+        break;                                         \
+    }                                                  \
+    case LMK_F16: {                                    \
+        typedef __half T;                              \
+        __VA_ARGS__;                                   \
+        break;                                         \
+    }                                                  \
+    default:                                           \
+        return LMK_INVALID;                            \
+    }
+
 /* --- launchers: (outputs, inputs, sizes, state); LMK_OK or an error ----- */
-int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const void *a, int a_half,
+int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int a_half,
                   const void *bm, int b_half);
 int cuda_round_launch(cuda_state *st, float *out, const float *x, size_t n, int r);
 
@@ -108,26 +142,25 @@ int cuda_embedding_fwd(lmk_backend *b, float *out, const int32_t *ids, const flo
                        int d, int vocab);
 int cuda_embedding_bwd(lmk_backend *b, float *dw, const float *dout, const int32_t *ids, int n,
                        int d, int vocab);
-int cuda_rmsnorm_fwd(lmk_backend *b, float *out, float *rstd, const float *x, const float *w,
-                     int n, int d, float eps);
-int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const float *dout, const float *x,
-                     const float *w, const float *rstd, int n, int d);
-int cuda_rope_fwd(lmk_backend *b, float *out, const float *in, const float *table, int B, int T,
-                  int H, int dh);
-int cuda_rope_bwd(lmk_backend *b, float *din, const float *dout, const float *table, int B,
+int cuda_rmsnorm_fwd(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, const float *x,
+                     const float *w, int n, int d, float eps);
+int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dout_dt,
+                     const float *x, const float *w, const float *rstd, int n, int d);
+int cuda_rope_fwd(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table, int B,
+                  int T, int H, int dh);
+int cuda_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table, int B,
                   int T, int H, int dh);
 int cuda_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
-int cuda_softmax_causal_fwd(lmk_backend *b, float *p, const float *s, int batch, int T);
-int cuda_softmax_causal_bwd(lmk_backend *b, float *ds, const float *dp, const float *p,
+int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch, int T);
+int cuda_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, const void *p, lmk_dtype dt,
                             int batch, int T);
-int cuda_swiglu_fwd(lmk_backend *b, float *out, const float *a, const float *g, size_t n,
-                    lmk_round out_round);
-int cuda_swiglu_bwd(lmk_backend *b, float *da, float *dg, const float *dout, const float *a,
-                    const float *g, size_t n);
-int cuda_add(lmk_backend *b, float *y, const float *x1, const float *x2, size_t n);
+int cuda_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt, size_t n);
+int cuda_swiglu_bwd(lmk_backend *b, void *da, void *dg, const void *dout, const void *a,
+                    const void *g, lmk_dtype dt, size_t n);
+int cuda_add(lmk_backend *b, float *y, const float *x1, const void *x2, lmk_dtype x2_dt, size_t n);
 int cuda_scale(lmk_backend *b, float *x, size_t n, float s);
 int cuda_cast(lmk_backend *b, float *out, const float *x, size_t n, lmk_round r);
-int cuda_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
+int cuda_gemm_half(lmk_backend *b, const lmk_gemm *g, void *c, const void *a, int a_half,
                    const void *bm, int b_half);
 int cuda_cast_half(lmk_backend *b, void *dst16, const float *x, size_t n, lmk_round fmt);
 int cuda_cast_float(lmk_backend *b, float *out, const void *x16, size_t n, lmk_round fmt);

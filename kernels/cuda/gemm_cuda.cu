@@ -15,8 +15,11 @@
  *                   16-bit copy in the backend's scratch first.
  *   cast_half     : float32 → raw 16-bit bits, 4 elements per thread step
  *                   (16-byte loads, 8-byte stores) when aligned.
- *   out_round     : a rounding kernel over C after the product (C = round(
- *                   alpha·AB + beta·C), as the cpu does). */
+ *   out_round     : c_half (gemm_half): C is CUDA_R_16BF / CUDA_R_16F and
+ *                   cuBLAS converts the float32 alpha·AB + beta·C once
+ *                   (round to nearest even), no separate pass; otherwise a
+ *                   rounding kernel over float32 C after the product (C =
+ *                   round(alpha·AB + beta·C), as the cpu does). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -93,7 +96,7 @@ static int to_half(cuda_state *st, T *out, const float *x, size_t per, int64_t s
     return LMK_OK;
 }
 
-int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const void *a, int a_half,
+int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int a_half,
                   const void *bm, int b_half)
 {
     if (g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0)
@@ -101,6 +104,9 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const void *a, in
     const int half_in = g->in_round == LMK_ROUND_BF16 || g->in_round == LMK_ROUND_FP16;
     if ((a_half || b_half) && !half_in)
         return LMK_INVALID;
+    if (g->c_half && g->out_round != LMK_ROUND_BF16 && g->out_round != LMK_ROUND_FP16)
+        return LMK_INVALID;
+    cudaDataType_t tc = !g->c_half ? CUDA_R_32F : g->out_round == LMK_ROUND_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     const int m = g->m, n = g->n, k = g->k;
     /* column-major view: C' (n, m) = op'(B') (n, k) · op'(A') (k, m) */
     cublasOperation_t opB = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -150,20 +156,21 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const void *a, in
     float alpha = g->alpha, beta = g->beta;
     if (g->batch == 1) {
         CUBLAS_TRY(st, cublasGemmEx(st->cublas, opB, opA, n, m, k, &alpha, pb, ta, ldb, pa, ta,
-                                    lda, &beta, c, CUDA_R_32F, ldc, compute,
+                                    lda, &beta, c, tc, ldc, compute,
                                     CUBLAS_GEMM_DEFAULT));
     } else {
         CUBLAS_TRY(st, cublasGemmStridedBatchedEx(st->cublas, opB, opA, n, m, k, &alpha, pb, ta,
-                                                  ldb, sb, pa, ta, lda, sa, &beta, c, CUDA_R_32F,
+                                                  ldb, sb, pa, ta, lda, sa, &beta, c, tc,
                                                   ldc, sc, g->batch, compute,
                                                   CUBLAS_GEMM_DEFAULT));
     }
-    if (g->out_round != LMK_ROUND_NONE) {
+    if (g->out_round != LMK_ROUND_NONE && !g->c_half) {
+        float *cf = (float *)c;
         size_t per = (size_t)m * n;
         if (g->batch == 1 || g->stride_c == (int64_t)per)
-            return cuda_round_launch(st, c, c, per * (size_t)g->batch, g->out_round);
+            return cuda_round_launch(st, cf, cf, per * (size_t)g->batch, g->out_round);
         round_strided_kernel<<<grid_for(per * g->batch, 256, 65535), 256, 0, st->stream>>>(
-            c, per, g->stride_c, g->batch, g->out_round);
+            cf, per, g->stride_c, g->batch, g->out_round);
         LAUNCH_CHECK(st, "round_strided_kernel");
     }
     return LMK_OK;
@@ -171,10 +178,12 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, float *c, const void *a, in
 
 int cuda_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm)
 {
+    if (g->c_half)
+        return LMK_INVALID;
     return cuda_gemm_run(CST(b), g, c, a, 0, bm, 0);
 }
 
-int cuda_gemm_half(lmk_backend *b, const lmk_gemm *g, float *c, const void *a, int a_half,
+int cuda_gemm_half(lmk_backend *b, const lmk_gemm *g, void *c, const void *a, int a_half,
                    const void *bm, int b_half)
 {
     return cuda_gemm_run(CST(b), g, c, a, a_half, bm, b_half);

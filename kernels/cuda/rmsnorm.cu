@@ -3,7 +3,8 @@
  *   forward : r_i = (mean_j x_ij² + eps)^-1/2, out_ij = x_ij · r_i · w_j
  *   backward: dx_ij = r_i dy_ij w_j − x_ij r_i³ / d · Σ_k dy_ik w_k x_ik
  *             dw_j += Σ_i dy_ij x_ij r_i
- * One block per row (sums in double, like the cpu). dw is deterministic:
+ * out (forward) and dout (backward) float, bf16 or fp16 (float32 math, one
+ * rounding of each stored output). One block per row (sums in double, like the cpu). dw is deterministic:
  * per-chunk partial sums over RMS_ROWS rows in scratch, then one ordered sum
  * per column. */
 #include "cuda_internal.cuh"
@@ -27,14 +28,15 @@ __device__ double block_sum_d(double v, double *sh)
     return t;
 }
 
-// out (n, d), rstd (n), x (n, d), w (d)
-__global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *x, const float *w, int d,
+// out (n, d) of E, rstd (n), x (n, d), w (d)
+template <typename E>
+__global__ void rmsnorm_fwd_kernel(E *out, float *rstd, const float *x, const float *w, int d,
                                    float eps)
 {
     __shared__ double sh[32];
     size_t row = blockIdx.x;
     const float *xr = x + row * d;
-    float *o = out + row * d;
+    E *o = out + row * d;
     double ss = 0.0;
     for (int j = threadIdx.x; j < d; j += blockDim.x)
         ss += (double)xr[j] * xr[j];
@@ -43,30 +45,33 @@ __global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *x, cons
     if (threadIdx.x == 0)
         rstd[row] = r;
     for (int j = threadIdx.x; j < d; j += blockDim.x)
-        o[j] = xr[j] * r * w[j];
+        st_f(o, j, xr[j] * r * w[j]);
 }
 
-// dx (n, d), dout (n, d), x (n, d), w (d), rstd (n)
-__global__ void rmsnorm_bwd_dx_kernel(float *dx, const float *dout, const float *x,
+// dx (n, d), dout (n, d) of E, x (n, d), w (d), rstd (n)
+template <typename E>
+__global__ void rmsnorm_bwd_dx_kernel(float *dx, const E *dout, const float *x,
                                       const float *w, const float *rstd, int d)
 {
     __shared__ double sh[32];
     size_t row = blockIdx.x;
-    const float *xr = x + row * d, *dy = dout + row * d;
+    const float *xr = x + row * d;
+    const E *dy = dout + row * d;
     float *dxr = dx + row * d;
     float r = rstd[row];
     double dot = 0.0;
     for (int j = threadIdx.x; j < d; j += blockDim.x)
-        dot += (double)dy[j] * w[j] * xr[j];
+        dot += (double)ld_f(dy, j) * w[j] * xr[j];
     dot = block_sum_d(dot, sh);
     float c = (float)(dot * r * r * r / d);
     for (int j = threadIdx.x; j < d; j += blockDim.x)
-        dxr[j] = r * dy[j] * w[j] - xr[j] * c;
+        dxr[j] = r * ld_f(dy, j) * w[j] - xr[j] * c;
 }
 
 /* grid (ceil(d/32), chunks), block (32, 8): part (chunks, d) = Σ over the
  * chunk's rows of dy x r, in a fixed order. */
-__global__ void rmsnorm_bwd_dw_part_kernel(float *part, const float *dout, const float *x,
+template <typename E>
+__global__ void rmsnorm_bwd_dw_part_kernel(float *part, const E *dout, const float *x,
                                            const float *rstd, int n, int d)
 {
     __shared__ float sh[8][33];
@@ -75,7 +80,7 @@ __global__ void rmsnorm_bwd_dw_part_kernel(float *part, const float *dout, const
     float acc = 0.0f;
     if (j < d)
         for (int i = r0 + threadIdx.y; i < r1; i += 8)
-            acc += dout[(size_t)i * d + j] * x[(size_t)i * d + j] * rstd[i];
+            acc += ld_f(dout, (size_t)i * d + j) * x[(size_t)i * d + j] * rstd[i];
     sh[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && j < d) {
@@ -98,22 +103,22 @@ __global__ void rmsnorm_bwd_dw_sum_kernel(float *dw, const float *part, int chun
     dw[j] += t;
 }
 
-int cuda_rmsnorm_fwd(lmk_backend *b, float *out, float *rstd, const float *x, const float *w,
-                     int n, int d, float eps)
+int cuda_rmsnorm_fwd(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, const float *x,
+                     const float *w, int n, int d, float eps)
 {
     cuda_state *st = CST(b);
     if (n <= 0 || d <= 0)
         return LMK_INVALID;
-    rmsnorm_fwd_kernel<<<n, RMS_THREADS, 0, st->stream>>>(out, rstd, x, w, d, eps);
+    DT_DISPATCH(out_dt, E, rmsnorm_fwd_kernel<E><<<n, RMS_THREADS, 0, st->stream>>>((E *)out, rstd, x, w, d, eps));
     LAUNCH_CHECK(st, "rmsnorm_fwd_kernel");
     return LMK_OK;
 }
 
-int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const float *dout, const float *x,
-                     const float *w, const float *rstd, int n, int d)
+int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dt,
+                     const float *x, const float *w, const float *rstd, int n, int d)
 {
     cuda_state *st = CST(b);
-    if (n <= 0 || d <= 0)
+    if (n <= 0 || d <= 0 || (dt != LMK_F32 && dt != LMK_BF16 && dt != LMK_F16))
         return LMK_INVALID;
     int chunks = (n + RMS_ROWS - 1) / RMS_ROWS;
     void *ws = NULL;
@@ -123,11 +128,13 @@ int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const float *dout, co
     float *part = (float *)ws;
     /* dw first: dx may not alias anything, but keep reads of dout before writes anyway */
     dim3 grid((d + 31) / 32, chunks), block(32, 8);
-    rmsnorm_bwd_dw_part_kernel<<<grid, block, 0, st->stream>>>(part, dout, x, rstd, n, d);
+    DT_DISPATCH(dt, E, rmsnorm_bwd_dw_part_kernel<E><<<grid, block, 0, st->stream>>>(
+                           part, (const E *)dout, x, rstd, n, d));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dw_part_kernel");
     rmsnorm_bwd_dw_sum_kernel<<<(d + 255) / 256, 256, 0, st->stream>>>(dw, part, chunks, d);
     LAUNCH_CHECK(st, "rmsnorm_bwd_dw_sum_kernel");
-    rmsnorm_bwd_dx_kernel<<<n, RMS_THREADS, 0, st->stream>>>(dx, dout, x, w, rstd, d);
+    DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E><<<n, RMS_THREADS, 0, st->stream>>>(
+                           dx, (const E *)dout, x, w, rstd, d));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel");
     return LMK_OK;
 }

@@ -4,12 +4,16 @@
  *             position t rotated by (c, s) = table (T, dh/2, 2)[t, k]:
  *             (x0 c − x1 s, x0 s + x1 c). table NULL: plain split.
  *   backward: dout (B, H, T, dh) → din (B, T, H, dh), rotated by −angle.
- * One thread per pair (or per element without a table); any dh, H, T. */
+ * in and out of one dtype (float, bf16, fp16); the rotation in float32
+ * without FMA contraction (as the cpu computes it), one rounding per stored
+ * element. One thread per pair (or per element without a table); any dh,
+ * H, T. */
 #include "cuda_internal.cuh"
 
-// dir > 0: in (B,T,H,dh) → out (B,H,T,dh); dir < 0: in (B,H,T,dh) → out (B,T,H,dh)
-__global__ void rope_kernel(float *out, const float *in, const float *table, int B, int T, int H,
-                            int dh, int dir)
+// dir > 0: in (B,T,H,dh) → out (B,H,T,dh); dir < 0: in (B,H,T,dh) → out (B,T,H,dh); of E
+template <typename E>
+__global__ void rope_kernel(E *out, const E *in, const float *table, int B, int T, int H, int dh,
+                            int dir)
 {
     int per = table ? dh / 2 : dh; /* work items per (b, t, h) */
     size_t total = (size_t)B * T * H * per;
@@ -23,41 +27,42 @@ __global__ void rope_kernel(float *out, const float *in, const float *table, int
         int bb = (int)(r / T);
         size_t bthd = (((size_t)bb * T + t) * H + h) * dh;
         size_t bhtd = (((size_t)bb * H + h) * T + t) * dh;
-        const float *src = in + (dir > 0 ? bthd : bhtd);
-        float *dst = out + (dir > 0 ? bhtd : bthd);
+        const E *src = in + (dir > 0 ? bthd : bhtd);
+        E *dst = out + (dir > 0 ? bhtd : bthd);
         if (!table) {
             dst[k] = src[k];
             continue;
         }
         const float *cs = table + (size_t)t * dh;
         float c = cs[2 * k], s = dir > 0 ? cs[2 * k + 1] : -cs[2 * k + 1];
-        float x0 = src[2 * k], x1 = src[2 * k + 1];
-        dst[2 * k] = x0 * c - x1 * s;
-        dst[2 * k + 1] = x0 * s + x1 * c;
+        float x0 = ld_f(src, 2 * k), x1 = ld_f(src, 2 * k + 1);
+        st_f(dst, 2 * k, __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
+        st_f(dst, 2 * k + 1, __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)));
     }
 }
 
-static int rope_launch(lmk_backend *b, float *out, const float *in, const float *table, int B,
-                       int T, int H, int dh, int dir)
+static int rope_launch(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,
+                       int B, int T, int H, int dh, int dir)
 {
     cuda_state *st = CST(b);
     if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || (table && dh % 2))
         return LMK_INVALID;
     size_t total = (size_t)B * T * H * (table ? dh / 2 : dh);
-    rope_kernel<<<grid_for(total, 256, 1u << 20), 256, 0, st->stream>>>(out, in, table, B, T, H,
-                                                                       dh, dir);
+    unsigned blocks = grid_for(total, 256, 1u << 20);
+    DT_DISPATCH(dt, E, rope_kernel<E><<<blocks, 256, 0, st->stream>>>((E *)out, (const E *)in, table, B, T,
+                                                                     H, dh, dir));
     LAUNCH_CHECK(st, "rope_kernel");
     return LMK_OK;
 }
 
-int cuda_rope_fwd(lmk_backend *b, float *out, const float *in, const float *table, int B, int T,
-                  int H, int dh)
-{
-    return rope_launch(b, out, in, table, B, T, H, dh, 1);
-}
-
-int cuda_rope_bwd(lmk_backend *b, float *din, const float *dout, const float *table, int B,
+int cuda_rope_fwd(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table, int B,
                   int T, int H, int dh)
 {
-    return rope_launch(b, din, dout, table, B, T, H, dh, -1);
+    return rope_launch(b, out, in, dt, table, B, T, H, dh, 1);
+}
+
+int cuda_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table, int B,
+                  int T, int H, int dh)
+{
+    return rope_launch(b, din, dout, dt, table, B, T, H, dh, -1);
 }

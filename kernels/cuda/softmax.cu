@@ -3,8 +3,9 @@
  *   forward : p (batch, T, T)[r, i, j] = exp(s_ij − max) / Σ_{j' ≤ i} … for
  *             j ≤ i, 0 for j > i.
  *   backward: ds_ij = p_ij (dp_ij − Σ_k dp_ik p_ik) for j ≤ i, 0 above.
- * One warp per row, any T; in place (p == s, ds == dp) allowed: each
- * element is read before it is written by the same thread. */
+ * Tensors of one dtype (float, bf16 or fp16), float32 math, one rounding
+ * per stored element. One warp per row, any T; in place (p == s, ds == dp)
+ * allowed: each element is read before it is written by the same thread. */
 #include "cuda_internal.cuh"
 
 #define SM_WARPS 8
@@ -23,69 +24,72 @@ __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
-// p (rows, T), s (rows, T); rows = batch · T
-__global__ void softmax_causal_fwd_kernel(float *p, const float *s, size_t rows, int T)
+// p (rows, T), s (rows, T) of T_; float32 math, one rounding per stored p
+template <typename T_>
+__global__ void softmax_causal_fwd_kernel(T_ *p, const T_ *s, size_t rows, int T)
 {
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (r >= rows)
         return;
     int i = (int)(r % T);
-    const float *sr = s + r * T;
-    float *pr = p + r * T;
+    const T_ *sr = s + r * T;
+    T_ *pr = p + r * T;
     float mx = -INFINITY;
     for (int j = lane; j <= i; j += 32)
-        mx = fmaxf(mx, sr[j]);
+        mx = fmaxf(mx, ld_f(sr, j));
     mx = warp_max(mx);
     float sum = 0.0f;
     for (int j = lane; j <= i; j += 32)
-        sum += expf(sr[j] - mx);
+        sum += expf(ld_f(sr, j) - mx);
     sum = warp_sum(sum);
     float inv = 1.0f / sum;
     for (int j = lane; j < T; j += 32)
-        pr[j] = j <= i ? expf(sr[j] - mx) * inv : 0.0f;
+        st_f(pr, j, j <= i ? expf(ld_f(sr, j) - mx) * inv : 0.0f);
 }
 
-// ds (rows, T), dp (rows, T), p (rows, T)
-__global__ void softmax_causal_bwd_kernel(float *ds, const float *dp, const float *p, size_t rows,
-                                          int T)
+// ds (rows, T), dp (rows, T), p (rows, T) of T_
+template <typename T_>
+__global__ void softmax_causal_bwd_kernel(T_ *ds, const T_ *dp, const T_ *p, size_t rows, int T)
 {
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (r >= rows)
         return;
     int i = (int)(r % T);
-    const float *dpr = dp + r * T, *pr = p + r * T;
-    float *dsr = ds + r * T;
+    const T_ *dpr = dp + r * T, *pr = p + r * T;
+    T_ *dsr = ds + r * T;
     float dot = 0.0f;
     for (int j = lane; j <= i; j += 32)
-        dot += dpr[j] * pr[j];
+        dot += ld_f(dpr, j) * ld_f(pr, j);
     dot = warp_sum(dot);
     for (int j = lane; j < T; j += 32)
-        dsr[j] = j <= i ? pr[j] * (dpr[j] - dot) : 0.0f;
+        st_f(dsr, j, j <= i ? ld_f(pr, j) * (ld_f(dpr, j) - dot) : 0.0f);
 }
 
-int cuda_softmax_causal_fwd(lmk_backend *b, float *p, const float *s, int batch, int T)
+int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch, int T)
 {
     cuda_state *st = CST(b);
     if (batch <= 0 || T <= 0)
         return LMK_INVALID;
     size_t rows = (size_t)batch * T;
-    softmax_causal_fwd_kernel<<<(unsigned)((rows + SM_WARPS - 1) / SM_WARPS), 32 * SM_WARPS, 0,
-                                st->stream>>>(p, s, rows, T);
+    unsigned blocks = (unsigned)((rows + SM_WARPS - 1) / SM_WARPS);
+    DT_DISPATCH(dt, E, softmax_causal_fwd_kernel<E><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
+                           (E *)p, (const E *)s, rows, T));
     LAUNCH_CHECK(st, "softmax_causal_fwd_kernel");
     return LMK_OK;
 }
 
-int cuda_softmax_causal_bwd(lmk_backend *b, float *ds, const float *dp, const float *p,
+int cuda_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, const void *p, lmk_dtype dt,
                             int batch, int T)
 {
     cuda_state *st = CST(b);
     if (batch <= 0 || T <= 0)
         return LMK_INVALID;
     size_t rows = (size_t)batch * T;
-    softmax_causal_bwd_kernel<<<(unsigned)((rows + SM_WARPS - 1) / SM_WARPS), 32 * SM_WARPS, 0,
-                                st->stream>>>(ds, dp, p, rows, T);
+    unsigned blocks = (unsigned)((rows + SM_WARPS - 1) / SM_WARPS);
+    DT_DISPATCH(dt, E, softmax_causal_bwd_kernel<E><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
+                           (E *)ds, (const E *)dp, (const E *)p, rows, T));
     LAUNCH_CHECK(st, "softmax_causal_bwd_kernel");
     return LMK_OK;
 }

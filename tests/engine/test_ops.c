@@ -1,6 +1,7 @@
 /* Every op of the cpu backend: forward against a direct reference, backward
  * against central finite differences of J = Σ w ⊙ out (J in double). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -33,7 +34,7 @@ struct rms_op { float *x, *g, *rstd; int n, d; };
 static void rms_fwd(fd_ctx *c)
 {
     struct rms_op *o = c->op;
-    MUST(B->rmsnorm_fwd(B, c->out, o->rstd, o->x, o->g, o->n, o->d, 1e-5f));
+    MUST(B->rmsnorm_fwd(B, c->out, LMK_F32, o->rstd, o->x, o->g, o->n, o->d, 1e-5f));
 }
 
 static void test_rmsnorm(void)
@@ -55,7 +56,7 @@ static void test_rmsnorm(void)
             want[i * d + j] = (float)(o.x[i * d + j] / sqrt(ss / d + 1e-5) * o.g[j]);
     }
     test_allclose("rmsnorm fwd", out, want, n * d, 1e-6, 1e-5);
-    MUST(B->rmsnorm_bwd(B, dx, dg, w, o.x, o.g, o.rstd, n, d));
+    MUST(B->rmsnorm_bwd(B, dx, dg, w, LMK_F32, o.x, o.g, o.rstd, n, d));
     test_grad_check("rmsnorm dx", J, &c, o.x, dx, n * d, 1000, 1e-2f, 1e-3, 1e-2);
     test_grad_check("rmsnorm dw", J, &c, o.g, dg, d, 1000, 1e-2f, 1e-3, 1e-2);
     free(o.x), free(o.g), free(o.rstd), free(out), free(w), free(dx), free(dg), free(want);
@@ -66,7 +67,7 @@ struct rope_op { float *in, *table; int B, T, H, dh; };
 static void rope_fwd_c(fd_ctx *c)
 {
     struct rope_op *o = c->op;
-    MUST(B->rope_fwd(B, c->out, o->in, o->table, o->B, o->T, o->H, o->dh));
+    MUST(B->rope_fwd(B, c->out, o->in, LMK_F32, o->table, o->B, o->T, o->H, o->dh));
 }
 
 static void test_rope(void)
@@ -96,11 +97,11 @@ static void test_rope(void)
                     y[2 * k + 1] = (float)(x[2 * k] * sin(a) + x[2 * k + 1] * cos(a));
                 }
     test_allclose("rope fwd", out, want, n, 1e-6, 1e-5);
-    MUST(B->rope_bwd(B, din, w, o.table, b, T, H, dh));
+    MUST(B->rope_bwd(B, din, w, LMK_F32, o.table, b, T, H, dh));
     test_grad_check("rope bwd", J, &c, o.in, din, n, 1000, 1e-2f, 1e-4, 1e-3);
     /* without a table: a pure head split, and rope_bwd(NULL) merges back */
-    MUST(B->rope_fwd(B, out, o.in, NULL, b, T, H, dh));
-    MUST(B->rope_bwd(B, din, out, NULL, b, T, H, dh));
+    MUST(B->rope_fwd(B, out, o.in, LMK_F32, NULL, b, T, H, dh));
+    MUST(B->rope_bwd(B, din, out, LMK_F32, NULL, b, T, H, dh));
     CHECK(memcmp(din, o.in, n * sizeof(float)) == 0, "head split then merge is not the identity");
     CHECK(out[((size_t)(1 * H + 2) * T + 3) * dh + 4] == o.in[((size_t)(1 * T + 3) * H + 2) * dh + 4],
           "head split puts (b,t,h,i) at the wrong place");
@@ -198,7 +199,7 @@ struct sm_op { float *s; int batch, T; };
 static void sm_fwd(fd_ctx *c)
 {
     struct sm_op *o = c->op;
-    MUST(B->softmax_causal_fwd(B, c->out, o->s, o->batch, o->T));
+    MUST(B->softmax_causal_fwd(B, c->out, o->s, LMK_F32, o->batch, o->T));
 }
 
 static void test_softmax(void)
@@ -221,14 +222,14 @@ static void test_softmax(void)
         }
         CHECK(fabs(sum - 1.0) < 1e-6, "softmax: row %d sums to %.9f", r, sum);
     }
-    MUST(B->softmax_causal_bwd(B, ds, w, p, batch, T));
+    MUST(B->softmax_causal_bwd(B, ds, w, p, LMK_F32, batch, T));
     test_grad_check("softmax bwd", J, &c, o.s, ds, n, 1000, 1e-2f, 1e-4, 1e-2);
     /* in place (p recomputed: the check left it perturbed) */
     sm_fwd(&c);
-    MUST(B->softmax_causal_bwd(B, ds, w, p, batch, T));
+    MUST(B->softmax_causal_bwd(B, ds, w, p, LMK_F32, batch, T));
     float *dp = test_alloc(n);
     memcpy(dp, w, n * sizeof *dp);
-    MUST(B->softmax_causal_bwd(B, dp, dp, p, batch, T));
+    MUST(B->softmax_causal_bwd(B, dp, dp, p, LMK_F32, batch, T));
     CHECK(memcmp(dp, ds, n * sizeof *dp) == 0, "softmax bwd in place differs");
     free(o.s), free(p), free(w), free(ds), free(dp);
 }
@@ -238,7 +239,7 @@ struct sw_op { float *a, *g; size_t n; };
 static void sw_fwd(fd_ctx *c)
 {
     struct sw_op *o = c->op;
-    MUST(B->swiglu_fwd(B, c->out, o->a, o->g, o->n, LMK_ROUND_NONE));
+    MUST(B->swiglu_fwd(B, c->out, o->a, o->g, LMK_F32, o->n));
 }
 
 static void test_swiglu(void)
@@ -255,11 +256,9 @@ static void test_swiglu(void)
         double want = o.a[i] / (1.0 + exp(-(double)o.a[i])) * o.g[i];
         CHECK(test_close(y[i], want, 1e-6, 1e-5), "swiglu fwd [%zu] %g vs %g", i, y[i], want);
     }
-    MUST(B->swiglu_bwd(B, da, dg, w, o.a, o.g, n));
+    MUST(B->swiglu_bwd(B, da, dg, w, o.a, o.g, LMK_F32, n));
     test_grad_check("swiglu da", J, &c, o.a, da, n, 1000, 1e-2f, 1e-4, 1e-3);
     test_grad_check("swiglu dg", J, &c, o.g, dg, n, 1000, 1e-2f, 1e-4, 1e-3);
-    MUST(B->swiglu_fwd(B, y, o.a, o.g, n, LMK_ROUND_BF16));
-    CHECK(lmk_round_value(y[3], LMK_ROUND_BF16) == y[3], "swiglu bf16 output not rounded");
     free(o.a), free(o.g), free(y), free(w), free(da), free(dg);
 }
 
@@ -417,9 +416,9 @@ static void test_rounding(void)
 static void test_elementwise(void)
 {
     float a[3] = {1, 2, 3}, b2[3] = {0.5f, -2, 4}, y[3];
-    MUST(B->add(B, y, a, b2, 3));
+    MUST(B->add(B, y, a, b2, LMK_F32, 3));
     CHECK(y[0] == 1.5f && y[1] == 0.0f && y[2] == 7.0f, "add");
-    MUST(B->add(B, a, a, b2, 3));
+    MUST(B->add(B, a, a, b2, LMK_F32, 3));
     CHECK(a[2] == 7.0f, "add in place");
     MUST(B->scale(B, a, 3, 2.0f));
     CHECK(a[2] == 14.0f, "scale");
@@ -492,6 +491,147 @@ static void test_gemm_half(void)
     }
 }
 
+/* --- 16-bit storage ------------------------------------------------------------------------ */
+
+/* x (n) := its values rounded to r (what a 16-bit tensor of them holds), and
+ * *h (new, n 16-bit) those values' bits. */
+static uint16_t *half_of(float *x, size_t n, lmk_round r)
+{
+    uint16_t *h = malloc(n * sizeof *h);
+    MUST(B->cast_half(B, h, x, n, r));
+    MUST(B->cast_float(B, x, h, n, r));
+    return h;
+}
+
+/* n 16-bit values equal the float32 ones rounded once (bit for bit). */
+static void check_rounded_once(const char *what, const uint16_t *got, const float *f32, size_t n,
+                               lmk_round r)
+{
+    uint16_t *want = malloc(n * sizeof *want);
+    MUST(B->cast_half(B, want, f32, n, r));
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i] && !bad++)
+            first = i;
+    CHECK(bad == 0, "%s fmt %d: %zu of %zu differ from the float32 op rounded once (first [%zu] %04x vs %04x)",
+          what, r, bad, n, first, bad ? got[first] : 0, bad ? want[first] : 0);
+    free(want);
+}
+
+/* The ops with a dtype argument: with 16-bit tensors they equal the float32
+ * op on the same (widened) values, the outputs rounded once to nearest
+ * even; gemm_half's c_half likewise (with beta = 1 reading the 16-bit C). */
+static void test_half_storage(void)
+{
+    enum { Bt = 2, T = 9, H = 3, DH = 8, D = H * DH, NT = Bt * T, ROWS = 5, DR = 40 };
+    for (int f = 0; f < 2; f++) {
+        lmk_round r = f ? LMK_ROUND_FP16 : LMK_ROUND_BF16;
+        lmk_dtype dt = f ? LMK_F16 : LMK_BF16;
+        /* rope forward and backward (and plain split / merge) */
+        size_t n = (size_t)NT * D;
+        float *in = test_alloc(n), *out = test_alloc(n), *tab = test_alloc((size_t)T * DH);
+        uint16_t *o16 = malloc(n * 2);
+        test_fill(&rng, in, n, -3, 3);
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < DH / 2; k++) {
+                double a = t * pow(10000.0, -2.0 * k / DH);
+                tab[(t * DH / 2 + k) * 2] = (float)cos(a), tab[(t * DH / 2 + k) * 2 + 1] = (float)sin(a);
+            }
+        uint16_t *i16 = half_of(in, n, r);
+        for (int tb = 0; tb < 2; tb++) {
+            const float *table = tb ? tab : NULL;
+            MUST(B->rope_fwd(B, out, in, LMK_F32, table, Bt, T, H, DH));
+            MUST(B->rope_fwd(B, o16, i16, dt, table, Bt, T, H, DH));
+            check_rounded_once(tb ? "rope_fwd" : "head split", o16, out, n, r);
+            MUST(B->rope_bwd(B, out, in, LMK_F32, table, Bt, T, H, DH));
+            MUST(B->rope_bwd(B, o16, i16, dt, table, Bt, T, H, DH));
+            check_rounded_once(tb ? "rope_bwd" : "head merge", o16, out, n, r);
+        }
+        /* swiglu */
+        float *a = test_alloc(n), *g = test_alloc(n), *dy = test_alloc(n), *da = test_alloc(n),
+              *dg = test_alloc(n);
+        test_fill(&rng, a, n, -4, 4);
+        test_fill(&rng, g, n, -2, 2);
+        test_fill(&rng, dy, n, -1, 1);
+        uint16_t *a16 = half_of(a, n, r), *g16 = half_of(g, n, r), *dy16 = half_of(dy, n, r);
+        uint16_t *da16 = malloc(n * 2), *dg16 = malloc(n * 2);
+        MUST(B->swiglu_bwd(B, da, dg, dy, a, g, LMK_F32, n));
+        MUST(B->swiglu_bwd(B, da16, dg16, dy16, a16, g16, dt, n));
+        check_rounded_once("swiglu_bwd da", da16, da, n, r);
+        check_rounded_once("swiglu_bwd dg", dg16, dg, n, r);
+        MUST(B->swiglu_fwd(B, o16, a16, g16, dt, n));
+        for (size_t i = 0; i < n; i++) /* autocast: silu rounded, then the product rounded */
+            out[i] = lmk_round_value(a[i] / (1.0f + expf(-a[i])), r) * g[i];
+        int bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            float got = f ? lmk_fp16_to_float(o16[i]) : lmk_bf16_to_float(o16[i]);
+            float want = lmk_round_value(out[i], r);
+            if (!test_close(got, want, 1e-6, f ? 0x1p-10 : 0x1p-7) && !bad++)
+                CHECK(0, "swiglu_fwd fmt %d [%zu] %g vs %g", r, i, got, want);
+        }
+        /* add: float32 + 16-bit */
+        MUST(B->add(B, da, in, dy, LMK_F32, n));
+        MUST(B->add(B, dg, in, dy16, dt, n));
+        CHECK(memcmp(da, dg, n * sizeof *da) == 0, "add with a 16-bit x2 fmt %d", r);
+        /* rmsnorm: 16-bit output, 16-bit dout */
+        float *x = test_alloc((size_t)ROWS * DR), *w = test_alloc(DR), *rs = test_alloc(ROWS),
+              *y = test_alloc((size_t)ROWS * DR), *dx = test_alloc((size_t)ROWS * DR),
+              *dx2 = test_alloc((size_t)ROWS * DR), *dw = test_alloc(DR), *dw2 = test_alloc(DR);
+        uint16_t *y16 = malloc((size_t)ROWS * DR * 2);
+        test_fill(&rng, x, (size_t)ROWS * DR, -2, 2);
+        test_fill(&rng, w, DR, 0.5, 1.5);
+        MUST(B->rmsnorm_fwd(B, y, LMK_F32, rs, x, w, ROWS, DR, 1e-5f));
+        MUST(B->rmsnorm_fwd(B, y16, dt, rs, x, w, ROWS, DR, 1e-5f));
+        check_rounded_once("rmsnorm_fwd", y16, y, (size_t)ROWS * DR, r);
+        test_fill(&rng, y, (size_t)ROWS * DR, -1, 1);
+        free(y16);
+        y16 = half_of(y, (size_t)ROWS * DR, r);
+        memset(dw, 0, DR * sizeof *dw), memset(dw2, 0, DR * sizeof *dw2);
+        MUST(B->rmsnorm_bwd(B, dx, dw, y, LMK_F32, x, w, rs, ROWS, DR));
+        MUST(B->rmsnorm_bwd(B, dx2, dw2, y16, dt, x, w, rs, ROWS, DR));
+        CHECK(memcmp(dx, dx2, (size_t)ROWS * DR * sizeof *dx) == 0 && memcmp(dw, dw2, DR * sizeof *dw) == 0,
+              "rmsnorm_bwd with a 16-bit dout fmt %d", r);
+        /* causal softmax forward (in place) and backward (in place) */
+        size_t ns = (size_t)Bt * T * T;
+        float *s = test_alloc(ns), *p = test_alloc(ns), *dp = test_alloc(ns), *ds = test_alloc(ns);
+        test_fill(&rng, s, ns, -6, 6);
+        test_fill(&rng, dp, ns, -1, 1);
+        uint16_t *s16 = half_of(s, ns, r), *dp16 = half_of(dp, ns, r);
+        MUST(B->softmax_causal_fwd(B, p, s, LMK_F32, Bt, T));
+        MUST(B->softmax_causal_fwd(B, s16, s16, dt, Bt, T));
+        check_rounded_once("softmax_causal_fwd", s16, p, ns, r);
+        MUST(B->cast_float(B, p, s16, ns, r)); /* backward from the 16-bit probabilities */
+        MUST(B->softmax_causal_bwd(B, ds, dp, p, LMK_F32, Bt, T));
+        MUST(B->softmax_causal_bwd(B, dp16, dp16, s16, dt, Bt, T));
+        check_rounded_once("softmax_causal_bwd", dp16, ds, ns, r);
+        /* gemm with a 16-bit output, then accumulated into (beta = 1) */
+        enum { GM = 7, GN = 13, GK = 40 };
+        float *ga = test_alloc(GM * GK), *gb = test_alloc(GN * GK), *c = test_alloc(GM * GN);
+        uint16_t *c16 = malloc(GM * GN * 2);
+        test_fill(&rng, ga, GM * GK, -2, 2);
+        test_fill(&rng, gb, GN * GK, -2, 2);
+        lmk_gemm gm = {.trans_b = 1, .m = GM, .n = GN, .k = GK, .batch = 1, .alpha = 0.75f,
+                       .in_round = r, .out_round = r};
+        for (int acc = 0; acc < 2; acc++) {
+            gm.beta = acc ? 1.0f : 0.0f; /* with acc, C holds the first product (rounded) */
+            MUST(B->gemm(B, &gm, c, ga, gb));
+            gm.c_half = 1;
+            MUST(B->gemm_half(B, &gm, c16, ga, 0, gb, 0));
+            gm.c_half = 0;
+            check_rounded_once(acc ? "gemm c_half beta 1" : "gemm c_half", c16, c, GM * GN, r);
+        }
+        gm.c_half = 1;
+        gm.out_round = LMK_ROUND_NONE;
+        CHECK(B->gemm_half(B, &gm, c16, ga, 0, gb, 0) == LMK_INVALID, "c_half without a 16-bit out_round accepted");
+        CHECK(B->rope_fwd(B, o16, i16, LMK_I32, NULL, Bt, T, H, DH) == LMK_INVALID, "rope int32 accepted");
+        free(ga), free(gb);
+        free(c), free(c16);
+        free(in), free(out), free(tab), free(o16), free(i16), free(a), free(g), free(dy), free(da), free(dg);
+        free(a16), free(g16), free(dy16), free(da16), free(dg16), free(x), free(w), free(rs), free(y), free(dx);
+        free(dx2), free(dw), free(dw2), free(y16), free(s), free(p), free(dp), free(ds), free(s16), free(dp16);
+    }
+}
+
 /* The device step counter: adamw_begin + adamw reading α_t from it equals
  * adamw with the host step number; a zero factor neither counts nor steps. */
 static void test_adamw_counter(void)
@@ -526,6 +666,7 @@ static const struct {
 } cases[] = {
     {"cast_half", test_cast_half},
     {"gemm_half", test_gemm_half},
+    {"half_storage", test_half_storage},
     {"adamw_counter", test_adamw_counter},
     {"rmsnorm", test_rmsnorm},
     {"rope", test_rope},

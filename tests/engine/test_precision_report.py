@@ -3,8 +3,10 @@
 one run per precision, every op of the model with the formats the engine
 actually used. Checks the autocast contract of shared/MODEL.md: fp32 master
 weights, optimizer and gradient accumulation; 16-bit GEMM inputs with float32
-accumulation under bf16/fp16; RMSNorm, softmax and the loss in float32; the
-weight copies made once per step. usage: test_precision_report.py LMPERFD"""
+accumulation under bf16/fp16 and 16-bit GEMM outputs written directly; RMSNorm
+statistics, softmax and the loss computed in float32 (norm and softmax outputs
+stored in 16 bits); the residual stream float32; the weight copies made once
+per step and no other cast but of the float32 gradients. usage: test_precision_report.py LMPERFD"""
 import json
 import subprocess
 import sys
@@ -45,8 +47,26 @@ def main():
             check(g["accumulate"].startswith("float32"), f"{prec} {g['op']}: accumulate {g['accumulate']}")
         fwd = by[("forward", "attn.q_proj")]
         check(fwd["output"] == half.get(prec, "float32"), f"{prec}: linear output {fwd['output']}")
-        check(by[("forward", "ln1 (rmsnorm)")]["output"] == "float32", f"{prec}: rmsnorm output")
-        check(by[("forward", "attn causal softmax")]["output"] == "float32", f"{prec}: softmax output")
+        # RMSNorm statistics and softmax in float32; under bf16/fp16 their outputs are stored in 16 bits
+        # (what autocast's next op reads: the GEMMs' cast of the norm output, P·V's cast of P)
+        want_act = half.get(prec, "float32")
+        for op in ("ln1 (rmsnorm)", "ln2 (rmsnorm)", "ln_final (rmsnorm)"):
+            r = by[("forward", op)]
+            check(r["output"] == want_act and r["accumulate"] in ("float32", "float64"), f"{prec}: {op} {r}")
+            check(r["inputs"] == "float32, float32", f"{prec}: {op} reads the float32 residual stream {r}")
+        sm = by[("forward", "attn causal softmax")]
+        check(sm["output"] == want_act and sm["accumulate"] == "float32" and sm["inputs"] == want_act,
+              f"{prec}: softmax {sm}")
+        smb = by[("backward", "attn causal softmax backward")]
+        check(smb["output"] == want_act and smb["accumulate"] == "float32", f"{prec}: softmax backward {smb}")
+        # the residual stream stays float32 (float32 embedding + 16-bit linear output promotes)
+        for op in ("residual add (attention)", "residual add (ffn)"):
+            r = by[("forward", op)]
+            check(r["output"] == "float32" and r["inputs"] == f"float32, {want_act}", f"{prec}: {op} {r}")
+        sw = by[("forward", "ffn silu(w1 x) * w3 x")]
+        check(sw["output"] == want_act and sw["inputs"] == f"{want_act}, {want_act}", f"{prec}: swiglu {sw}")
+        for op in ("attn.scores = q k^T", "attn.values = p v", "ffn.w1", "ffn.w2", "attn.output_proj"):
+            check(by[("forward", op)]["output"] == want_act, f"{prec}: {op} output {by[('forward', op)]}")
         loss = by[("forward", "cross-entropy loss + dlogits")]
         check(loss["output"] == "float32" and loss["inputs"].startswith(half.get(prec, "float32")),
               f"{prec}: loss {loss}")
@@ -59,8 +79,20 @@ def main():
             # every matrix but the embedding, once per step: 2 layers × 7 + lm_head
             check(copies is not None and copies["calls"] == 15 and copies["output"] == half[prec]
                   and "parameter_copy" in copies["storage"], f"{prec}: weight copies {copies}")
-            check(by[("forward", "attn.q_proj")]["storage"] == "16-bit tensor; 16-bit tensor",
-                  f"{prec}: q_proj reads 16-bit tensors")
+            check(by[("forward", "attn.q_proj")]["storage"] == "16-bit tensor; 16-bit tensor; 16-bit output",
+                  f"{prec}: q_proj reads 16-bit tensors and writes a 16-bit one {by[('forward', 'attn.q_proj')]}")
+            for op in ("attn.scores = q k^T", "attn.values = p v", "ffn.w2"):
+                check(by[("forward", op)]["storage"] == "16-bit tensor; 16-bit tensor; 16-bit output",
+                      f"{prec}: {op} 16-bit in and out {by[('forward', op)]}")
+            for op in ("attn dp = dout v^T", "attn dq = ds k", "attn dk = ds^T q", "ffn.w1 dx = dy W"):
+                check(by[("backward", op)]["storage"] == "16-bit tensor; 16-bit tensor; 16-bit output",
+                      f"{prec}: backward {op} 16-bit in and out {by[('backward', op)]}")
+            # no activation is cast in forward (only the weights); backward casts only the float32
+            # gradients of the residual stream and of the logits
+            casts = sorted(r["op"] for r in rows if r["op"].endswith("(cast_half)") and r["op"] != "weights (cast_half)")
+            check(all(r["phase"] == "backward" for r in rows if r["op"] in casts), f"{prec}: casts in forward {casts}")
+            check(casts == ["attn.output_proj dy (cast_half)", "ffn.w2 dy (cast_half)", "lm_head dy (cast_half)"],
+                  f"{prec}: activation casts {casts}")
             check(not any(r["phase"] == "backward" and r["op"] == "weights (cast_half)" for r in rows),
                   f"{prec}: weights re-cast in backward")
         else:

@@ -143,14 +143,14 @@ static void test_rmsnorm(int n, int d)
     void *d_dout = d_from(dout, sizeof(float) * n * d), *d_dw = d_from(dw, sizeof(float) * d);
     void *d_out = d_alloc(sizeof(float) * n * d), *d_rstd = d_alloc(sizeof(float) * n);
     void *d_dx = d_alloc(sizeof(float) * n * d);
-    MUST(cpu->rmsnorm_fwd(cpu, out, rstd, x, w, n, d, 1e-5f));
-    GPU(gpu->rmsnorm_fwd(gpu, d_out, d_rstd, d_x, d_w, n, d, 1e-5f));
+    MUST(cpu->rmsnorm_fwd(cpu, out, LMK_F32, rstd, x, w, n, d, 1e-5f));
+    GPU(gpu->rmsnorm_fwd(gpu, d_out, LMK_F32, d_rstd, d_x, d_w, n, d, 1e-5f));
     snprintf(name, sizeof name, "rmsnorm_fwd out (%dx%d)", n, d);
     compare(name, d_out, out, (size_t)n * d, 1e-6, 1e-5);
     snprintf(name, sizeof name, "rmsnorm_fwd rstd (%d)", n);
     compare(name, d_rstd, rstd, n, 1e-6, 1e-5);
-    MUST(cpu->rmsnorm_bwd(cpu, dx, dw, dout, x, w, rstd, n, d));
-    GPU(gpu->rmsnorm_bwd(gpu, d_dx, d_dw, d_dout, d_x, d_w, d_rstd, n, d));
+    MUST(cpu->rmsnorm_bwd(cpu, dx, dw, dout, LMK_F32, x, w, rstd, n, d));
+    GPU(gpu->rmsnorm_bwd(gpu, d_dx, d_dw, d_dout, LMK_F32, d_x, d_w, d_rstd, n, d));
     snprintf(name, sizeof name, "rmsnorm_bwd dx (%dx%d)", n, d);
     compare(name, d_dx, dx, (size_t)n * d, 1e-5, 1e-4);
     snprintf(name, sizeof name, "rmsnorm_bwd dw (+=, sum over %d rows)", n);
@@ -177,12 +177,12 @@ static void test_rope(int with_table)
     void *d_out = d_alloc(n * sizeof(float)), *d_back = d_alloc(n * sizeof(float));
     const float *tab = with_table ? table : NULL;
     const float *dtab = with_table ? d_table : NULL;
-    MUST(cpu->rope_fwd(cpu, out, in, tab, B, T, H, dh));
-    GPU(gpu->rope_fwd(gpu, d_out, d_in, dtab, B, T, H, dh));
+    MUST(cpu->rope_fwd(cpu, out, in, LMK_F32, tab, B, T, H, dh));
+    GPU(gpu->rope_fwd(gpu, d_out, d_in, LMK_F32, dtab, B, T, H, dh));
     compare(with_table ? "rope_fwd (B2 T100 H25 dh80)" : "head split (B2 T100 H25 dh80)", d_out,
             out, n, 1e-6, 1e-6);
-    MUST(cpu->rope_bwd(cpu, back, in, tab, B, T, H, dh));
-    GPU(gpu->rope_bwd(gpu, d_back, d_in, dtab, B, T, H, dh));
+    MUST(cpu->rope_bwd(cpu, back, in, LMK_F32, tab, B, T, H, dh));
+    GPU(gpu->rope_bwd(gpu, d_back, d_in, LMK_F32, dtab, B, T, H, dh));
     compare(with_table ? "rope_bwd" : "head merge", d_back, back, n, 1e-6, 1e-6);
     gpu->mem_free(gpu, d_table), gpu->mem_free(gpu, d_in), gpu->mem_free(gpu, d_out);
     gpu->mem_free(gpu, d_back);
@@ -233,13 +233,13 @@ static void test_softmax(int batch, int T, int in_place)
     void *d_s = d_from(s, n * sizeof *s), *d_dp = d_from(dp, n * sizeof *dp);
     void *d_p = in_place ? d_s : d_alloc(n * sizeof(float));
     void *d_ds = in_place ? d_dp : d_alloc(n * sizeof(float));
-    MUST(cpu->softmax_causal_fwd(cpu, p, s, batch, T));
-    GPU(gpu->softmax_causal_fwd(gpu, d_p, d_s, batch, T));
+    MUST(cpu->softmax_causal_fwd(cpu, p, s, LMK_F32, batch, T));
+    GPU(gpu->softmax_causal_fwd(gpu, d_p, d_s, LMK_F32, batch, T));
     snprintf(name, sizeof name, "softmax_causal_fwd (%dx%dx%d%s)", batch, T, T,
              in_place ? ", in place" : "");
     compare(name, d_p, p, n, 1e-7, 1e-5);
-    MUST(cpu->softmax_causal_bwd(cpu, ds, dp, p, batch, T));
-    GPU(gpu->softmax_causal_bwd(gpu, d_ds, d_dp, d_p, batch, T));
+    MUST(cpu->softmax_causal_bwd(cpu, ds, dp, p, LMK_F32, batch, T));
+    GPU(gpu->softmax_causal_bwd(gpu, d_ds, d_dp, d_p, LMK_F32, batch, T));
     snprintf(name, sizeof name, "softmax_causal_bwd (%dx%dx%d%s)", batch, T, T,
              in_place ? ", in place" : "");
     compare(name, d_ds, ds, n, 1e-7, 1e-4);
@@ -256,24 +256,17 @@ static void test_elementwise(void)
     float *out = malloc(n * sizeof *out), *da = malloc(n * sizeof *da), *dg = malloc(n * sizeof *dg);
     void *d_a = d_from(a, n * 4), *d_g = d_from(g, n * 4), *d_dout = d_from(dout, n * 4);
     void *d_out = d_alloc(n * 4), *d_da = d_alloc(n * 4), *d_dg = d_alloc(n * 4);
-    for (int r = 0; r < 4; r++) {
-        char name[64];
-        MUST(cpu->swiglu_fwd(cpu, out, a, g, n, (lmk_round)r));
-        GPU(gpu->swiglu_fwd(gpu, d_out, d_a, d_g, n, (lmk_round)r));
-        snprintf(name, sizeof name, "swiglu_fwd (n %zu, out %s)", n, round_name(r));
-        /* expf may differ by an ulp; with two roundings (silu, then the
-         * product) the outputs may land two ulps of the format apart */
-        compare(name, d_out, out, n, 1e-7,
-                r == LMK_ROUND_BF16 ? 1.6e-2 : r == LMK_ROUND_NONE ? 1e-6 : 2.5e-3);
-    }
-    MUST(cpu->swiglu_bwd(cpu, da, dg, dout, a, g, n));
-    GPU(gpu->swiglu_bwd(gpu, d_da, d_dg, d_dout, d_a, d_g, n));
+    MUST(cpu->swiglu_fwd(cpu, out, a, g, LMK_F32, n));
+    GPU(gpu->swiglu_fwd(gpu, d_out, d_a, d_g, LMK_F32, n));
+    compare("swiglu_fwd (n 100003, float32)", d_out, out, n, 1e-7, 1e-6);
+    MUST(cpu->swiglu_bwd(cpu, da, dg, dout, a, g, LMK_F32, n));
+    GPU(gpu->swiglu_bwd(gpu, d_da, d_dg, d_dout, d_a, d_g, LMK_F32, n));
     compare("swiglu_bwd da", d_da, da, n, 1e-7, 1e-5);
     compare("swiglu_bwd dg", d_dg, dg, n, 1e-7, 1e-5);
     /* add with y aliasing x1, scale */
     float *y = h_copy(a, n);
-    MUST(cpu->add(cpu, y, y, g, n));
-    GPU(gpu->add(gpu, d_a, d_a, d_g, n));
+    MUST(cpu->add(cpu, y, y, g, LMK_F32, n));
+    GPU(gpu->add(gpu, d_a, d_a, d_g, LMK_F32, n));
     compare("add (y aliases x1)", d_a, y, n, 0, 0);
     MUST(cpu->scale(cpu, y, n, 0.37f));
     GPU(gpu->scale(gpu, d_a, n, 0.37f));
@@ -298,6 +291,163 @@ static void test_elementwise(void)
     gpu->mem_free(gpu, d_out), gpu->mem_free(gpu, d_da), gpu->mem_free(gpu, d_dg);
     gpu->mem_free(gpu, d_x);
     free(a), free(g), free(dout), free(out), free(da), free(dg), free(y), free(x);
+}
+
+/* --- 16-bit tensors ------------------------------------------------------- */
+
+static uint16_t *h_half(const float *x, size_t n, lmk_round r)
+{
+    uint16_t *h = malloc(n * sizeof *h);
+    if (!h)
+        exit(1);
+    MUST(cpu->cast_half(cpu, h, x, n, r));
+    return h;
+}
+
+/* Downloads n 16-bit values of d (format r) and compares them, widened,
+ * with the cpu's 16-bit result ref16 widened. */
+static void compare16(const char *what, const void *d, const uint16_t *ref16, size_t n, lmk_round r,
+                      double atol, double rtol)
+{
+    float *ref = malloc(n * sizeof *ref), *got = malloc(n * sizeof *got);
+    uint16_t *h = malloc(n * sizeof *h);
+    if (!ref || !got || !h)
+        exit(1);
+    MUST(cpu->cast_float(cpu, ref, ref16, n, r));
+    void *dg = d_alloc(n * sizeof(float));
+    GPU(gpu->cast_float(gpu, dg, d, n, r));
+    compare(what, dg, ref, n, atol, rtol);
+    gpu->mem_free(gpu, dg);
+    free(ref), free(got), free(h);
+}
+
+/* Every op with a dtype argument on 16-bit tensors (same bits on both
+ * sides): float32 math, one rounding per output, so the two backends agree
+ * to one ulp of the format (two for swiglu's two roundings; expf and
+ * summation order differ in the last float bits) and the GEMM writing 16-bit
+ * C directly (c_half) against the cpu's. */
+static void test_half_ops(lmk_round r)
+{
+    lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
+    double ulp = r == LMK_ROUND_BF16 ? 0x1p-8 : 0x1p-11; /* half an ulp, relative */
+    char name[128];
+    const char *fn = round_name(r);
+    /* rope / head split, B2 T100 H25 dh80 */
+    int Bb = 2, T = 100, H = 25, dh = 80;
+    size_t n = (size_t)Bb * T * H * dh;
+    float *table = malloc(sizeof(float) * T * dh);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < dh / 2; k++) {
+            double ang = t * pow(10000.0, -2.0 * k / dh);
+            table[(size_t)t * dh + 2 * k] = (float)cos(ang);
+            table[(size_t)t * dh + 2 * k + 1] = (float)sin(ang);
+        }
+    float *xin = h_rand(n, -3, 3);
+    uint16_t *in16 = h_half(xin, n, r), *out16 = malloc(n * 2);
+    void *d_table = d_from(table, sizeof(float) * T * dh), *d_in = d_from(in16, n * 2), *d_out = d_alloc(n * 2);
+    for (int tb = 0; tb < 2; tb++) {
+        MUST(cpu->rope_fwd(cpu, out16, in16, dt, tb ? table : NULL, Bb, T, H, dh));
+        GPU(gpu->rope_fwd(gpu, d_out, d_in, dt, tb ? d_table : NULL, Bb, T, H, dh));
+        snprintf(name, sizeof name, "%s %s (16-bit)", tb ? "rope_fwd" : "head split", fn);
+        compare16(name, d_out, out16, n, r, 1e-6, 2 * ulp);
+        MUST(cpu->rope_bwd(cpu, out16, in16, dt, tb ? table : NULL, Bb, T, H, dh));
+        GPU(gpu->rope_bwd(gpu, d_out, d_in, dt, tb ? d_table : NULL, Bb, T, H, dh));
+        snprintf(name, sizeof name, "%s %s (16-bit)", tb ? "rope_bwd" : "head merge", fn);
+        compare16(name, d_out, out16, n, r, 1e-6, 2 * ulp);
+    }
+    gpu->mem_free(gpu, d_table), gpu->mem_free(gpu, d_in), gpu->mem_free(gpu, d_out);
+    free(table), free(xin), free(in16), free(out16);
+
+    /* swiglu forward / backward, add with a 16-bit x2 */
+    n = 100003;
+    float *a = h_rand(n, -6, 6), *g = h_rand(n, -2, 2), *dy = h_rand(n, -1, 1), *base = h_rand(n, -1, 1);
+    uint16_t *a16 = h_half(a, n, r), *g16 = h_half(g, n, r), *dy16 = h_half(dy, n, r);
+    uint16_t *o16 = malloc(n * 2), *o16b = malloc(n * 2);
+    void *d_a = d_from(a16, n * 2), *d_g = d_from(g16, n * 2), *d_dy = d_from(dy16, n * 2);
+    void *d_o = d_alloc(n * 2), *d_ob = d_alloc(n * 2), *d_base = d_from(base, n * 4);
+    MUST(cpu->swiglu_fwd(cpu, o16, a16, g16, dt, n));
+    GPU(gpu->swiglu_fwd(gpu, d_o, d_a, d_g, dt, n));
+    snprintf(name, sizeof name, "swiglu_fwd %s (16-bit, two roundings)", fn);
+    compare16(name, d_o, o16, n, r, 1e-7, 8 * ulp);
+    MUST(cpu->swiglu_bwd(cpu, o16, o16b, dy16, a16, g16, dt, n));
+    GPU(gpu->swiglu_bwd(gpu, d_o, d_ob, d_dy, d_a, d_g, dt, n));
+    snprintf(name, sizeof name, "swiglu_bwd da %s (16-bit)", fn);
+    compare16(name, d_o, o16, n, r, 1e-7, 2 * ulp);
+    snprintf(name, sizeof name, "swiglu_bwd dg %s (16-bit)", fn);
+    compare16(name, d_ob, o16b, n, r, 1e-7, 2 * ulp);
+    MUST(cpu->add(cpu, base, base, dy16, dt, n));
+    GPU(gpu->add(gpu, d_base, d_base, d_dy, dt, n));
+    snprintf(name, sizeof name, "add float32 + %s (exact)", fn);
+    compare(name, d_base, base, n, 0, 0);
+    gpu->mem_free(gpu, d_a), gpu->mem_free(gpu, d_g), gpu->mem_free(gpu, d_dy);
+    gpu->mem_free(gpu, d_o), gpu->mem_free(gpu, d_ob), gpu->mem_free(gpu, d_base);
+    free(a), free(g), free(dy), free(base), free(a16), free(g16), free(dy16), free(o16), free(o16b);
+
+    /* rmsnorm: 16-bit output; backward from a 16-bit dout */
+    int rows = 200, d = 2000;
+    size_t nr = (size_t)rows * d;
+    float *x = h_rand(nr, -2, 2), *w = h_rand(d, 0.5f, 1.5f), *dw = h_rand(d, -1, 1);
+    float *rstd = malloc(sizeof(float) * rows), *dx = malloc(sizeof(float) * nr), *dout = h_rand(nr, -1, 1);
+    uint16_t *y16 = malloc(nr * 2), *dout16 = h_half(dout, nr, r);
+    void *d_x = d_from(x, nr * 4), *d_w = d_from(w, d * 4), *d_dw = d_from(dw, d * 4);
+    void *d_rstd = d_alloc(rows * 4), *d_y = d_alloc(nr * 2), *d_dx = d_alloc(nr * 4), *d_dout = d_from(dout16, nr * 2);
+    MUST(cpu->rmsnorm_fwd(cpu, y16, dt, rstd, x, w, rows, d, 1e-5f));
+    GPU(gpu->rmsnorm_fwd(gpu, d_y, dt, d_rstd, d_x, d_w, rows, d, 1e-5f));
+    snprintf(name, sizeof name, "rmsnorm_fwd out %s (16-bit)", fn);
+    compare16(name, d_y, y16, nr, r, 1e-6, 2 * ulp);
+    MUST(cpu->rmsnorm_bwd(cpu, dx, dw, dout16, dt, x, w, rstd, rows, d));
+    GPU(gpu->rmsnorm_bwd(gpu, d_dx, d_dw, d_dout, dt, d_x, d_w, d_rstd, rows, d));
+    snprintf(name, sizeof name, "rmsnorm_bwd dx (16-bit dout %s)", fn);
+    compare(name, d_dx, dx, nr, 1e-5, 1e-4);
+    snprintf(name, sizeof name, "rmsnorm_bwd dw (16-bit dout %s)", fn);
+    compare(name, d_dw, dw, d, 1e-6 * sqrt(rows), 1e-5);
+    gpu->mem_free(gpu, d_x), gpu->mem_free(gpu, d_w), gpu->mem_free(gpu, d_dw), gpu->mem_free(gpu, d_rstd);
+    gpu->mem_free(gpu, d_y), gpu->mem_free(gpu, d_dx), gpu->mem_free(gpu, d_dout);
+    free(x), free(w), free(dw), free(rstd), free(dx), free(dout), free(y16), free(dout16);
+
+    /* causal softmax forward and backward in place, 3 × 1000 × 1000 */
+    int batch = 3;
+    T = 1000;
+    size_t ns = (size_t)batch * T * T;
+    float *s = h_rand(ns, -8, 8), *dp = h_rand(ns, -1, 1);
+    uint16_t *s16 = h_half(s, ns, r), *dp16 = h_half(dp, ns, r);
+    void *d_s = d_from(s16, ns * 2), *d_dp = d_from(dp16, ns * 2);
+    MUST(cpu->softmax_causal_fwd(cpu, s16, s16, dt, batch, T));
+    GPU(gpu->softmax_causal_fwd(gpu, d_s, d_s, dt, batch, T));
+    snprintf(name, sizeof name, "softmax_causal_fwd %s (16-bit, in place)", fn);
+    compare16(name, d_s, s16, ns, r, 1e-7, 2 * ulp);
+    /* the backward reads the cpu's probabilities on both sides */
+    GPU(gpu->upload(gpu, d_s, s16, ns * 2));
+    MUST(cpu->softmax_causal_bwd(cpu, dp16, dp16, s16, dt, batch, T));
+    GPU(gpu->softmax_causal_bwd(gpu, d_dp, d_dp, d_s, dt, batch, T));
+    snprintf(name, sizeof name, "softmax_causal_bwd %s (16-bit, in place)", fn);
+    compare16(name, d_dp, dp16, ns, r, 1e-6, 2 * ulp);
+    gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_dp);
+    free(s), free(dp), free(s16), free(dp16);
+
+    /* GEMMs writing 16-bit C (c_half), batched, with and without beta */
+    static const int shapes[][6] = {{0, 1, 200, 333, 512, 1}, {1, 0, 100, 80, 100, 6}, {0, 0, 64, 96, 1000, 1}};
+    for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; q++) {
+        int ta = shapes[q][0], tb = shapes[q][1], m = shapes[q][2], nn = shapes[q][3], k = shapes[q][4],
+            bt = shapes[q][5];
+        for (int acc = 0; acc < 2; acc++) {
+            size_t na = (size_t)m * k, nb = (size_t)k * nn, nc = (size_t)m * nn;
+            lmk_gemm gm = {.trans_a = ta, .trans_b = tb, .m = m, .n = nn, .k = k, .batch = bt,
+                           .stride_a = (int64_t)na, .stride_b = (int64_t)nb, .stride_c = (int64_t)nc,
+                           .alpha = acc ? 0.5f : 1.0f, .beta = acc ? 1.0f : 0.0f, .in_round = r,
+                           .out_round = r, .c_half = 1};
+            float *fa = h_rand(na * bt, -1, 1), *fb = h_rand(nb * bt, -1, 1), *fc = h_rand(nc * bt, -1, 1);
+            uint16_t *ha = h_half(fa, na * bt, r), *hb = h_half(fb, nb * bt, r), *hc = h_half(fc, nc * bt, r);
+            void *d_ha = d_from(ha, na * bt * 2), *d_hb = d_from(hb, nb * bt * 2), *d_hc = d_from(hc, nc * bt * 2);
+            MUST(cpu->gemm_half(cpu, &gm, hc, ha, 1, hb, 1));
+            GPU(gpu->gemm_half(gpu, &gm, d_hc, d_ha, 1, d_hb, 1));
+            snprintf(name, sizeof name, "gemm %c%c m%d n%d k%d b%d %s, 16-bit C%s", ta ? 'T' : 'N',
+                     tb ? 'T' : 'N', m, nn, k, bt, fn, acc ? " (beta 1)" : "");
+            compare16(name, d_hc, hc, nc * bt, r, 1e-5 * sqrt(k), 2 * ulp);
+            gpu->mem_free(gpu, d_ha), gpu->mem_free(gpu, d_hb), gpu->mem_free(gpu, d_hc);
+            free(fa), free(fb), free(fc), free(ha), free(hb), free(hc);
+        }
+    }
 }
 
 static void test_cross_entropy(int n, int V, int alias)
@@ -550,6 +700,8 @@ int main(void)
     test_softmax(3, 1000, 1);
     test_softmax(2, 33, 1);
     test_elementwise();
+    test_half_ops(LMK_ROUND_BF16);
+    test_half_ops(LMK_ROUND_FP16);
     test_cross_entropy(200, 10007, 0);
     test_cross_entropy(64, 10000, 1);
     test_cross_entropy(3, 50, 0);
@@ -565,6 +717,8 @@ int main(void)
     test_model(&heads25, 3, 100, LMK_PREC_FP32, 1);
     test_model(&tiny, 2, 64, LMK_PREC_TF32, 0);
     test_model(&odd, 2, 100, LMK_PREC_BF16, 0);
+    test_model(&tiny, 2, 64, LMK_PREC_BF16, 0);
+    test_model(&heads25, 3, 100, LMK_PREC_FP16, 0);
 
     printf("graphs:\n");
     test_graph(&tiny, 2, 64);

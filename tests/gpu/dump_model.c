@@ -72,6 +72,27 @@ static int write_tensor(FILE *f, const lmk_tensor *t)
     return rc;
 }
 
+/* Opens PREFIX+suffix with mode into *f; 0, or -1 with the error printed. */
+static int open_output(FILE **f, char *path, size_t len, const char *prefix, const char *suffix, const char *mode)
+{
+    snprintf(path, len, "%s%s", prefix, suffix);
+    if (!(*f = fopen(path, mode))) {
+        perror(path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Closes *f (set to NULL); 0, or -1 with the error printed. */
+static int close_output(FILE **f, const char *path)
+{
+    int rc = fclose(*f);
+    *f = NULL;
+    if (rc != 0)
+        perror(path);
+    return rc != 0 ? -1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 6) {
@@ -127,29 +148,20 @@ int main(int argc, char **argv)
     TRY(lmk_model_create(gpu, a, &c, B, T, prec, seed, LMK_MODEL_TRAIN, &m));
     TRY(lmk_model_set_batch(m, tok, tok + N));
 
-    snprintf(path, sizeof path, "%s.bin", prefix);
-    if (!(fb = fopen(path, "wb"))) {
-        perror(path);
+    if (open_output(&fb, path, sizeof path, prefix, ".bin", "wb"))
         goto out;
-    }
     size_t nt = lmk_model_tensor_count(m);
     for (size_t i = 0; i < nt; i++) {
         lmk_tensor *p;
         TRY(lmk_model_tensor(m, i, NULL, &p, NULL));
         TRY(write_tensor(fb, p));
     }
-    if (fclose(fb) != 0) {
-        fb = NULL;
-        perror(path);
+    if (close_output(&fb, path))
         goto out;
-    }
     /* the logits, from a forward without backward (a training forward turns
      * them into their gradient in place) */
-    snprintf(path, sizeof path, "%s.logits.bin", prefix);
-    if (!(fb = fopen(path, "wb"))) {
-        perror(path);
+    if (open_output(&fb, path, sizeof path, prefix, ".logits.bin", "wb"))
         goto out;
-    }
     lmk_model_keep_logits(m, 1);
     TRY(lmk_model_forward(m, 0));
     lmk_model_keep_logits(m, 0);
@@ -159,16 +171,10 @@ int main(int argc, char **argv)
         goto out;
     }
     TRY(write_tensor(fb, logits));
-    if (fclose(fb) != 0) {
-        fb = NULL;
-        perror(path);
+    if (close_output(&fb, path))
         goto out;
-    }
-    snprintf(path, sizeof path, "%s.bin", prefix);
-    if (!(fb = fopen(path, "ab"))) {
-        perror(path);
+    if (open_output(&fb, path, sizeof path, prefix, ".bin", "ab"))
         goto out;
-    }
     lmk_adamw_config opt = lmk_adamw_defaults();
     for (int k = 0; k <= adamw_steps; k++) {
         TRY(lmk_model_forward(m, 1));
@@ -185,18 +191,11 @@ int main(int argc, char **argv)
         if (k < adamw_steps)
             TRY(lmk_model_step(m, &opt));
     }
-    if (fclose(fb) != 0) {
-        fb = NULL;
-        perror(path);
+    if (close_output(&fb, path))
         goto out;
-    }
-    fb = NULL;
 
-    snprintf(path, sizeof path, "%s.json", prefix);
-    if (!(fj = fopen(path, "w"))) {
-        perror(path);
+    if (open_output(&fj, path, sizeof path, prefix, ".json", "w"))
         goto out;
-    }
     fprintf(fj, "{\"model\": \"%s\", \"vocab_size\": %d, \"d_model\": %d, \"d_ff\": %d, \"num_layers\": %d, "
                 "\"num_heads\": %d, \"rope_theta\": %.1f, \"batch\": %d, \"T\": %d, \"precision\": \"%s\", "
                 "\"seed\": %llu,\n",
@@ -231,12 +230,8 @@ int main(int argc, char **argv)
         off += p->numel;
     }
     fprintf(fj, " ]}\n");
-    if (fclose(fj) != 0) {
-        fj = NULL;
-        perror(path);
+    if (close_output(&fj, path))
         goto out;
-    }
-    fj = NULL;
     printf("dump_model: %s %s B%d T%d: %zu tensors, %zu parameters, loss %.7f, after %d steps %.7f\n", c.name,
            lmk_precision_name(prec), B, T, nt, total, losses[0], adamw_steps, losses[adamw_steps]);
     status = 0;

@@ -54,8 +54,10 @@ typedef struct lmk_gemm {
     float alpha, beta;
     lmk_round in_round, out_round;
     /* gemm_half only: c holds raw 16-bit bits of out_round's format (BF16 or
-     * FP16, else LMK_INVALID), written rounded from the float32 result and
-     * read (widened) when beta != 0; alpha·AB + beta·C is formed in float32 */
+     * FP16, else LMK_INVALID), written once, rounded from the float32
+     * alpha·AB. beta must be 0 (else LMK_INVALID): cuBLAS may reduce split-K
+     * partial sums through a 16-bit C, so accumulating into one is not a
+     * single rounding; accumulate into float32 C instead. */
     int c_half;
 } lmk_gemm;
 

@@ -727,8 +727,10 @@ static int linear_fwd(lmk_model *m, const char *op, lmk_tensor *y, operand x, pa
  * dW is accumulated in float32 without output rounding: each weight is used
  * once per step, so this equals autocast's half dW only up to that rounding;
  * keeping it exact lets beta = 1 accumulate safely. dx is of its tensor's
- * dtype (16-bit under bf16/fp16: the GEMM writes it; with accumulate the
- * GEMM reads the 16-bit partial sum, adds in float32 and rounds once). A
+ * dtype: 16-bit under bf16/fp16 (the GEMM writes it, rounded once) where one
+ * GEMM makes it; float32 and unrounded where several GEMMs accumulate into
+ * it (the gradient of an RMSNorm output read by two or three projections:
+ * autocast sums their 16-bit gradients in 16 bits, we sum in float32). A
  * float32 dy (the residual stream's gradient, the logits') is cast once to a
  * 16-bit temporary read by both GEMMs; a 16-bit dy is read in place. */
 static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumulate_dx, param_slot *w,
@@ -749,7 +751,7 @@ static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumula
         dyo.h = dy16.data;
     lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1.0f,
                    .beta = accumulate_dx ? 1.0f : 0.0f, .in_round = m->in_round,
-                   .out_round = m->out_round};
+                   .out_round = dx->dtype == LMK_F32 ? LMK_ROUND_NONE : m->out_round};
     snprintf(name, sizeof name, "%s dx = dy W", op);
     rc = gemm2(m, name, &gx, dx, dyo, op_w(w));
     if (rc == LMK_OK) {
@@ -1084,16 +1086,16 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     DROP(t1);
     DROP(la->a);
     DROP(la->g);
-    TMPA(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l);
+    TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l); /* float32: w1 and w3 accumulate */
     TRY(linear_bwd(m, "ffn.w1", &t1, 0, w1, &t2, op_x(&la->ln2_out), N, d, ff));
     TRY(linear_bwd(m, "ffn.w3", &t1, 1, w3, &t3, op_x(&la->ln2_out), N, d, ff));
     DROP(t2);
     DROP(t3);
     DROP(la->ln2_out);
     TMP(t2, (size_t)N * d, "layers.%d.resid_mid.grad", l);
-    REC("ln2 (rmsnorm) backward", F32, acc_reduce(m, 1), F_ACT, F32, F32);
+    REC("ln2 (rmsnorm) backward", F32, acc_reduce(m, 1), F32, F32, F32);
     TRY(grad_ready(m, layer_param(m, l, P_LN2)));
-    TRY(b->rmsnorm_bwd(b, LMK_F(t2), LMK_F(layer_param(m, l, P_LN2)->g), t1.data, adt, LMK_F(la->mid),
+    TRY(b->rmsnorm_bwd(b, LMK_F(t2), LMK_F(layer_param(m, l, P_LN2)->g), t1.data, LMK_F32, LMK_F(la->mid),
                        LMK_F(layer_param(m, l, P_LN2)->p), LMK_F(la->ln2_rstd), N, d));
     DROP(t1);
     DROP(la->ln2_rstd);
@@ -1155,7 +1157,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     }
     /* back through RoPE / head split, then the three projections */
     TMPA(t3, (size_t)N * d, "layers.%d.attn.proj_out.grad", l);
-    TMPA(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l);
+    TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l); /* float32: q, k, v accumulate */
     static const int proj[3] = {P_WQ, P_WK, P_WV};
     static const char *const proj_names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
     lmk_tensor *src[3] = {&t1, &t2, &t4};
@@ -1169,9 +1171,9 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     DROP(la->ln1_out);
     release_layer_copies(m, l); /* the layer's last GEMM has run */
     TMP(t1, (size_t)N * d, "layers.%d.input.grad", l);
-    REC("ln1 (rmsnorm) backward", F32, acc_reduce(m, 1), F_ACT, F32, F32);
+    REC("ln1 (rmsnorm) backward", F32, acc_reduce(m, 1), F32, F32, F32);
     TRY(grad_ready(m, layer_param(m, l, P_LN1)));
-    TRY(b->rmsnorm_bwd(b, LMK_F(t1), LMK_F(layer_param(m, l, P_LN1)->g), t5.data, adt,
+    TRY(b->rmsnorm_bwd(b, LMK_F(t1), LMK_F(layer_param(m, l, P_LN1)->g), t5.data, LMK_F32,
                        LMK_F(m->resid[l]), LMK_F(layer_param(m, l, P_LN1)->p), LMK_F(la->ln1_rstd), N, d));
     DROP(t5);
     DROP(la->ln1_rstd);
@@ -1346,13 +1348,13 @@ static void est_layer_backward(ledger *g, const est_shape *z)
     ACTB(-nffa);     /* swiglu out */
     ACTB(2 * nffa);  /* w1, w3 out grads */
     ACTB(-3 * nffa); /* swiglu grad, w1 and w3 outs */
-    ACTB(nda);       /* ln2 out grad */
+    ACTB(nd);        /* ln2 out grad (float32: accumulated) */
     est_linear_bwd(g, z, z->dff, 0);
     est_linear_bwd(g, z, z->dff, 0);
     ACTB(-2 * nffa - nda); /* w1, w3 out grads, ln2 out */
     ACTB(nd);              /* mid grad */
     put(g, E_GRAD, 4 * z->d);
-    ACTB(-nda - n4 - nd); /* ln2 out grad, rstd, mid */
+    ACTB(-nd - n4 - nd); /* ln2 out grad, rstd, mid */
     ACTB(-nd);            /* the old dres */
     ACTB(nda);            /* merged grad */
     est_linear_bwd(g, z, z->dd, nel_d);
@@ -1371,7 +1373,7 @@ static void est_layer_backward(ledger *g, const est_shape *z)
         ACTB(-z->scoresa);      /* dS */
         ACTB(-2 * nda);         /* q, k */
     }
-    ACTB(2 * nda); /* proj out grad, ln1 out grad */
+    ACTB(nda + nd); /* proj out grad, ln1 out grad (float32: accumulated) */
     for (int i = 0; i < 3; i++) {
         ACTB(-nda); /* dq, dk, dv */
         est_linear_bwd(g, z, z->dd, 0);
@@ -1380,7 +1382,7 @@ static void est_layer_backward(ledger *g, const est_shape *z)
     COPY(-(4 * z->dd + 3 * z->dff));
     ACTB(nd); /* input grad */
     put(g, E_GRAD, 4 * z->d);
-    ACTB(-nda - n4 - nd); /* ln1 out grad, rstd, the layer's input */
+    ACTB(-nd - n4 - nd); /* ln1 out grad, rstd, the layer's input */
     ACTB(-nd);            /* the old dres */
 }
 

@@ -173,7 +173,7 @@ int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, void *c, const void *a, int
         return LMK_INVALID;
     if ((a_half || b_half) && g->in_round != LMK_ROUND_BF16 && g->in_round != LMK_ROUND_FP16)
         return LMK_INVALID;
-    if (g->c_half && g->out_round != LMK_ROUND_BF16 && g->out_round != LMK_ROUND_FP16)
+    if (g->c_half && ((g->out_round != LMK_ROUND_BF16 && g->out_round != LMK_ROUND_FP16) || g->beta != 0.0f))
         return LMK_INVALID;
     size_t ec = g->c_half ? 2 : 4;
     if (g->m == 0 || g->n == 0)

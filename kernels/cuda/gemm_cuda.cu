@@ -15,9 +15,9 @@
  *                   16-bit copy in the backend's scratch first.
  *   cast_half     : float32 → raw 16-bit bits, 4 elements per thread step
  *                   (16-byte loads, 8-byte stores) when aligned.
- *   out_round     : c_half (gemm_half): C is CUDA_R_16BF / CUDA_R_16F and
- *                   cuBLAS converts the float32 alpha·AB + beta·C once
- *                   (round to nearest even), no separate pass; otherwise a
+ *   out_round     : c_half (gemm_half, beta 0): C is CUDA_R_16BF / CUDA_R_16F
+ *                   and cuBLAS converts the float32 alpha·AB once (round to
+ *                   nearest even), no separate pass; otherwise a
  *                   rounding kernel over float32 C after the product (C =
  *                   round(alpha·AB + beta·C), as the cpu does). */
 #include <cuda_bf16.h>
@@ -104,8 +104,8 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
     const int half_in = g->in_round == LMK_ROUND_BF16 || g->in_round == LMK_ROUND_FP16;
     if ((a_half || b_half) && !half_in)
         return LMK_INVALID;
-    if (g->c_half && g->out_round != LMK_ROUND_BF16 && g->out_round != LMK_ROUND_FP16)
-        return LMK_INVALID;
+    if (g->c_half && ((g->out_round != LMK_ROUND_BF16 && g->out_round != LMK_ROUND_FP16) || g->beta != 0.0f))
+        return LMK_INVALID; /* see lmk_gemm.c_half: no split-K reduction through 16 bits */
     cudaDataType_t tc = !g->c_half ? CUDA_R_32F : g->out_round == LMK_ROUND_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     const int m = g->m, n = g->n, k = g->k;
     /* column-major view: C' (n, m) = op'(B') (n, k) · op'(A') (k, m) */

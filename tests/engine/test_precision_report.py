@@ -84,9 +84,15 @@ def main():
             for op in ("attn.scores = q k^T", "attn.values = p v", "ffn.w2"):
                 check(by[("forward", op)]["storage"] == "16-bit tensor; 16-bit tensor; 16-bit output",
                       f"{prec}: {op} 16-bit in and out {by[('forward', op)]}")
-            for op in ("attn dp = dout v^T", "attn dq = ds k", "attn dk = ds^T q", "ffn.w1 dx = dy W"):
+            for op in ("attn dp = dout v^T", "attn dq = ds k", "attn dk = ds^T q", "ffn.w2 dx = dy W",
+                       "attn.output_proj dx = dy W"):
                 check(by[("backward", op)]["storage"] == "16-bit tensor; 16-bit tensor; 16-bit output",
                       f"{prec}: backward {op} 16-bit in and out {by[('backward', op)]}")
+            # gradients that several GEMMs accumulate (of the norm outputs) are float32
+            for op in ("ffn.w1 dx = dy W", "ffn.w3 dx = dy W", "attn.q_proj dx = dy W", "attn.v_proj dx = dy W"):
+                r = by[("backward", op)]
+                check(r["output"] == "float32" and r["storage"] == "16-bit tensor; 16-bit tensor",
+                      f"{prec}: backward {op} accumulates in float32 {r}")
             # no activation is cast in forward (only the weights); backward casts only the float32
             # gradients of the residual stream and of the logits
             casts = sorted(r["op"] for r in rows if r["op"].endswith("(cast_half)") and r["op"] != "weights (cast_half)")

@@ -10,7 +10,7 @@
 # usage: tests/gpu/bf16_grid.sh CARRY_DIR OUT_DIR
 # env:   SIZES small,medium,large,xl   CTX 128,256,512,1024   WARMUP 2   STEPS 5
 #        COMPILE "small:1024 large:1024" (before our fp32)  COMPILE2 "small:512 large:512" (after)
-#        BUDGET_S 540   CHECKS 1
+#        BUDGET_S 540   CHECKS 1   EAGER 1 (torch eager peer)   FP32_SIZES $SIZES   FP32_CTX 128,1024
 set -u
 CARRY=$1
 OUT=$2
@@ -23,6 +23,9 @@ COMPILE=${COMPILE:-"small:1024 large:1024"}
 COMPILE2=${COMPILE2:-"small:512 large:512"}
 BUDGET_S=${BUDGET_S:-540}
 CHECKS=${CHECKS:-1}
+EAGER=${EAGER:-1}
+FP32_SIZES=${FP32_SIZES:-$SIZES}
+FP32_CTX=${FP32_CTX:-128,1024}
 mkdir -p "$OUT"
 start=$(date +%s)
 left() { echo $((BUDGET_S - ($(date +%s) - start))); }
@@ -66,12 +69,12 @@ for size in ${SIZES//,/ }; do
 \"batch_size\":4,\"precision\":\"bf16\",\"mode\":\"train_step\",\"attention\":\"naive\",\
 \"warmup_steps\":$WARMUP,\"measure_steps\":$STEPS}"
 done
-torch_peer "$SIZES" "$CTX" torch_bf16.jsonl
+[ "$EAGER" = 1 ] && torch_peer "$SIZES" "$CTX" torch_bf16.jsonl
 for point in $COMPILE; do
     torch_peer "${point%%:*}" "${point#*:}" torch_bf16_compile.jsonl --compile --sdpa
 done
-for size in ${SIZES//,/ }; do
-    lmperf "${size}_fp32" "{\"kind\":\"benchmark\",\"model\":\"$size\",\"context_length\":[128,1024],\
+for size in ${FP32_SIZES//,/ }; do
+    lmperf "${size}_fp32" "{\"kind\":\"benchmark\",\"model\":\"$size\",\"context_length\":[$FP32_CTX],\
 \"batch_size\":4,\"precision\":\"fp32\",\"mode\":\"train_step\",\"attention\":\"naive\",\
 \"warmup_steps\":1,\"measure_steps\":3}"
 done

@@ -1,7 +1,8 @@
 """The flash kernels against PyTorch on the GPU: forward output O and logsumexp,
 and dQ, dK, dV, for every dtype (fp32, fp16, bf16), head dim (16, 32, 64, 80,
 128), causal and not, and odd sequence lengths (1, 17, 100, 1000, 4097), plus a
-few many-head shapes that take the 128-query forward blocks.
+few many-head shapes that take the 128-query forward blocks (at d 64 the wgmma
+forward of flash_wgmma.cu).
 
 Our side comes from flash_dump (fresh Gaussian inputs, outputs poisoned with
 NaN before the launches, raw files). The reference is float64 attention in
@@ -49,9 +50,12 @@ def cases(quick):
                 for T in Ts:
                     B, H = (2, 3) if T <= 100 else (1, 2) if T <= 1000 else (1, 1)
                     out.append(f"{dt}:{B}:{H}:{T}:{d}:{causal}")
-    # many heads: the forward takes 128-query blocks (grid ≥ 2 blocks per SM)
+    # many heads: the forward takes 128-query blocks (grid ≥ 2 blocks per SM),
+    # at d 64 the wgmma kernel (flash_wgmma.cu)
     out += ["bf16:1:16:4097:64:1", "fp16:2:8:2500:128:0", "bf16:1:12:3001:80:1",
-            "fp16:1:16:2048:64:1", "bf16:2:8:2100:32:0"]
+            "fp16:1:16:2048:64:1", "bf16:2:8:2100:32:0",
+            "fp16:1:16:4097:64:0", "bf16:2:12:1500:64:1", "fp16:4:8:1100:64:1",
+            "bf16:3:8:1777:64:0"]
     return out
 
 

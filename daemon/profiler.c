@@ -342,8 +342,13 @@ static uint32_t thread_id(void)
  * correlation id (the id of the kernel, memcpy or memset records it makes). */
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
 {
-    (void)userdata, (void)domain, (void)cbid;
+    static __thread int in_runtime; /* runtime launch calls in progress on this thread */
+    (void)userdata, (void)cbid;
     const CUpti_CallbackData *cb = data;
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+        in_runtime += cb->callbackSite == CUPTI_API_ENTER ? 1 : -1;
+    else if (in_runtime > 0)
+        return; /* the driver call under a runtime launch: its work carries the runtime call's correlation id */
     uint64_t now = 0;
     cuptiGetTimestamp(&now);
     pthread_mutex_lock(&session_lock);

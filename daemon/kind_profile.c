@@ -4,7 +4,7 @@
  *
  * DESIGN: first, before anything is traced, every point's model is built,
  * warmed up and its profile_steps steps run untraced and timed (the overhead
- * baselines: CUPTI leaves part of its cost in a process even after it is
+ * baselines: CUPTI may leave part of its cost in a process even after it is
  * detached). Then per point, one model again: warm-up steps run untraced,
  * then the traced steps inside one profiler session (profiler.h), after one
  * traced step that is discarded (CUPTI's first-use cost). Every step is
@@ -727,10 +727,10 @@ failed:
 }
 
 /* The untraced steps of every point, measured before any point is traced:
- * CUPTI leaves part of its cost in the launch path of a process even after
- * it is detached (measured: small bf16 forward 2.6 ms in a benchmark job,
- * 3.4 ms untraced after a traced point), so a baseline taken after tracing
- * would hide part of the overhead. One job at a time per worker, like the
+ * CUPTI may leave part of its cost in the launch path of a process (small
+ * bf16 forward untraced after traced points: 5.2 ms without detaching, 3.4 ms
+ * after detaching, 2.6-3.9 ms clean on an H200), so a baseline taken after
+ * tracing could hide part of the overhead. One job at a time per worker, like the
  * profiler session (profiler.h): run_point takes the baselines in sweep
  * order from here. */
 typedef struct baseline {

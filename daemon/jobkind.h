@@ -39,6 +39,10 @@ typedef struct jobkind {
     /* Non-zero: store_run is called for failed runs too (the run's "status"
      * says which), e.g. to keep a failed run's partial event list. */
     int store_failed_runs;
+    /* Non-zero: the worker process that ran a job of this kind is replaced by
+     * a fresh one when the job ends (however it ends), so that what the job
+     * left in the process (an attached profiler) cannot slow later jobs. */
+    int fresh_worker_after;
     /* Builds the summary table of a job from the database (reader side).
      * Sets *table (new). Returns 0 or -1 with err filled. */
     int (*table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);

@@ -1135,4 +1135,5 @@ const jobkind jobkind_profile = {
     .bulky_fields = bulky_fields,
     .events = profile_trace, /* the trace is this kind's event list */
     .trace = profile_trace,
+    .fresh_worker_after = 1, /* CUPTI stays loaded in the process: later jobs get a clean one */
 };

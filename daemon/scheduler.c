@@ -51,7 +51,9 @@ typedef struct worker_slot {
     double cancel_deadline; /* 0: no cancel requested */
     double restart_at;
     int quick_failures;   /* consecutive exits soon after start */
-    int restarts;
+    int restarts;         /* after a crash, kill or timeout */
+    int recycled;         /* replaced after a job of a fresh_worker_after kind */
+    int recycle_pending;  /* replace once the current messages are handled */
 } worker_slot;
 
 struct scheduler {
@@ -198,6 +200,27 @@ static void reap_worker(scheduler *s, int index)
     w->fd = -1;
     w->state = W_EMPTY;
     w->restarts++;
+    w->recycle_pending = 0;
+}
+
+/* Replaces an idle worker by a fresh process right away (not a failure: no
+ * backoff, not counted in restarts). */
+static void recycle_worker(scheduler *s, int index)
+{
+    worker_slot *w = &s->workers[index];
+    if (w->pid > 0) {
+        kill(w->pid, SIGKILL);
+        waitpid(w->pid, NULL, 0);
+    }
+    close(w->fd);
+    line_reader_free(&w->reader);
+    log_info("scheduler", "worker %d (pid %d) replaced by a fresh process", index, (int)w->pid);
+    w->pid = 0;
+    w->fd = -1;
+    w->state = W_EMPTY;
+    w->restart_at = now_s();
+    w->recycled++;
+    w->recycle_pending = 0;
 }
 
 /* --- messages from workers -------------------------------------------------------- */
@@ -257,12 +280,18 @@ static void handle_message(scheduler *s, int index, json_t *msg)
         int run_index = (int)json_integer_value(json_object_get(msg, "index"));
         if (store_run_add(s->store, w->kind, job_id, run_index, w->spec, json_object_get(msg, "run")))
             log_error("scheduler", "job %lld: storing run %d failed", (long long)job_id, run_index);
-    } else if (strcmp(type, "done") == 0) {
-        finish_job(s, w, "succeeded", NULL, json_object_get(msg, "result"));
-    } else if (strcmp(type, "failed") == 0) {
-        finish_job(s, w, "failed", json_string_value(json_object_get(msg, "error")), NULL);
-    } else if (strcmp(type, "cancelled") == 0) {
-        finish_job(s, w, "cancelled", "cancelled while running", NULL);
+    } else {
+        const jobkind *kind = w->kind; /* finish_job forgets it */
+        if (strcmp(type, "done") == 0)
+            finish_job(s, w, "succeeded", NULL, json_object_get(msg, "result"));
+        else if (strcmp(type, "failed") == 0)
+            finish_job(s, w, "failed", json_string_value(json_object_get(msg, "error")), NULL);
+        else if (strcmp(type, "cancelled") == 0)
+            finish_job(s, w, "cancelled", "cancelled while running", NULL);
+        else
+            return;
+        if (kind && kind->fresh_worker_after && w->state == W_IDLE)
+            w->recycle_pending = 1; /* read_worker replaces it once the messages are read */
     }
 }
 
@@ -284,6 +313,10 @@ static void read_worker(scheduler *s, int index)
         while ((msg = line_reader_next(&w->reader))) {
             handle_message(s, index, msg);
             json_decref(msg);
+        }
+        if (w->recycle_pending) {
+            recycle_worker(s, index);
+            return;
         }
         if (n < 0)
             return; /* EAGAIN: all read */
@@ -569,9 +602,9 @@ json_t *scheduler_describe(scheduler *s)
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < s->worker_count; i++) {
         worker_slot *w = &s->workers[i];
-        json_t *o = json_pack("{s:i, s:s, s:i, s:O?, s:i}", "index", i, "state",
+        json_t *o = json_pack("{s:i, s:s, s:i, s:O?, s:i, s:i}", "index", i, "state",
                               worker_state_names[w->state], "pid", (int)w->pid, "device", w->device,
-                              "restarts", w->restarts);
+                              "restarts", w->restarts, "recycled", w->recycled);
         json_object_set_new(o, "job_id", w->job_id ? json_integer(w->job_id) : json_null());
         json_array_append_new(workers, o);
     }

@@ -362,6 +362,21 @@ def test_worker_killed(d):
           "a fresh worker was started")
 
 
+def test_profile_fresh_worker(d):
+    """A profile job (on the cpu worker it fails: no CUPTI) is followed by a
+    fresh worker process, not counted as a crash; the next job runs on it."""
+    before = d.get("/v1/system")[2]["workers"][0]
+    job = d.submit({"kind": "profile", "model": "tiny", "context_length": 32, "batch_size": 1})
+    done = d.wait_status(job["id"], ("succeeded", "failed", "cancelled"), timeout=60)
+    d.wait_for(lambda: d.get("/v1/system")[2]["workers"][0]["recycled"] == before["recycled"] + 1
+               and d.workers_state() == ["idle"], "the worker to be replaced after the profile job")
+    after = d.get("/v1/system")[2]["workers"][0]
+    check(after["pid"] != before["pid"] and after["restarts"] == before["restarts"],
+          f"fresh worker after a profile job ({done['status']}): {before} -> {after}")
+    nxt = d.submit({"kind": "numerics"})
+    check(d.wait_status(nxt["id"], ("succeeded", "failed"))["status"] == "succeeded", "next job on the fresh worker")
+
+
 def test_timeout(d):
     job = d.submit({"kind": "numerics", "count": LONG_COUNT, "timeout_s": 1})
     done = d.wait_status(job["id"], ("failed", "succeeded"), timeout=20)
@@ -436,7 +451,7 @@ def test_sigterm_graceful():
 def main():
     d = Daemon("main")
     try:
-        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_cancel, test_worker_killed, test_timeout):
+        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_cancel, test_worker_killed, test_profile_fresh_worker, test_timeout):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

@@ -9,7 +9,7 @@
 # tables (bf16_table.py) are printed last.
 # usage: tests/gpu/bf16_grid.sh CARRY_DIR OUT_DIR
 # env:   SIZES small,medium,large,xl   CTX 128,256,512,1024   WARMUP 2   STEPS 5
-#        COMPILE "small:1024 large:1024" (before our fp32)  COMPILE2 "small:512 large:512" (after)
+#        COMPILE "small:1024 large:1024" (before our fp32)  COMPILE2 "small:512 large:512" (after; "" = none)
 #        BUDGET_S 540   CHECKS 1   EAGER 1 (torch eager peer)   FP32_SIZES $SIZES   FP32_CTX 128,1024
 set -u
 CARRY=$1
@@ -19,8 +19,8 @@ SIZES=${SIZES:-small,medium,large,xl}
 CTX=${CTX:-128,256,512,1024}
 WARMUP=${WARMUP:-2}
 STEPS=${STEPS:-5}
-COMPILE=${COMPILE:-"small:1024 large:1024"}
-COMPILE2=${COMPILE2:-"small:512 large:512"}
+COMPILE=${COMPILE-"small:1024 large:1024"}
+COMPILE2=${COMPILE2-"small:512 large:512"}
 BUDGET_S=${BUDGET_S:-540}
 CHECKS=${CHECKS:-1}
 EAGER=${EAGER:-1}

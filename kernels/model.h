@@ -29,14 +29,20 @@
  * gradients and optimizer state; each weight matrix (all but the embedding)
  * is cast once per step into a real 16-bit copy (category parameter_copy,
  * made at its first use in forward, read by forward and backward, freed at
- * the end of its layer's backward, or of its layer in inference); a linear
- * layer's input
- * and its output gradient are cast once into 16-bit temporaries shared by
- * the GEMMs that read them; GEMMs multiply 16-bit inputs with float32
- * accumulation; GEMM outputs and the SwiGLU product are rounded to the half
- * format (stored in float32); RMSNorm, softmax, residual adds and the loss
- * stay in float32. fp16 uses dynamic loss scaling (initial 2^16, halved and
- * the step skipped on overflow, doubled after 2000 good steps).
+ * the end of its layer's backward, or of its layer in inference). The
+ * tensors autocast makes 16-bit are stored in 16 bits and written so by the
+ * op that makes them: linear outputs (the GEMM writes 16-bit C), q, k, v
+ * after RoPE, attention scores, probabilities and P·V, SwiGLU, the RMSNorm
+ * outputs (read only by GEMMs), and in backward their gradients (dP, dS,
+ * dq, dk, dv, ...). GEMMs multiply 16-bit inputs with float32 accumulation;
+ * RMSNorm statistics, softmax, RoPE angles and SwiGLU are computed in float32
+ * and rounded once on store. Float32: the residual stream (embedding output
+ * and the adds), its gradient (cast once to 16 bits for the two GEMMs that
+ * read it), gradients that several GEMMs accumulate (of the RMSNorm
+ * outputs), the logits (holding 16-bit values) and the loss, parameter
+ * gradients and optimizer state. fp16 uses dynamic loss scaling (initial
+ * 2^16, halved and the step skipped on overflow, doubled after 2000 good
+ * steps).
  *
  * Steps and CUDA graphs: AdamW's step number is a device counter advanced
  * on the device (adamw_begin), so forward + backward + step captured once in
@@ -192,14 +198,14 @@ const lmk_tensor *lmk_model_logits(const lmk_model *m);
  * calls is recorded with the formats it actually passed (one row per model
  * op and phase, layers merged; calls counted). Formats are value formats:
  * "float32", "tf32", "bfloat16", "float16" (a bfloat16 value may be stored
- * in a float32 tensor: GEMM outputs under autocast). */
+ * in a float32 tensor: the logits under autocast). */
 typedef struct lmk_precision_row {
     char phase[12];      /* forward, backward, optimizer */
     char op[48];         /* "attn.q_proj (gemm)", "ln1 (rmsnorm)", ... */
     char inputs[48];     /* formats of the inputs, ", "-separated */
     char output[16];
     char accumulate[16]; /* "float32", "float64" (cpu reductions), "-" */
-    char storage[64];    /* how 16-bit GEMM inputs are held ("" otherwise) */
+    char storage[64];    /* how 16-bit GEMM inputs/outputs are held, notes ("" under fp32/tf32) */
     int calls;           /* per traced step */
 } lmk_precision_row;
 

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attention.h"
 #include "device_peaks.h"
 #include "jobkind.h"
 #include "model.h"
@@ -466,37 +467,62 @@ static void add_roofline(json_t *run, const summary *s, const model_point *p, co
 {
     const char *src;
     double B = p->batch, T = p->T, H = p->cfg.num_heads, d = p->cfg.d_model, ff = p->cfg.d_ff, V = p->cfg.vocab_size;
-    double L = p->cfg.num_layers, N = B * T, dh = d / H, BH = B * H, S = BH * T * T, E = 4.0; /* float32 */
+    double L = p->cfg.num_layers, N = B * T, dh = d / H, BH = B * H, S = BH * T * T;
+    /* bytes per stored element: the engine keeps activations, scores and the
+     * GEMM operands in 16 bits under bf16/fp16 (autocast storage), float32
+     * otherwise; the logits stay float32 */
+    int half = p->prec == LMK_PREC_BF16 || p->prec == LMK_PREC_FP16;
+    double E = half ? 2.0 : 4.0, E_logits = 4.0;
     double gemm_peak = gemm_ceiling(dev, p->prec);
     double fp32_peak = device_peak_flops(dev, LMK_PREC_FP32, &src);
     double bw = device_peak_bandwidth(dev);
     json_t *rows = json_array();
-    roofline_row(rows, s, "attention scores", "attention scores", 2 * S * dh, E * (2 * BH * T * dh + S), 0, gemm_peak, bw);
-    roofline_row(rows, s, "attention softmax", "attention softmax", SOFTMAX_FLOPS_PER_ELEM * S, E * 2 * S, 0, fp32_peak, bw);
-    roofline_row(rows, s, "attention values", "attention values", 2 * S * dh, E * (S + 2 * BH * T * dh), 0, gemm_peak, bw);
-    roofline_row(rows, s, "attention scores backward", "attention scores backward", 4 * S * dh,
-                 E * (2 * S + 4 * BH * T * dh), 0, gemm_peak, bw);
-    roofline_row(rows, s, "attention softmax backward", "attention softmax backward", SOFTMAX_BWD_FLOPS_PER_ELEM * S,
-                 E * 3 * S, 0, fp32_peak, bw);
-    roofline_row(rows, s, "attention values backward", "attention values backward", 4 * S * dh,
-                 E * (2 * S + 4 * BH * T * dh), 0, gemm_peak, bw);
+    int flash = p->attention && strcmp(p->attention, "flash") == 0;
+    if (flash) {
+        /* fused kernels: Q, K, V in, O and the float32 logsumexp out; the
+         * backward reads Q, K, V, O, dO and the logsumexp, writes dQ, dK, dV
+         * (and D). FLOPs by lmk_attn_flops_* (causal: half the square). */
+        lmk_attn_shape shape = {.B = p->batch, .H = p->cfg.num_heads, .T = p->T, .d = (int)dh, .causal = 1,
+                                .dtype = half ? (p->prec == LMK_PREC_BF16 ? LMK_BF16 : LMK_F16) : LMK_F32};
+        double qkv = BH * T * dh;
+        roofline_row(rows, s, "attention flash", "attention flash", lmk_attn_flops_fwd(&shape),
+                     E * 4 * qkv + 4.0 * BH * T, 0, gemm_peak, bw);
+        roofline_row(rows, s, "attention flash backward", "attention flash backward", lmk_attn_flops_bwd(&shape),
+                     E * 8 * qkv + 8.0 * BH * T, 0, gemm_peak, bw);
+    } else {
+        roofline_row(rows, s, "attention scores", "attention scores", 2 * S * dh, E * (2 * BH * T * dh + S), 0,
+                     gemm_peak, bw);
+        roofline_row(rows, s, "attention softmax", "attention softmax", SOFTMAX_FLOPS_PER_ELEM * S, E * 2 * S, 0,
+                     fp32_peak, bw);
+        roofline_row(rows, s, "attention values", "attention values", 2 * S * dh, E * (S + 2 * BH * T * dh), 0,
+                     gemm_peak, bw);
+        roofline_row(rows, s, "attention scores backward", "attention scores backward", 4 * S * dh,
+                     E * (2 * S + 4 * BH * T * dh), 0, gemm_peak, bw);
+        roofline_row(rows, s, "attention softmax backward", "attention softmax backward",
+                     SOFTMAX_BWD_FLOPS_PER_ELEM * S, E * 3 * S, 0, fp32_peak, bw);
+        roofline_row(rows, s, "attention values backward", "attention values backward", 4 * S * dh,
+                     E * (2 * S + 4 * BH * T * dh), 0, gemm_peak, bw);
+    }
     /* the linear layers of one forward: GEMM time in forward less the attention matmuls */
     size_t fi = range_index(s, "forward");
     if (fi < s->nr) {
         double lin_flops = 2 * N * (L * (4 * d * d + 3 * d * ff) + d * V);
         double lin_bytes = E * (L * (4 * (2 * N * d + d * d) + 2 * (N * d + d * ff + N * ff) + (N * ff + ff * d + N * d)) +
-                                N * d + d * V + N * V);
-        double attn_gemm = 0;
-        static const char *const attn[] = {"attention scores", "attention values"};
-        for (int i = 0; i < 2; i++)
+                                N * d + d * V) + E_logits * N * V;
+        double attn_gemm = 0; /* GEMM-classified kernels of the attention (naive: its two matmuls) */
+        static const char *const attn[] = {"attention scores", "attention values", "attention flash"};
+        for (int i = 0; i < 3; i++)
             attn_gemm += (double)range_kernel_ns(s, attn[i], 1);
         double t = ((double)range_kernel_ns(s, "forward", 1) - attn_gemm) / (double)s->range_inst[fi];
         roofline_row(rows, s, "forward linear layers (GEMMs)", NULL, lin_flops, lin_bytes, t, gemm_peak, bw);
     }
     json_object_set_new(run, "roofline", rows);
     json_object_set_new(run, "roofline_notes",
-                        json_string("FLOPs and bytes per instance by formula: float32 storage, the full T×T scores "
-                                    "the naive kernels compute; time = kernel time inside the range per instance; "
+                        json_string("FLOPs and bytes per instance by formula: the engine's storage (16-bit "
+                                    "activations, scores and GEMM operands under bf16/fp16, float32 otherwise; "
+                                    "float32 logits), the full T×T scores the naive kernels compute, flash FLOPs "
+                                    "by the causal half-square convention; time = kernel time inside the range per "
+                                    "instance; "
                                     "ceilings: the measured bf16/fp16 GEMM rate (H100 798, H200 790 TFLOP/s) or "
                                     "the vendor dense peak for other precisions (GEMMs), fp32 (softmax), and the "
                                     "measured copy bandwidth"));

@@ -446,15 +446,35 @@ template <int N> __device__ __forceinline__ void cp_wait()
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/* sm (ROWS, D + 8) ← rows row0… of g (Tn, D) by cp.async; rows past Tn are zero. */
+/* sm (ROWS, D + 8) ← rows row0… of g (Tn, D) by cp.async, issued by NTH
+ * threads of which this is tid; rows past Tn are zero. */
 template <typename T, int D, int ROWS, int NTH>
-__device__ __forceinline__ void tile_async(T *sm, const T *g, int row0, int Tn)
+__device__ __forceinline__ void tile_async_by(T *sm, const T *g, int row0, int Tn, int tid)
 {
     constexpr int CH = D / 8; /* 16-byte chunks per row */
-    for (int idx = threadIdx.x; idx < ROWS * CH; idx += NTH) {
+    for (int idx = tid; idx < ROWS * CH; idx += NTH) {
         const int r = idx / CH, c = (idx - r * CH) * 8, gr = row0 + r;
         cp_async16(sm + r * (D + 8) + c, g + (size_t)(gr < Tn ? gr : 0) * D + c, gr < Tn);
     }
+}
+template <typename T, int D, int ROWS, int NTH>
+__device__ __forceinline__ void tile_async(T *sm, const T *g, int row0, int Tn)
+{
+    tile_async_by<T, D, ROWS, NTH>(sm, g, row0, Tn, threadIdx.x);
+}
+
+/* Split loops (SP = 2): a block runs SP groups of NTH threads, each with its
+ * own tile buffers, taking every SP-th tile of the block's loop; the groups
+ * meet once at the end to add their partial results (group 1 into group 0,
+ * a fixed order: still deterministic). For grids of fewer blocks than SMs
+ * can hold, where the longest block sets the time. group_sync is the
+ * barrier of one group (named barrier 1 + grp; the block's with SP = 1). */
+template <int SP, int NTH> __device__ __forceinline__ void group_sync(int grp)
+{
+    if constexpr (SP == 1)
+        __syncthreads();
+    else
+        asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "n"(NTH) : "memory");
 }
 
 /* Two floats stored as one pair of T (4 bytes). */
@@ -487,17 +507,22 @@ template <int D> constexpr int bq_kv() { return D <= 64 ? 64 : 32; } /* dK/dV qu
  * longest block, which the uncapped ones run faster (1 head: 0.93 vs 1.00). */
 constexpr int KV_MINB = 3, DQ_MINB = 4;
 
-template <typename T, int D, int BM> constexpr size_t tc_fwd_smem()
+template <typename T, int D, int BM, int SP> constexpr size_t tc_fwd_smem()
 {
-    return sizeof(T) * (D + 8) * (BM + 4 * FK);
+    return sizeof(T) * (D + 8) * (BM + SP * 4 * FK);
 }
-template <typename T, int D> constexpr size_t tc_dkdv_smem()
+/* bytes of one group's query-tile buffers in the dK/dV kernel */
+template <typename T, int D> constexpr size_t dkdv_group_bytes()
 {
-    return sizeof(T) * (D + 8) * (2 * BKV + 4 * bq_kv<D>()) + sizeof(float) * 4 * bq_kv<D>();
+    return sizeof(T) * (D + 8) * 4 * bq_kv<D>() + sizeof(float) * 4 * bq_kv<D>();
 }
-template <typename T, int D> constexpr size_t tc_dq_smem()
+template <typename T, int D, int SP> constexpr size_t tc_dkdv_smem()
 {
-    return sizeof(T) * (D + 8) * (2 * BQ2 + 4 * BK2);
+    return sizeof(T) * (D + 8) * 2 * BKV + SP * dkdv_group_bytes<T, D>();
+}
+template <typename T, int D, int SP> constexpr size_t tc_dq_smem()
+{
+    return sizeof(T) * (D + 8) * (2 * BQ2 + SP * 4 * BK2);
 }
 
 // o: (B, H, T, D); lse: (B, H, T); q, k, v: (B, H, T, D).
@@ -505,25 +530,29 @@ template <typename T, int D> constexpr size_t tc_dq_smem()
 // from 16·MT·w (MT m16 tiles: each K or V fragment read from shared memory
 // feeds MT mma); block x runs query tile gridDim.x−1−x (the longest causal
 // rows start first).
-template <typename T, int D, int BM, int MT>
-__global__ void __launch_bounds__(2 * BM / MT) flash_fwd_mma_kernel(T *o, float *lse,
-                                                                   const T *q, const T *k,
-                                                                   const T *v, int Tn,
-                                                                   int causal, float scale_log2)
+template <typename T, int D, int BM, int MT, int SP>
+__global__ void __launch_bounds__(SP * 2 * BM / MT) flash_fwd_mma_kernel(T *o, float *lse,
+                                                                        const T *q, const T *k,
+                                                                        const T *v, int Tn,
+                                                                        int causal,
+                                                                        float scale_log2)
 {
+    static_assert(SP == 1 || SP == 2, "split in two at most");
     constexpr int LD = D + 8, NS = FK / 8, NO = D / 8, F_NT = 2 * BM / MT, RW = 16 * MT;
     extern __shared__ __align__(128) unsigned char smraw[];
-    T *sQ = (T *)smraw, *sK = sQ + BM * LD, *sV = sK + 2 * FK * LD;
+    const int grp = SP == 1 ? 0 : threadIdx.x / F_NT; /* split group */
+    const int tid = SP == 1 ? threadIdx.x : threadIdx.x % F_NT;
+    T *sQ = (T *)smraw, *sK = sQ + BM * LD + grp * 4 * FK * LD, *sV = sK + 2 * FK * LD;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * BM;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
-    const int w = threadIdx.x / MW, lane = threadIdx.x % MW, g = lane >> 2, t = lane & 3;
+    const int w = tid / MW, lane = tid % MW, g = lane >> 2, t = lane & 3;
     const int wrow = q0 + RW * w; /* this warp's first row; lane rows wrow + 16·mt + g (+8) */
 
     const int kend = causal ? min(Tn, q0 + BM) : Tn, nk = (kend + FK - 1) / FK;
-    tile_async<T, D, BM, F_NT>(sQ, q + base, q0, Tn);
+    tile_async_by<T, D, BM, SP * F_NT>(sQ, q + base, q0, Tn, threadIdx.x);
     cp_commit();
-    tile_async<T, D, FK, F_NT>(sK, k + base, 0, Tn);
-    tile_async<T, D, FK, F_NT>(sV, v + base, 0, Tn);
+    tile_async_by<T, D, FK, F_NT>(sK, k + base, grp * FK, Tn, tid); /* key tile grp */
+    tile_async_by<T, D, FK, F_NT>(sV, v + base, grp * FK, Tn, tid);
     cp_commit();
     cp_wait<1>(); /* the Q tile */
     __syncthreads();
@@ -544,17 +573,19 @@ __global__ void __launch_bounds__(2 * BM / MT) flash_fwd_mma_kernel(T *o, float 
             acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.f;
     }
 
-    for (int it = 0; it < nk; it++) {
-        const int k0 = it * FK, buf = it & 1;
-        if (it + 1 < nk) {
-            tile_async<T, D, FK, F_NT>(sK + (buf ^ 1) * FK * LD, k + base, k0 + FK, Tn);
-            tile_async<T, D, FK, F_NT>(sV + (buf ^ 1) * FK * LD, v + base, k0 + FK, Tn);
+    for (int it = grp, li = 0; it < nk; it += SP, li++) {
+        const int k0 = it * FK, buf = li & 1;
+        if (it + SP < nk) {
+            tile_async_by<T, D, FK, F_NT>(sK + (buf ^ 1) * FK * LD, k + base, k0 + SP * FK, Tn,
+                                          tid);
+            tile_async_by<T, D, FK, F_NT>(sV + (buf ^ 1) * FK * LD, v + base, k0 + SP * FK, Tn,
+                                          tid);
             cp_commit();
             cp_wait<1>();
         } else {
             cp_wait<0>();
         }
-        __syncthreads();
+        group_sync<SP, F_NT>(grp);
         const T *cK = sK + buf * FK * LD, *cV = sV + buf * FK * LD;
         if (!causal || k0 <= wrow + RW - 1) { /* warp-uniform */
             float s[MT][NS][4];
@@ -642,7 +673,49 @@ __global__ void __launch_bounds__(2 * BM / MT) flash_fwd_mma_kernel(T *o, float 
                 }
             }
         }
-        __syncthreads(); /* buffer buf is refilled by the next iteration's prefetch */
+        group_sync<SP, F_NT>(grp); /* buffer buf is refilled by the next prefetch */
+    }
+    if constexpr (SP > 1) { /* group 1's (m, l, acc) merged into group 0's */
+        cp_wait<0>();
+        __syncthreads(); /* every group is done with its K/V buffers: reuse them */
+        float *x = (float *)(sQ + BM * LD);
+        int n = 0;
+        if (grp == 1) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    x[n++ * F_NT + tid] = m[mt][h];
+                    x[n++ * F_NT + tid] = l[mt][h];
+                }
+#pragma unroll
+                for (int j = 0; j < NO; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        x[n++ * F_NT + tid] = acc[mt][j][e];
+            }
+        }
+        __syncthreads();
+        if (grp == 1)
+            return;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float a0[2], a1[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float m1 = x[n++ * F_NT + tid], l1 = x[n++ * F_NT + tid];
+                const float mn = fmaxf(m[mt][h], m1), ms = mn == -INFINITY ? 0.f : mn;
+                a0[h] = fast_exp2(m[mt][h] - ms);
+                a1[h] = fast_exp2(m1 - ms);
+                l[mt][h] = l[mt][h] * a0[h] + l1 * a1[h];
+                m[mt][h] = mn;
+            }
+#pragma unroll
+            for (int j = 0; j < NO; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[mt][j][e] = acc[mt][j][e] * a0[e >> 1] + x[n++ * F_NT + tid] * a1[e >> 1];
+        }
     }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -666,27 +739,33 @@ __global__ void __launch_bounds__(2 * BM / MT) flash_fwd_mma_kernel(T *o, float 
 
 // dk, dv: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
 // grid (ceil(T/64), B·H), 128 threads: block = 64 keys, warp w = keys 16w…
-template <typename T, int D, int MINB>
-__global__ void __launch_bounds__(BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
+template <typename T, int D, int MINB, int SP>
+__global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
     T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse,
     const float *dsum, int Tn, int causal, float scale_log2, float scale)
 {
+    static_assert(SP == 1 || SP == 2, "split in two at most");
     constexpr int LD = D + 8, BQ = bq_kv<D>(), NS = BQ / 8, NO = D / 8;
     extern __shared__ __align__(128) unsigned char smraw[];
-    T *sK = (T *)smraw, *sV = sK + BKV * LD, *sQ = sV + BKV * LD, *sdO = sQ + 2 * BQ * LD;
+    const int grp = SP == 1 ? 0 : threadIdx.x / BKV_NT; /* split group */
+    const int tid = SP == 1 ? threadIdx.x : threadIdx.x % BKV_NT;
+    T *sK = (T *)smraw, *sV = sK + BKV * LD;
+    unsigned char *gbase = (unsigned char *)(sV + BKV * LD) + grp * dkdv_group_bytes<T, D>();
+    T *sQ = (T *)gbase, *sdO = sQ + 2 * BQ * LD;
     float *sL = (float *)(sdO + 2 * BQ * LD), *sD = sL + 2 * BQ;
     const int k0 = blockIdx.x * BKV;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
-    const int w = threadIdx.x / MW, lane = threadIdx.x % MW, g = lane >> 2, t = lane & 3;
+    const int w = tid / MW, lane = tid % MW, g = lane >> 2, t = lane & 3;
     const int key0 = k0 + 16 * w + g; /* this lane's keys: key0, key0 + 8 */
-    const int qstart = causal ? k0 : 0; /* k0 is a multiple of BQ */
+    const int qstart = (causal ? k0 : 0) + grp * BQ; /* k0 is a multiple of BQ; group grp
+                                                        takes query tiles grp, grp + SP, … */
 
-    tile_async<T, D, BKV, BKV_NT>(sK, k + base, k0, Tn);
-    tile_async<T, D, BKV, BKV_NT>(sV, v + base, k0, Tn);
-    tile_async<T, D, BQ, BKV_NT>(sQ, q + base, qstart, Tn);
-    tile_async<T, D, BQ, BKV_NT>(sdO, dout + base, qstart, Tn);
+    tile_async_by<T, D, BKV, SP * BKV_NT>(sK, k + base, k0, Tn, threadIdx.x);
+    tile_async_by<T, D, BKV, SP * BKV_NT>(sV, v + base, k0, Tn, threadIdx.x);
+    tile_async_by<T, D, BQ, BKV_NT>(sQ, q + base, qstart, Tn, tid);
+    tile_async_by<T, D, BQ, BKV_NT>(sdO, dout + base, qstart, Tn, tid);
     cp_commit();
-    for (int i = threadIdx.x; i < BQ; i += BKV_NT) {
+    for (int i = tid; i < BQ; i += BKV_NT) {
         const int qi = qstart + i;
         sL[i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
         sD[i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
@@ -698,16 +777,20 @@ __global__ void __launch_bounds__(BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
 #pragma unroll
         for (int e = 0; e < 4; e++)
             adk[j][e] = adv[j][e] = 0.f;
+    if constexpr (SP > 1) { /* K and V come from both groups' copies */
+        cp_wait<0>();
+        __syncthreads();
+    }
 
-    for (int q0 = qstart, it = 0; q0 < Tn; q0 += BQ, it++) {
+    for (int q0 = qstart, it = 0; q0 < Tn; q0 += SP * BQ, it++) {
         const int buf = it & 1;
-        if (q0 + BQ < Tn) {
-            const int nb = buf ^ 1;
-            tile_async<T, D, BQ, BKV_NT>(sQ + nb * BQ * LD, q + base, q0 + BQ, Tn);
-            tile_async<T, D, BQ, BKV_NT>(sdO + nb * BQ * LD, dout + base, q0 + BQ, Tn);
+        if (q0 + SP * BQ < Tn) {
+            const int nb = buf ^ 1, qn = q0 + SP * BQ;
+            tile_async_by<T, D, BQ, BKV_NT>(sQ + nb * BQ * LD, q + base, qn, Tn, tid);
+            tile_async_by<T, D, BQ, BKV_NT>(sdO + nb * BQ * LD, dout + base, qn, Tn, tid);
             cp_commit();
-            for (int i = threadIdx.x; i < BQ; i += BKV_NT) {
-                const int qi = q0 + BQ + i;
+            for (int i = tid; i < BQ; i += BKV_NT) {
+                const int qi = qn + i;
                 sL[nb * BQ + i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
                 sD[nb * BQ + i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
             }
@@ -715,7 +798,7 @@ __global__ void __launch_bounds__(BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
         } else {
             cp_wait<0>();
         }
-        __syncthreads();
+        group_sync<SP, BKV_NT>(grp);
         const T *cQ = sQ + buf * BQ * LD, *cdO = sdO + buf * BQ * LD;
         const float *cL = sL + buf * BQ, *cD = sD + buf * BQ;
         if (!causal || k0 + 16 * w <= q0 + BQ - 1) { /* warp-uniform */
@@ -778,7 +861,31 @@ __global__ void __launch_bounds__(BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
                 }
             }
         }
-        __syncthreads(); /* buffer buf is refilled by the next iteration's prefetch */
+        group_sync<SP, BKV_NT>(grp); /* buffer buf is refilled by the next prefetch */
+    }
+    if constexpr (SP > 1) { /* group 1's dK, dV added into group 0's */
+        cp_wait<0>();
+        __syncthreads(); /* every group is done with its Q/dO buffers: reuse them */
+        float *x = (float *)(sV + BKV * LD);
+        if (grp == 1) {
+#pragma unroll
+            for (int j = 0; j < NO; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    x[(8 * j + e) * BKV_NT + tid] = adk[j][e];
+                    x[(8 * j + 4 + e) * BKV_NT + tid] = adv[j][e];
+                }
+        }
+        __syncthreads();
+        if (grp == 1)
+            return;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                adk[j][e] += x[(8 * j + e) * BKV_NT + tid];
+                adv[j][e] += x[(8 * j + 4 + e) * BKV_NT + tid];
+            }
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -797,17 +904,21 @@ __global__ void __launch_bounds__(BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
 // dq: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
 // grid (ceil(T/64), B·H), 128 threads: block = 64 queries (reversed, as the
 // forward), warp w = queries 16w…
-template <typename T, int D, int MINB>
-__global__ void __launch_bounds__(BQ_NT, MINB) flash_bwd_dq_mma_kernel(
+template <typename T, int D, int MINB, int SP>
+__global__ void __launch_bounds__(SP * BQ_NT, MINB) flash_bwd_dq_mma_kernel(
     T *dq, const T *dout, const T *q, const T *k, const T *v, const float *lse,
     const float *dsum, int Tn, int causal, float scale_log2, float scale)
 {
+    static_assert(SP == 1 || SP == 2, "split in two at most");
     constexpr int LD = D + 8, NS = BK2 / 8, NO = D / 8;
     extern __shared__ __align__(128) unsigned char smraw[];
-    T *sQ = (T *)smraw, *sdO = sQ + BQ2 * LD, *sK = sdO + BQ2 * LD, *sV = sK + 2 * BK2 * LD;
+    const int grp = SP == 1 ? 0 : threadIdx.x / BQ_NT; /* split group */
+    const int tid = SP == 1 ? threadIdx.x : threadIdx.x % BQ_NT;
+    T *sQ = (T *)smraw, *sdO = sQ + BQ2 * LD, *sK = sdO + BQ2 * LD + grp * 4 * BK2 * LD,
+      *sV = sK + 2 * BK2 * LD;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * BQ2;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
-    const int w = threadIdx.x / MW, lane = threadIdx.x % MW, g = lane >> 2, t = lane & 3;
+    const int w = tid / MW, lane = tid % MW, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + 16 * w + g;
     float L[2], Dq[2];
 #pragma unroll
@@ -817,28 +928,34 @@ __global__ void __launch_bounds__(BQ_NT, MINB) flash_bwd_dq_mma_kernel(
         Dq[h] = row < Tn ? dsum[bh * Tn + row] : 0.f;
     }
     const int kend = causal ? min(Tn, q0 + BQ2) : Tn, nk = (kend + BK2 - 1) / BK2;
-    tile_async<T, D, BQ2, BQ_NT>(sQ, q + base, q0, Tn);
-    tile_async<T, D, BQ2, BQ_NT>(sdO, dout + base, q0, Tn);
-    tile_async<T, D, BK2, BQ_NT>(sK, k + base, 0, Tn);
-    tile_async<T, D, BK2, BQ_NT>(sV, v + base, 0, Tn);
+    tile_async_by<T, D, BQ2, SP * BQ_NT>(sQ, q + base, q0, Tn, threadIdx.x);
+    tile_async_by<T, D, BQ2, SP * BQ_NT>(sdO, dout + base, q0, Tn, threadIdx.x);
+    tile_async_by<T, D, BK2, BQ_NT>(sK, k + base, grp * BK2, Tn, tid); /* key tile grp */
+    tile_async_by<T, D, BK2, BQ_NT>(sV, v + base, grp * BK2, Tn, tid);
     cp_commit();
 
     float adq[NO][4];
 #pragma unroll
     for (int j = 0; j < NO; j++)
         adq[j][0] = adq[j][1] = adq[j][2] = adq[j][3] = 0.f;
+    if constexpr (SP > 1) { /* Q and dO come from both groups' copies */
+        cp_wait<0>();
+        __syncthreads();
+    }
 
-    for (int it = 0; it < nk; it++) {
-        const int k0 = it * BK2, buf = it & 1;
-        if (it + 1 < nk) {
-            tile_async<T, D, BK2, BQ_NT>(sK + (buf ^ 1) * BK2 * LD, k + base, k0 + BK2, Tn);
-            tile_async<T, D, BK2, BQ_NT>(sV + (buf ^ 1) * BK2 * LD, v + base, k0 + BK2, Tn);
+    for (int it = grp, li = 0; it < nk; it += SP, li++) {
+        const int k0 = it * BK2, buf = li & 1;
+        if (it + SP < nk) {
+            tile_async_by<T, D, BK2, BQ_NT>(sK + (buf ^ 1) * BK2 * LD, k + base, k0 + SP * BK2,
+                                            Tn, tid);
+            tile_async_by<T, D, BK2, BQ_NT>(sV + (buf ^ 1) * BK2 * LD, v + base, k0 + SP * BK2,
+                                            Tn, tid);
             cp_commit();
             cp_wait<1>();
         } else {
             cp_wait<0>();
         }
-        __syncthreads();
+        group_sync<SP, BQ_NT>(grp);
         const T *cK = sK + buf * BK2 * LD, *cV = sV + buf * BK2 * LD;
         if (!causal || k0 <= q0 + 16 * w + 15) { /* warp-uniform */
             float s[NS][4], dp[NS][4];
@@ -892,7 +1009,27 @@ __global__ void __launch_bounds__(BQ_NT, MINB) flash_bwd_dq_mma_kernel(
                 }
             }
         }
-        __syncthreads(); /* buffer buf is refilled by the next iteration's prefetch */
+        group_sync<SP, BQ_NT>(grp); /* buffer buf is refilled by the next prefetch */
+    }
+    if constexpr (SP > 1) { /* group 1's dQ added into group 0's */
+        cp_wait<0>();
+        __syncthreads(); /* every group is done with its K/V buffers: reuse them */
+        float *x = (float *)(sdO + BQ2 * LD);
+        if (grp == 1) {
+#pragma unroll
+            for (int j = 0; j < NO; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    x[(4 * j + e) * BQ_NT + tid] = adq[j][e];
+        }
+        __syncthreads();
+        if (grp == 1)
+            return;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                adq[j][e] += x[(4 * j + e) * BQ_NT + tid];
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -945,16 +1082,16 @@ int sm_count()
     return n;
 }
 
-template <typename T, int D, int BM, int MT>
+template <typename T, int D, int BM, int MT, int SP>
 int fwd_mma_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                    const lmk_attn_shape *s, float scale_log2, cudaStream_t st)
 {
-    auto tk = flash_fwd_mma_kernel<T, D, BM, MT>;
-    const size_t tsm = tc_fwd_smem<T, D, BM>();
+    auto tk = flash_fwd_mma_kernel<T, D, BM, MT, SP>;
+    const size_t tsm = tc_fwd_smem<T, D, BM, SP>();
     if (set_smem(tk, tsm) != LMK_OK)
         return LMK_DEVICE;
     dim3 tgrid((s->T + BM - 1) / BM, s->B * s->H);
-    tk<<<tgrid, 2 * BM / MT, tsm, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
+    tk<<<tgrid, SP * 2 * BM / MT, tsm, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
                                    s->causal, scale_log2);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
@@ -966,18 +1103,19 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
     const float scale = 1.f / sqrtf((float)D);
     if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores */
         if (aligned16({o, q, k, v})) {
-            /* 64-query blocks (4 warps × 16 rows) when 128-query ones would
-             * not give every SM two blocks (few heads, short or
-             * causal-imbalanced grids): the longest block bounds those.
-             * Otherwise 128 queries: at d ≤ 64, 4 warps × 32 rows (each K/V
-             * fragment feeds two mma), else 8 warps × 16 rows. */
+            /* Grids that would not give every SM two 128-query blocks (few
+             * heads, short T) are bound by their longest causal block: 64-query
+             * blocks (4 warps × 16 rows) with the key loop split in two
+             * (8 warps). Otherwise 128 queries: at d ≤ 64, 4 warps × 32 rows
+             * (each K/V fragment feeds two mma), else 8 warps × 16 rows. */
             const bool small = (long long)s->B * s->H * ((s->T + FQ - 1) / FQ) < 2LL * sm_count();
             if (small)
-                return fwd_mma_launch<T, D, FQ_SMALL, 1>(o, lse, q, k, v, s, scale * LOG2E, st);
+                return fwd_mma_launch<T, D, FQ_SMALL, 1, 2>(o, lse, q, k, v, s, scale * LOG2E,
+                                                            st);
             if (D == 64 && LMK_FLASH_WGMMA && lmk_flash_wgmma_usable(s))
                 return lmk_flash_wgmma_fwd(o, lse, q, k, v, s, st);
-            return fwd_mma_launch<T, D, FQ, (D <= 64 ? FWD_MT : 1)>(o, lse, q, k, v, s,
-                                                                    scale * LOG2E, st);
+            return fwd_mma_launch<T, D, FQ, (D <= 64 ? FWD_MT : 1), 1>(o, lse, q, k, v, s,
+                                                                       scale * LOG2E, st);
         }
     }
     dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
@@ -1005,28 +1143,35 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
         if (aligned16({dq, dk, dv, dout, q, k, v})) {
             const long long blocks = (long long)s->B * s->H * ((s->T + BKV - 1) / BKV);
             const int sms = sm_count();
-            auto kkv = flash_bwd_dkdv_mma_kernel<T, D, 1>;
-            auto kq = flash_bwd_dq_mma_kernel<T, D, 1>;
-            if constexpr (D <= 64) {
+            /* fewer blocks than two per SM: the longest block sets the time,
+             * so both loops split in two (8 warps per block) */
+            const int sp = blocks < 2LL * sms ? 2 : 1;
+            auto kkv = flash_bwd_dkdv_mma_kernel<T, D, 1, 1>;
+            auto kq = flash_bwd_dq_mma_kernel<T, D, 1, 1>;
+            size_t smkv = tc_dkdv_smem<T, D, 1>(), smq = tc_dq_smem<T, D, 1>();
+            if (sp == 2) {
+                kkv = flash_bwd_dkdv_mma_kernel<T, D, 1, 2>;
+                kq = flash_bwd_dq_mma_kernel<T, D, (D <= 64 ? 2 : 1), 2>;
+                smkv = tc_dkdv_smem<T, D, 2>();
+                smq = tc_dq_smem<T, D, 2>();
+            } else if constexpr (D <= 64) {
                 if (blocks >= (long long)KV_MINB * sms)
-                    kkv = flash_bwd_dkdv_mma_kernel<T, D, KV_MINB>;
+                    kkv = flash_bwd_dkdv_mma_kernel<T, D, KV_MINB, 1>;
                 if (blocks >= (long long)DQ_MINB * sms) /* BQ2 == BKV: same block count */
-                    kq = flash_bwd_dq_mma_kernel<T, D, DQ_MINB>;
+                    kq = flash_bwd_dq_mma_kernel<T, D, DQ_MINB, 1>;
             }
-            const size_t smkv = tc_dkdv_smem<T, D>();
             if (set_smem(kkv, smkv) != LMK_OK)
                 return LMK_DEVICE;
             dim3 gkv((s->T + BKV - 1) / BKV, s->B * s->H);
-            kkv<<<gkv, BKV_NT, smkv, st>>>((T *)dk, (T *)dv, (const T *)dout, (const T *)q,
+            kkv<<<gkv, sp * BKV_NT, smkv, st>>>((T *)dk, (T *)dv, (const T *)dout, (const T *)q,
                                           (const T *)k, (const T *)v, lse, work, s->T,
                                           s->causal, scale * LOG2E, scale);
             if (cudaGetLastError() != cudaSuccess)
                 return LMK_DEVICE;
-            const size_t smq = tc_dq_smem<T, D>();
             if (set_smem(kq, smq) != LMK_OK)
                 return LMK_DEVICE;
             dim3 gq((s->T + BQ2 - 1) / BQ2, s->B * s->H);
-            kq<<<gq, BQ_NT, smq, st>>>((T *)dq, (const T *)dout, (const T *)q, (const T *)k,
+            kq<<<gq, sp * BQ_NT, smq, st>>>((T *)dq, (const T *)dout, (const T *)q, (const T *)k,
                                        (const T *)v, lse, work, s->T, s->causal,
                                        scale * LOG2E, scale);
             return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;

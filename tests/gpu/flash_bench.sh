@@ -53,7 +53,7 @@ if [ "$TESTS" = 1 ]; then
 fi
 
 # variants: correctness, then the same timing points as the default build
-POINTS="flash bf16 1 16 16384 64 1 flash bf16 2 16 8192 32 1 flash bf16 1 16 16384 128 1 flash fp16 1 16 8192 64 0 flash bf16 1 1 16384 64 1 flash bf16 1 1 4096 128 1"
+POINTS="flash bf16 1 16 16384 64 1 flash bf16 1 1 8192 128 1 flash fp16 1 1 16384 128 1 flash bf16 2 3 3000 80 0 flash bf16 2 16 8192 32 1 flash bf16 1 16 16384 128 1 flash fp16 1 16 8192 64 0 flash bf16 1 1 16384 64 1 flash bf16 1 1 4096 128 1"
 for vname in $VARIANTS; do
     timeout 300 "$CARRY/$vname/test_flash" >"$OUT/test_flash_$vname.log" 2>&1
     r=$?; log "test_flash $vname rc=$r: $(tail -1 "$OUT/test_flash_$vname.log")"

@@ -356,6 +356,9 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
  *     a warp skips tiles wholly below its keys (causal):
  *     Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q.
  *   dQ:      64 queries / block (4 warps), 64-key tiles: dQ += dS·K.
+ *   Grids of fewer blocks than two per SM (one head, short T): 8-warp
+ *     blocks whose two 4-warp groups take alternate tiles of the loop
+ *     (forward: 64 queries) and merge at the end (group_sync below).
  * Needs 16-byte aligned tensors (cp.async); otherwise the CUDA-core kernels
  * above run. */
 constexpr int MW = 32; /* threads per warp */

@@ -540,7 +540,7 @@ __global__ void __launch_bounds__(SP * 2 * BM / MT) flash_fwd_mma_kernel(T *o, f
                                                                         int causal,
                                                                         float scale_log2)
 {
-    static_assert(SP == 1 || SP == 2, "split in two at most");
+    static_assert(SP == 1 || SP == 2 || SP == 4, "split in 1, 2 or 4");
     constexpr int LD = D + 8, NS = FK / 8, NO = D / 8, F_NT = 2 * BM / MT, RW = 16 * MT;
     extern __shared__ __align__(128) unsigned char smraw[];
     const int grp = SP == 1 ? 0 : threadIdx.x / F_NT; /* split group */
@@ -678,12 +678,17 @@ __global__ void __launch_bounds__(SP * 2 * BM / MT) flash_fwd_mma_kernel(T *o, f
         }
         group_sync<SP, F_NT>(grp); /* buffer buf is refilled by the next prefetch */
     }
-    if constexpr (SP > 1) { /* group 1's (m, l, acc) merged into group 0's */
+    if constexpr (SP > 1) { /* groups 1… merged into group 0, in that order */
+        constexpr int NX = MT * (4 + 4 * NO); /* floats per thread and group */
+        static_assert((size_t)(SP - 1) * NX * F_NT * sizeof(float) <=
+                          (size_t)SP * 4 * FK * LD * sizeof(T),
+                      "the merge fits in the K/V buffers");
         cp_wait<0>();
         __syncthreads(); /* every group is done with its K/V buffers: reuse them */
         float *x = (float *)(sQ + BM * LD);
         int n = 0;
-        if (grp == 1) {
+        if (grp > 0) {
+            x += (size_t)(grp - 1) * NX * F_NT;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
@@ -699,25 +704,29 @@ __global__ void __launch_bounds__(SP * 2 * BM / MT) flash_fwd_mma_kernel(T *o, f
             }
         }
         __syncthreads();
-        if (grp == 1)
+        if (grp > 0)
             return;
+        for (int gi = 1; gi < SP; gi++, x += (size_t)NX * F_NT) {
+            n = 0;
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            float a0[2], a1[2];
+            for (int mt = 0; mt < MT; mt++) {
+                float a0[2], a1[2];
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const float m1 = x[n++ * F_NT + tid], l1 = x[n++ * F_NT + tid];
-                const float mn = fmaxf(m[mt][h], m1), ms = mn == -INFINITY ? 0.f : mn;
-                a0[h] = fast_exp2(m[mt][h] - ms);
-                a1[h] = fast_exp2(m1 - ms);
-                l[mt][h] = l[mt][h] * a0[h] + l1 * a1[h];
-                m[mt][h] = mn;
+                for (int h = 0; h < 2; h++) {
+                    const float m1 = x[n++ * F_NT + tid], l1 = x[n++ * F_NT + tid];
+                    const float mn = fmaxf(m[mt][h], m1), ms = mn == -INFINITY ? 0.f : mn;
+                    a0[h] = fast_exp2(m[mt][h] - ms);
+                    a1[h] = fast_exp2(m1 - ms);
+                    l[mt][h] = l[mt][h] * a0[h] + l1 * a1[h];
+                    m[mt][h] = mn;
+                }
+#pragma unroll
+                for (int j = 0; j < NO; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        acc[mt][j][e] =
+                            acc[mt][j][e] * a0[e >> 1] + x[n++ * F_NT + tid] * a1[e >> 1];
             }
-#pragma unroll
-            for (int j = 0; j < NO; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[mt][j][e] = acc[mt][j][e] * a0[e >> 1] + x[n++ * F_NT + tid] * a1[e >> 1];
         }
     }
 #pragma unroll
@@ -747,7 +756,7 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
     T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse,
     const float *dsum, int Tn, int causal, float scale_log2, float scale)
 {
-    static_assert(SP == 1 || SP == 2, "split in two at most");
+    static_assert(SP == 1 || SP == 2 || SP == 4, "split in 1, 2 or 4");
     constexpr int LD = D + 8, BQ = bq_kv<D>(), NS = BQ / 8, NO = D / 8;
     extern __shared__ __align__(128) unsigned char smraw[];
     const int grp = SP == 1 ? 0 : threadIdx.x / BKV_NT; /* split group */
@@ -866,29 +875,34 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
         }
         group_sync<SP, BKV_NT>(grp); /* buffer buf is refilled by the next prefetch */
     }
-    if constexpr (SP > 1) { /* group 1's dK, dV added into group 0's */
+    if constexpr (SP > 1) { /* groups 1… added into group 0, in that order */
+        static_assert((size_t)(SP - 1) * 8 * NO * BKV_NT * sizeof(float) <=
+                          (size_t)SP * dkdv_group_bytes<T, D>(),
+                      "the merge fits in the Q/dO buffers");
         cp_wait<0>();
         __syncthreads(); /* every group is done with its Q/dO buffers: reuse them */
         float *x = (float *)(sV + BKV * LD);
-        if (grp == 1) {
+        if (grp > 0) {
+            float *xg = x + (size_t)(grp - 1) * 8 * NO * BKV_NT;
 #pragma unroll
             for (int j = 0; j < NO; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    x[(8 * j + e) * BKV_NT + tid] = adk[j][e];
-                    x[(8 * j + 4 + e) * BKV_NT + tid] = adv[j][e];
+                    xg[(8 * j + e) * BKV_NT + tid] = adk[j][e];
+                    xg[(8 * j + 4 + e) * BKV_NT + tid] = adv[j][e];
                 }
         }
         __syncthreads();
-        if (grp == 1)
+        if (grp > 0)
             return;
+        for (int gi = 1; gi < SP; gi++, x += (size_t)8 * NO * BKV_NT)
 #pragma unroll
-        for (int j = 0; j < NO; j++)
+            for (int j = 0; j < NO; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                adk[j][e] += x[(8 * j + e) * BKV_NT + tid];
-                adv[j][e] += x[(8 * j + 4 + e) * BKV_NT + tid];
-            }
+                for (int e = 0; e < 4; e++) {
+                    adk[j][e] += x[(8 * j + e) * BKV_NT + tid];
+                    adv[j][e] += x[(8 * j + 4 + e) * BKV_NT + tid];
+                }
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -912,7 +926,7 @@ __global__ void __launch_bounds__(SP * BQ_NT, MINB) flash_bwd_dq_mma_kernel(
     T *dq, const T *dout, const T *q, const T *k, const T *v, const float *lse,
     const float *dsum, int Tn, int causal, float scale_log2, float scale)
 {
-    static_assert(SP == 1 || SP == 2, "split in two at most");
+    static_assert(SP == 1 || SP == 2 || SP == 4, "split in 1, 2 or 4");
     constexpr int LD = D + 8, NS = BK2 / 8, NO = D / 8;
     extern __shared__ __align__(128) unsigned char smraw[];
     const int grp = SP == 1 ? 0 : threadIdx.x / BQ_NT; /* split group */
@@ -1014,25 +1028,30 @@ __global__ void __launch_bounds__(SP * BQ_NT, MINB) flash_bwd_dq_mma_kernel(
         }
         group_sync<SP, BQ_NT>(grp); /* buffer buf is refilled by the next prefetch */
     }
-    if constexpr (SP > 1) { /* group 1's dQ added into group 0's */
+    if constexpr (SP > 1) { /* groups 1… added into group 0, in that order */
+        static_assert((size_t)(SP - 1) * 4 * NO * BQ_NT * sizeof(float) <=
+                          (size_t)SP * 4 * BK2 * LD * sizeof(T),
+                      "the merge fits in the K/V buffers");
         cp_wait<0>();
         __syncthreads(); /* every group is done with its K/V buffers: reuse them */
         float *x = (float *)(sdO + BQ2 * LD);
-        if (grp == 1) {
+        if (grp > 0) {
+            float *xg = x + (size_t)(grp - 1) * 4 * NO * BQ_NT;
 #pragma unroll
             for (int j = 0; j < NO; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    x[(4 * j + e) * BQ_NT + tid] = adq[j][e];
+                    xg[(4 * j + e) * BQ_NT + tid] = adq[j][e];
         }
         __syncthreads();
-        if (grp == 1)
+        if (grp > 0)
             return;
+        for (int gi = 1; gi < SP; gi++, x += (size_t)4 * NO * BQ_NT)
 #pragma unroll
-        for (int j = 0; j < NO; j++)
+            for (int j = 0; j < NO; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                adq[j][e] += x[(4 * j + e) * BQ_NT + tid];
+                for (int e = 0; e < 4; e++)
+                    adq[j][e] += x[(4 * j + e) * BQ_NT + tid];
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -1112,9 +1131,14 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
              * (8 warps). Otherwise 128 queries: at d ≤ 64, 4 warps × 32 rows
              * (each K/V fragment feeds two mma), else 8 warps × 16 rows. */
             const bool small = (long long)s->B * s->H * ((s->T + FQ - 1) / FQ) < 2LL * sm_count();
-            if (small)
+            if (small) { /* causal at d ≤ 64: four groups (16 warps, 128 registers) */
+                if constexpr (D <= 64)
+                    if (s->causal)
+                        return fwd_mma_launch<T, D, FQ_SMALL, 1, 4>(o, lse, q, k, v, s,
+                                                                    scale * LOG2E, st);
                 return fwd_mma_launch<T, D, FQ_SMALL, 1, 2>(o, lse, q, k, v, s, scale * LOG2E,
                                                             st);
+            }
             if (D == 64 && LMK_FLASH_WGMMA && lmk_flash_wgmma_usable(s))
                 return lmk_flash_wgmma_fwd(o, lse, q, k, v, s, st);
             return fwd_mma_launch<T, D, FQ, (D <= 64 ? FWD_MT : 1), 1>(o, lse, q, k, v, s,
@@ -1149,14 +1173,21 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
             /* fewer blocks than two per SM: the longest block sets the time,
              * so both loops split in two (8 warps per block) */
             const int sp = blocks < 2LL * sms ? 2 : 1;
+            int spq = sp; /* dQ at d ≤ 64: four groups (16 warps, 128 registers) */
             auto kkv = flash_bwd_dkdv_mma_kernel<T, D, 1, 1>;
             auto kq = flash_bwd_dq_mma_kernel<T, D, 1, 1>;
             size_t smkv = tc_dkdv_smem<T, D, 1>(), smq = tc_dq_smem<T, D, 1>();
             if (sp == 2) {
                 kkv = flash_bwd_dkdv_mma_kernel<T, D, 1, 2>;
-                kq = flash_bwd_dq_mma_kernel<T, D, (D <= 64 ? 2 : 1), 2>;
                 smkv = tc_dkdv_smem<T, D, 2>();
-                smq = tc_dq_smem<T, D, 2>();
+                if constexpr (D <= 64) {
+                    spq = 4;
+                    kq = flash_bwd_dq_mma_kernel<T, D, 1, 4>;
+                    smq = tc_dq_smem<T, D, 4>();
+                } else {
+                    kq = flash_bwd_dq_mma_kernel<T, D, 1, 2>;
+                    smq = tc_dq_smem<T, D, 2>();
+                }
             } else if constexpr (D <= 64) {
                 if (blocks >= (long long)KV_MINB * sms)
                     kkv = flash_bwd_dkdv_mma_kernel<T, D, KV_MINB, 1>;
@@ -1174,7 +1205,7 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
             if (set_smem(kq, smq) != LMK_OK)
                 return LMK_DEVICE;
             dim3 gq((s->T + BQ2 - 1) / BQ2, s->B * s->H);
-            kq<<<gq, sp * BQ_NT, smq, st>>>((T *)dq, (const T *)dout, (const T *)q, (const T *)k,
+            kq<<<gq, spq * BQ_NT, smq, st>>>((T *)dq, (const T *)dout, (const T *)q, (const T *)k,
                                        (const T *)v, lse, work, s->T, s->causal,
                                        scale * LOG2E, scale);
             return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;

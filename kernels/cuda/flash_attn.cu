@@ -356,9 +356,10 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
  *     a warp skips tiles wholly below its keys (causal):
  *     Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q.
  *   dQ:      64 queries / block (4 warps), 64-key tiles: dQ += dS·K.
- *   Grids of fewer blocks than two per SM (one head, short T): 8-warp
- *     blocks whose two 4-warp groups take alternate tiles of the loop
- *     (forward: 64 queries) and merge at the end (group_sync below).
+ *   Grids of fewer blocks than two per SM (one head, short T): blocks of
+ *     two 4-warp groups (four for the causal forward and dQ at d ≤ 64)
+ *     taking alternate tiles of the loop (forward: 64 queries), merged at
+ *     the end (group_sync below).
  * Needs 16-byte aligned tensors (cp.async); otherwise the CUDA-core kernels
  * above run. */
 constexpr int MW = 32; /* threads per warp */
@@ -466,10 +467,10 @@ __device__ __forceinline__ void tile_async(T *sm, const T *g, int row0, int Tn)
     tile_async_by<T, D, ROWS, NTH>(sm, g, row0, Tn, threadIdx.x);
 }
 
-/* Split loops (SP = 2): a block runs SP groups of NTH threads, each with its
- * own tile buffers, taking every SP-th tile of the block's loop; the groups
- * meet once at the end to add their partial results (group 1 into group 0,
- * a fixed order: still deterministic). For grids of fewer blocks than SMs
+/* Split loops (SP = 2 or 4): a block runs SP groups of NTH threads, each
+ * with its own tile buffers, taking every SP-th tile of the block's loop; the
+ * groups meet once at the end to add their partial results (groups 1, 2, 3
+ * into group 0 in that order: still deterministic). For grids of fewer blocks than SMs
  * can hold, where the longest block sets the time. group_sync is the
  * barrier of one group (named barrier 1 + grp; the block's with SP = 1). */
 template <int SP, int NTH> __device__ __forceinline__ void group_sync(int grp)

@@ -1008,6 +1008,22 @@ static int insert_row(sqlite3 *db, const char *sql, int64_t run_id, int64_t job_
     return rc;
 }
 
+/* insert_row for every object of the array rows (run_id first, no job_id). */
+static int insert_rows(sqlite3 *db, const char *sql, int64_t run_id, const json_t *rows, const char *const *keys,
+                       size_t nkeys)
+{
+    size_t i;
+    const json_t *row;
+    int rc = SQLITE_OK;
+    json_array_foreach(rows, i, row)
+    {
+        rc = insert_row(db, sql, run_id, -1, row, keys, nkeys);
+        if (rc != SQLITE_OK)
+            break;
+    }
+    return rc;
+}
+
 static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec, const json_t *run)
 {
     (void)spec;
@@ -1040,49 +1056,31 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
     json_decref(flat);
     static const char *const kernel_keys[] = {"range", "range_instances", "kernel", "is_gemm", "instances", "total_ns",
                                               "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns", "share_pct"};
-    size_t i;
-    const json_t *row;
-    json_array_foreach(json_object_get(run, "kernel_summary"), i, row)
-    {
-        if (rc != SQLITE_OK)
-            break;
-        rc = insert_row(db,
-                        "INSERT INTO profile_kernels (run_id, range_name, range_instances, kernel, is_gemm, instances, "
-                        "total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns, share_pct) VALUES "
-                        "(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        run_id, -1, row, kernel_keys, 12);
-    }
+    if (rc == SQLITE_OK)
+        rc = insert_rows(db,
+                         "INSERT INTO profile_kernels (run_id, range_name, range_instances, kernel, is_gemm, instances, "
+                         "total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns, share_pct) VALUES "
+                         "(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         run_id, json_object_get(run, "kernel_summary"), kernel_keys, 12);
     static const char *const phase_keys[] = {"phase",         "instances",         "kernel_ns",
                                              "gpu_span_ns",   "range_wall_ns",     "event_ns_profiled",
                                              "event_ns_unprofiled", "kernel_pct_of_event"};
-    json_array_foreach(json_object_get(run, "phases"), i, row)
-    {
-        if (rc != SQLITE_OK)
-            break;
-        rc = insert_row(db,
-                        "INSERT INTO profile_phases (run_id, phase, instances, kernel_ns, gpu_span_ns, range_wall_ns, "
-                        "event_ns_profiled, event_ns_unprofiled, kernel_pct_of_event) VALUES (?,?,?,?,?,?,?,?,?)",
-                        run_id, -1, row, phase_keys, 8);
-    }
+    if (rc == SQLITE_OK)
+        rc = insert_rows(db,
+                         "INSERT INTO profile_phases (run_id, phase, instances, kernel_ns, gpu_span_ns, range_wall_ns, "
+                         "event_ns_profiled, event_ns_unprofiled, kernel_pct_of_event) VALUES (?,?,?,?,?,?,?,?,?)",
+                         run_id, json_object_get(run, "phases"), phase_keys, 8);
     static const char *const note_keys[] = {"kernel", "share_pct"};
-    json_array_foreach(json_object_get(json_object_get(run, "answers"), "non_gemm_above_2pct"), i, row)
-    {
-        if (rc != SQLITE_OK)
-            break;
-        rc = insert_row(db, "INSERT INTO profile_noteworthy (run_id, kernel, share_pct) VALUES (?,?,?)", run_id, -1,
-                        row, note_keys, 2);
-    }
+    if (rc == SQLITE_OK)
+        rc = insert_rows(db, "INSERT INTO profile_noteworthy (run_id, kernel, share_pct) VALUES (?,?,?)", run_id,
+                         json_object_get(json_object_get(run, "answers"), "non_gemm_above_2pct"), note_keys, 2);
     static const char *const roof_keys[] = {"op",     "instances", "flops",       "bytes",     "time_ns", "tflops",
                                             "gbps",   "peak_tflops", "peak_gbps", "bound"};
-    json_array_foreach(json_object_get(run, "roofline"), i, row)
-    {
-        if (rc != SQLITE_OK)
-            break;
-        rc = insert_row(db,
-                        "INSERT INTO profile_roofline (run_id, op, instances, flops, bytes, time_ns, tflops, gbps, "
-                        "peak_tflops, peak_gbps, bound) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                        run_id, -1, row, roof_keys, 10);
-    }
+    if (rc == SQLITE_OK)
+        rc = insert_rows(db,
+                         "INSERT INTO profile_roofline (run_id, op, instances, flops, bytes, time_ns, tflops, gbps, "
+                         "peak_tflops, peak_gbps, bound) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                         run_id, json_object_get(run, "roofline"), roof_keys, 10);
     const json_t *trace = json_object_get(run, "trace");
     if (rc == SQLITE_OK && trace) {
         char *text = json_dumps(trace, JSON_COMPACT);

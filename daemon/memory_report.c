@@ -81,6 +81,13 @@ json_t *memory_report(const lmk_allocator *a, const memory_phase *phases, size_t
     int64_t *phase_peak = calloc(phase_count ? phase_count : 1, sizeof *phase_peak);
     int64_t *phase_start = calloc(phase_count ? phase_count : 1, sizeof *phase_start);
     int64_t *phase_end = calloc(phase_count ? phase_count : 1, sizeof *phase_end);
+    if (!phase_peak || !phase_start || !phase_end) {
+        free(phase_peak);
+        free(phase_start);
+        free(phase_end);
+        json_decref(phase_rows);
+        return json_pack("{s:s}", "report_error", "out of host memory for the memory report");
+    }
 
     json_t *points = json_array();
     size_t bucket = (n + timeline_points - 1) / timeline_points;

@@ -39,7 +39,8 @@ typedef struct memory_phase {
  * events contributes the point where the total was highest, so the peak is
  * always drawn). Times are ms since the first event. Only the first
  * event_limit events are replayed (SIZE_MAX: all), e.g. those before a
- * failure, not the frees of the clean-up behind it. */
+ * failure, not the frees of the clean-up behind it. Out of host memory, the
+ * object holds only "report_error" (a message). */
 json_t *memory_report(const lmk_allocator *a, const memory_phase *phases, size_t phase_count,
                       size_t timeline_points, int include_events, size_t event_limit);
 

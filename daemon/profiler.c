@@ -226,11 +226,30 @@ static const char *memcpy_name(uint8_t kind)
     }
 }
 
+/* One more slot for ops; 0 (and nomem set) when out of memory. */
+static int grow_ops(profiler *p)
+{
+    size_t nc = p->cap_ops ? 2 * p->cap_ops : 1024;
+    prof_op *nb = realloc(p->ops, nc * sizeof *nb);
+    if (!nb) {
+        p->nomem = 1;
+        return 0;
+    }
+    p->ops = nb;
+    p->cap_ops = nc;
+    return 1;
+}
+
 static void add_op(profiler *p, prof_op op)
 {
-    if (!op.name)
+    if (!op.name) {
+        p->nomem = 1;
         return;
-    GROW(p, ops, nops, cap_ops);
+    }
+    if (p->nops == p->cap_ops && !grow_ops(p)) {
+        free(op.name);
+        return;
+    }
     p->ops[p->nops++] = op;
 }
 
@@ -248,7 +267,18 @@ static void add_marker(profiler *p, const CUpti_ActivityMarker2 *m)
         for (size_t i = p->nopen; i-- > 0;) {
             if (p->open[i].id != m->id)
                 continue;
-            GROW(p, ranges, nranges, cap_ranges);
+            if (p->nranges == p->cap_ranges) {
+                size_t nc = p->cap_ranges ? 2 * p->cap_ranges : 1024;
+                prof_range *nb = realloc(p->ranges, nc * sizeof *nb);
+                if (!nb) { /* the range is lost: say so, and free its name */
+                    p->nomem = 1;
+                    free(p->open[i].name);
+                    p->open[i] = p->open[--p->nopen];
+                    return;
+                }
+                p->ranges = nb;
+                p->cap_ranges = nc;
+            }
             p->ranges[p->nranges++] = (prof_range){p->open[i].name, p->open[i].start, m->timestamp,
                                                    p->open[i].thread, 0};
             p->open[i] = p->open[--p->nopen];

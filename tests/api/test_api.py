@@ -94,6 +94,53 @@ class Daemon:
             self.log.close()
 
 
+SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schema")
+
+
+def schema_errors(value, schema, where="$"):
+    """The places where value breaks schema: the subset of JSON Schema the
+    documents in schema/downloads use (type, const, enum, required,
+    properties, additionalProperties false, items, prefixItems, minItems,
+    maxItems, minimum)."""
+    errors = []
+    kinds = {"object": dict, "array": list, "string": str, "null": type(None)}
+    types = schema.get("type")
+    if types is not None:
+        def is_type(t):
+            if t == "integer":
+                return isinstance(value, int) and not isinstance(value, bool)
+            if t == "number":
+                return isinstance(value, (int, float)) and not isinstance(value, bool)
+            return isinstance(value, kinds[t])
+        if not any(is_type(t) for t in (types if isinstance(types, list) else [types])):
+            return [f"{where}: {value!r} is not {types}"]
+    if "const" in schema and value != schema["const"]:
+        errors.append(f"{where}: {value!r} is not {schema['const']!r}")
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(f"{where}: {value!r} not in {schema['enum']}")
+    if isinstance(value, (int, float)) and "minimum" in schema and value < schema["minimum"]:
+        errors.append(f"{where}: {value} < {schema['minimum']}")
+    if isinstance(value, dict):
+        for k in schema.get("required", []):
+            if k not in value:
+                errors.append(f"{where}: missing {k}")
+        props = schema.get("properties", {})
+        for k, v in value.items():
+            if k in props:
+                errors += schema_errors(v, props[k], f"{where}.{k}")
+            elif schema.get("additionalProperties") is False:
+                errors.append(f"{where}: unexpected {k}")
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0) or len(value) > schema.get("maxItems", len(value)):
+            errors.append(f"{where}: {len(value)} items")
+        prefix = schema.get("prefixItems", [])
+        for i, v in enumerate(value):
+            sub = prefix[i] if i < len(prefix) else schema.get("items")
+            if sub is not None:
+                errors += schema_errors(v, sub, f"{where}[{i}]")
+    return errors
+
+
 def check(cond, message):
     if not cond:
         failures.append(message)
@@ -242,6 +289,11 @@ def test_memory(d):
         live += row[2] if row[1] == "alloc" else -row[2]
         peak = max(peak, live)
     check(peak == run["peak_allocated_bytes"], "replaying the events gives the peak")
+    doc = json.load(open(os.path.join(SCHEMA_DIR, "downloads", "memory_events.json")))
+    errs = schema_errors(events, doc)
+    check(not errs, f"the event list follows schema/downloads/memory_events.json: {errs[:5]}")
+    bad = dict(events, rows=[events["rows"][0][:6]])  # the validator itself must catch a short row
+    check(schema_errors(bad, doc), "a row with a missing cell breaks the documented schema")
     expect_error(d, "GET", f"/v1/jobs/{job['id']}/events?run=99", 404, "not_found", "run")
     db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
     n = db.execute("SELECT count(*) FROM memory_summary WHERE job_id = ?", (job["id"],)).fetchone()[0]

@@ -63,6 +63,13 @@ const jobkind *jobkind_find(const char *name);
 /* The table of kinds, terminated by NULL. */
 extern const jobkind *const jobkinds[];
 
+/* Helpers for store_run: bind a JSON value to parameter i of a statement.
+ * jobkind_bind_scalar: integer, real, string or boolean (0/1) as such,
+ * anything else (null, absent, arrays, objects) as NULL.
+ * jobkind_bind_real_or_null: a number as a real, anything else as NULL. */
+void jobkind_bind_scalar(sqlite3_stmt *st, int i, const json_t *v);
+void jobkind_bind_real_or_null(sqlite3_stmt *st, int i, const json_t *v);
+
 /* Common spec fields every kind accepts (handled by the daemon, not by the
  * kind): "kind" (string), "timeout_s" (number, default JOB_DEFAULT_TIMEOUT_S),
  * "label" (string). */

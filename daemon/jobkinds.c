@@ -27,3 +27,25 @@ const jobkind *jobkind_find(const char *name)
             return jobkinds[i];
     return NULL;
 }
+
+void jobkind_bind_scalar(sqlite3_stmt *st, int i, const json_t *v)
+{
+    if (json_is_integer(v))
+        sqlite3_bind_int64(st, i, (sqlite3_int64)json_integer_value(v));
+    else if (json_is_real(v))
+        sqlite3_bind_double(st, i, json_real_value(v));
+    else if (json_is_string(v))
+        sqlite3_bind_text(st, i, json_string_value(v), -1, SQLITE_TRANSIENT);
+    else if (json_is_boolean(v))
+        sqlite3_bind_int(st, i, json_is_true(v));
+    else
+        sqlite3_bind_null(st, i);
+}
+
+void jobkind_bind_real_or_null(sqlite3_stmt *st, int i, const json_t *v)
+{
+    if (json_is_number(v))
+        sqlite3_bind_double(st, i, json_number_value(v));
+    else
+        sqlite3_bind_null(st, i);
+}

@@ -584,14 +584,6 @@ out:
 
 /* --- storage and table --------------------------------------------------------------- */
 
-static void bind_real_or_null(sqlite3_stmt *st, int col, const json_t *v)
-{
-    if (json_is_number(v))
-        sqlite3_bind_double(st, col, json_number_value(v));
-    else
-        sqlite3_bind_null(st, col);
-}
-
 static int allreduce_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec, const json_t *run)
 {
     (void)spec;
@@ -620,7 +612,7 @@ static int allreduce_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
         sqlite3_bind_text(st, 11, error, -1, SQLITE_TRANSIENT);
     const char *stats[] = {"median_ms", "mean_ms", "min_ms", "max_ms", "algbw_gbps", "busbw_gbps"};
     for (int i = 0; i < 6; i++)
-        bind_real_or_null(st, 12 + i, json_object_get(run, stats[i]));
+        jobkind_bind_real_or_null(st, 12 + i, json_object_get(run, stats[i]));
     const json_t *correct = json_object_get(run, "correct");
     if (json_is_boolean(correct))
         sqlite3_bind_int(st, 18, json_is_true(correct));

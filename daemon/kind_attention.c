@@ -238,14 +238,6 @@ static int attention_run(run_ctx *ctx, const json_t *spec, json_t **result, char
 
 /* --- storage ------------------------------------------------------------- */
 
-static void bind_real_or_null(sqlite3_stmt *st, int i, const json_t *v)
-{
-    if (json_is_number(v))
-        sqlite3_bind_double(st, i, json_number_value(v));
-    else
-        sqlite3_bind_null(st, i);
-}
-
 static int attention_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec,
                                const json_t *run)
 {
@@ -280,7 +272,7 @@ static int attention_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
     static const char *const reals[] = {"fwd_ms", "bwd_ms", "fwd_bwd_ms", "mem_before_bwd_bytes",
                                         "fwd_flops", "fwd_tflops", "bwd_tflops", "fwd_bwd_tflops"};
     for (int i = 0; i < 8; i++)
-        bind_real_or_null(st, 14 + i, json_object_get(run, reals[i]));
+        jobkind_bind_real_or_null(st, 14 + i, json_object_get(run, reals[i]));
     const json_t *mem = json_object_get(run, "mem_before_bwd_bytes");
     if (json_is_integer(mem))
         sqlite3_bind_int64(st, 17, json_integer_value(mem));

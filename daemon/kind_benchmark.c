@@ -555,20 +555,6 @@ static const json_t *json_path(const json_t *obj, const char *path)
     return obj;
 }
 
-static void bind_json(sqlite3_stmt *st, int idx, const json_t *v)
-{
-    if (json_is_string(v))
-        sqlite3_bind_text(st, idx, json_string_value(v), -1, SQLITE_TRANSIENT);
-    else if (json_is_integer(v))
-        sqlite3_bind_int64(st, idx, (sqlite3_int64)json_integer_value(v));
-    else if (json_is_real(v))
-        sqlite3_bind_double(st, idx, json_real_value(v));
-    else if (json_is_boolean(v))
-        sqlite3_bind_int(st, idx, json_is_true(v));
-    else
-        sqlite3_bind_null(st, idx);
-}
-
 static int benchmark_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec,
                                const json_t *run)
 {
@@ -589,7 +575,7 @@ static int benchmark_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
     sqlite3_bind_int64(st, 1, run_id);
     sqlite3_bind_int64(st, 2, job_id);
     for (size_t i = 0; i < RUN_COLUMN_COUNT; i++)
-        bind_json(st, (int)i + 3, json_path(run, run_columns[i].path));
+        jobkind_bind_scalar(st, (int)i + 3, json_path(run, run_columns[i].path));
     rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     sqlite3_finalize(st);
     st = NULL;

@@ -975,20 +975,6 @@ static int profile_run(run_ctx *ctx, const json_t *spec, json_t **result, char *
 
 /* --- storage ----------------------------------------------------------------------------- */
 
-static void bind_json(sqlite3_stmt *st, int i, const json_t *v)
-{
-    if (json_is_integer(v))
-        sqlite3_bind_int64(st, i, json_integer_value(v));
-    else if (json_is_real(v))
-        sqlite3_bind_double(st, i, json_real_value(v));
-    else if (json_is_string(v))
-        sqlite3_bind_text(st, i, json_string_value(v), -1, SQLITE_TRANSIENT);
-    else if (json_is_boolean(v))
-        sqlite3_bind_int(st, i, json_is_true(v));
-    else
-        sqlite3_bind_null(st, i);
-}
-
 /* Inserts one row: values are the run's (or obj's) fields named by keys. */
 static int insert_row(sqlite3 *db, const char *sql, int64_t run_id, int64_t job_id, const json_t *obj,
                       const char *const *keys, size_t nkeys)
@@ -1002,7 +988,7 @@ static int insert_row(sqlite3 *db, const char *sql, int64_t run_id, int64_t job_
     if (job_id >= 0)
         sqlite3_bind_int64(st, col++, job_id);
     for (size_t i = 0; i < nkeys; i++)
-        bind_json(st, col++, json_object_get(obj, keys[i]));
+        jobkind_bind_scalar(st, col++, json_object_get(obj, keys[i]));
     rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     sqlite3_finalize(st);
     return rc;

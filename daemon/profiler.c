@@ -50,14 +50,16 @@ const char *profiler_injection_path(void)
     return injection_path;
 }
 
-#define GROW(p, arr, n, cap)                                                   \
+/* Makes room for one more element of p->arr (n used, cap allocated); out of
+ * memory it sets p->nomem and runs on_fail (which must leave the function). */
+#define GROW(p, arr, n, cap, on_fail)                                          \
     do {                                                                       \
         if ((p)->n == (p)->cap) {                                              \
             size_t nc = (p)->cap ? 2 * (p)->cap : 1024;                        \
             void *nb = realloc((p)->arr, nc * sizeof *(p)->arr);               \
             if (!nb) {                                                         \
                 (p)->nomem = 1;                                                \
-                return;                                                        \
+                on_fail;                                                       \
             }                                                                  \
             (p)->arr = nb;                                                     \
             (p)->cap = nc;                                                     \
@@ -226,37 +228,23 @@ static const char *memcpy_name(uint8_t kind)
     }
 }
 
-/* One more slot for ops; 0 (and nomem set) when out of memory. */
-static int grow_ops(profiler *p)
-{
-    size_t nc = p->cap_ops ? 2 * p->cap_ops : 1024;
-    prof_op *nb = realloc(p->ops, nc * sizeof *nb);
-    if (!nb) {
-        p->nomem = 1;
-        return 0;
-    }
-    p->ops = nb;
-    p->cap_ops = nc;
-    return 1;
-}
-
 static void add_op(profiler *p, prof_op op)
 {
     if (!op.name) {
         p->nomem = 1;
         return;
     }
-    if (p->nops == p->cap_ops && !grow_ops(p)) {
+    GROW(p, ops, nops, cap_ops, {
         free(op.name);
         return;
-    }
+    });
     p->ops[p->nops++] = op;
 }
 
 static void add_marker(profiler *p, const CUpti_ActivityMarker2 *m)
 {
     if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
-        GROW(p, open, nopen, cap_open);
+        GROW(p, open, nopen, cap_open, return);
         char *name = strdup(m->name ? m->name : "?");
         if (!name) {
             p->nomem = 1;
@@ -267,18 +255,11 @@ static void add_marker(profiler *p, const CUpti_ActivityMarker2 *m)
         for (size_t i = p->nopen; i-- > 0;) {
             if (p->open[i].id != m->id)
                 continue;
-            if (p->nranges == p->cap_ranges) {
-                size_t nc = p->cap_ranges ? 2 * p->cap_ranges : 1024;
-                prof_range *nb = realloc(p->ranges, nc * sizeof *nb);
-                if (!nb) { /* the range is lost: say so, and free its name */
-                    p->nomem = 1;
-                    free(p->open[i].name);
-                    p->open[i] = p->open[--p->nopen];
-                    return;
-                }
-                p->ranges = nb;
-                p->cap_ranges = nc;
-            }
+            GROW(p, ranges, nranges, cap_ranges, { /* the range is lost (nomem says so) */
+                free(p->open[i].name);
+                p->open[i] = p->open[--p->nopen];
+                return;
+            });
             p->ranges[p->nranges++] = (prof_range){p->open[i].name, p->open[i].start, m->timestamp,
                                                    p->open[i].thread, 0};
             p->open[i] = p->open[--p->nopen];
@@ -347,7 +328,7 @@ static const CUpti_ActivityKind traced[] = {
 
 static void add_api(profiler *p, prof_api a)
 {
-    GROW(p, apis, napis, cap_apis);
+    GROW(p, apis, napis, cap_apis, return);
     p->apis[p->napis++] = a;
 }
 

@@ -172,20 +172,33 @@ static void kill_worker(worker_slot *w)
     w->state = W_DYING;
 }
 
+/* Ends a worker's process (killed if it still runs, then reaped) and closes
+ * its socket; the slot keeps its job and state for the caller to settle.
+ * reason (may be NULL) gets how the process ended. Returns the old pid. */
+static pid_t end_process(worker_slot *w, char *reason, size_t len)
+{
+    pid_t pid = w->pid;
+    int status = 0;
+    if (pid > 0) {
+        kill(pid, SIGKILL); /* a closed socket does not mean it exited */
+        if (waitpid(pid, &status, 0) == pid && reason)
+            describe_exit(status, reason, len);
+    }
+    close(w->fd);
+    line_reader_free(&w->reader);
+    w->pid = 0;
+    w->fd = -1;
+    w->recycle_pending = 0;
+    return pid;
+}
+
 /* The worker's socket closed or broke: reap it, fail its job, plan a restart. */
 static void reap_worker(scheduler *s, int index)
 {
     worker_slot *w = &s->workers[index];
-    int status = 0;
     char reason[160] = "ended";
-    if (w->pid > 0) {
-        kill(w->pid, SIGKILL); /* closed its socket but may still run */
-        if (waitpid(w->pid, &status, 0) == w->pid)
-            describe_exit(status, reason, sizeof reason);
-    }
-    close(w->fd);
-    line_reader_free(&w->reader);
-    log_warn("scheduler", "worker %d (pid %d) %s", index, (int)w->pid, reason);
+    pid_t pid = end_process(w, reason, sizeof reason);
+    log_warn("scheduler", "worker %d (pid %d) %s", index, (int)pid, reason);
     if (w->job_id && w->state == W_BUSY) {
         char error[256];
         snprintf(error, sizeof error, "worker crashed: %s", reason);
@@ -196,11 +209,8 @@ static void reap_worker(scheduler *s, int index)
     w->quick_failures = lived < 5.0 ? w->quick_failures + 1 : 0;
     double backoff = w->quick_failures ? 0.25 * (1 << (w->quick_failures < 6 ? w->quick_failures : 6)) : 0;
     w->restart_at = now_s() + (backoff > RESTART_BACKOFF_MAX_S ? RESTART_BACKOFF_MAX_S : backoff);
-    w->pid = 0;
-    w->fd = -1;
     w->state = W_EMPTY;
     w->restarts++;
-    w->recycle_pending = 0;
 }
 
 /* Replaces an idle worker by a fresh process right away (not a failure: no
@@ -208,19 +218,11 @@ static void reap_worker(scheduler *s, int index)
 static void recycle_worker(scheduler *s, int index)
 {
     worker_slot *w = &s->workers[index];
-    if (w->pid > 0) {
-        kill(w->pid, SIGKILL);
-        waitpid(w->pid, NULL, 0);
-    }
-    close(w->fd);
-    line_reader_free(&w->reader);
-    log_info("scheduler", "worker %d (pid %d) replaced by a fresh process", index, (int)w->pid);
-    w->pid = 0;
-    w->fd = -1;
+    pid_t pid = end_process(w, NULL, 0);
+    log_info("scheduler", "worker %d (pid %d) replaced by a fresh process", index, (int)pid);
     w->state = W_EMPTY;
     w->restart_at = now_s();
     w->recycled++;
-    w->recycle_pending = 0;
 }
 
 /* --- messages from workers -------------------------------------------------------- */

@@ -12,21 +12,6 @@
 
 #define CE_THREADS 256
 
-__device__ double block_sum_ce(double v, double *sh)
-{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0)
-        sh[warp] = v;
-    __syncthreads();
-    double t = 0.0;
-    for (int w = 0; w < nw; w++)
-        t += sh[w];
-    __syncthreads();
-    return t;
-}
-
 // rowloss (n), dlogits (n, V) or NULL, logits (n, V), targets (n)
 __global__ void cross_entropy_row_kernel(double *rowloss, float *dlogits, const float *logits,
                                          const int32_t *targets, int V, float gs)
@@ -54,7 +39,7 @@ __global__ void cross_entropy_row_kernel(double *rowloss, float *dlogits, const 
     double sum = 0.0;
     for (int j = threadIdx.x; j < V; j += blockDim.x)
         sum += exp((double)(z[j] - mx));
-    sum = block_sum_ce(sum, shd); /* also orders the zt read before writes */
+    sum = block_sum_double(sum, shd); /* also orders the zt read before writes */
     if (threadIdx.x == 0)
         rowloss[i] = valid ? (double)mx + log(sum) - (double)zt_sh : 0.0;
     if (dlogits) {
@@ -76,7 +61,7 @@ __global__ void cross_entropy_mean_kernel(float *loss, const double *rowloss, in
     double s = 0.0;
     for (int i = threadIdx.x; i < n; i += blockDim.x)
         s += rowloss[i];
-    s = block_sum_ce(s, sh);
+    s = block_sum_double(s, sh);
     if (threadIdx.x == 0)
         *loss = (float)(s / n);
 }

@@ -27,6 +27,24 @@ typedef struct cuda_state {
 
 #define CUDA_CUBLAS_WS_BYTES ((size_t)32 << 20)
 
+/* Block-wide sum of v (double) in a fixed order (warp shuffles, then the
+ * warps' partials in warp order): every thread gets the same result. sh holds
+ * one double per warp; blockDim.x is a multiple of 32. */
+static __device__ __forceinline__ double block_sum_double(double v, double *sh)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    double t = 0.0;
+    for (int w = 0; w < nw; w++)
+        t += sh[w];
+    __syncthreads();
+    return t;
+}
+
 #define CST(b) ((cuda_state *)(b)->impl)
 
 /* Records "what: error" in st and returns the lmk status for a CUDA error. */

@@ -12,22 +12,6 @@
 #define RMS_THREADS 256
 #define RMS_ROWS 64 /* rows per dw partial */
 
-/* Block-wide sum of v (double); every thread gets the result. */
-__device__ double block_sum_d(double v, double *sh)
-{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0)
-        sh[warp] = v;
-    __syncthreads();
-    double t = 0.0;
-    for (int w = 0; w < nw; w++)
-        t += sh[w];
-    __syncthreads();
-    return t;
-}
-
 // out (n, d) of E, rstd (n), x (n, d), w (d)
 template <typename E>
 __global__ void rmsnorm_fwd_kernel(E *out, float *rstd, const float *x, const float *w, int d,
@@ -40,7 +24,7 @@ __global__ void rmsnorm_fwd_kernel(E *out, float *rstd, const float *x, const fl
     double ss = 0.0;
     for (int j = threadIdx.x; j < d; j += blockDim.x)
         ss += (double)xr[j] * xr[j];
-    ss = block_sum_d(ss, sh);
+    ss = block_sum_double(ss, sh);
     float r = (float)(1.0 / sqrt(ss / d + eps));
     if (threadIdx.x == 0)
         rstd[row] = r;
@@ -62,7 +46,7 @@ __global__ void rmsnorm_bwd_dx_kernel(float *dx, const E *dout, const float *x,
     double dot = 0.0;
     for (int j = threadIdx.x; j < d; j += blockDim.x)
         dot += (double)ld_f(dy, j) * w[j] * xr[j];
-    dot = block_sum_d(dot, sh);
+    dot = block_sum_double(dot, sh);
     float c = (float)(dot * r * r * r / d);
     for (int j = threadIdx.x; j < d; j += blockDim.x)
         dxr[j] = r * ld_f(dy, j) * w[j] - xr[j] * c;

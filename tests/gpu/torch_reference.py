@@ -184,6 +184,13 @@ def load_logits(prefix, cfg, device):
     return torch.from_numpy(raw).view(B * T, V).to(device)
 
 
+def dump_label(cfg):
+    """The dumped model, batch and precision in one line."""
+    return f"{cfg['model']} V{cfg['vocab_size']} d{cfg['d_model']} H{cfg['num_heads']} " \
+           f"(dh {cfg['d_model'] // cfg['num_heads']}) ff{cfg['d_ff']} L{cfg['num_layers']} " \
+           f"B{cfg['batch']} T{cfg['T']} {cfg['precision']}"
+
+
 def rel(a, b):
     a, b = a.double(), b.double()
     nb = b.norm().item()
@@ -212,8 +219,7 @@ def check(prefix):
         return check_autocast(prefix, cfg, prec, tol, P0, ours, sh, inputs, targets, steps)
     l64, g64 = run(P0, cfg, inputs, targets, torch.float64, steps, False)
     l32, g32 = run(P0, cfg, inputs, targets, torch.float32, steps, prec == "tf32")
-    name = f"{cfg['model']} V{cfg['vocab_size']} d{cfg['d_model']} H{cfg['num_heads']} " \
-           f"(dh {cfg['d_model'] // cfg['num_heads']}) ff{cfg['d_ff']} L{cfg['num_layers']} B{B} T{T} {prec}"
+    name = dump_label(cfg)
     print(f"== {name}")
     fails = 0
     z_ours, z64 = load_logits(prefix, cfg, dev), reference_logits(P0, cfg, inputs, targets, torch.float64)
@@ -253,13 +259,11 @@ def check(prefix):
 
 def check_autocast(prefix, cfg, prec, tol, P0, ours, sh, inputs, targets, steps):
     """The engine's bf16/fp16 autocast against PyTorch autocast (and float64)."""
-    B, T = cfg["batch"], cfg["T"]
     scale = cfg.get("loss_scale", 1.0)
     ours = {n: g / scale for n, g in ours.items()}
     l64, g64 = run(P0, cfg, inputs, targets, torch.float64, steps, False)
     lac, gac, skipped = run_autocast(P0, cfg, inputs, targets, AMP[prec], steps)
-    name = f"{cfg['model']} V{cfg['vocab_size']} d{cfg['d_model']} H{cfg['num_heads']} " \
-           f"(dh {cfg['d_model'] // cfg['num_heads']}) ff{cfg['d_ff']} L{cfg['num_layers']} B{B} T{T} {prec}"
+    name = dump_label(cfg)
     print(f"== {name} (vs PyTorch autocast on {inputs.device.type})")
     fails = 0
     z_ours, z64 = load_logits(prefix, cfg, inputs.device), reference_logits(P0, cfg, inputs, targets, torch.float64)

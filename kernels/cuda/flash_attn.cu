@@ -493,12 +493,6 @@ constexpr int FQ = 128, FQ_SMALL = 64, FK = 64; /* forward: queries / block (two
 #define LMK_FLASH_FWD_MT 2
 #endif
 constexpr int FWD_MT = LMK_FLASH_FWD_MT;
-/* Build-time knob: 1 = the wgmma forward (flash_wgmma.cu) for d 64 on full
- * grids. Off: on the H200 it passed flash_vs_torch but ran 2.61–2.63 ms
- * against this file's 2.51–2.53 (bf16 B1 H16 T16384 causal, PERF.md). */
-#ifndef LMK_FLASH_WGMMA
-#define LMK_FLASH_WGMMA 0
-#endif
 constexpr int BKV = 64, BKV_NT = 128;            /* dK/dV: keys per block, threads */
 constexpr int BQ2 = 64, BK2 = 64, BQ_NT = 128;   /* dQ: queries per block, key tile */
 static_assert(BQ2 == BKV, "the dQ and dK/dV grids have the same block count");
@@ -1140,7 +1134,7 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                 return fwd_mma_launch<T, D, FQ_SMALL, 1, 2>(o, lse, q, k, v, s, scale * LOG2E,
                                                             st);
             }
-            if (D == 64 && LMK_FLASH_WGMMA && lmk_flash_wgmma_usable(s))
+            if (lmk_flash_wgmma_usable(s)) /* flash_wgmma.cu decides which shapes it takes */
                 return lmk_flash_wgmma_fwd(o, lse, q, k, v, s, st);
             return fwd_mma_launch<T, D, FQ, (D <= 64 ? FWD_MT : 1), 1>(o, lse, q, k, v, s,
                                                                        scale * LOG2E, st);

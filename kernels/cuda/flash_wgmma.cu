@@ -339,9 +339,17 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
 
 } // namespace
 
+/* Build-time knob: 1 = flash_attn.cu's full-grid forward calls this one for
+ * the shapes lmk_flash_wgmma_usable accepts. Off: on the H200 it passed
+ * flash_vs_torch but ran 2.61–2.63 ms against the mma.sync forward's
+ * 2.51–2.53 (bf16 B1 H16 T16384 causal, PERF.md). */
+#ifndef LMK_FLASH_WGMMA
+#define LMK_FLASH_WGMMA 0
+#endif
+
 extern "C" int lmk_flash_wgmma_usable(const lmk_attn_shape *s)
 {
-    if (!s || s->d != WD || (s->dtype != LMK_F16 && s->dtype != LMK_BF16))
+    if (!LMK_FLASH_WGMMA || !s || s->d != WD || (s->dtype != LMK_F16 && s->dtype != LMK_BF16))
         return 0;
     int dev = 0, major = 0, minor = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||

@@ -1,25 +1,30 @@
-/* Flash attention forward on Hopper's warpgroup MMA (wgmma.mma_async,
- * sm_90a only: this file alone is compiled for compute_90a, see
- * kernels/meson.build), fp16/bf16, head dim 64. Same math as the mma.sync
- * forward in flash_attn.cu (attention.h has it): S = Q·Kᵀ, online softmax in
- * log2 units with the scale folded into one FFMA per score, O += P·V, fp32
- * accumulators, lse saved.
+/* Flash attention forward on Hopper's warpgroup MMA (wgmma.mma_async and the
+ * tensor memory accelerator, sm_90a only: this file alone is compiled for
+ * compute_90a, see kernels/meson.build), fp16/bf16, head dim 64 or 128. Same
+ * math and numerics as the mma.sync forward in flash_attn.cu (attention.h
+ * has the contract): S = Q·Kᵀ, online softmax in log2 units with the scale
+ * folded into one FFMA per score, O += P·V with P rounded to T, fp32
+ * accumulators and row sums of the unrounded P, lse saved.
  *
- * Block: 128 queries, two warpgroups of 64 rows (256 threads); warp w owns
- * rows 16w…16w+15, laid out in registers exactly as in mma.sync m16n8k16 (the
- * wgmma m64nNk16 fragments are four such warps stacked). Per 64-key tile:
- *   S (64×64 per warpgroup) = 4 × wgmma m64n64k16, A = Q from registers
- *     (kept for the whole block), B = the K tile from shared memory;
- *   softmax on the S accumulators in registers;
- *   O += P·V: 4 × wgmma m64n64k16, A = P rounded to T in registers (the S
- *     accumulator layout is the A layout), B = Vᵀ from shared memory.
- * Shared operands use the no-swizzle canonical layout: 8×16-byte "core
- * matrices", K-major, adjacent core matrices 128 B apart along K (LBO) and
- * 1024 B along N (SBO). K tiles go there straight by cp.async (one 16-byte
- * chunk = one core-matrix row); V tiles arrive row-major (cp.async) and the
- * warps transpose them into Vᵀ with ldmatrix.trans + 32-bit stores. Tiles
- * are double-buffered; a warpgroup skips key tiles wholly above its rows
- * (causal). */
+ * Block: 128 queries, 384 threads in three warpgroups (FlashAttention-3's
+ * plan, own code):
+ *   warpgroup 0, the producer: one thread loads the block's Q once and then
+ *     K and V tiles of 128 keys into a ring of STAGES shared buffers with TMA
+ *     bulk tensor copies (128-byte swizzle, rows past T read as zeros), each
+ *     completing on a "full" mbarrier; it refills a buffer once the consumers
+ *     arrive on its "empty" mbarrier. Gives its registers away (setmaxnreg).
+ *   warpgroups 1 and 2, the consumers: 64 query rows each. Per key tile j:
+ *     S_j = Q·K_jᵀ (wgmma m64n128k16, both operands from shared memory,
+ *     K-major), issued before O += P_{j−1}·V_{j−1} (wgmma m64nDk16, P from
+ *     registers in the accumulator layout, V straight from its row-major tile
+ *     as an MN-major B operand: the transpose flag, no Vᵀ copy); the softmax
+ *     of S_j then runs while that P·V runs. With PINGPONG the two consumers
+ *     take turns issuing their MMAs (named barriers 1 and 2), so one's
+ *     exponentials overlap the other's MMAs.
+ * Shared tiles are 64-column boxes of 128-byte rows in the 128-byte swizzle
+ * that TMA writes and wgmma reads (8-row atoms of 1024 bytes). */
+#include <cuda.h> /* CUtensorMap and its enums only: cuTensorMapEncodeTiled comes
+                     through the runtime's driver entry point */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -31,25 +36,51 @@ extern "C" {
 #include "../status.h"
 }
 
+/* Build-time knobs (defaults are the shipped configuration; variant builds
+ * for A/B timing override them with -D):
+ *   LMK_FLASH_WGMMA           1: flash_attn.cu's full-grid forward calls this
+ *                             kernel for the shapes lmk_flash_wgmma_usable takes;
+ *   LMK_FLASH_WGMMA_PINGPONG  1: the two consumer warpgroups alternate their MMAs. */
+#ifndef LMK_FLASH_WGMMA
+#define LMK_FLASH_WGMMA 0
+#endif
+#ifndef LMK_FLASH_WGMMA_PINGPONG
+#define LMK_FLASH_WGMMA_PINGPONG 1
+#endif
+
 namespace {
 
-constexpr int WQ = 128, WK = 64, W_NT = 256, WD = 64; /* queries, keys / tile, threads, d */
-constexpr int WLD = WD + 8;                            /* padded row of Q and V staging */
-constexpr int CORE_LBO = 128, CORE_SBO = 1024;         /* bytes: along K, along N (8 rows × 128 B) */
-constexpr float W_LN2 = 0.6931471805599453f;
-constexpr size_t W_SMEM = sizeof(uint16_t) * ((size_t)2 * WK * WD /* K core ×2 */ + WK * WD /* Vᵀ */ +
-                                              2 * WK * WLD /* V staging ×2 */ + WQ * WLD /* Q */);
+constexpr int FW_BM = 128;      /* queries per block: two consumer warpgroups × 64 rows */
+constexpr int FW_BN = 128;      /* keys per tile */
+constexpr int FW_THREADS = 384; /* producer warpgroup + two consumer warpgroups */
+constexpr int FW_BOX = 64;      /* columns per TMA box: 64 × 2 bytes = one 128-byte swizzle row */
+constexpr float FW_LN2 = 0.6931471805599453f;
+
+/* Shared-memory plan for head dim D (bytes from a 1024-aligned base). */
+template <int D> struct fw_plan {
+    static constexpr int NB = D / FW_BOX;                   /* boxes per row of Q, K, V */
+    static constexpr int STAGES = D <= 64 ? 3 : 2;          /* K/V ring depth */
+    static constexpr int Q_WG = 64 * D * 2;                 /* one consumer's Q rows */
+    static constexpr int TILE = FW_BN * D * 2;              /* one K or V tile */
+    static constexpr int OFF_K = 2 * Q_WG;
+    static constexpr int OFF_V = OFF_K + STAGES * TILE;
+    static constexpr int OFF_BAR = OFF_V + STAGES * TILE;   /* q_full, k_full[S], v_full[S], k_empty[S], v_empty[S] */
+    static constexpr int BYTES = OFF_BAR + 8 * (1 + 4 * STAGES);
+    static constexpr size_t SMEM = BYTES + 1024;            /* slack to align the base */
+};
 
 __device__ __forceinline__ uint32_t saddr(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-/* Shared-memory matrix descriptor, no swizzle. */
-__device__ __forceinline__ uint64_t wg_desc(const void *p)
+/* wgmma shared-memory descriptor, 128-byte swizzle: start address, leading
+ * byte offset (MN-major: stride between 64-column atoms; unused K-major),
+ * stride byte offset (between 8-row atoms: 1024). */
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo)
 {
-    return (uint64_t)((saddr(p) & 0x3FFFF) >> 4) | ((uint64_t)(CORE_LBO >> 4) << 16) |
-           ((uint64_t)(CORE_SBO >> 4) << 32);
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
+           ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
 
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -57,253 +88,384 @@ __device__ __forceinline__ void wg_commit()
 {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void wg_wait0()
+template <int N> __device__ __forceinline__ void wg_wait()
 {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void proxy_fence()
-{
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-/* keeps the compiler from moving accumulator reads/writes across wgmma */
-__device__ __forceinline__ void pin(float (&d)[8][4])
+/* keeps the compiler from moving register reads/writes across a wgmma wait */
+template <int R> __device__ __forceinline__ void pin(float (&d)[R][4])
 {
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < R; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
             asm volatile("" : "+f"(d[j][e])::"memory");
 }
+template <int R> __device__ __forceinline__ void pin(uint32_t (&a)[R][4])
+{
+#pragma unroll
+    for (int j = 0; j < R; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            asm volatile("" : "+r"(a[j][e])::"memory");
+}
 
-template <typename T> struct wg_ops;
-template <> struct wg_ops<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-    /* d (64×64, this warp's 16 rows) += a (64×16, registers) · B (16×64, desc) */
-    static __device__ __forceinline__ void mma(float (&d)[8][4], const uint32_t (&a)[4],
-                                               uint64_t desc)
-    {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                 "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-    }
-};
-template <> struct wg_ops<__half> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-    static __device__ __forceinline__ void mma(float (&d)[8][4], const uint32_t (&a)[4],
-                                               uint64_t desc)
-    {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                 "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-    }
-};
+/* mbarriers (shared::cta) */
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* returns once the phase of parity `parity` has completed */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* TMA: box at (c0 column, c1 row, c2 head) of the 3-D map → shared dst,
+ * completing its bytes on bar */
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0,
+                                         int c1, int c2)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+                 : "memory");
+}
+/* named barriers among the two consumer warpgroups (256 threads) */
+__device__ __forceinline__ void bar_sync(int id)
+{
+    asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id)
+{
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
+}
 
-__device__ __forceinline__ float wg_exp2(float x)
+__device__ __forceinline__ float fw_exp2(float x)
 {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
 
-__device__ __forceinline__ void cp16(void *sm, const void *g, bool valid)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr(sm)), "l"(g),
-                 "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit_() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait_()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-/* sm (ROWS, WLD) row-major ← rows row0… of g (Tn, WD); rows past Tn zero */
-template <typename T, int ROWS>
-__device__ __forceinline__ void rows_async(T *sm, const T *g, int row0, int Tn)
-{
-    for (int idx = threadIdx.x; idx < ROWS * (WD / 8); idx += W_NT) {
-        const int r = idx / (WD / 8), c = (idx % (WD / 8)) * 8, gr = row0 + r;
-        cp16(sm + r * WLD + c, g + (size_t)(gr < Tn ? gr : 0) * WD + c, gr < Tn);
+template <typename T> struct fw_pack;
+template <> struct fw_pack<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
     }
-}
-/* K tile (WK keys, WD) into core-matrix layout: key r, chunk c8 at
- * (r/8)·SBO + c8·LBO + (r%8)·16 bytes */
-template <typename T>
-__device__ __forceinline__ void k_core_async(T *sm, const T *g, int row0, int Tn)
-{
-    for (int idx = threadIdx.x; idx < WK * (WD / 8); idx += W_NT) {
-        const int r = idx / (WD / 8), c8 = idx % (WD / 8), gr = row0 + r;
-        char *dst = (char *)sm + (r >> 3) * CORE_SBO + c8 * CORE_LBO + (r & 7) * 16;
-        cp16(dst, g + (size_t)(gr < Tn ? gr : 0) * WD + c8 * 8, gr < Tn);
+};
+template <> struct fw_pack<__half> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
     }
+};
+
+/* wgmma wrappers; accumulator fragment d[j][e] of a 64×N result: warp w of
+ * the warpgroup, lane (g = lane/4, t = lane%4) holds rows 16w+g (e 0, 1) and
+ * 16w+g+8 (e 2, 3), columns 8j+2t+(e&1). An A fragment a[4] from registers
+ * (64×16): rows 16w+g / +8, columns 2t, 2t+1 / +8 (a[0] (g, 2t), a[1] (g+8, 2t),
+ * a[2] (g, 2t+8), a[3] (g+8, 2t+8)) — columns 16k… of the accumulator layout. */
+template <typename T> struct wg_mma;
+template <> struct wg_mma<__nv_bfloat16> {
+    /* d (64×128) = (scale_d ? d : 0) + A·B, A and B K-major in shared memory */
+    static __device__ __forceinline__ void ss128(float (&d)[16][4], uint64_t da, uint64_t db, int scale_d)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                     "%64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                     : "l"(da), "l"(db), "r"(scale_d));
+    }
+    /* d (64×64) += a (64×16, registers) · B (16×64, shared, MN-major: transposed) */
+    static __device__ __forceinline__ void rs64(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                     "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    }
+    /* d (64×128) += a (64×16, registers) · B (16×128, shared, MN-major: transposed) */
+    static __device__ __forceinline__ void rs128(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                     "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    }
+};
+template <> struct wg_mma<__half> {
+    /* d (64×128) = (scale_d ? d : 0) + A·B, A and B K-major in shared memory */
+    static __device__ __forceinline__ void ss128(float (&d)[16][4], uint64_t da, uint64_t db, int scale_d)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                     "%64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                     : "l"(da), "l"(db), "r"(scale_d));
+    }
+    /* d (64×64) += a (64×16, registers) · B (16×64, shared, MN-major: transposed) */
+    static __device__ __forceinline__ void rs64(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                     "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    }
+    /* d (64×128) += a (64×16, registers) · B (16×128, shared, MN-major: transposed) */
+    static __device__ __forceinline__ void rs128(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                     "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    }
+};
+
+/* Online softmax of one 64×128 score tile in place (this thread's rows row0
+ * and row0 + 8): masks keys ≥ Tn and, causal, keys after the row; updates the
+ * running max m (log2 units, scale folded in) and sum l (rescaled by alpha,
+ * then plus the unrounded exponentials); leaves 2^(s·scale_log2 − m) in sc. */
+__device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)[2], float (&l)[2],
+                                           float (&alpha)[2], int k0, int Tn, int causal,
+                                           int wrow, int row0, int t, float scale_log2)
+{
+    const bool mask = k0 + FW_BN > Tn || (causal && k0 + FW_BN - 1 > wrow); /* warp-uniform */
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < FW_BN / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            if (mask) {
+                const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+                if (col >= Tn || (causal && col > row))
+                    sc[j][e] = -INFINITY;
+            }
+            mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
+        }
+    float msub[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        const float mnew = fmaxf(m[h], mx[h] * scale_log2);
+        msub[h] = mnew == -INFINITY ? 0.f : mnew;
+        alpha[h] = fw_exp2(m[h] - msub[h]);
+        m[h] = mnew;
+        l[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int j = 0; j < FW_BN / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            sc[j][e] = fw_exp2(fmaf(sc[j][e], scale_log2, -msub[e >> 1]));
+            l[e >> 1] += sc[j][e];
+        }
 }
 
-__device__ __forceinline__ void ldsm4(uint32_t r[4], const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(saddr(p)));
-}
-__device__ __forceinline__ void ldsm4_t(uint32_t r[4], const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(saddr(p)));
-}
-/* lane's ldmatrix row address for the 16×16 block at (r0, c0), row-major ld */
-template <typename T>
-__device__ __forceinline__ const T *blk(const T *s, int r0, int c0, int lane)
-{
-    return s + (r0 + (lane & 15)) * WLD + c0 + ((lane >> 4) << 3);
-}
-
-// o: (B, H, T, 64); lse: (B, H, T); q, k, v: (B, H, T, 64).
-// grid (ceil(T/128), B·H), 256 threads; block x runs query tile
-// gridDim.x−1−x (longest causal rows first).
-template <typename T>
-__global__ void __launch_bounds__(W_NT) flash_fwd_wgmma_kernel(T *o, float *lse, const T *q,
-                                                                const T *k, const T *v, int Tn,
-                                                                int causal, float scale_log2)
+/* o: (B, H, T, D); lse: (B, H, T); Q, K, V through the 3-D tensor maps
+ * (columns D, rows T, heads B·H; Q boxes 64 × 64 rows, K/V boxes 64 × 128).
+ * grid (ceil(T/128), B·H), 384 threads; block x runs query tile
+ * gridDim.x−1−x (longest causal rows first). */
+template <typename T, int D, bool PP>
+__global__ void __launch_bounds__(FW_THREADS, 1)
+    flash_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
+                           const __grid_constant__ CUtensorMap tmk,
+                           const __grid_constant__ CUtensorMap tmv, T *o, float *lse, int Tn,
+                           int causal, float scale_log2)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int NS = WK / 8, NO = WD / 8;
-    extern __shared__ __align__(128) unsigned char smraw[];
-    T *sK = (T *)smraw, *sVt = sK + 2 * WK * WD, *sVs = sVt + WK * WD, *sQ = sVs + 2 * WK * WLD;
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * WQ;
-    const size_t bh = blockIdx.y, base = bh * Tn * WD;
-    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-    const int wg_last = q0 + 64 * (w >> 2) + 63; /* this warpgroup's last row */
-    const int row0 = q0 + 16 * w + g;            /* this lane's rows: row0, row0 + 8 */
+    using P = fw_plan<D>;
+    constexpr int S = P::STAGES, NB = P::NB;
+    extern __shared__ __align__(1024) unsigned char smraw[];
+    const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
+    const uint32_t sQ = base, sK = base + P::OFF_K, sV = base + P::OFF_V;
+    const uint32_t q_full = base + P::OFF_BAR;
+    auto k_full = [&](int s) { return q_full + 8u * (1 + s); };
+    auto v_full = [&](int s) { return q_full + 8u * (1 + S + s); };
+    auto k_empty = [&](int s) { return q_full + 8u * (1 + 2 * S + s); };
+    auto v_empty = [&](int s) { return q_full + 8u * (1 + 3 * S + s); };
 
-    const int kend = causal ? min(Tn, q0 + WQ) : Tn, nk = (kend + WK - 1) / WK;
-    rows_async<T, WQ>(sQ, q + base, q0, Tn);
-    cp_commit_();
-    k_core_async<T>(sK, k + base, 0, Tn);
-    rows_async<T, WK>(sVs, v + base, 0, Tn);
-    cp_commit_();
-    cp_wait_<1>();
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * FW_BM, bh = blockIdx.y;
+    const int kend = causal ? min(Tn, q0 + FW_BM) : Tn, nk = (kend + FW_BN - 1) / FW_BN;
+    const int wg = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            mbar_init(k_full(s), 1);
+            mbar_init(v_full(s), 1);
+            mbar_init(k_empty(s), 8); /* one arrival per consumer warp */
+            mbar_init(v_empty(s), 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
     __syncthreads();
-    uint32_t qf[WD / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < WD / 16; kk++)
-        ldsm4(qf[kk], blk(sQ, 16 * w, 16 * kk, lane));
 
-    float acc[NO][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    if (wg == 0) { /* producer */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            mbar_expect_tx(q_full, 2 * P::Q_WG);
 #pragma unroll
-    for (int j = 0; j < NO; j++)
+            for (int c = 0; c < 2; c++)
+#pragma unroll
+                for (int b = 0; b < NB; b++)
+                    tma_load(sQ + c * P::Q_WG + b * 64 * 128, &tmq, q_full, FW_BOX * b,
+                             q0 + 64 * c, bh);
+            for (int j = 0; j < nk; j++) {
+                const int s = j % S;
+                const uint32_t ph = (j / S) & 1;
+                mbar_wait(k_empty(s), ph ^ 1); /* a fresh barrier passes parity 1 */
+                mbar_expect_tx(k_full(s), P::TILE);
+#pragma unroll
+                for (int b = 0; b < NB; b++)
+                    tma_load(sK + s * P::TILE + b * FW_BN * 128, &tmk, k_full(s), FW_BOX * b,
+                             j * FW_BN, bh);
+                mbar_wait(v_empty(s), ph ^ 1);
+                mbar_expect_tx(v_full(s), P::TILE);
+#pragma unroll
+                for (int b = 0; b < NB; b++)
+                    tma_load(sV + s * P::TILE + b * FW_BN * 128, &tmv, v_full(s), FW_BOX * b,
+                             j * FW_BN, bh);
+            }
+        }
+        return;
+    }
+
+    /* consumers: c = 0 rows q0…q0+63, c = 1 rows q0+64…q0+127 */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int c = wg - 1, w = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int wrow = q0 + 64 * c + 16 * w, row0 = wrow + g; /* warp's first row; this lane's rows row0, row0 + 8 */
+    const uint32_t qa = sQ + c * P::Q_WG;
+
+    float acc[D / 8][4], sc[FW_BN / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f},
+                                          alpha[2];
+    uint32_t pa[FW_BN / 16][4];
+#pragma unroll
+    for (int j = 0; j < D / 8; j++)
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 
-    for (int it = 0; it < nk; it++) {
-        const int k0 = it * WK, buf = it & 1;
-        if (it + 1 < nk) {
-            k_core_async<T>(sK + (buf ^ 1) * WK * WD, k + base, k0 + WK, Tn);
-            rows_async<T, WK>(sVs + (buf ^ 1) * WK * WLD, v + base, k0 + WK, Tn);
-            cp_commit_();
-            cp_wait_<1>();
-        } else {
-            cp_wait_<0>();
+    auto issue_s = [&](int s) { /* sc = Q·K(stage s)ᵀ */
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+            wg_mma<T>::ss128(sc, sw128_desc(qa + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16),
+                             sw128_desc(sK + s * P::TILE + (kk / 4) * FW_BN * 128 + (kk % 4) * 32, 16),
+                             kk > 0);
+        wg_commit();
+    };
+    auto issue_pv = [&](int s) { /* acc += P·V(stage s) */
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < FW_BN / 16; kk++) {
+            const uint64_t dv = sw128_desc(sV + s * P::TILE + kk * 16 * 128, FW_BN * 128);
+            if constexpr (D == 64)
+                wg_mma<T>::rs64(acc, pa[kk], dv);
+            else
+                wg_mma<T>::rs128(acc, pa[kk], dv);
         }
-        proxy_fence(); /* this thread's K chunks, for the wgmma reads */
-        __syncthreads();
-        {   /* Vᵀ (core layout) ← V staging: 16 blocks of 16×16, two per warp */
-            const T *cV = sVs + buf * WK * WLD;
-            char *vt = (char *)sVt;
+        wg_commit();
+    };
+    auto to_p = [&]() { /* P (rounded to T) in the A-fragment layout */
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int b = 2 * w + i, kp = b >> 2, dp = b & 3;
-                uint32_t r[4];
-                ldsm4_t(r, blk(cV, 16 * kp, 16 * dp, lane));
-                char *p = vt + (2 * dp) * CORE_SBO + (2 * kp) * CORE_LBO + g * 16 + 4 * t;
-                *(uint32_t *)p = r[0];
-                *(uint32_t *)(p + CORE_LBO) = r[1];
-                *(uint32_t *)(p + CORE_SBO) = r[2];
-                *(uint32_t *)(p + CORE_SBO + CORE_LBO) = r[3];
-            }
+        for (int kp = 0; kp < FW_BN / 16; kp++) {
+            pa[kp][0] = fw_pack<T>::pack(sc[2 * kp][0], sc[2 * kp][1]);
+            pa[kp][1] = fw_pack<T>::pack(sc[2 * kp][2], sc[2 * kp][3]);
+            pa[kp][2] = fw_pack<T>::pack(sc[2 * kp + 1][0], sc[2 * kp + 1][1]);
+            pa[kp][3] = fw_pack<T>::pack(sc[2 * kp + 1][2], sc[2 * kp + 1][3]);
         }
-        proxy_fence();
-        __syncthreads();
-        if (!causal || k0 <= wg_last) { /* warpgroup-uniform */
-            const T *cK = sK + buf * WK * WD;
-            float s[NS][4];
+    };
+    /* PP: barrier 1 + c is consumer c's turn to issue; consumer 0 goes first.
+     * Each consumer takes nk turns; consumer 1 skips the hand-over after its
+     * last, so every arrival meets a wait. */
+    if (PP && c == 1)
+        bar_arrive(1);
+
+    mbar_wait(q_full, 0);
+    mbar_wait(k_full(0), 0);
+    if (PP)
+        bar_sync(1 + c);
+    issue_s(0);
+    if (PP && !(c == 1 && nk == 1))
+        bar_arrive(2 - c);
+    wg_wait<0>();
+    pin(sc);
+    if (lane == 0)
+        mbar_arrive(k_empty(0));
+    fw_softmax(sc, m, l, alpha, 0, Tn, causal, wrow, row0, t, scale_log2);
+    to_p();
+
+    for (int j = 1; j < nk; j++) {
+        const int s = j % S, sp = (j - 1) % S;
+        mbar_wait(k_full(s), (j / S) & 1);
+        if (PP)
+            bar_sync(1 + c);
+        issue_s(s);
+        mbar_wait(v_full(sp), ((j - 1) / S) & 1);
+        issue_pv(sp);
+        if (PP && !(c == 1 && j == nk - 1))
+            bar_arrive(2 - c);
+        wg_wait<1>(); /* S_j done, P_{j−1}·V_{j−1} may still run */
+        pin(sc);
+        if (lane == 0)
+            mbar_arrive(k_empty(s));
+        fw_softmax(sc, m, l, alpha, j * FW_BN, Tn, causal, wrow, row0, t, scale_log2);
+        wg_wait<0>();
+        pin(acc);
+        pin(pa);
+        if (lane == 0)
+            mbar_arrive(v_empty(sp));
 #pragma unroll
-            for (int j = 0; j < NS; j++)
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-            pin(s);
-            wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < WD / 16; kk++) /* 16 d = two 128-byte core columns */
-                wg_ops<T>::mma(s, qf[kk], wg_desc((const char *)cK + kk * 2 * CORE_LBO));
-            wg_commit();
-            wg_wait0();
-            pin(s);
-            const bool mask = k0 + WK > Tn || (causal && k0 + WK - 1 > q0 + 16 * w);
-            float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int j = 0; j < NS; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-                    if (mask && (col >= Tn || (causal && col > row)))
-                        s[j][e] = -INFINITY;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-                }
-            float alpha[2], msub[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-                const float mnew = fmaxf(m[h], mx[h] * scale_log2);
-                msub[h] = mnew == -INFINITY ? 0.f : mnew;
-                alpha[h] = wg_exp2(m[h] - msub[h]);
-                m[h] = mnew;
-                l[h] *= alpha[h];
-            }
-#pragma unroll
-            for (int j = 0; j < NO; j++) {
-                acc[j][0] *= alpha[0];
-                acc[j][1] *= alpha[0];
-                acc[j][2] *= alpha[1];
-                acc[j][3] *= alpha[1];
-            }
-            uint32_t pa[WK / 16][4];
-#pragma unroll
-            for (int kp = 0; kp < WK / 16; kp++)
-#pragma unroll
-                for (int hb = 0; hb < 2; hb++) {
-                    const float *c = s[2 * kp + hb];
-                    const float p0 = wg_exp2(fmaf(c[0], scale_log2, -msub[0]));
-                    const float p1 = wg_exp2(fmaf(c[1], scale_log2, -msub[0]));
-                    const float p2 = wg_exp2(fmaf(c[2], scale_log2, -msub[1]));
-                    const float p3 = wg_exp2(fmaf(c[3], scale_log2, -msub[1]));
-                    pa[kp][2 * hb] = wg_ops<T>::pack(p0, p1);
-                    pa[kp][2 * hb + 1] = wg_ops<T>::pack(p2, p3);
-                    l[0] += p0 + p1; /* unrounded, as FA2 */
-                    l[1] += p2 + p3;
-                }
-            pin(acc);
-            wg_fence();
-#pragma unroll
-            for (int kp = 0; kp < WK / 16; kp++) /* 16 keys = two core columns of Vᵀ */
-                wg_ops<T>::mma(acc, pa[kp], wg_desc((const char *)sVt + kp * 2 * CORE_LBO));
-            wg_commit();
-            wg_wait0();
-            pin(acc);
+        for (int jj = 0; jj < D / 8; jj++) {
+            acc[jj][0] *= alpha[0];
+            acc[jj][1] *= alpha[0];
+            acc[jj][2] *= alpha[1];
+            acc[jj][3] *= alpha[1];
         }
-        __syncthreads(); /* buffer buf and Vᵀ are rewritten next */
+        to_p();
     }
+    {
+        const int sp = (nk - 1) % S;
+        mbar_wait(v_full(sp), ((nk - 1) / S) & 1);
+        issue_pv(sp);
+        wg_wait<0>();
+        pin(acc);
+        if (lane == 0)
+            mbar_arrive(v_empty(sp));
+    }
+
+    const size_t rbase = (size_t)bh * Tn;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
@@ -312,44 +474,76 @@ __global__ void __launch_bounds__(W_NT) flash_fwd_wgmma_kernel(T *o, float *lse,
         if (row >= Tn)
             continue;
         const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+        T *orow = o + (rbase + row) * D;
 #pragma unroll
-        for (int j = 0; j < NO; j++)
-            *reinterpret_cast<uint32_t *>(o + base + (size_t)row * WD + 8 * j + 2 * t) =
-                wg_ops<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+        for (int j = 0; j < D / 8; j++)
+            *reinterpret_cast<uint32_t *>(orow + 8 * j + 2 * t) =
+                fw_pack<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
         if (t == 0)
-            lse[bh * Tn + row] = (m[h] + log2f(l[h])) * W_LN2;
+            lse[rbase + row] = (m[h] + log2f(l[h])) * FW_LN2;
     }
 #endif
 }
 
-template <typename T>
+/* cuTensorMapEncodeTiled, through the runtime (no link against libcuda) */
+typedef CUresult (*fw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                 const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                 const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+fw_encode_fn fw_encoder(void)
+{
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult qr;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                         &qr) != cudaSuccess ||
+        qr != cudaDriverEntryPointSuccess)
+        return nullptr;
+    return (fw_encode_fn)fn;
+}
+
+/* map over x (B·H heads, T rows, d columns, 16-bit), boxes of 64 columns ×
+ * rows, 128-byte swizzle, out-of-range rows read as zeros */
+bool fw_map(fw_encode_fn enc, CUtensorMap *map, const void *x, const lmk_attn_shape *s, int rows)
+{
+    const cuuint64_t dims[3] = {(cuuint64_t)s->d, (cuuint64_t)s->T, (cuuint64_t)s->B * s->H};
+    const cuuint64_t strides[2] = {(cuuint64_t)s->d * 2, (cuuint64_t)s->T * s->d * 2};
+    const cuuint32_t box[3] = {(cuuint32_t)FW_BOX, (cuuint32_t)rows, 1}, es[3] = {1, 1, 1};
+    return enc(map,
+               s->dtype == LMK_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+               3, const_cast<void *>(x), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int D>
 int launch(void *o, float *lse, const void *q, const void *k, const void *v,
            const lmk_attn_shape *s, cudaStream_t st)
 {
-    auto kern = flash_fwd_wgmma_kernel<T>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W_SMEM) !=
+    const fw_encode_fn enc = fw_encoder();
+    CUtensorMap mq, mk, mv;
+    if (!enc || !fw_map(enc, &mq, q, s, 64) || !fw_map(enc, &mk, k, s, FW_BN) ||
+        !fw_map(enc, &mv, v, s, FW_BN))
+        return LMK_DEVICE;
+    auto kern = flash_fwd_wgmma_kernel<T, D, LMK_FLASH_WGMMA_PINGPONG != 0>;
+    const size_t smem = fw_plan<D>::SMEM;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
         cudaSuccess)
         return LMK_DEVICE;
-    dim3 grid((s->T + WQ - 1) / WQ, s->B * s->H);
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)WD);
-    kern<<<grid, W_NT, W_SMEM, st>>>((T *)o, lse, (const T *)q, (const T *)k, (const T *)v, s->T,
-                                     s->causal, scale_log2);
+    dim3 grid((s->T + FW_BM - 1) / FW_BM, s->B * s->H);
+    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D);
+    kern<<<grid, FW_THREADS, smem, st>>>(mq, mk, mv, (T *)o, lse, s->T, s->causal, scale_log2);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
 
 } // namespace
 
-/* Build-time knob: 1 = flash_attn.cu's full-grid forward calls this one for
- * the shapes lmk_flash_wgmma_usable accepts. Off: on the H200 it passed
- * flash_vs_torch but ran 2.61–2.63 ms against the mma.sync forward's
- * 2.51–2.53 (bf16 B1 H16 T16384 causal, PERF.md). */
-#ifndef LMK_FLASH_WGMMA
-#define LMK_FLASH_WGMMA 0
-#endif
-
 extern "C" int lmk_flash_wgmma_usable(const lmk_attn_shape *s)
 {
-    if (!LMK_FLASH_WGMMA || !s || s->d != WD || (s->dtype != LMK_F16 && s->dtype != LMK_BF16))
+    if (!LMK_FLASH_WGMMA || !s || (s->d != 64 && s->d != 128) ||
+        (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 1 ||
+        (long long)s->B * s->H > 65535 || s->B < 1 || s->H < 1)
         return 0;
     int dev = 0, major = 0, minor = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -365,6 +559,9 @@ extern "C" int lmk_flash_wgmma_fwd(void *o, float *lse, const void *q, const voi
     if (!lmk_flash_wgmma_usable(s) || !o || !lse || !q || !k || !v)
         return LMK_INVALID;
     cudaStream_t st = (cudaStream_t)stream;
-    return s->dtype == LMK_BF16 ? launch<__nv_bfloat16>(o, lse, q, k, v, s, st)
-                                : launch<__half>(o, lse, q, k, v, s, st);
+    if (s->d == 64)
+        return s->dtype == LMK_BF16 ? launch<__nv_bfloat16, 64>(o, lse, q, k, v, s, st)
+                                    : launch<__half, 64>(o, lse, q, k, v, s, st);
+    return s->dtype == LMK_BF16 ? launch<__nv_bfloat16, 128>(o, lse, q, k, v, s, st)
+                                : launch<__half, 128>(o, lse, q, k, v, s, st);
 }

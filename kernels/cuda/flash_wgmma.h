@@ -10,13 +10,14 @@
 extern "C" {
 #endif
 
-/* Non-zero when s (fp16/bf16, d 64) can run here: the current device has
- * compute capability 9.0, the only one sm_90a code runs on. */
+/* Non-zero when the kernel is switched on (LMK_FLASH_WGMMA in flash_wgmma.cu)
+ * and s (fp16/bf16, d 64 or 128, B·H ≤ 65535) can run here: the current
+ * device has compute capability 9.0, the only one sm_90a code runs on. */
 int lmk_flash_wgmma_usable(const lmk_attn_shape *s);
 
 /* As lmk_flash_attn_fwd (attention.h) for shapes lmk_flash_wgmma_usable
  * accepts; tensors 16-byte aligned. Returns LMK_OK, LMK_INVALID (shape,
- * device) or LMK_DEVICE (launch failed). */
+ * device) or LMK_DEVICE (tensor maps or launch failed). */
 int lmk_flash_wgmma_fwd(void *o, float *lse, const void *q, const void *k, const void *v,
                         const lmk_attn_shape *s, void *stream);
 

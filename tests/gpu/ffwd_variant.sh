@@ -1,0 +1,27 @@
+#!/bin/bash
+# A variant build of test_flash, flash_dump (and lmperfd, where BUILD has one) whose flash_wgmma.o (the wgmma
+# forward) is compiled with extra flags, e.g. -DLMK_FLASH_WGMMA=0 (the
+# mma.sync forward) or -DLMK_FLASH_WGMMA_PINGPONG=0, next to an existing
+# build: same objects and link lines as BUILD, one object swapped. For A/B
+# timing in one device call (tests/gpu/ffwd_bench.sh runs them).
+# usage: tests/gpu/ffwd_variant.sh BUILD_DIR OUT_DIR "FLAGS"   (after ninja)
+set -eu
+BUILD=$1
+mkdir -p "$2"
+OUT=$(cd "$2" && pwd)
+FLAGS=$3
+cd "$BUILD"
+cc=$(ninja -t commands kernels/flash_wgmma.o | grep -F -- '-c ../kernels/cuda/flash_wgmma.cu' | tail -1)
+eval "${cc/ -o kernels\/flash_wgmma.o/ -o $OUT/flash_wgmma.o} $FLAGS"
+objs=$(ninja -t commands kernels/liblmperf_kernels.a | grep -F 'gcc-ar csrDT kernels/liblmperf_kernels.a' | tail -1 |
+    sed 's/.*gcc-ar csrDT kernels\/liblmperf_kernels.a //; s/kernels\/flash_wgmma.o //')
+rm -f "$OUT/libkernels.a"
+gcc-ar csrD "$OUT/libkernels.a" "$OUT/flash_wgmma.o" $objs
+for t in tests/attention/test_flash tests/gpu/flash_dump daemon/lmperfd; do
+    [ "$t" != daemon/lmperfd ] || [ -f daemon/lmperfd ] || continue
+    link=$(ninja -t commands "$t" | tail -1)
+    link=${link/-Xlinker=kernels\/liblmperf_kernels.a/-Xlinker=$OUT/libkernels.a}
+    eval "${link/ -o $t / -o $OUT/$(basename $t) }"
+done
+rm -f "$OUT/libkernels.a" "$OUT/flash_wgmma.o"
+ls -la "$OUT"

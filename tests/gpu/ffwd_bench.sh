@@ -9,7 +9,8 @@
 # Binaries: CARRY/bins.tar.xz from tests/gpu/ffwd_carry.sh. Logs land in OUT.
 # usage: tests/gpu/ffwd_bench.sh CARRY OUT
 # env:   BUILDS "new base" (folders in the archive; the first is the one checked)
-#        QUICK=1 (flash_vs_torch --quick)   POINTS (dtype:B:H:T:d:causal ...)
+#        QUICK=1 (flash_vs_torch --quick)   JOB=0 (no lmperfd job)
+#        POINTS (dtype:B:H:T:d:causal ...)
 set -u
 CARRY=$1
 OUT=$2
@@ -24,62 +25,8 @@ POINTS=${POINTS:-bf16:1:16:16384:64:1 fp16:1:16:16384:64:1 bf16:1:16:16384:128:1
 PYLIB=$(python3 -c 'import glob, os, nvidia
 print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$X/lib:${LD_LIBRARY_PATH:-}"
-RC=0
-start=$(date +%s)
-log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/ffwd.log"; }
-{
-    date -u +%Y-%m-%dT%H:%M:%SZ
-    echo "commit: $(cat "$X/COMMIT" 2>/dev/null || echo unknown)"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
-} >"$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
-
-timeout 100 python3 "$ROOT/tests/gpu/ffwd_check.py" "$X/$FIRST/flash_dump" \
-    --out "$OUT/ffwd_check.txt" >"$OUT/ffwd_check.log" 2>&1
-r=$?; log "ffwd_check $FIRST rc=$r: $(tail -1 "$OUT/ffwd_check.log")"; [ $r = 0 ] || RC=1
-grep -E 'FAIL|Error|error' "$OUT/ffwd_check.log" | head -12
-
-bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done | sed 's/:/ /g'; }
-for rep in 1 2; do
-    for b in $BUILDS; do
-        # shellcheck disable=SC2046
-        timeout 60 "$X/$b/test_flash" bench $(bench_args) | sed "s/^/$b /" >>"$OUT/ab.log"
-        log "bench $b rep $rep rc=${PIPESTATUS[0]}"
-    done
-done
-# shellcheck disable=SC2086
-timeout 90 python3 "$ROOT/tests/gpu/ffwd_sdpa.py" $POINTS >"$OUT/sdpa.log" 2>&1
-log "sdpa rc=$?"
-
-if command -v cuobjdump >/dev/null; then
-    cuobjdump -sass "$X/$FIRST/test_flash" 2>/dev/null | awk '/Function : .*flash_fwd_wgmma/{f=1} /Function : /&&!/flash_fwd_wgmma/{f=0} f' >"$OUT/wgmma.sass"
-    grep -oE 'HGMMA\.[A-Z0-9x.]+|WARPGROUP\.[A-Z]+|WARPSYNC|UTMALDG[.A-Z0-9]*|SYNCS\.[A-Z.]+|MUFU\.EX2|BAR\.[A-Z]+|LDL|STL|USETMAXREG[.A-Z]*' "$OUT/wgmma.sass" | sort | uniq -c | sort -rn | head -30 >"$OUT/sass_counts.txt"
-    log "sass: $(tr -s ' \n' ' ' <"$OUT/sass_counts.txt" | head -c 600)"
-fi
-
-Q=""; [ "${QUICK:-0}" = 1 ] && Q=--quick
-timeout 150 python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$X/$FIRST/flash_dump" $Q \
-    --out "$OUT/flash_vs_torch.txt" >"$OUT/flash_vs_torch.log" 2>&1
-r=$?; log "flash_vs_torch $FIRST $Q rc=$r: $(tail -1 "$OUT/flash_vs_torch.log")"; [ $r = 0 ] || RC=1
-grep -E 'FAIL|Error|error' "$OUT/flash_vs_torch.log" | head -12
-timeout 120 "$X/$FIRST/test_flash" >"$OUT/test_flash.log" 2>&1
-r=$?; log "test_flash $FIRST rc=$r: $(tail -1 "$OUT/test_flash.log")"; [ $r = 0 ] || RC=1
-grep FAIL "$OUT/test_flash.log" | head -12
-
-if [ -x "$X/$FIRST/lmperfd" ]; then
-    for dt in bfloat16 float16; do
-        echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"$dt\", \"batch\": 1, \"heads\": 16, \"seq_len\": [16384], \"d_head\": [64], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/spec_lb_$dt.json"
-        timeout 100 "$X/$FIRST/lmperfd" run "$OUT/spec_lb_$dt.json" >"$OUT/lmperf_lb_$dt.json" 2>>"$OUT/lmperfd.err"
-        log "lmperf lb $dt rc=$?"
-    done
-    for dt in bf16 fp16; do
-        timeout 100 python3 "$X/torch_attn.py" --impls sdpa --dtype $dt --batch 1 --heads 16 --seq 16384 --d 64 --n 20 --out "$OUT/torch.jsonl" >>"$OUT/torch.log" 2>&1
-        log "torch_attn lb $dt rc=$?"
-    done
-fi
-
-python3 - "$OUT" <<'PY' | tee "$OUT/table.md"
+table() {
+    python3 - "$OUT" <<'PY' | tee "$OUT/table.md"
 import json, sys, collections, os
 out = sys.argv[1]
 ours = collections.defaultdict(list)
@@ -111,5 +58,63 @@ for k, rs in ours.items():
     sdc = f"{s['fwd_ms']:.3f} / {s['fwd_bwd_ms']:.3f}" if s else "-"
     print(f"| {' '.join(map(str, k))} | {cells} | {sdc} | {ratio} |")
 PY
+}
+RC=0
+start=$(date +%s)
+log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/ffwd.log"; }
+{
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    echo "commit: $(cat "$X/COMMIT" 2>/dev/null || echo unknown)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
+} >"$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+timeout 100 python3 "$ROOT/tests/gpu/ffwd_check.py" "$X/$FIRST/flash_dump" \
+    --out "$OUT/ffwd_check.txt" >"$OUT/ffwd_check.log" 2>&1
+r=$?; log "ffwd_check $FIRST rc=$r: $(tail -1 "$OUT/ffwd_check.log")"; [ $r = 0 ] || RC=1
+grep -E 'FAIL|Error|error' "$OUT/ffwd_check.log" | head -12
+
+bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done | sed 's/:/ /g'; }
+for rep in 1 2; do
+    for b in $BUILDS; do
+        # shellcheck disable=SC2046
+        timeout 60 "$X/$b/test_flash" bench $(bench_args) | sed "s/^/$b /" >>"$OUT/ab.log"
+        log "bench $b rep $rep rc=${PIPESTATUS[0]}"
+    done
+done
+# shellcheck disable=SC2086
+timeout 90 python3 "$ROOT/tests/gpu/ffwd_sdpa.py" $POINTS >"$OUT/sdpa.log" 2>&1
+log "sdpa rc=$?"
+table
+
+if command -v cuobjdump >/dev/null; then
+    cuobjdump -sass "$X/$FIRST/test_flash" 2>/dev/null | awk '/Function : .*flash_fwd_wgmma/{f=1} /Function : /&&!/flash_fwd_wgmma/{f=0} f' >"$OUT/wgmma.sass"
+    grep -oE 'HGMMA\.[A-Z0-9x.]+|WARPGROUP\.[A-Z]+|WARPSYNC|UTMALDG[.A-Z0-9]*|SYNCS\.[A-Z.]+|MUFU\.EX2|BAR\.[A-Z]+|LDL|STL|USETMAXREG[.A-Z]*' "$OUT/wgmma.sass" | sort | uniq -c | sort -rn | head -30 >"$OUT/sass_counts.txt"
+    log "sass: $(tr -s ' \n' ' ' <"$OUT/sass_counts.txt" | head -c 600)"
+fi
+
+Q=""; [ "${QUICK:-0}" = 1 ] && Q=--quick
+timeout 150 python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$X/$FIRST/flash_dump" $Q \
+    --out "$OUT/flash_vs_torch.txt" >"$OUT/flash_vs_torch.log" 2>&1
+r=$?; log "flash_vs_torch $FIRST $Q rc=$r: $(tail -1 "$OUT/flash_vs_torch.log")"; [ $r = 0 ] || RC=1
+grep -E 'FAIL|Error|error' "$OUT/flash_vs_torch.log" | head -12
+timeout 120 "$X/$FIRST/test_flash" >"$OUT/test_flash.log" 2>&1
+r=$?; log "test_flash $FIRST rc=$r: $(tail -1 "$OUT/test_flash.log")"; [ $r = 0 ] || RC=1
+grep FAIL "$OUT/test_flash.log" | head -12
+
+if [ "${JOB:-1}" = 1 ] && [ -x "$X/$FIRST/lmperfd" ]; then
+    for dt in bfloat16 float16; do
+        echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"$dt\", \"batch\": 1, \"heads\": 16, \"seq_len\": [16384], \"d_head\": [64], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/spec_lb_$dt.json"
+        timeout 100 "$X/$FIRST/lmperfd" run "$OUT/spec_lb_$dt.json" >"$OUT/lmperf_lb_$dt.json" 2>>"$OUT/lmperfd.err"
+        log "lmperf lb $dt rc=$?"
+    done
+    for dt in bf16 fp16; do
+        timeout 100 python3 "$X/torch_attn.py" --impls sdpa --dtype $dt --batch 1 --heads 16 --seq 16384 --d 64 --n 20 --out "$OUT/torch.jsonl" >>"$OUT/torch.log" 2>&1
+        log "torch_attn lb $dt rc=$?"
+    done
+fi
+
+table >/dev/null
 log "done rc=$RC"
 exit $RC

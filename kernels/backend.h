@@ -71,6 +71,15 @@ typedef struct lmk_adamw_hp {
     const float *alpha;
 } lmk_adamw_hp;
 
+/* One parameter tensor as the optimizer sees it: p, g, m, v (n) float32
+ * device memory (the multi-tensor ops read g and n only where they say). */
+typedef struct lmk_opt_tensor {
+    float *p;
+    const float *g;
+    float *m, *v;
+    size_t n;
+} lmk_opt_tensor;
+
 typedef struct lmk_backend lmk_backend;
 
 struct lmk_backend {
@@ -201,6 +210,19 @@ struct lmk_backend {
      * hp->alpha (device) when set, else from hp->t. */
     int (*adamw)(lmk_backend *b, float *p, const float *g, float *m, float *v, size_t n,
                  const lmk_adamw_hp *hp, const float *factor);
+
+    /* Multi-tensor forms (one or a few launches per step on cuda). ts
+     * (count) is host memory, borrowed for the call only (the cuda backend
+     * passes it by value as kernel parameters, so a CUDA graph captures the
+     * pointers of the call).
+     * sum_squares_multi: *sumsq += Σ ts[i].g² for i = 0 … count−1, reading
+     * g and n only; bit for bit the same as count sum_squares calls in that
+     * order. */
+    int (*sum_squares_multi)(lmk_backend *b, float *sumsq, const lmk_opt_tensor *ts, size_t count);
+    /* adamw_multi: adamw on every tensor of ts with the same hp and factor;
+     * bit for bit the same as count adamw calls. */
+    int (*adamw_multi)(lmk_backend *b, const lmk_opt_tensor *ts, size_t count,
+                       const lmk_adamw_hp *hp, const float *factor);
 };
 
 /* Creates the cpu reference backend (OpenMP threads for the heavy ops).

@@ -185,6 +185,8 @@ struct lmk_model {
     int training;
     size_t nparams;
     param_slot *params;     /* (nparams) */
+    lmk_opt_tensor *opt;    /* (nparams) host table of the multi-tensor optimizer ops,
+                             * refilled each step (gradients move between steps) */
     lmk_tensor rope;        /* (T, dh/2, 2) workspace */
     lmk_tensor inputs;      /* (N) int32 */
     lmk_tensor targets;     /* (N) int32 */
@@ -376,6 +378,7 @@ void lmk_model_free(lmk_model *m)
     lmk_tensor_release(m->a, &m->step);
     free(m->prec_rows);
     free(m->params);
+    free(m->opt);
     free(m->acts);
     free(m->resid);
     free(m);
@@ -417,9 +420,10 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     int L = c->num_layers, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
     m->nparams = 3 + (size_t)L * P_PER_LAYER;
     m->params = calloc(m->nparams, sizeof *m->params);
+    m->opt = calloc(m->nparams, sizeof *m->opt);
     m->acts = calloc((size_t)L, sizeof *m->acts);
     m->resid = calloc((size_t)L + 1, sizeof *m->resid);
-    if (!m->params || !m->acts || !m->resid) {
+    if (!m->params || !m->opt || !m->acts || !m->resid) {
         rc = LMK_NOMEM;
         goto out;
     }
@@ -691,6 +695,25 @@ static void release_layer_copies(lmk_model *m, int l)
         lmk_tensor_release(m->a, &layer_param(m, l, j)->h);
 }
 
+/* The gradient of s for a GEMM that writes all of it (dW = dyᵀ x): *beta = 0
+ * at the first write of a backward (the GEMM overwrites: no zeroing pass,
+ * the same values as accumulating into zeros), else 1 (accumulate);
+ * allocated at that first write. */
+static int grad_ready_gemm(lmk_model *m, param_slot *s, float *beta)
+{
+    *beta = 1.0f;
+    if (s->g_ready)
+        return LMK_OK;
+    int rc = LMK_OK;
+    if (!s->g.data)
+        rc = lmk_tensor_alloc(m->a, &s->g, LMK_F32, s->p.numel, LMK_MEM_GRADIENT, "%s.grad", s->name);
+    if (rc == LMK_OK) {
+        s->g_ready = 1;
+        *beta = 0.0f;
+    }
+    return rc;
+}
+
 /* The gradient of s ready to accumulate into (parameter gradients
  * accumulate, backend.h): allocated at its first write in a backward
  * (PyTorch's semantics: gradients do not exist during forward; they live
@@ -698,15 +721,10 @@ static void release_layer_copies(lmk_model *m, int l)
  * write of every backward. */
 static int grad_ready(lmk_model *m, param_slot *s)
 {
-    if (s->g_ready)
-        return LMK_OK;
-    int rc = LMK_OK;
-    if (!s->g.data)
-        rc = lmk_tensor_alloc(m->a, &s->g, LMK_F32, s->p.numel, LMK_MEM_GRADIENT, "%s.grad", s->name);
-    if (rc == LMK_OK)
+    float beta = 1.0f;
+    int rc = grad_ready_gemm(m, s, &beta);
+    if (rc == LMK_OK && beta == 0.0f)
         rc = m->b->mem_zero(m->b, s->g.data, s->g.bytes);
-    if (rc == LMK_OK)
-        s->g_ready = 1;
     return rc;
 }
 
@@ -739,7 +757,8 @@ static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumula
     lmk_tensor dy16 = {0};
     char name[48];
     snprintf(name, sizeof name, "%s dy", op);
-    int rc = grad_ready(m, w);
+    float beta_w = 1.0f;
+    int rc = grad_ready_gemm(m, w, &beta_w);
     if (rc == LMK_OK)
         rc = param_copy(m, w); /* made by forward; again only after a failed one */
     if (rc == LMK_OK && dy->dtype == LMK_F32)
@@ -756,7 +775,7 @@ static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumula
     rc = gemm2(m, name, &gx, dx, dyo, op_w(w));
     if (rc == LMK_OK) {
         lmk_gemm gw = {.trans_a = 1, .m = dout, .n = din, .k = n, .batch = 1, .alpha = 1.0f,
-                       .beta = 1.0f, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
+                       .beta = beta_w, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
         snprintf(name, sizeof name, "%s dW += dy^T x", op);
         rc = gemm2(m, name, &gw, &w->g, dyo, x);
     }
@@ -1451,10 +1470,16 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
     float *sumsq = LMK_F(m->scalars) + 1, *factor = LMK_F(m->scalars) + 2;
     float *alpha = LMK_F(m->scalars) + 3;
     int need_factor = cfg->max_grad_norm > 0.0f || m->prec == LMK_PREC_FP16;
+    /* every tensor in one table: the multi-tensor ops take one or a few
+     * launches per step (the same results as one call per tensor) */
+    for (size_t i = 0; i < m->nparams; i++) {
+        param_slot *s = &m->params[i];
+        m->opt[i] = (lmk_opt_tensor){.p = LMK_F(s->p), .g = LMK_F(s->g), .m = LMK_F(s->m),
+                                     .v = LMK_F(s->v), .n = s->p.numel};
+    }
     if (need_factor) {
         TRY(b->mem_zero(b, sumsq, sizeof(float)));
-        for (size_t i = 0; i < m->nparams; i++)
-            TRY(b->sum_squares(b, sumsq, LMK_F(m->params[i].g), m->params[i].g.numel));
+        TRY(b->sum_squares_multi(b, sumsq, m->opt, m->nparams));
         REC("gradient norm (sum of squares)", F32, "float64", F32);
         TRY(b->clip_factor(b, factor, sumsq, cfg->max_grad_norm, 1.0f / m->loss_scale));
     }
@@ -1464,12 +1489,8 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
                        .weight_decay = cfg->weight_decay, .t = 0, .alpha = alpha};
     REC("AdamW step counter and alpha_t", F32, "float64", "int64");
     TRY(b->adamw_begin(b, (int64_t *)m->step.data, alpha, need_factor ? factor : NULL, &hp));
-    for (size_t i = 0; i < m->nparams; i++) {
-        param_slot *s = &m->params[i];
-        REC("AdamW (p, m, v master copies)", F32, F32, F32, F32, F32, F32);
-        TRY(b->adamw(b, LMK_F(s->p), LMK_F(s->g), LMK_F(s->m), LMK_F(s->v), s->p.numel, &hp,
-                     need_factor ? factor : NULL));
-    }
+    REC("AdamW (p, m, v master copies)", F32, F32, F32, F32, F32, F32);
+    TRY(b->adamw_multi(b, m->opt, m->nparams, &hp, need_factor ? factor : NULL));
     m->step_calls++;
     if (m->prec != LMK_PREC_FP16)
         goto out; /* nothing to decide on the host: no synchronisation */

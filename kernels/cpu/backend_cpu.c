@@ -546,6 +546,27 @@ static int cpu_adamw(lmk_backend *b, float *p, const float *g, float *m, float *
     return LMK_OK;
 }
 
+static int cpu_sum_squares_multi(lmk_backend *b, float *sumsq, const lmk_opt_tensor *ts,
+                                 size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        (void)cpu_sum_squares(b, sumsq, ts[i].g, ts[i].n);
+    return LMK_OK;
+}
+
+static int cpu_adamw_multi(lmk_backend *b, const lmk_opt_tensor *ts, size_t count,
+                           const lmk_adamw_hp *hp, const float *factor)
+{
+    if (!hp->alpha && hp->t < 1)
+        return LMK_INVALID;
+    for (size_t i = 0; i < count; i++) {
+        int rc = cpu_adamw(b, ts[i].p, ts[i].g, ts[i].m, ts[i].v, ts[i].n, hp, factor);
+        if (rc != LMK_OK)
+            return rc;
+    }
+    return LMK_OK;
+}
+
 /* --- the table -------------------------------------------------------- */
 
 static void cpu_destroy(lmk_backend *b)
@@ -597,6 +618,8 @@ static const lmk_backend cpu_template = {
     .clip_factor = cpu_clip_factor,
     .adamw_begin = cpu_adamw_begin,
     .adamw = cpu_adamw,
+    .sum_squares_multi = cpu_sum_squares_multi,
+    .adamw_multi = cpu_adamw_multi,
 };
 
 int lmk_backend_cpu_create(lmk_backend **out)

@@ -185,6 +185,8 @@ static lmk_backend cuda_template(void)
     t.clip_factor = cuda_clip_factor;
     t.adamw_begin = cuda_adamw_begin;
     t.adamw = cuda_adamw;
+    t.sum_squares_multi = cuda_sum_squares_multi;
+    t.adamw_multi = cuda_adamw_multi;
     return t;
 }
 

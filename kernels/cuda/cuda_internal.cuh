@@ -195,5 +195,8 @@ int cuda_clip_factor(lmk_backend *b, float *factor, const float *sumsq, float ma
                      float unscale);
 int cuda_adamw(lmk_backend *b, float *p, const float *g, float *m, float *v, size_t n,
                const lmk_adamw_hp *hp, const float *factor);
+int cuda_sum_squares_multi(lmk_backend *b, float *sumsq, const lmk_opt_tensor *ts, size_t count);
+int cuda_adamw_multi(lmk_backend *b, const lmk_opt_tensor *ts, size_t count,
+                     const lmk_adamw_hp *hp, const float *factor);
 
 #endif

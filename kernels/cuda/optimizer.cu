@@ -12,7 +12,18 @@
  *   adamw_begin: the device step counter: t += (factor NULL or *factor != 0);
  *                *alpha = α_t in double, rounded once to float (as the cpu).
  * AdamW moves 28 bytes per parameter (p, m, v read+write, g read); float4
- * loads when all four pointers are 16-byte aligned. */
+ * loads when all four pointers are 16-byte aligned.
+ *
+ * Multi-tensor forms: a table of up to MT_MAX tensors travels by value as
+ * the kernel's parameters (__grid_constant__, < 32764 bytes: Hopper's kernel
+ * parameter limit since CUDA 12.1), so a step is one launch (a few for models
+ * of more than MT_MAX tensors) and a CUDA graph captures the table with the
+ * launch. Work units: adamw_multi splits each tensor into chunks of MT_CHUNK
+ * elements; sum_squares_multi gives tensor i exactly the blocks that
+ * sum_squares would (grid_for(n, SS_THREADS·8, SS_MAX_BLOCKS)) with the same
+ * stride, so each block partial, each tensor's ordered sum and their rounding
+ * into *sumsq are those of per-tensor calls. A unit finds its tensor by
+ * binary search over the table's prefix of units. */
 #include "cuda_internal.cuh"
 
 #define SS_THREADS 256
@@ -120,6 +131,239 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_
     }
     for (size_t i = done + tid; i < n; i += stride)
         adamw_one(p[i], g[i], m[i], v[i], f, k);
+}
+
+/* --- multi-tensor forms ------------------------------------------------- */
+
+#define MT_MAX 512     /* tensors per launch */
+#define MT_CHUNK 16384 /* adamw_multi elements per work unit (a multiple of 4) */
+#define MT_THREADS 256
+
+/* A launch's tensors (count ≤ MT_MAX) and the prefix of their work units:
+ * tensor i owns units [first[i], first[i+1]). vec4: the four pointers are
+ * 16-byte aligned. */
+struct mt_table {
+    float *p[MT_MAX];
+    const float *g[MT_MAX];
+    float *m[MT_MAX];
+    float *v[MT_MAX];
+    int64_t n[MT_MAX];
+    int64_t first[MT_MAX + 1];
+    unsigned char vec4[MT_MAX];
+    int count;
+};
+static_assert(sizeof(mt_table) + sizeof(adamw_k) + 16 <= 32764,
+              "multi-tensor table over the kernel parameter limit");
+
+// the tensor owning work unit u (first[0] ≤ u < first[count]); tensors
+// without units are never returned
+__device__ __forceinline__ int mt_find(const mt_table &t, int64_t u)
+{
+    int lo = 0, hi = t.count - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (t.first[mid] <= u)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+// unit u = (tensor i, block j of its sum_squares grid): part[u] = that
+// block's partial, computed as sum_squares_part_kernel does
+__global__ void __launch_bounds__(SS_THREADS)
+    sum_squares_multi_part_kernel(double *part, const __grid_constant__ mt_table t)
+{
+    __shared__ double sh[32];
+    int64_t units = t.first[t.count];
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+        int i = mt_find(t, u);
+        const float *g = t.g[i];
+        size_t n = (size_t)t.n[i];
+        size_t j = (size_t)(u - t.first[i]), blocks = (size_t)(t.first[i + 1] - t.first[i]);
+        double s = 0.0;
+        for (size_t e = j * SS_THREADS + threadIdx.x; e < n; e += blocks * SS_THREADS)
+            s += (double)g[e] * g[e];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        if ((threadIdx.x & 31) == 0)
+            sh[threadIdx.x >> 5] = s;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double tot = 0.0;
+            for (int w = 0; w < SS_THREADS / 32; w++)
+                tot += sh[w];
+            part[u] = tot;
+        }
+        __syncthreads();
+    }
+}
+
+// tsum[i] = Σ part over tensor i's units in order (a thread per tensor); then
+// *sumsq += tsum[i] rounded to float once per tensor, in tensor order, as
+// sum_squares_final_kernel (tensors without units are skipped, as n = 0 is)
+__global__ void sum_squares_multi_final_kernel(float *sumsq, double *tsum, const double *part,
+                                               const __grid_constant__ mt_table t)
+{
+    for (int i = threadIdx.x; i < t.count; i += blockDim.x) {
+        double s = 0.0;
+        for (int64_t u = t.first[i]; u < t.first[i + 1]; u++)
+            s += part[u];
+        tsum[i] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int i = 0; i < t.count; i++)
+            if (t.first[i + 1] > t.first[i])
+                *sumsq = (float)(*sumsq + tsum[i]);
+}
+
+// unit u = a chunk of MT_CHUNK elements of one tensor; adamw_one per element
+// as adamw_kernel (the same function, so the same result bit for bit)
+__global__ void __launch_bounds__(MT_THREADS)
+    adamw_multi_kernel(const __grid_constant__ mt_table t, const float *factor, adamw_k k)
+{
+    float f = factor ? *factor : 1.0f;
+    if (f == 0.0f)
+        return;
+    if (k.alpha)
+        k.at = *k.alpha;
+    int64_t units = t.first[t.count];
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+        int i = mt_find(t, u);
+        size_t n = (size_t)t.n[i];
+        size_t lo = (size_t)(u - t.first[i]) * MT_CHUNK;
+        size_t hi = lo + MT_CHUNK < n ? lo + MT_CHUNK : n;
+        float *__restrict__ p = t.p[i];
+        const float *__restrict__ g = t.g[i];
+        float *__restrict__ m = t.m[i];
+        float *__restrict__ v = t.v[i];
+        size_t done = lo;
+        if (t.vec4[i]) {
+            constexpr int U = 4; /* float4 groups in flight per thread */
+            float4 *p4 = (float4 *)p, *m4 = (float4 *)m, *v4 = (float4 *)v;
+            const float4 *g4 = (const float4 *)g;
+            size_t q1 = hi / 4, q = lo / 4 + threadIdx.x; /* lo is a multiple of 4 */
+            for (; q + (U - 1) * MT_THREADS < q1; q += U * MT_THREADS) {
+                float4 pp[U], gg[U], mm[U], vv[U];
+#pragma unroll
+                for (int r = 0; r < U; r++) {
+                    size_t e = q + (size_t)r * MT_THREADS;
+                    pp[r] = p4[e];
+                    gg[r] = g4[e];
+                    mm[r] = m4[e];
+                    vv[r] = v4[e];
+                }
+#pragma unroll
+                for (int r = 0; r < U; r++) {
+                    adamw_one(pp[r].x, gg[r].x, mm[r].x, vv[r].x, f, k);
+                    adamw_one(pp[r].y, gg[r].y, mm[r].y, vv[r].y, f, k);
+                    adamw_one(pp[r].z, gg[r].z, mm[r].z, vv[r].z, f, k);
+                    adamw_one(pp[r].w, gg[r].w, mm[r].w, vv[r].w, f, k);
+                    size_t e = q + (size_t)r * MT_THREADS;
+                    p4[e] = pp[r];
+                    m4[e] = mm[r];
+                    v4[e] = vv[r];
+                }
+            }
+            for (; q < q1; q += MT_THREADS) {
+                float4 pp = p4[q], gg = g4[q], mm = m4[q], vv = v4[q];
+                adamw_one(pp.x, gg.x, mm.x, vv.x, f, k);
+                adamw_one(pp.y, gg.y, mm.y, vv.y, f, k);
+                adamw_one(pp.z, gg.z, mm.z, vv.z, f, k);
+                adamw_one(pp.w, gg.w, mm.w, vv.w, f, k);
+                p4[q] = pp;
+                m4[q] = mm;
+                v4[q] = vv;
+            }
+            done = hi / 4 * 4;
+        }
+        for (size_t e = done + threadIdx.x; e < hi; e += MT_THREADS)
+            adamw_one(p[e], g[e], m[e], v[e], f, k);
+    }
+}
+
+static int64_t ss_units(size_t n)
+{
+    return n ? (int64_t)grid_for(n, SS_THREADS * 8, SS_MAX_BLOCKS) : 0;
+}
+
+static int64_t adamw_units(size_t n)
+{
+    return (int64_t)((n + MT_CHUNK - 1) / MT_CHUNK);
+}
+
+/* Fills t with ts (count ≤ MT_MAX), tensor i owning units_of(n) units.
+ * Returns the total number of units. */
+static int64_t mt_fill(mt_table *t, const lmk_opt_tensor *ts, size_t count,
+                       int64_t (*units_of)(size_t n))
+{
+    int64_t u = 0;
+    t->count = (int)count;
+    for (size_t i = 0; i < count; i++) {
+        t->p[i] = ts[i].p;
+        t->g[i] = ts[i].g;
+        t->m[i] = ts[i].m;
+        t->v[i] = ts[i].v;
+        t->n[i] = (int64_t)ts[i].n;
+        t->vec4[i] = (((uintptr_t)ts[i].p | (uintptr_t)ts[i].g | (uintptr_t)ts[i].m |
+                       (uintptr_t)ts[i].v) & 15) == 0;
+        t->first[i] = u;
+        u += units_of(ts[i].n);
+    }
+    t->first[count] = u;
+    return u;
+}
+
+static unsigned mt_grid(int64_t units)
+{
+    return units < INT32_MAX ? (unsigned)units : (unsigned)INT32_MAX;
+}
+
+int cuda_sum_squares_multi(lmk_backend *b, float *sumsq, const lmk_opt_tensor *ts, size_t count)
+{
+    cuda_state *st = CST(b);
+    mt_table t; /* host staging, passed by value */
+    for (size_t at = 0; at < count; at += MT_MAX) {
+        size_t c = count - at < MT_MAX ? count - at : MT_MAX;
+        int64_t units = mt_fill(&t, ts + at, c, ss_units);
+        if (units == 0)
+            continue;
+        void *ws = NULL;
+        int rc = cuda_scratch(st, sizeof(double) * (size_t)(units + (int64_t)c), &ws);
+        if (rc != LMK_OK)
+            return rc;
+        double *part = (double *)ws, *tsum = part + units;
+        sum_squares_multi_part_kernel<<<mt_grid(units), SS_THREADS, 0, st->stream>>>(part, t);
+        LAUNCH_CHECK(st, "sum_squares_multi_part_kernel");
+        sum_squares_multi_final_kernel<<<1, 256, 0, st->stream>>>(sumsq, tsum, part, t);
+        LAUNCH_CHECK(st, "sum_squares_multi_final_kernel");
+    }
+    return LMK_OK;
+}
+
+int cuda_adamw_multi(lmk_backend *b, const lmk_opt_tensor *ts, size_t count,
+                     const lmk_adamw_hp *hp, const float *factor)
+{
+    cuda_state *st = CST(b);
+    if (!hp->alpha && hp->t < 1)
+        return LMK_INVALID;
+    double alpha = hp->alpha ? 0.0
+                             : hp->lr * sqrt(1.0 - pow(hp->beta2, (double)hp->t)) /
+                                   (1.0 - pow(hp->beta1, (double)hp->t));
+    adamw_k k = {hp->beta1, hp->beta2, (float)alpha, hp->lr * hp->weight_decay, hp->eps,
+                 hp->alpha};
+    mt_table t; /* host staging, passed by value */
+    for (size_t at = 0; at < count; at += MT_MAX) {
+        size_t c = count - at < MT_MAX ? count - at : MT_MAX;
+        int64_t units = mt_fill(&t, ts + at, c, adamw_units);
+        if (units == 0)
+            continue;
+        adamw_multi_kernel<<<mt_grid(units), MT_THREADS, 0, st->stream>>>(t, factor, k);
+        LAUNCH_CHECK(st, "adamw_multi_kernel");
+    }
+    return LMK_OK;
 }
 
 int cuda_sum_squares(lmk_backend *b, float *sumsq, const float *g, size_t n)

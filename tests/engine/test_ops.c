@@ -361,6 +361,41 @@ static void test_adamw(void)
     CHECK(q[0] == before && mq[0] == mb, "adamw with factor 0 changed state");
 }
 
+/* The multi-tensor forms equal one call per tensor bit for bit (three
+ * tensors of different sizes, two steps, the second with a factor). */
+static void test_optimizer_multi(void)
+{
+    enum { TOTAL = 1 + 7 + 70000 };
+    static const size_t n[3] = {1, 7, 70000};
+    float *buf = malloc(7 * TOTAL * sizeof *buf);
+    if (!buf)
+        exit(1);
+    test_rng r = {77};
+    for (size_t i = 0; i < 7 * (size_t)TOTAL; i++)
+        buf[i] = test_uniform(&r, 0.0f, 0.5f);
+    float *g = buf, *pa = buf + TOTAL, *ma = pa + TOTAL, *va = ma + TOTAL;
+    float *pb = va + TOTAL, *mb = pb + TOTAL, *vb = mb + TOTAL;
+    memcpy(pb, pa, 3 * TOTAL * sizeof *buf); /* pb, mb, vb = pa, ma, va */
+    lmk_opt_tensor ts[3];
+    float ss_a = 2.5f, ss_b = 2.5f, half = 0.5f;
+    for (size_t i = 0, at = 0; i < 3; at += n[i], i++) {
+        ts[i] = (lmk_opt_tensor){pb + at, g + at, mb + at, vb + at, n[i]};
+        MUST(B->sum_squares(B, &ss_a, g + at, n[i]));
+    }
+    MUST(B->sum_squares_multi(B, &ss_b, ts, 3));
+    CHECK(memcmp(&ss_a, &ss_b, sizeof ss_a) == 0, "sum_squares_multi %.9g, per tensor %.9g",
+          ss_b, ss_a);
+    for (int t = 1; t <= 2; t++) {
+        lmk_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, NULL};
+        const float *f = t == 2 ? &half : NULL;
+        for (size_t i = 0, at = 0; i < 3; at += n[i], i++)
+            MUST(B->adamw(B, pa + at, g + at, ma + at, va + at, n[i], &hp, f));
+        MUST(B->adamw_multi(B, ts, 3, &hp, f));
+    }
+    CHECK(memcmp(pa, pb, 3 * TOTAL * sizeof *buf) == 0, "adamw_multi differs from per-tensor adamw");
+    free(buf);
+}
+
 static void test_clip(void)
 {
     float g[4] = {3, 4, 0, 0}, ss = 0, f;
@@ -675,6 +710,7 @@ static const struct {
     {"cross_entropy", test_cross_entropy},
     {"embedding", test_embedding},
     {"adamw", test_adamw},
+    {"optimizer_multi", test_optimizer_multi},
     {"clip", test_clip},
     {"rounding", test_rounding},
     {"elementwise", test_elementwise},

@@ -521,6 +521,84 @@ static void test_optimizer(void)
     free(g), free(p), free(m), free(v);
 }
 
+/* The multi-tensor ops against one call per tensor on the same backend: equal
+ * bit for bit. Tensors of count sizes (the listed ones, then random up to
+ * max_n: around the chunk and block boundaries, an empty one, one unaligned),
+ * more than one launch takes when count > 512; two steps: host α_t without a
+ * factor, then a device α_t with factor 0.5. */
+static void test_optimizer_multi(size_t count, size_t max_n)
+{
+    static const size_t listed[] = {1, 3, 0, 768, 16384, 16385, 65537, 100003, 1000003,
+                                    2100001, 4097, 7};
+    size_t nl = sizeof listed / sizeof listed[0];
+    size_t *n = malloc(count * sizeof *n), *off = malloc(count * sizeof *off), total = 0;
+    lmk_opt_tensor *ta = malloc(count * sizeof *ta), *tb = malloc(count * sizeof *tb);
+    if (!n || !off || !ta || !tb)
+        exit(1);
+    for (size_t i = 0; i < count; i++) {
+        n[i] = i < nl ? listed[i] : 1 + (size_t)(test_next(&rng) % max_n);
+        off[i] = total + (i == 5); /* tensor 5 starts one float past 16 bytes */
+        total = (off[i] + n[i] + 3) / 4 * 4;
+    }
+    float *g = h_rand(total, -1, 1), *p = h_rand(total, -1, 1), *m = h_rand(total, -0.1f, 0.1f),
+          *v = h_rand(total, 0, 0.01f);
+    float *dg = d_from(g, total * 4), *dp[2], *dm[2], *dv[2];
+    for (int k = 0; k < 2; k++) {
+        dp[k] = d_from(p, total * 4);
+        dm[k] = d_from(m, total * 4);
+        dv[k] = d_from(v, total * 4);
+    }
+    for (size_t i = 0; i < count; i++) {
+        ta[i] = (lmk_opt_tensor){dp[0] + off[i], dg + off[i], dm[0] + off[i], dv[0] + off[i], n[i]};
+        tb[i] = (lmk_opt_tensor){dp[1] + off[i], dg + off[i], dm[1] + off[i], dv[1] + off[i], n[i]};
+    }
+    float init = 1.5f, half = 0.5f, alpha = 7.5e-4f;
+    float *d_ss = d_from(&init, 4), *d_ss_multi = d_from(&init, 4), *d_f = d_from(&half, 4),
+          *d_alpha = d_from(&alpha, 4);
+    for (size_t i = 0; i < count; i++)
+        GPU(gpu->sum_squares(gpu, d_ss, tb[i].g, n[i]));
+    GPU(gpu->sum_squares_multi(gpu, d_ss_multi, tb, count));
+    lmk_adamw_hp hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                       .weight_decay = 0.01f, .t = 1};
+    for (int step = 0; step < 2; step++) {
+        const float *f = step ? d_f : NULL;
+        hp.alpha = step ? d_alpha : NULL;
+        for (size_t i = 0; i < count; i++)
+            GPU(gpu->adamw(gpu, ta[i].p, ta[i].g, ta[i].m, ta[i].v, n[i], &hp, f));
+        GPU(gpu->adamw_multi(gpu, tb, count, &hp, f));
+    }
+    float *ha = malloc(total * 4), *hb = malloc(total * 4);
+    float ss[2];
+    if (!ha || !hb)
+        exit(1);
+    int same = 1;
+    float *const *bufs[3] = {dp, dm, dv};
+    for (int k = 0; k < 3; k++) {
+        MUST(gpu->download(gpu, ha, bufs[k][0], total * 4));
+        MUST(gpu->download(gpu, hb, bufs[k][1], total * 4));
+        same &= memcmp(ha, hb, total * 4) == 0;
+    }
+    MUST(gpu->download(gpu, &ss[0], d_ss, 4));
+    MUST(gpu->download(gpu, &ss[1], d_ss_multi, 4));
+    MUST(gpu->download(gpu, ha, dp[1], total * 4));
+    size_t changed = 0;
+    for (size_t i = 0; i < total; i++)
+        changed += ha[i] != p[i];
+    printf("  %-44s n=%-9zu %s\n", "adamw_multi = adamw per tensor (p, m, v)", total,
+           same ? "bitwise equal" : "FAIL");
+    CHECK(same, "adamw_multi (%zu tensors) differs from per-tensor adamw", count);
+    CHECK(changed > total / 2, "adamw_multi changed only %zu of %zu elements", changed, total);
+    printf("  %-44s %zu tensors  %.9g vs %.9g  %s\n", "sum_squares_multi = per tensor", count,
+           ss[1], ss[0], memcmp(&ss[0], &ss[1], 4) == 0 ? "bitwise equal" : "FAIL");
+    CHECK(memcmp(&ss[0], &ss[1], 4) == 0 && ss[0] > init,
+          "sum_squares_multi %.9g differs from per tensor %.9g", ss[1], ss[0]);
+    for (int k = 0; k < 2; k++)
+        gpu->mem_free(gpu, dp[k]), gpu->mem_free(gpu, dm[k]), gpu->mem_free(gpu, dv[k]);
+    gpu->mem_free(gpu, dg), gpu->mem_free(gpu, d_ss), gpu->mem_free(gpu, d_ss_multi);
+    gpu->mem_free(gpu, d_f), gpu->mem_free(gpu, d_alpha);
+    free(n), free(off), free(ta), free(tb), free(g), free(p), free(m), free(v), free(ha), free(hb);
+}
+
 /* --- whole model -------------------------------------------------------- */
 
 static void test_model(const lmk_model_config *c, int B, int T, lmk_precision prec, int grads)
@@ -708,6 +786,8 @@ int main(void)
     test_cross_entropy(64, 10000, 1);
     test_cross_entropy(3, 50, 0);
     test_optimizer();
+    test_optimizer_multi(12, 1);
+    test_optimizer_multi(700, 5000);
 
     printf("models:\n");
     lmk_model_config tiny;

@@ -155,6 +155,7 @@ static json_t *run_point(run_ctx *ctx, const json_t *spec, size_t i)
         .d = (int)json_integer_value(list_at(ds, id)),
         .causal = json_is_true(json_object_get(spec, "causal")),
         .dtype = LMK_F32,
+        .atomic_dq = !json_is_true(json_object_get(spec, "deterministic")),
     };
     lmk_dtype_parse(dtname, &s.dtype);
     int passes = (int)json_integer_value(json_object_get(spec, "passes"));

@@ -29,6 +29,13 @@ typedef struct lmk_attn_shape {
     int B, H, T, d;  /* batch, heads, sequence length, head dim */
     int causal;      /* non-zero: key j attends only to queries i ≥ j */
     lmk_dtype dtype; /* element type of Q, K, V, O, dO, dQ, dK, dV */
+    int atomic_dq;   /* flash backward: non-zero lets fp16/bf16 at d 16, 32, 64,
+                        128 and fp32 at d 64, 128 take the single pass, whose
+                        dQ is summed by float32 atomics (faster; its rounding
+                        varies between runs; for 16 bits a larger work
+                        buffer). 0: the deterministic two passes (every output
+                        element has one writer: bit-equal reruns), as for every
+                        other dtype and d. */
 } lmk_attn_shape;
 
 /* Head dims the flash kernels are compiled for. */
@@ -60,10 +67,20 @@ int lmk_attn_cpu_bwd(float *dq, float *dk, float *dv, const float *dout, const f
  * LMK_UNSUPPORTED (no CUDA build) or LMK_DEVICE (launch failed). */
 int lmk_flash_attn_fwd(void *o, float *lse, const void *q, const void *k, const void *v,
                        const lmk_attn_shape *s, void *stream);
-/* Flash backward, recomputing P; deterministic (dK/dV in one pass over key
- * blocks, dQ in a second pass over query blocks; no atomics).
- * dq, dk, dv: (B, H, T, d) out; work: (B, H, T) float32 scratch (D);
- * dout, q, k, v, o: (B, H, T, d) in; lse: (B, H, T) in. Returns as above. */
+/* Floats of the work buffer lmk_flash_attn_bwd needs for shape s:
+ * B·H·T (D = rowsum(dO∘O)) for the deterministic two passes, and
+ * B·H·T·(d + 1) (a float32 dQ accumulator, then D) where s->atomic_dq lets
+ * the 16-bit single pass run (fp32 sums into dq itself). */
+size_t lmk_flash_attn_bwd_work_floats(const lmk_attn_shape *s);
+/* Flash backward, recomputing P. Two ways (s->atomic_dq above):
+ * the single pass (one block per 64 keys: dK, dV accumulated in the block,
+ * dQ added by atomics to a float32 workspace, then converted, or for fp32
+ * to dq itself) or the deterministic two passes (dK/dV over key blocks, dQ
+ * over query blocks; no atomics).
+ * dq, dk, dv: (B, H, T, d) out; work: lmk_flash_attn_bwd_work_floats(s)
+ * float32 scratch (16-byte aligned for the single pass, else it falls back
+ * to the two passes); dout, q, k, v, o: (B, H, T, d) in; lse: (B, H, T) in.
+ * Returns as above. */
 int lmk_flash_attn_bwd(void *dq, void *dk, void *dv, float *work, const void *dout,
                        const void *q, const void *k, const void *v, const void *o,
                        const float *lse, const lmk_attn_shape *s, void *stream);

@@ -14,6 +14,17 @@ int lmk_attn_head_dim_supported(int d)
     return 0;
 }
 
+size_t lmk_flash_attn_bwd_work_floats(const lmk_attn_shape *s)
+{
+    if (!s || s->B <= 0 || s->H <= 0 || s->T <= 0 || s->d <= 0)
+        return 0;
+    size_t rows = (size_t)s->B * s->H * s->T;
+    /* the single pass (cuda/flash_attn.cu: fused_ok) */
+    int single = s->atomic_dq && (s->dtype == LMK_F16 || s->dtype == LMK_BF16) &&
+                 (s->d == 16 || s->d == 32 || s->d == 64 || s->d == 128);
+    return single ? rows * ((size_t)s->d + 1) : rows;
+}
+
 double lmk_attn_flops_fwd(const lmk_attn_shape *s)
 {
     double f = 4.0 * s->B * s->H * (double)s->T * s->T * s->d;

@@ -165,7 +165,7 @@ extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_att
     ALLOC(dk, n * es);
     ALLOC(dv, n * es);
     if (impl == LMK_ATTN_FLASH)
-        ALLOC(work, rows * sizeof(float));
+        ALLOC(work, lmk_flash_attn_bwd_work_floats(s) * sizeof(float));
     else
         ALLOC(dpm, rows * (size_t)s->T * es);
     if (fill(q, n, s->dtype, 1, p.st) || fill(k, n, s->dtype, 2, p.st) ||

@@ -6,9 +6,12 @@
  * softmax with a running max m and sum l per row, acc = acc·2^(m_old−m_new)
  * + P·V. O = acc / l, lse = (m + log2 l)·ln 2.
  * Backward: D = rowsum(dO∘O); dK/dV kernel (one block per 64 keys, looping
- * over query tiles: P and dP recomputed, dV += Pᵀ·dO, dK += s·dSᵀ·Q); dQ
- * kernel (one block per 64 queries, looping over key tiles: dQ += s·dS·K).
- * Deterministic: no atomics, every output element has one writer.
+ * over query tiles: P and dP recomputed, dV += Pᵀ·dO, dK += s·dSᵀ·Q); then
+ * either (lmk_attn_shape.atomic_dq, where supported) the same kernel adds
+ * s·dS·K of each tile to a float32 dQ by atomics — the single pass, whose
+ * rounding order varies between runs — or, deterministic, a dQ kernel (one
+ * block per 64 queries, looping over key tiles: dQ += s·dS·K; no atomics,
+ * every output element has one writer).
  *
  * fp16/bf16 (16-byte aligned tensors): forward and both backward kernels
  * run on tensor cores (mma.sync m16n8k16, fp32 accumulate; the section
@@ -199,13 +202,19 @@ __global__ void __launch_bounds__(NT) flash_fwd_kernel(T *o, float *lse, const T
 }
 
 // dsum: (rows); dout, o: (rows, d). One warp per row, 8 rows per block.
+// zero: (rows, d) float32 set to 0 (the single pass's dQ workspace), or NULL;
+// d a multiple of 4 and zero 16-byte aligned when given.
 template <typename T>
-__global__ void flash_bwd_dot_kernel(float *dsum, const T *dout, const T *o, size_t rows, int d)
+__global__ void flash_bwd_dot_kernel(float *dsum, float *zero, const T *dout, const T *o,
+                                     size_t rows, int d)
 {
     const size_t row = (size_t)blockIdx.x * 8 + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (row >= rows)
         return;
+    if (zero)
+        for (int c = 4 * lane; c < d; c += 128)
+            *reinterpret_cast<float4 *>(zero + row * d + c) = make_float4(0.f, 0.f, 0.f, 0.f);
     float acc = 0.f;
     for (int c = lane; c < d; c += 32)
         acc += ld(dout + row * d + c) * ld(o + row * d + c);
@@ -218,8 +227,14 @@ __global__ void flash_bwd_dot_kernel(float *dsum, const T *dout, const T *o, siz
 
 // dk, dv: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
 // grid (ceil(T/64), B·H): block = 64 keys.
-template <typename T, int D>
-__global__ void __launch_bounds__(NT) flash_bwd_dkdv_kernel(T *dk, T *dv, const T *dout,
+// DQ (fp32, D a multiple of 64: the single pass): dq (B, H, T, D) float32,
+// zeroed, 16-byte aligned, gets scale·dS·K of each tile added by float4
+// atomics (thread t: queries ra…ra+3, columns 4·cb + 64·jj…+3); the order
+// of the adds, and so dq's rounding, varies between runs. Otherwise dq is
+// unused (the dQ kernel computes it).
+template <typename T, int D, bool DQ>
+__global__ void __launch_bounds__(NT) flash_bwd_dkdv_kernel(T *dk, T *dv, float *dq,
+                                                             const T *dout,
                                                              const T *q, const T *k, const T *v,
                                                              const float *lse, const float *dsum,
                                                              int Tn, int causal,
@@ -260,6 +275,40 @@ __global__ void __launch_bounds__(NT) flash_bwd_dkdv_kernel(T *dk, T *dv, const 
         __syncthreads();
         mm_pb<D>(adv, sP, sdO, ra, cb);
         mm_pb<D>(adk, sdS, sQ, ra, cb);
+        if constexpr (DQ) { /* dq (queries q0 + ra…, columns 4·cb + 64·jj…) += s·dS·K */
+            static_assert(D % 64 == 0, "16 threads × 4 columns");
+            float aq[4][D / 16];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < D / 16; j++)
+                    aq[i][j] = 0.f;
+#pragma unroll 2
+            for (int kk = 0; kk < BT; kk++) {
+                float p[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    p[i] = sdS[kk * PS + ra + i];
+#pragma unroll
+                for (int j = 0; j < D / 16; j++) {
+                    const float b = sK[kk * (D + 1) + 4 * cb + 64 * (j >> 2) + (j & 3)];
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        aq[i][j] = fmaf(p[i], b, aq[i][j]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int qi = q0 + ra + i;
+                if (qi >= Tn)
+                    continue;
+#pragma unroll
+                for (int jj = 0; jj < D / 64; jj++)
+                    atomicAdd(reinterpret_cast<float4 *>(dq + base + (size_t)qi * D + 4 * cb + 64 * jj),
+                              make_float4(aq[i][4 * jj] * scale, aq[i][4 * jj + 1] * scale,
+                                          aq[i][4 * jj + 2] * scale, aq[i][4 * jj + 3] * scale));
+            }
+        }
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -504,6 +553,13 @@ template <int D> constexpr int bq_kv() { return D <= 64 ? 64 : 32; } /* dK/dV qu
  * T16384 d64: backward 8.15 → 7.75 ms); smaller grids are bound by the
  * longest block, which the uncapped ones run faster (1 head: 0.93 vs 1.00). */
 constexpr int KV_MINB = 3, DQ_MINB = 4;
+/* The single-pass kernel at d ≤ 64 on full grids (blocks ≥ FUSED_MINB per
+ * SM): resident blocks per SM it is compiled for (register cap); build-time
+ * knob for variant builds. */
+#ifndef LMK_FLASH_FUSED_MINB
+#define LMK_FLASH_FUSED_MINB 2
+#endif
+constexpr int FUSED_MINB = LMK_FLASH_FUSED_MINB;
 
 template <typename T, int D, int BM, int SP> constexpr size_t tc_fwd_smem()
 {
@@ -1060,6 +1116,266 @@ __global__ void __launch_bounds__(SP * BQ_NT, MINB) flash_bwd_dq_mma_kernel(
     }
 }
 
+/* --- single pass (fp16 / bf16; the default, not bit-reproducible) ----------
+ * The dK/dV kernel's loop with dQ added: each query tile's dSᵀ (64 keys ×
+ * BQ queries, rounded to T) goes to shared memory, and the block's 4 warps
+ * add dS·K (BQ × D) into a float32 dQ workspace with 16-byte atomics
+ * (red.global.add.v4.f32, sm_90). 5 tile products per (key, query) tile pair
+ * instead of the two-pass kernels' 7 (the dQ kernel recomputes S and dP).
+ * The order in which blocks add into one dQ element varies between runs, and
+ * so does its rounding: it runs only where lmk_attn_shape.atomic_dq allows
+ * it; otherwise the two-pass kernels. dQ stage: warp w computes rows 16·(w % MTQ)… (MTQ = BQ/16
+ * row tiles) and columns NC·(w / MTQ)…, NC = D·MTQ/4; hence d 16, 32, 64 and
+ * 128 (d 80 would need NC = 40: the two-pass kernels run).
+ * dqacc: (B, H, T, D) float32; in each aligned group of 16 columns of a row,
+ * position 4t + e holds column 2t + (e & 1) + 8·(e >> 1) (as the mma C
+ * fragment leaves it: one float4 per lane and row); zeroed by the D kernel,
+ * read back by flash_bwd_dq_convert_kernel. */
+template <int D> constexpr bool fused_ok()
+{
+    return D % (16 * (4 / (bq_kv<D>() / 16))) == 0;
+}
+/* bytes of one group's buffers in the single-pass kernel: Q, dO, L, D, dSᵀ */
+template <typename T, int D> constexpr size_t fused_group_bytes()
+{
+    return dkdv_group_bytes<T, D>() + sizeof(T) * BKV * (bq_kv<D>() + 8);
+}
+template <typename T, int D, int SP> constexpr size_t tc_fused_smem()
+{
+    return sizeof(T) * (D + 8) * 2 * BKV + SP * fused_group_bytes<T, D>();
+}
+
+// dk, dv: (B, H, T, D) out; dqacc: (B, H, T, D) float32, zeroed, accumulated
+// (layout above); dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
+// grid (ceil(T/64), B·H), SP·128 threads: block = 64 keys, warp w = keys 16w…
+template <typename T, int D, int MINB, int SP>
+__global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_fused_mma_kernel(
+    T *dk, T *dv, float *dqacc, const T *dout, const T *q, const T *k, const T *v,
+    const float *lse, const float *dsum, int Tn, int causal, float scale_log2, float scale)
+{
+    static_assert(SP == 1 || SP == 2, "split in 1 or 2");
+    static_assert(fused_ok<D>(), "dQ columns split in 16s");
+    constexpr int LD = D + 8, BQ = bq_kv<D>(), NS = BQ / 8, NO = D / 8;
+    constexpr int LS = BQ + 8; /* row stride of dSᵀ (keys × queries) */
+    constexpr int MTQ = BQ / 16, NC = D * MTQ / 4;
+    extern __shared__ __align__(128) unsigned char smraw[];
+    const int grp = SP == 1 ? 0 : threadIdx.x / BKV_NT; /* split group */
+    const int tid = SP == 1 ? threadIdx.x : threadIdx.x % BKV_NT;
+    T *sK = (T *)smraw, *sV = sK + BKV * LD;
+    unsigned char *gbase = (unsigned char *)(sV + BKV * LD) + grp * fused_group_bytes<T, D>();
+    T *sQ = (T *)gbase, *sdO = sQ + 2 * BQ * LD;
+    float *sL = (float *)(sdO + 2 * BQ * LD), *sD = sL + 2 * BQ;
+    T *sdS = (T *)(sD + 2 * BQ);
+    const int k0 = blockIdx.x * BKV;
+    const size_t bh = blockIdx.y, base = bh * Tn * D;
+    const int w = tid / MW, lane = tid % MW, g = lane >> 2, t = lane & 3;
+    const int key0 = k0 + 16 * w + g; /* this lane's keys: key0, key0 + 8 */
+    const int rt = w % MTQ, cq = w / MTQ; /* dQ stage: row tile, column part */
+    const int qstart = (causal ? k0 : 0) + grp * BQ;
+
+    tile_async_by<T, D, BKV, SP * BKV_NT>(sK, k + base, k0, Tn, threadIdx.x);
+    tile_async_by<T, D, BKV, SP * BKV_NT>(sV, v + base, k0, Tn, threadIdx.x);
+    tile_async_by<T, D, BQ, BKV_NT>(sQ, q + base, qstart, Tn, tid);
+    tile_async_by<T, D, BQ, BKV_NT>(sdO, dout + base, qstart, Tn, tid);
+    cp_commit();
+    for (int i = tid; i < BQ; i += BKV_NT) {
+        const int qi = qstart + i;
+        sL[i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
+        sD[i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
+    }
+
+    float adk[NO][4], adv[NO][4];
+#pragma unroll
+    for (int j = 0; j < NO; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            adk[j][e] = adv[j][e] = 0.f;
+    if constexpr (SP > 1) { /* K and V come from both groups' copies */
+        cp_wait<0>();
+        __syncthreads();
+    }
+
+    for (int q0 = qstart, it = 0; q0 < Tn; q0 += SP * BQ, it++) {
+        const int buf = it & 1;
+        if (q0 + SP * BQ < Tn) {
+            const int nb = buf ^ 1, qn = q0 + SP * BQ;
+            tile_async_by<T, D, BQ, BKV_NT>(sQ + nb * BQ * LD, q + base, qn, Tn, tid);
+            tile_async_by<T, D, BQ, BKV_NT>(sdO + nb * BQ * LD, dout + base, qn, Tn, tid);
+            cp_commit();
+            for (int i = tid; i < BQ; i += BKV_NT) {
+                const int qi = qn + i;
+                sL[nb * BQ + i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
+                sD[nb * BQ + i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
+            }
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        group_sync<SP, BKV_NT>(grp);
+        const T *cQ = sQ + buf * BQ * LD, *cdO = sdO + buf * BQ * LD;
+        const float *cL = sL + buf * BQ, *cD = sD + buf * BQ;
+        T *wdS = sdS + 16 * w * LS; /* this warp's 16 key rows of dSᵀ */
+        if (!causal || k0 + 16 * w <= q0 + BQ - 1) { /* warp-uniform */
+            /* Sᵀ (16 keys, BQ queries) = K·Qᵀ; dPᵀ = V·dOᵀ */
+            float s[NS][4], dp[NS][4];
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    s[j][e] = dp[j][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint32_t ak[4], av[4];
+                ldsm4(ak, frag_a(sK, LD, 16 * w, 16 * kk, lane));
+                ldsm4(av, frag_a(sV, LD, 16 * w, 16 * kk, lane));
+#pragma unroll
+                for (int np = 0; np < BQ / 16; np++) {
+                    uint32_t b[4];
+                    ldsm4(b, frag_b(cQ, LD, 16 * np, 16 * kk, lane));
+                    tc_ops<T>::mma(s[2 * np], ak, b[0], b[1]);
+                    tc_ops<T>::mma(s[2 * np + 1], ak, b[2], b[3]);
+                    ldsm4(b, frag_b(cdO, LD, 16 * np, 16 * kk, lane));
+                    tc_ops<T>::mma(dp[2 * np], av, b[0], b[1]);
+                    tc_ops<T>::mma(dp[2 * np + 1], av, b[2], b[3]);
+                }
+            }
+            const bool mask = q0 + BQ > Tn || k0 + BKV > Tn || (causal && q0 < k0 + BKV - 1);
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qc = 8 * j + 2 * t + (e & 1), key = key0 + (e >> 1) * 8;
+                    float p = fast_exp2(s[j][e] * scale_log2 - cL[qc]);
+                    if (mask && (q0 + qc >= Tn || key >= Tn || (causal && key > q0 + qc)))
+                        p = 0.f;
+                    s[j][e] = p;
+                    dp[j][e] = p * (dp[j][e] - cD[qc]);
+                }
+            /* Pᵀ and dSᵀ as A operands; dSᵀ also to shared memory for dQ */
+            uint32_t ap[BQ / 16][4], ads[BQ / 16][4];
+#pragma unroll
+            for (int kq = 0; kq < BQ / 16; kq++)
+#pragma unroll
+                for (int hb = 0; hb < 2; hb++) {
+                    ap[kq][2 * hb] = tc_ops<T>::pack(s[2 * kq + hb][0], s[2 * kq + hb][1]);
+                    ap[kq][2 * hb + 1] = tc_ops<T>::pack(s[2 * kq + hb][2], s[2 * kq + hb][3]);
+                    ads[kq][2 * hb] = tc_ops<T>::pack(dp[2 * kq + hb][0], dp[2 * kq + hb][1]);
+                    ads[kq][2 * hb + 1] = tc_ops<T>::pack(dp[2 * kq + hb][2], dp[2 * kq + hb][3]);
+                    T *d0 = wdS + g * LS + 16 * kq + 8 * hb + 2 * t;
+                    *reinterpret_cast<uint32_t *>(d0) = ads[kq][2 * hb];
+                    *reinterpret_cast<uint32_t *>(d0 + 8 * LS) = ads[kq][2 * hb + 1];
+                }
+            /* dV += Pᵀ·dO, dK += dSᵀ·Q */
+#pragma unroll
+            for (int kq = 0; kq < BQ / 16; kq++)
+#pragma unroll
+                for (int dn = 0; dn < D / 16; dn++) {
+                    uint32_t b[4];
+                    ldsm4_t(b, frag_a(cdO, LD, 16 * kq, 16 * dn, lane));
+                    tc_ops<T>::mma(adv[2 * dn], ap[kq], b[0], b[1]);
+                    tc_ops<T>::mma(adv[2 * dn + 1], ap[kq], b[2], b[3]);
+                    ldsm4_t(b, frag_a(cQ, LD, 16 * kq, 16 * dn, lane));
+                    tc_ops<T>::mma(adk[2 * dn], ads[kq], b[0], b[1]);
+                    tc_ops<T>::mma(adk[2 * dn + 1], ads[kq], b[2], b[3]);
+                }
+        } else { /* keys all after the tile's queries: dS = 0 */
+#pragma unroll
+            for (int c = 2 * t; c < BQ; c += 8) {
+                *reinterpret_cast<uint32_t *>(wdS + g * LS + c) = 0u;
+                *reinterpret_cast<uint32_t *>(wdS + (g + 8) * LS + c) = 0u;
+            }
+        }
+        group_sync<SP, BKV_NT>(grp); /* dSᵀ complete */
+        /* dQ (rows 16·rt…, columns NC·cq…) += dS·K over the block's 64 keys */
+        {
+            float dq[NC / 8][4];
+#pragma unroll
+            for (int j = 0; j < NC / 8; j++)
+                dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.f;
+#pragma unroll
+            for (int kp = 0; kp < BKV / 16; kp++) {
+                uint32_t a[4];
+                ldsm4_t(a, frag_b(sdS, LS, 16 * kp, 16 * rt, lane)); /* dS (16 q, 16 keys) */
+#pragma unroll
+                for (int dn = 0; dn < NC / 16; dn++) {
+                    uint32_t b[4];
+                    ldsm4_t(b, frag_a(sK, LD, 16 * kp, NC * cq + 16 * dn, lane));
+                    tc_ops<T>::mma(dq[2 * dn], a, b[0], b[1]);
+                    tc_ops<T>::mma(dq[2 * dn + 1], a, b[2], b[3]);
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int row = q0 + 16 * rt + g + 8 * h;
+                if (row >= Tn)
+                    continue;
+                float *dst = dqacc + (bh * Tn + row) * D + NC * cq + 4 * t;
+#pragma unroll
+                for (int dn = 0; dn < NC / 16; dn++)
+                    atomicAdd(reinterpret_cast<float4 *>(dst + 16 * dn),
+                              make_float4(dq[2 * dn][2 * h], dq[2 * dn][2 * h + 1],
+                                          dq[2 * dn + 1][2 * h], dq[2 * dn + 1][2 * h + 1]));
+            }
+        }
+        group_sync<SP, BKV_NT>(grp); /* buffers buf and dSᵀ are rewritten next */
+    }
+    if constexpr (SP > 1) { /* group 1 added into group 0 */
+        static_assert((size_t)(SP - 1) * 8 * NO * BKV_NT * sizeof(float) <=
+                          (size_t)SP * fused_group_bytes<T, D>(),
+                      "the merge fits in the group buffers");
+        cp_wait<0>();
+        __syncthreads();
+        float *x = (float *)(sV + BKV * LD);
+        if (grp > 0) {
+            float *xg = x + (size_t)(grp - 1) * 8 * NO * BKV_NT;
+#pragma unroll
+            for (int j = 0; j < NO; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    xg[(8 * j + e) * BKV_NT + tid] = adk[j][e];
+                    xg[(8 * j + 4 + e) * BKV_NT + tid] = adv[j][e];
+                }
+        }
+        __syncthreads();
+        if (grp > 0)
+            return;
+        for (int gi = 1; gi < SP; gi++, x += (size_t)8 * NO * BKV_NT)
+#pragma unroll
+            for (int j = 0; j < NO; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    adk[j][e] += x[(8 * j + e) * BKV_NT + tid];
+                    adv[j][e] += x[(8 * j + 4 + e) * BKV_NT + tid];
+                }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int key = key0 + 8 * h;
+        if (key >= Tn)
+            continue;
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+            st2(dk + base + (size_t)key * D + 8 * j + 2 * t, adk[j][2 * h] * scale,
+                adk[j][2 * h + 1] * scale);
+            st2(dv + base + (size_t)key * D + 8 * j + 2 * t, adv[j][2 * h], adv[j][2 * h + 1]);
+        }
+    }
+}
+
+// dq (n) = T(scale · dqacc) with dqacc's column permutation undone (layout
+// above); n a multiple of 16. One float4 of dqacc per thread and step.
+template <typename T>
+__global__ void flash_bwd_dq_convert_kernel(T *dq, const float *dqacc, size_t n, float scale)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n / 4; i += stride) {
+        const float4 a = reinterpret_cast<const float4 *>(dqacc)[i];
+        const size_t c = (4 * i & ~(size_t)15) + 2 * (i & 3); /* column 2t of the group */
+        st2(dq + c, a.x * scale, a.y * scale);
+        st2(dq + c + 8, a.z * scale, a.w * scale);
+    }
+}
+
 /* Non-zero when every pointer is 16-byte aligned (cp.async needs it). */
 bool aligned16(std::initializer_list<const void *> ps)
 {
@@ -1156,12 +1472,67 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
                const lmk_attn_shape *s, cudaStream_t st)
 {
     const size_t rows = (size_t)s->B * s->H * s->T;
-    flash_bwd_dot_kernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(
-        work, (const T *)dout, (const T *)o, rows, D);
+    const float scale = 1.f / sqrtf((float)D);
+    const unsigned dot_blocks = (unsigned)((rows + 7) / 8);
+    if constexpr (sizeof(T) == 2 && fused_ok<D>()) { /* the single pass */
+        if (s->atomic_dq && aligned16({dq, dk, dv, dout, q, k, v, work})) {
+            float *dqacc = work, *dsum = work + rows * D; /* lmk_flash_attn_bwd_work_floats */
+            flash_bwd_dot_kernel<T><<<dot_blocks, 256, 0, st>>>(dsum, dqacc, (const T *)dout,
+                                                                 (const T *)o, rows, D);
+            if (cudaGetLastError() != cudaSuccess)
+                return LMK_DEVICE;
+            const long long blocks = (long long)s->B * s->H * ((s->T + BKV - 1) / BKV);
+            const int sms = sm_count();
+            /* fewer blocks than two per SM: the longest block sets the time,
+             * so the query loop splits in two (8 warps per block) */
+            const int sp = blocks < 2LL * sms ? 2 : 1;
+            auto kf = flash_bwd_fused_mma_kernel<T, D, 1, 1>;
+            size_t smf = tc_fused_smem<T, D, 1>();
+            if (sp == 2) {
+                kf = flash_bwd_fused_mma_kernel<T, D, 1, 2>;
+                smf = tc_fused_smem<T, D, 2>();
+            } else if constexpr (D <= 64) {
+                if (blocks >= (long long)FUSED_MINB * sms)
+                    kf = flash_bwd_fused_mma_kernel<T, D, FUSED_MINB, 1>;
+            }
+            if (set_smem(kf, smf) != LMK_OK)
+                return LMK_DEVICE;
+            dim3 grid((s->T + BKV - 1) / BKV, s->B * s->H);
+            kf<<<grid, sp * BKV_NT, smf, st>>>((T *)dk, (T *)dv, dqacc, (const T *)dout,
+                                               (const T *)q, (const T *)k, (const T *)v, lse,
+                                               dsum, s->T, s->causal, scale * LOG2E, scale);
+            if (cudaGetLastError() != cudaSuccess)
+                return LMK_DEVICE;
+            const size_t n = rows * D;
+            const size_t cblocks = (n / 4 + 255) / 256, cmax = (size_t)sms * 16;
+            flash_bwd_dq_convert_kernel<T><<<(unsigned)(cblocks < cmax ? cblocks : cmax), 256, 0,
+                                             st>>>((T *)dq, dqacc, n, scale);
+            return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+        }
+    }
+    if constexpr (sizeof(T) == 4 && D % 64 == 0) { /* fp32 single pass: dQ by atomics into dq */
+        if (s->atomic_dq && aligned16({dq})) {
+            flash_bwd_dot_kernel<T><<<dot_blocks, 256, 0, st>>>(work, (float *)dq,
+                                                                 (const T *)dout, (const T *)o,
+                                                                 rows, D);
+            if (cudaGetLastError() != cudaSuccess)
+                return LMK_DEVICE;
+            dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
+            const size_t smem_kv = smem_bytes<D>(4, 2);
+            auto kkv = flash_bwd_dkdv_kernel<T, D, true>;
+            if (set_smem(kkv, smem_kv) != LMK_OK)
+                return LMK_DEVICE;
+            kkv<<<grid, NT, smem_kv, st>>>((T *)dk, (T *)dv, (float *)dq, (const T *)dout,
+                                           (const T *)q, (const T *)k, (const T *)v, lse, work,
+                                           s->T, s->causal, scale * LOG2E, scale);
+            return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+        }
+    }
+    flash_bwd_dot_kernel<T><<<dot_blocks, 256, 0, st>>>(work, nullptr, (const T *)dout,
+                                                         (const T *)o, rows, D);
     if (cudaGetLastError() != cudaSuccess)
         return LMK_DEVICE;
-    const float scale = 1.f / sqrtf((float)D);
-    if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores */
+    if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores, two passes */
         if (aligned16({dq, dk, dv, dout, q, k, v})) {
             const long long blocks = (long long)s->B * s->H * ((s->T + BKV - 1) / BKV);
             const int sms = sm_count();
@@ -1208,10 +1579,10 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
     }
     dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
     const size_t smem_kv = smem_bytes<D>(4, 2);
-    auto kkv = flash_bwd_dkdv_kernel<T, D>;
+    auto kkv = flash_bwd_dkdv_kernel<T, D, false>;
     if (set_smem(kkv, smem_kv) != LMK_OK)
         return LMK_DEVICE;
-    kkv<<<grid, NT, smem_kv, st>>>((T *)dk, (T *)dv, (const T *)dout, (const T *)q,
+    kkv<<<grid, NT, smem_kv, st>>>((T *)dk, (T *)dv, nullptr, (const T *)dout, (const T *)q,
                                    (const T *)k, (const T *)v, lse, work, s->T, s->causal,
                                    scale * LOG2E, scale);
     if (cudaGetLastError() != cudaSuccess)

@@ -71,7 +71,7 @@ static double loss(const float *q, const float *k, const float *v, const float *
 
 static void run(int B, int H, int T, int d, int causal)
 {
-    lmk_attn_shape s = {B, H, T, d, causal, LMK_F32};
+    lmk_attn_shape s = {B, H, T, d, causal, LMK_F32, 0};
     size_t n = (size_t)B * H * T * d, rows = (size_t)B * H * T;
     float *x[4], *o = malloc(n * 4), *lse = malloc(rows * 4), *gr[3];
     for (int t = 0; t < 4; t++) {
@@ -136,10 +136,25 @@ int main(void)
     run(1, 2, 37, 80, 1);
     run(2, 1, 1, 16, 1);
     run(1, 1, 5, 32, 0);
-    if (lmk_attn_flops_fwd(&(lmk_attn_shape){8, 1, 1024, 64, 0, LMK_F32}) !=
+    if (lmk_attn_flops_fwd(&(lmk_attn_shape){8, 1, 1024, 64, 0, LMK_F32, 0}) !=
         4.0 * 8 * 1024 * 1024 * 64) {
         fprintf(stderr, "FAIL flops convention\n");
         fails++;
+    }
+    /* the flash backward's work buffer: D alone for the deterministic two
+     * passes, a float32 dQ accumulator too for the 16-bit single pass */
+    const struct {
+        lmk_dtype dt;
+        int d, atomic;
+        size_t per_row;
+    } wk[] = {{LMK_BF16, 64, 0, 1}, {LMK_BF16, 64, 1, 65}, {LMK_F16, 128, 1, 129},
+              {LMK_F16, 16, 1, 17},  {LMK_BF16, 80, 1, 1},  {LMK_F32, 64, 1, 1}};
+    for (size_t i = 0; i < sizeof wk / sizeof wk[0]; i++) {
+        lmk_attn_shape s = {2, 3, 1001, wk[i].d, 1, wk[i].dt, wk[i].atomic};
+        if (lmk_flash_attn_bwd_work_floats(&s) != (size_t)2 * 3 * 1001 * wk[i].per_row) {
+            fprintf(stderr, "FAIL work floats (d %d atomic %d)\n", wk[i].d, wk[i].atomic);
+            fails++;
+        }
     }
     printf("%s (%d failures)\n", fails ? "FAIL" : "ok", fails);
     return fails ? 1 : 0;

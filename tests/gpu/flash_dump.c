@@ -4,8 +4,11 @@
  * NaN first, so an unwritten element fails the comparison), then raw files
  * DIR/N.{q,k,v,do,o,dq,dk,dv} (the dtype's bytes, (B, H, T, d) row-major)
  * and DIR/N.lse (float32, (B, H, T)), and one line per case on stdout:
- *   case N DTYPE B H T d causal
- * usage: flash_dump DIR SEED DTYPE:B:H:T:d:causal...
+ *   case N DTYPE B H T d causal MODE
+ * MODE: the backward's way, "atomic" (atomic_dq 1, the attention job's
+ * default: the single pass where it applies) or "det" (a case ending in
+ * ":det": the deterministic two passes).
+ * usage: flash_dump DIR SEED DTYPE:B:H:T:d:causal[:det]...
  * Exit 77 without a GPU, 1 on a failed launch or CUDA error. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -85,7 +88,7 @@ static int run_case(const char *dir, int id, lmk_attn_shape s)
     for (int i = 0; i < 8; i++)
         CK(cudaMalloc(&dev[i], bytes));
     CK(cudaMalloc((void **)&lse, rows * 4));
-    CK(cudaMalloc((void **)&work, rows * 4));
+    CK(cudaMalloc((void **)&work, lmk_flash_attn_bwd_work_floats(&s) * 4));
     int rc = 0;
     for (int i = 0; i < 4 && !rc; i++) {
         fill(host, n, s.dtype);
@@ -113,8 +116,8 @@ static int run_case(const char *dir, int id, lmk_attn_shape s)
     if (rc)
         fprintf(stderr, "case %d failed: %d\n", id, rc);
     else
-        printf("case %d %s %d %d %d %d %d\n", id, lmk_dtype_name(s.dtype), s.B, s.H, s.T, s.d,
-               s.causal);
+        printf("case %d %s %d %d %d %d %d %s\n", id, lmk_dtype_name(s.dtype), s.B, s.H, s.T, s.d,
+               s.causal, s.atomic_dq ? "atomic" : "det");
     fflush(stdout);
     for (int i = 0; i < 8; i++)
         cudaFree(dev[i]);
@@ -132,7 +135,7 @@ int main(int argc, char **argv)
         return 77;
     }
     if (argc < 4) {
-        fprintf(stderr, "usage: flash_dump DIR SEED DTYPE:B:H:T:d:causal...\n");
+        fprintf(stderr, "usage: flash_dump DIR SEED DTYPE:B:H:T:d:causal[:det]...\n");
         return 2;
     }
     rng_state = strtoull(argv[2], NULL, 0) * 0x9E3779B97F4A7C15ull | 1;
@@ -141,8 +144,11 @@ int main(int argc, char **argv)
         char dtn[16];
         lmk_attn_shape s;
         memset(&s, 0, sizeof s);
-        if (sscanf(argv[a], "%15[^:]:%d:%d:%d:%d:%d", dtn, &s.B, &s.H, &s.T, &s.d, &s.causal) != 6 ||
-            lmk_dtype_parse(dtn, &s.dtype) != 0) {
+        char mode[8] = "";
+        int nf = sscanf(argv[a], "%15[^:]:%d:%d:%d:%d:%d:%7s", dtn, &s.B, &s.H, &s.T, &s.d,
+                        &s.causal, mode);
+        s.atomic_dq = strcmp(mode, "det") != 0; /* the attention job's default */
+        if (nf < 6 || (nf == 7 && strcmp(mode, "det") != 0) || lmk_dtype_parse(dtn, &s.dtype) != 0) {
             fprintf(stderr, "bad case %s\n", argv[a]);
             return 2;
         }

@@ -2,7 +2,10 @@
 and dQ, dK, dV, for every dtype (fp32, fp16, bf16), head dim (16, 32, 64, 80,
 128), causal and not, and odd sequence lengths (1, 17, 100, 1000, 4097), plus a
 few many-head shapes that take the 128-query forward blocks (at d 64 the wgmma
-forward of flash_wgmma.cu).
+forward of flash_wgmma.cu). The backward runs as the attention job's default
+(the single pass with dQ summed by atomics, fp16/bf16 at d ≠ 80 and fp32 at d
+64, 128; column m "a")
+and, for a few cases, deterministic (":det", column m "d").
 
 Our side comes from flash_dump (fresh Gaussian inputs, outputs poisoned with
 NaN before the launches, raw files). The reference is float64 attention in
@@ -56,6 +59,12 @@ def cases(quick):
             "fp16:1:16:2048:64:1", "bf16:2:8:2100:32:0",
             "fp16:1:16:4097:64:0", "bf16:2:12:1500:64:1", "fp16:4:8:1100:64:1",
             "bf16:3:8:1777:64:0"]
+    # the backward's deterministic two passes (the cases above take the
+    # single pass with dQ by atomics where it applies: fp16/bf16 at d ≠ 80,
+    # fp32 at d 64, 128)
+    out += ["bf16:1:16:4097:64:1:det", "fp16:2:8:2500:128:0:det", "bf16:2:8:2100:32:0:det",
+            "fp16:1:16:2048:64:1:det", "bf16:2:3:100:16:1:det", "fp16:1:2:1000:128:1:det",
+            "bf16:1:1:4097:64:1:det", "fp32:1:2:1000:64:1:det", "fp32:1:1:4097:128:0:det"]
     return out
 
 
@@ -121,12 +130,12 @@ def main():
             print("flash_dump failed:", p.returncode, p.stderr[-2000:])
             return 1
         print(f"flash_dump: {len(cs)} cases in {time.time() - t0:.1f} s", flush=True)
-        hdr = (f"{'dtype':9}{'d':>4}{'T':>6}{'B·H':>5} c  " +
+        hdr = (f"{'dtype':9}{'d':>4}{'T':>6}{'B·H':>5} c m " +
                "".join(f"{n + ' ours/sdpa':>20}" for n in NAMES) + f"{'lse':>9}")
         print(hdr)
         lines.append(hdr)
         for line in p.stdout.splitlines():
-            _, i, dt, B, H, T, d, causal = line.split()
+            _, i, dt, B, H, T, d, causal, mode = line.split()
             i, B, H, T, d, causal = map(int, (i, B, H, T, d, causal))
             shape = (B, H, T, d)
             f = lambda n: os.path.join(tmp, f"{i}.{n}")
@@ -138,7 +147,7 @@ def main():
             peer = sdpa(q, k, v, do, causal)
             rtol, atol, lse_atol = TOL[dt]
             bad = []
-            row = f"{dt:9}{d:4}{T:6}{B * H:5} {causal}  "
+            row = f"{dt:9}{d:4}{T:6}{B * H:5} {causal} {mode[0]} "
             for n, x, r, y in zip(NAMES, ours, ref_t, peer):
                 e, es = err(x, r), err(y, r)
                 ok = bool(torch.isfinite(x).all()) and \

@@ -1,10 +1,16 @@
 /* GPU test: flash attention (and the naive cuBLAS path) against the CPU
  * reference on fresh random inputs, for every dtype, supported head dim,
  * causal flag and odd sequence lengths: O, logsumexp, dQ, dK, dV within
- * |gpu − ref| ≤ atol + rtol·|ref| (tolerance by dtype); flash run twice must
- * give the same bits (deterministic backward). Exit 77 without a GPU.
+ * |gpu − ref| ≤ atol + rtol·|ref| (tolerance by dtype). The flash backward
+ * runs both ways: deterministic (atomic_dq 0: run twice, it must give the
+ * same bits) and, where it exists, the single pass with dQ by atomics
+ * (atomic_dq 1: within tolerance; outputs poisoned with NaN first). Grids of
+ * many blocks (the unsplit kernels) are checked without the CPU reference:
+ * deterministic reruns bit-equal, the single pass within tolerance of the
+ * deterministic result. Exit 77 without a GPU.
  * `test_flash bench [impl dtype B H T d causal]...` prints timing points
- * (JSON lines) instead; with no points, a small default set. */
+ * (JSON lines) instead (impl naive, flash, or flash_det: the deterministic
+ * backward). */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -92,9 +98,9 @@ static size_t compare(const float *gpu, const float *ref, size_t n, tol t, doubl
 
 /* One case; returns the number of failed tensors. */
 static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d, int causal,
-                    cublasHandle_t hb)
+                    int atomic, cublasHandle_t hb)
 {
-    lmk_attn_shape s = {B, H, T, d, causal, dt};
+    lmk_attn_shape s = {B, H, T, d, causal, dt, atomic};
     lmk_attn_shape s32 = s;
     s32.dtype = LMK_F32;
     size_t n = (size_t)B * H * T * d, rows = (size_t)B * H * T, es = lmk_dtype_size(dt);
@@ -113,7 +119,7 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
     float *dlse, *dwork;
     void *dp = NULL, *dpp = NULL;
     CK(cudaMalloc((void **)&dlse, rows * 4));
-    CK(cudaMalloc((void **)&dwork, rows * 4));
+    CK(cudaMalloc((void **)&dwork, lmk_flash_attn_bwd_work_floats(&s) * 4));
     int in_idx[4] = {0, 1, 2, 4}; /* q k v dout among dev: q k v o dout dq dk dv */
     for (int t = 0; t < 4; t++) {
         for (size_t i = 0; i < n; i++)
@@ -132,6 +138,8 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
         exit(1);
     }
     if (impl == LMK_ATTN_FLASH) {
+        for (int i = 5; i < 8; i++)
+            CK(cudaMemset(dev[i], 0xff, n * es)); /* NaN in every dtype */
         rc = lmk_flash_attn_fwd(dev[3], dlse, dev[0], dev[1], dev[2], &s, NULL);
         if (!rc)
             rc = lmk_flash_attn_bwd(dev[5], dev[6], dev[7], dwork, dev[4], dev[0], dev[1], dev[2],
@@ -157,9 +165,9 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
     CK(cudaMemcpy(lse_got, dlse, rows * 4, cudaMemcpyDeviceToHost));
     const char *names[5] = {"O", "dQ", "dK", "dV", "lse"};
     int fails = 0;
-    /* flash is deterministic: a second run gives the same bits */
+    /* the deterministic flash backward: a second run gives the same bits */
     int nondet = 0;
-    if (impl == LMK_ATTN_FLASH) {
+    if (impl == LMK_ATTN_FLASH && !atomic) {
         float *again = malloc(n * 4);
         rc = lmk_flash_attn_fwd(dev[3], dlse, dev[0], dev[1], dev[2], &s, NULL);
         if (!rc)
@@ -176,8 +184,8 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
             fails++;
     }
     char line[512];
-    int len = snprintf(line, sizeof line, "%-5s %-8s d=%3d T=%4d causal=%d", impl ? "flash" : "naive",
-                       lmk_dtype_name(dt), d, T, causal);
+    int len = snprintf(line, sizeof line, "%-5s %-8s d=%3d T=%4d causal=%d %s", impl ? "flash" : "naive",
+                       lmk_dtype_name(dt), d, T, causal, atomic ? "atomic" : "det   ");
     for (int t = 0; t < 5; t++) {
         if (t == 4 && impl != LMK_ATTN_FLASH)
             continue;
@@ -209,12 +217,77 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
     return fails;
 }
 
+/* A grid of many blocks, fresh inputs: the deterministic backward run twice
+ * must give the same bits, and the single pass must agree with it within
+ * the dtype's gradient tolerance (every element written: NaN poison first).
+ * Returns 1 on failure. */
+static int big_case(lmk_dtype dt, int B, int H, int T, int d, int causal)
+{
+    lmk_attn_shape s = {B, H, T, d, causal, dt, 0}, sa = s;
+    sa.atomic_dq = 1;
+    size_t n = (size_t)B * H * T * d, rows = (size_t)B * H * T, es = lmk_dtype_size(dt);
+    void *dev[8], *hx = malloc(n * es);
+    float *h = malloc(n * 4), *res[3][3], *lse, *work;
+    for (int i = 0; i < 8; i++)
+        CK(cudaMalloc(&dev[i], n * es));
+    CK(cudaMalloc((void **)&lse, rows * 4));
+    CK(cudaMalloc((void **)&work, lmk_flash_attn_bwd_work_floats(&sa) * 4));
+    for (int t = 0; t < 4; t++) { /* q k v dout: dev 0 1 2 3 */
+        for (size_t i = 0; i < n; i++)
+            h[i] = urand();
+        to_dtype(hx, h, n, dt);
+        CK(cudaMemcpy(dev[t], hx, n * es, cudaMemcpyHostToDevice));
+    }
+    int rc = lmk_flash_attn_fwd(dev[4], lse, dev[0], dev[1], dev[2], &s, NULL);
+    for (int run = 0; run < 3 && !rc; run++) { /* det, det, atomic */
+        for (int i = 5; i < 8; i++)
+            CK(cudaMemset(dev[i], 0xff, n * es));
+        rc = lmk_flash_attn_bwd(dev[5], dev[6], dev[7], work, dev[3], dev[0], dev[1], dev[2],
+                                dev[4], lse, run < 2 ? &s : &sa, NULL);
+        CK(cudaDeviceSynchronize());
+        for (int i = 0; i < 3 && !rc; i++) {
+            res[run][i] = malloc(n * 4);
+            CK(cudaMemcpy(hx, dev[5 + i], n * es, cudaMemcpyDeviceToHost));
+            from_dtype(res[run][i], hx, n, dt);
+        }
+    }
+    if (rc) {
+        fprintf(stderr, "launch failed: %s\n", lmk_status_text(rc));
+        exit(1);
+    }
+    static const char *names[3] = {"dQ", "dK", "dV"};
+    char line[512];
+    int len = snprintf(line, sizeof line, "flash %-8s d=%3d T=%4d causal=%d B·H=%d det vs atomic",
+                       lmk_dtype_name(dt), d, T, causal, B * H);
+    int nondet = 0, bad = 0;
+    for (int i = 0; i < 3; i++) {
+        double worst;
+        size_t b = compare(res[2][i], res[0][i], n, tol_for(dt, 1), &worst);
+        nondet += memcmp(res[0][i], res[1][i], n * 4) != 0;
+        bad += b != 0;
+        len += snprintf(line + len, sizeof line - len, " %s %.1e%s", names[i], worst, b ? "!" : "");
+    }
+    printf("%s%s%s\n", line, nondet ? " nondeterministic!" : "", nondet || bad ? "  FAIL" : "");
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 3; i++)
+            free(res[r][i]);
+    for (int i = 0; i < 8; i++)
+        cudaFree(dev[i]);
+    cudaFree(lse);
+    cudaFree(work);
+    free(h);
+    free(hx);
+    return nondet || bad;
+}
+
 static int bench_point(const char *impl, const char *dtn, int B, int H, int T, int d, int causal)
 {
-    lmk_attn_shape s = {B, H, T, d, causal, LMK_F32};
+    /* impl "flash" takes the default single pass where it applies (as the
+     * attention job), "flash_det" the deterministic two passes */
+    lmk_attn_shape s = {B, H, T, d, causal, LMK_F32, strcmp(impl, "flash") == 0};
     if (lmk_dtype_parse(dtn, &s.dtype))
         return 1;
-    lmk_attn_impl im = strcmp(impl, "flash") == 0 ? LMK_ATTN_FLASH : LMK_ATTN_NAIVE;
+    lmk_attn_impl im = strncmp(impl, "flash", 5) == 0 ? LMK_ATTN_FLASH : LMK_ATTN_NAIVE;
     lmk_attn_bench_result r;
     char err[256] = "";
     int passes = T >= 8192 ? 10 : 30;
@@ -258,13 +331,24 @@ int main(int argc, char **argv)
             for (int c = 0; c < 2; c++)
                 for (int ti = 0; ti < 4; ti++) {
                     int T = Ts[ti], B = T >= 1000 ? 1 : 2, H = T >= 1000 ? 1 : 3;
-                    fails += run_case(LMK_ATTN_FLASH, dts[di], B, H, T, ds[dj], c, hb) != 0;
+                    fails += run_case(LMK_ATTN_FLASH, dts[di], B, H, T, ds[dj], c, 0, hb) != 0;
                     cases++;
+                    if (dts[di] != LMK_F32 || ds[dj] % 64 == 0) { /* the single pass */
+                        fails += run_case(LMK_ATTN_FLASH, dts[di], B, H, T, ds[dj], c, 1, hb) != 0;
+                        cases++;
+                    }
                     if (ti == 2) { /* the naive path on the same shapes, T = 129 */
-                        fails += run_case(LMK_ATTN_NAIVE, dts[di], B, H, T, ds[dj], c, hb) != 0;
+                        fails += run_case(LMK_ATTN_NAIVE, dts[di], B, H, T, ds[dj], c, 0, hb) != 0;
                         cases++;
                     }
                 }
+    /* many blocks per SM: the unsplit kernels (the CPU reference would be slow) */
+    for (int di = 0; di < 3; di++)
+        for (int dj = 0; dj < 5; dj++)
+            for (int c = 0; c < 2 && (dts[di] != LMK_F32 || ds[dj] % 64 == 0); c++) {
+                fails += big_case(dts[di], 2, 16, 2100 + 37 * dj, ds[dj], c) != 0;
+                cases++;
+            }
     cublasDestroy(hb);
     printf("%d of %d cases failed\n", fails, cases);
     return fails ? 1 : 0;

@@ -28,6 +28,7 @@
 #include "device_peaks.h"
 #include "model.h"
 #include "model_point.h"
+#include "phase_graphs.h"
 #include "status.h"
 
 #ifdef LMPERF_HAVE_CUDA
@@ -197,26 +198,18 @@ static int phase_gpu_ms(step_runner *r, int ph, double *ms)
     return LMK_UNSUPPORTED;
 }
 
-#ifdef LMPERF_HAVE_CUDA
-/* Whether the optimizer step can be captured: AdamW's step number lives on
- * the device (adamw_begin), so a replayed step advances it; but fp16 decides
- * its loss scale on the host (lmk_model_step downloads the overflow verdict),
- * which cannot be captured. Sets *why when not. */
-static int optimizer_capturable(lmk_precision prec, const char **why)
+/* phase_graphs' call: phase ph of the runner's model (the phases share
+ * their numbering with phase_graphs.h). */
+static int runner_phase_call(void *ctx, int ph)
 {
-    if (prec == LMK_PREC_FP16) {
-        *why = "graphs not used: fp16's optimizer step reads the overflow verdict back to the host "
-               "(dynamic loss scale), which a graph cannot capture, so train_step runs eagerly";
-        return 0;
-    }
-    return 1;
+    return phase_call(ctx, ph);
 }
-#endif
 
 /* Captures the phases of the mode into graphs. Sets *scope ("forward",
  * "forward+backward", "forward+backward+optimizer", or "none" with *note
  * saying why). On failure (rc ≠ LMK_OK) *detail names the phase and the
- * CUDA error; the model's host state is then unusable: fail the run. */
+ * CUDA error; the model's host state is then unusable: fail the run. The
+ * capture itself is phase_graphs.c's (shared with the profile job). */
 static int runner_capture(step_runner *r, const char **scope, const char **note, char *detail,
                           size_t len)
 {
@@ -229,23 +222,11 @@ static int runner_capture(step_runner *r, const char **scope, const char **note,
         return LMK_OK;
     }
     int last = r->mode == MODE_FORWARD ? PH_FORWARD : r->mode == MODE_FORWARD_BACKWARD ? PH_BACKWARD : PH_OPTIMIZER;
-    if (last == PH_OPTIMIZER && !optimizer_capturable(r->prec, note))
+    if (!phase_graphs_capturable(r->prec, last, note))
         return LMK_OK;
-    for (int ph = PH_FORWARD; ph <= last; ph++) {
-        lmk_cuda_graph *g = NULL;
-        int rc = lmk_backend_cuda_capture_begin(r->b);
-        int rc_call = rc == LMK_OK ? phase_call(r, ph) : LMK_OK;
-        int rc_end = rc == LMK_OK ? lmk_backend_cuda_capture_end(r->b, &g) : LMK_OK;
-        if (rc == LMK_OK)
-            rc = rc_call != LMK_OK ? rc_call : rc_end;
-        if (rc != LMK_OK) {
-            lmk_cuda_graph_free(g);
-            snprintf(detail, len, "graph capture of the %s phase failed: %s (%s)", phase_names[ph],
-                     lmk_status_text(rc), lmk_backend_cuda_last_error(r->b));
-            return rc;
-        }
-        r->graph[ph] = g;
-    }
+    int rc = phase_graphs_capture(r->b, last, runner_phase_call, r, r->graph, detail, len);
+    if (rc != LMK_OK)
+        return rc;
     *scope = scopes[last];
 #else
     (void)r, (void)detail, (void)len;

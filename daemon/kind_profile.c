@@ -7,8 +7,14 @@
  * baselines: CUPTI may leave part of its cost in a process even after it is
  * detached). Then per point, one model again: warm-up steps run untraced,
  * then the traced steps inside one profiler session (profiler.h), after one
- * traced step that is discarded (CUPTI's first-use cost). Every step is
- * timed the same way:
+ * traced step that is discarded (CUPTI's first-use cost). With graphs (the
+ * default on a cuda worker) the phases of every measured step, untraced and
+ * traced, are replays of one CUDA graph per phase captured after the eager
+ * warm-up (phase_graphs.h); the traced pass captures inside the session, so
+ * CUPTI sees each node created under lmperf's ranges and the replayed
+ * kernels land in the same range tables as eager ones (profiler.h). A step
+ * that cannot be captured runs eagerly and the run says why (graphs_note).
+ * Every step is timed the same way:
  * synchronised wall clock and CUDA events around forward, backward and
  * optimizer (phases: kernel time inside each range beside its GPU span and
  * its event time, schema/0012_profile_phases.sql). Each step is wrapped in a
@@ -30,6 +36,7 @@
 #include "jobkind.h"
 #include "model.h"
 #include "model_point.h"
+#include "phase_graphs.h"
 #include "profiler.h"
 #include "status.h"
 
@@ -162,28 +169,62 @@ static double clock_mean(const step_clock *c, int ph)
     return c->steps ? c->gpu_ms[ph] / c->steps : NAN;
 }
 
+/* The model of one point, its step timer and, when its phases run as
+ * graph replays, their graphs. */
+typedef struct point_model {
+    lmk_backend *b; /* borrowed */
+    int32_t *tokens;
+    lmk_allocator *a;
+    lmk_model *m;
+    int training;
+    lmk_adamw_config opt;
+    lmk_cuda_timer *timer;                     /* NULL without CUDA */
+    lmk_cuda_graph *graph[PHASE_GRAPH_COUNT]; /* per phase; NULL: eager */
+} point_model;
+
+/* phase_graphs' call: phase ph of the point's model through the model API. */
+static int model_phase(void *ctx, int ph)
+{
+    point_model *pm = ctx;
+    switch (ph) {
+    case PHASE_FORWARD:
+        return lmk_model_forward(pm->m, pm->training);
+    case PHASE_BACKWARD:
+        return lmk_model_backward(pm->m);
+    default:
+        return lmk_model_step(pm->m, &pm->opt);
+    }
+}
+
+/* Phase ph of one step: a replay of its graph, or the model call. */
+static int run_phase(point_model *pm, int ph)
+{
+    return pm->graph[ph] ? phase_graphs_launch(pm->b, pm->graph[ph]) : model_phase(pm, ph);
+}
+
 /* One step of the point's mode inside a "step" range, synchronised, timed
  * into c. */
-static int one_step(lmk_backend *b, lmk_model *m, int training, const lmk_adamw_config *opt, step_clock *c)
+static int one_step(point_model *pm, step_clock *c)
 {
+    int training = pm->training;
     double t0 = wall_ms();
     profiler_range_push("step");
     int rc = clock_mark(c, 0);
     if (rc == LMK_OK)
-        rc = lmk_model_forward(m, training);
+        rc = run_phase(pm, PHASE_FORWARD);
     if (rc == LMK_OK)
         rc = clock_mark(c, 1);
     if (rc == LMK_OK && training)
-        rc = lmk_model_backward(m);
+        rc = run_phase(pm, PHASE_BACKWARD);
     if (rc == LMK_OK && training)
         rc = clock_mark(c, 2);
     if (rc == LMK_OK && training)
-        rc = lmk_model_step(m, opt);
+        rc = run_phase(pm, PHASE_OPTIMIZER);
     if (rc == LMK_OK && training)
         rc = clock_mark(c, 3);
     profiler_range_pop();
     if (rc == LMK_OK)
-        rc = b->synchronize(b);
+        rc = pm->b->synchronize(pm->b);
     if (rc != LMK_OK)
         return rc;
     c->wall_sum_ms += wall_ms() - t0;
@@ -198,6 +239,32 @@ static int one_step(lmk_backend *b, lmk_model *m, int training, const lmk_adamw_
     if (rc == LMK_OK)
         rc = clock_add(c, PH_STEP, 0, training ? 3 : 1);
     return rc;
+}
+
+/* Whether the point's phases run as graph replays, and in which scope.
+ * graphs (the spec's, default true) asks for them; a cpu backend, or a
+ * phase that cannot be captured (fp16's optimizer step), runs eagerly and
+ * *note says why. Returns the last phase to capture, or -1: eager. */
+static int graphs_plan(const json_t *spec, const model_point *p, lmk_backend *b, int training, const char **scope,
+                       const char **note)
+{
+    const json_t *want = json_object_get(spec, "graphs");
+    int last = training ? PHASE_OPTIMIZER : PHASE_FORWARD;
+    *scope = "none";
+    *note = NULL;
+    if (want && !json_is_true(want)) {
+        *note = "graphs: false: every kernel is launched eagerly (and its launch traced); launch-bound steps pay "
+                "CUPTI's per-launch cost";
+        return -1;
+    }
+    if (!phase_graphs_cuda(b)) {
+        *note = "graphs ignored: not a cuda worker";
+        return -1;
+    }
+    if (!phase_graphs_capturable(p->prec, last, note))
+        return -1;
+    *scope = training ? "forward+backward+optimizer" : "forward";
+    return last;
 }
 
 /* --- the summary: durations per (range name, kernel name) ---------------------- */
@@ -251,11 +318,15 @@ static void summary_free(summary *s)
     free(s->range_total);
 }
 
-/* Builds the summary; *unattributed counts kernels launched outside every
- * range. Returns 0 or -1 (out of memory). */
-static int summary_build(summary *s, const prof_range *r, size_t nr, const prof_op *ops, size_t nops,
-                         size_t *unattributed)
+/* Builds the summary of the session's kernels by the ranges each belongs to
+ * (profiler_memberships); *unattributed counts kernels outside every range.
+ * Returns 0 or -1 (out of memory). */
+static int summary_build(summary *s, const profiler *prof, size_t *unattributed)
 {
+    size_t nr, nops, nmem;
+    const prof_range *r = profiler_ranges(prof, &nr);
+    const prof_op *ops = profiler_ops(prof, &nops);
+    const uint32_t *mem = profiler_memberships(prof, &nmem);
     memset(s, 0, sizeof *s);
     s->ranges = calloc(nr + 1, sizeof *s->ranges);
     s->range_inst = calloc(nr + 1, sizeof *s->range_inst);
@@ -283,21 +354,16 @@ static int summary_build(summary *s, const prof_range *r, size_t nr, const prof_
             continue;
         size_t k = index_of(s->kernels, s->nk, ops[i].name);
         uint64_t dur = ops[i].end > ops[i].start ? ops[i].end - ops[i].start : 0;
-        uint64_t at = ops[i].launch ? ops[i].launch : ops[i].start;
         if (cell_push(&s->cells[k], dur))
             return -1;
         s->range_total[0] += dur;
-        int inside = 0;
-        for (size_t j = 0; j < nr && r[j].start <= at; j++) {
-            if (at > r[j].end)
-                continue;
-            size_t ri = index_of(s->ranges, s->nr, r[j].name);
+        for (uint32_t m = 0; m < ops[i].in_count; m++) {
+            size_t ri = index_of(s->ranges, s->nr, r[mem[ops[i].in_first + m]].name);
             if (cell_push(&s->cells[ri * s->nk + k], dur))
                 return -1;
             s->range_total[ri] += dur;
-            inside = 1;
         }
-        *unattributed += !inside;
+        *unattributed += ops[i].in_count == 0;
     }
     return 0;
 }
@@ -541,8 +607,13 @@ static double us(uint64_t t, uint64_t t0)
     return (double)(int64_t)(t - t0) / 1e3;
 }
 
+#define TRACE_REPLAY_TID 0 /* the GPU's track of replayed ranges (stream ids start at 1) */
+
 /* Trace Event Format: CPU ranges and launching API calls on pid 1, device
- * work on pid 2 with one track per stream, flow arrows launch → kernel. */
+ * work on pid 2 with one track per stream, the ranges replayed in CUDA
+ * graphs on a track of their own on pid 2 (at GPU times: no CPU range exists
+ * for them), flow arrows launch → first op of each launch (a graph launch
+ * runs many). */
 static json_t *build_trace(const profiler *prof, const char *title)
 {
     size_t nr, nops, napi;
@@ -562,11 +633,20 @@ static json_t *build_trace(const profiler *prof, const char *title)
                                         "args", "name", "CPU (lmperf worker)"));
     json_array_append_new(ev, json_pack("{s:s, s:s, s:i, s:{s:s}}", "name", "process_name", "ph", "M", "pid", 2,
                                         "args", "name", "GPU"));
-    for (size_t i = 0; i < nr; i++)
-        json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:I, s:{s:i}}", "name", r[i].name, "cat",
-                                            "nvtx", "ph", "X", "ts", us(r[i].start, t0), "dur",
-                                            (double)(r[i].end - r[i].start) / 1e3, "pid", 1, "tid",
-                                            (json_int_t)r[i].thread, "args", "depth", r[i].depth));
+    int replays = 0;
+    for (size_t i = 0; i < nr; i++) {
+        int replayed = r[i].replay != 0;
+        replays |= replayed;
+        json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:I, s:{s:i, s:I}}", "name", r[i].name,
+                                            "cat", "nvtx", "ph", "X", "ts", us(r[i].start, t0), "dur",
+                                            (double)(r[i].end - r[i].start) / 1e3, "pid", replayed ? 2 : 1, "tid",
+                                            replayed ? (json_int_t)TRACE_REPLAY_TID : (json_int_t)r[i].thread,
+                                            "args", "depth", r[i].depth, "graph_launch", (json_int_t)r[i].replay));
+    }
+    if (replays)
+        json_array_append_new(ev, json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "thread_name", "ph", "M", "pid",
+                                            2, "tid", TRACE_REPLAY_TID, "args", "name",
+                                            "NVTX ranges replayed in CUDA graphs"));
     /* only the calls that launched device work (the rest is noise); the
      * calls are sorted by correlation id (profiler_stop) */
     unsigned char *launched = calloc(napi + 1, 1);
@@ -593,7 +673,8 @@ static json_t *build_trace(const profiler *prof, const char *title)
                                                 (json_int_t)api[i].thread, "args", "correlation",
                                                 (json_int_t)api[i].correlation));
     }
-    free(launched);
+    /* one arrow per launch call, to its first op (ops are sorted by start):
+     * the launch calls marked above are reused as "arrow drawn" */
     static const char *const cats[] = {"kernel", "memcpy", "memset"};
     for (size_t i = 0; i < nops; i++) {
         const prof_op *o = &ops[i];
@@ -603,12 +684,19 @@ static json_t *build_trace(const profiler *prof, const char *title)
                                        (json_int_t)o->correlation)
                            : json_pack("{s:I, s:I}", "bytes", (json_int_t)o->bytes, "correlation",
                                        (json_int_t)o->correlation);
+        if (o->graph_node)
+            json_object_set_new(args, "graph_node", json_integer((json_int_t)o->graph_node));
         json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:I, s:o}", "name", o->name, "cat",
                                             cats[o->kind], "ph", "X", "ts", us(o->start, t0), "dur",
                                             (double)(o->end - o->start) / 1e3, "pid", 2, "tid",
                                             (json_int_t)o->stream, "args", args));
-        if (!o->launch)
+        if (!o->launch || !launched)
             continue;
+        prof_api key = {.correlation = o->correlation};
+        const prof_api *hit = bsearch(&key, api, napi, sizeof *api, cmp_api_correlation);
+        if (!hit || launched[hit - api] != 1)
+            continue;
+        launched[hit - api] = 2; /* this launch's arrow is drawn */
         json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:I, s:f, s:i, s:I}", "name", "launch", "cat", "flow",
                                             "ph", "s", "id", (json_int_t)o->correlation, "ts", us(o->launch, t0),
                                             "pid", 1, "tid", (json_int_t)o->launch_thread));
@@ -616,23 +704,55 @@ static json_t *build_trace(const profiler *prof, const char *title)
                                             "flow", "ph", "f", "bp", "e", "id", (json_int_t)o->correlation, "ts",
                                             us(o->start, t0), "pid", 2, "tid", (json_int_t)o->stream));
     }
+    free(launched);
     return json_pack("{s:o, s:s, s:{s:s}}", "traceEvents", ev, "displayTimeUnit", "ns", "otherData", "title", title);
 }
 
-/* The range projected onto the GPU: first start to last end of the kernels
- * launched inside it (ns; 0 when none). The CPU range ends long before its
- * kernels do when launches run ahead. */
-static uint64_t gpu_span(const prof_range *r, const prof_op *ops, size_t nops)
+/* Per range of the session: the range projected onto the GPU (first start
+ * to last end of the kernels inside it; 0 when none: the CPU range ends long
+ * before its kernels do when launches run ahead) and its host time (the CPU
+ * range, push to pop; a replayed range has none: the graph launch call that
+ * replayed it). ns. */
+typedef struct range_times {
+    uint64_t span, host;
+} range_times;
+
+/* One entry per profiler_ranges() (new; NULL when out of memory). */
+static range_times *range_times_build(const profiler *prof)
 {
-    uint64_t first = UINT64_MAX, last = 0;
-    for (size_t i = 0; i < nops; i++) {
-        uint64_t at = ops[i].launch ? ops[i].launch : ops[i].start;
-        if (ops[i].kind != PROF_KERNEL || at < r->start || at > r->end)
-            continue;
-        first = ops[i].start < first ? ops[i].start : first;
-        last = ops[i].end > last ? ops[i].end : last;
+    size_t nr, nops, nmem, napi;
+    const prof_range *r = profiler_ranges(prof, &nr);
+    const prof_op *ops = profiler_ops(prof, &nops);
+    const uint32_t *mem = profiler_memberships(prof, &nmem);
+    const prof_api *api = profiler_apis(prof, &napi);
+    range_times *t = calloc(nr + 1, sizeof *t);
+    uint64_t *first = malloc((nr + 1) * sizeof *first), *last = calloc(nr + 1, sizeof *last);
+    if (!t || !first || !last) {
+        free(t);
+        t = NULL;
+        goto out;
     }
-    return last > first ? last - first : 0;
+    for (size_t i = 0; i < nr; i++)
+        first[i] = UINT64_MAX;
+    for (size_t i = 0; i < nops; i++)
+        for (uint32_t m = 0; ops[i].kind == PROF_KERNEL && m < ops[i].in_count; m++) {
+            size_t ri = mem[ops[i].in_first + m];
+            first[ri] = ops[i].start < first[ri] ? ops[i].start : first[ri];
+            last[ri] = ops[i].end > last[ri] ? ops[i].end : last[ri];
+        }
+    for (size_t i = 0; i < nr; i++) {
+        t[i].span = last[i] > first[i] ? last[i] - first[i] : 0;
+        t[i].host = r[i].end - r[i].start;
+        if (r[i].replay) {
+            prof_api key = {.correlation = r[i].replay};
+            const prof_api *a = bsearch(&key, api, napi, sizeof *api, cmp_api_correlation);
+            t[i].host = a && a->end > a->start ? a->end - a->start : 0;
+        }
+    }
+out:
+    free(first);
+    free(last);
+    return t;
 }
 
 /* A number, or null when not measured (NAN). */
@@ -654,17 +774,20 @@ static void add_overhead(json_t *run, const step_clock *plain, const step_clock 
     json_object_set_new(run, "step_gpu_ms_profiled", real_or_null(gpu1));
     json_object_set_new(run, "overhead_gpu_pct", real_or_null(gpu0 > 0 ? 100.0 * (gpu1 - gpu0) / gpu0 : NAN));
     json_object_set_new(run, "overhead_note",
-                        json_string("mean per step over profile_steps steps run after the warm-up, first untraced, "
-                                    "then (after one traced step that is discarded) traced; each step timed the same "
-                                    "way: synchronised wall clock (overhead_pct) and CUDA events on the model's "
-                                    "stream (overhead_gpu_pct)"));
+                        json_string("mean per step over profile_steps steps, first untraced (every point before "
+                                    "anything is traced), then traced; both after the same warm-up, graph capture "
+                                    "(graphs_scope) and one unreported step (graph upload; traced: CUPTI's first "
+                                    "use), so like is compared with like: graph replays with graph replays, eager "
+                                    "with eager; each step timed the same way: synchronised wall clock "
+                                    "(overhead_pct) and CUDA events on the model's stream (overhead_gpu_pct); per "
+                                    "phase: phases[].event_ns_unprofiled vs event_ns_profiled"));
 }
 
 /* Per phase (step, forward, backward, optimizer): means per instance of the
  * traced steps' kernel time inside the range, the range on the GPU (first
  * kernel start to last kernel end), the CPU range (push to pop), and the
  * CUDA-event time of the phase traced and untraced (new). */
-static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, const prof_op *ops, size_t nops,
+static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, const range_times *times,
                           const step_clock *plain, const step_clock *traced, int training)
 {
     json_t *rows = json_array();
@@ -675,8 +798,8 @@ static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, cons
         size_t n = 0;
         for (size_t i = 0; i < nr; i++)
             if (strcmp(r[i].name, phase_names[ph]) == 0) {
-                wall += r[i].end - r[i].start, n++;
-                span += gpu_span(&r[i], ops, nops);
+                wall += times[i].host, n++;
+                span += times[i].span;
             }
         double kernel = n ? (double)range_kernel_ns(s, phase_names[ph], 0) / (double)n : 0;
         double ev1 = clock_mean(traced, ph) * 1e6, ev0 = clock_mean(plain, ph) * 1e6;
@@ -707,16 +830,10 @@ static const char *backend_error(lmk_backend *b)
     return text;
 }
 
-/* The model of one point and its step timer. */
-typedef struct point_model {
-    int32_t *tokens;
-    lmk_allocator *a;
-    lmk_model *m;
-    lmk_cuda_timer *timer; /* NULL without CUDA */
-} point_model;
-
 static void point_model_free(point_model *pm)
 {
+    if (pm->b)
+        phase_graphs_free(pm->b, pm->graph, PHASE_GRAPH_COUNT);
 #ifdef LMPERF_HAVE_CUDA
     lmk_cuda_timer_free(pm->timer);
 #endif
@@ -733,6 +850,9 @@ static int point_model_create(lmk_backend *b, const model_point *p, int training
     size_t n = (size_t)p->batch * p->T;
     int rc = LMK_NOMEM;
     memset(pm, 0, sizeof *pm);
+    pm->b = b;
+    pm->training = training;
+    pm->opt = lmk_adamw_defaults();
     *what = "model";
     pm->tokens = malloc(2 * n * sizeof *pm->tokens);
     if (!pm->tokens || lmk_allocator_create(b, &pm->a) != LMK_OK)
@@ -752,6 +872,34 @@ failed:
     return rc;
 }
 
+/* The warm-up steps, eager (they size the scratch a capture needs: with no
+ * warm-up and graphs (last >= 0), one unreported eager step). Returns LMK_OK
+ * or a status. */
+static int warm_up(point_model *pm, int warmup, int last)
+{
+    step_clock ignored;
+    clock_reset(&ignored, pm->timer);
+    int rc = LMK_OK;
+    int eager = last >= 0 && warmup == 0 ? 1 : warmup;
+    for (int st = 0; st < eager && rc == LMK_OK; st++)
+        rc = one_step(pm, &ignored);
+    return rc;
+}
+
+/* When last >= 0, captures phases 0..last into graphs; then one unreported
+ * step (the first replay uploads the graphs; traced, CUPTI's first use): the
+ * untraced and the traced steps both start after it. Returns LMK_OK or a
+ * status (detail says which capture failed). */
+static int capture_and_prime(point_model *pm, int last, char *detail, size_t len)
+{
+    step_clock ignored;
+    clock_reset(&ignored, pm->timer);
+    int rc = LMK_OK;
+    if (last >= 0)
+        rc = phase_graphs_capture(pm->b, last, model_phase, pm, pm->graph, detail, len);
+    return rc == LMK_OK ? one_step(pm, &ignored) : rc;
+}
+
 /* The untraced steps of every point, measured before any point is traced:
  * CUPTI may leave part of its cost in the launch path of a process (small
  * bf16 forward untraced after traced points: 5.2 ms without detaching, 3.4 ms
@@ -761,7 +909,8 @@ failed:
  * order from here. */
 typedef struct baseline {
     int rc;              /* LMK_OK when measured */
-    step_clock clock;    /* profile_steps untraced steps after the warm-up */
+    step_clock clock;    /* profile_steps untraced steps after the warm-up (graph replays when graphs_plan says so) */
+    char detail[300];    /* a failed graph capture */
 } baseline;
 
 static struct {
@@ -774,7 +923,6 @@ static int measure_baselines(run_ctx *ctx, lmk_backend *b, const json_t *spec, c
 {
     size_t count = model_point_count(spec);
     int warmup = spec_int(spec, "warmup_steps", 2), steps = spec_int(spec, "profile_steps", 1);
-    lmk_adamw_config opt = lmk_adamw_defaults();
     job_baselines.points = calloc(count + 1, sizeof *job_baselines.points);
     if (!job_baselines.points) {
         snprintf(errbuf, errlen, "out of host memory");
@@ -799,14 +947,14 @@ static int measure_baselines(run_ctx *ctx, lmk_backend *b, const json_t *spec, c
         json_decref(scratch);
         if (!fits || point_model_create(b, &p, training, &pm, &what) != LMK_OK)
             continue; /* run_point fails the point with the reason */
-        step_clock ignored;
-        clock_reset(&ignored, pm.timer);
+        const char *scope, *note;
+        int last = graphs_plan(spec, &p, b, training, &scope, &note);
         clock_reset(&base->clock, pm.timer);
-        int rc = LMK_OK;
-        for (int st = 0; st < warmup && rc == LMK_OK; st++)
-            rc = one_step(b, pm.m, training, &opt, &ignored);
+        int rc = warm_up(&pm, warmup, last);
+        if (rc == LMK_OK)
+            rc = capture_and_prime(&pm, last, base->detail, sizeof base->detail);
         for (int st = 0; st < steps && rc == LMK_OK; st++)
-            rc = one_step(b, pm.m, training, &opt, &base->clock);
+            rc = one_step(&pm, &base->clock);
         base->clock.timer = NULL;
         base->rc = rc;
         point_model_free(&pm);
@@ -835,48 +983,57 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
         return run;
     point_model pm = {0};
     profiler *prof = NULL;
-    const char *what;
+    const char *what, *scope, *note;
     int rc;
-    lmk_adamw_config opt = lmk_adamw_defaults();
+    int last = graphs_plan(spec, p, b, training, &scope, &note);
+    json_object_set_new(run, "graphs", json_boolean(last >= 0));
+    json_object_set_new(run, "graphs_scope", json_string(scope));
+    json_object_set_new(run, "graphs_note", note ? json_string(note) : json_null());
     if ((rc = point_model_create(b, p, training, &pm, &what)) != LMK_OK) {
         model_point_fail(run, "%s: %s%s", what, lmk_status_text(rc), backend_error(b));
         goto out;
     }
-    lmk_model *m = pm.m;
     /* every step below runs through one_step with the same events as the
-     * baseline's untraced steps: both are timed the same way */
-    step_clock ignored, plain, traced;
+     * baseline's untraced steps, after the same warm-up, capture and priming
+     * step: both are timed the same way */
+    step_clock plain, traced;
     if (!base || base->rc != LMK_OK) {
-        model_point_fail(run, "the untraced baseline steps failed: %s",
-                         lmk_status_text(base ? base->rc : LMK_INVALID));
+        model_point_fail(run, "the untraced baseline steps failed: %s%s%s",
+                         lmk_status_text(base ? base->rc : LMK_INVALID), base && base->detail[0] ? ": " : "",
+                         base ? base->detail : "");
         goto out;
     }
     plain = base->clock;
     json_object_set_new(run, "baseline_after_tracing", json_boolean(job_baselines.traced_before));
-    clock_reset(&ignored, pm.timer);
-    for (int st = 0; st < warmup; st++)
-        if ((rc = one_step(b, m, training, &opt, &ignored)) != LMK_OK)
-            goto failed;
+    if ((rc = warm_up(&pm, warmup, last)) != LMK_OK)
+        goto failed;
     if (runctx_cancelled(ctx)) {
         *cancelled = 1;
         goto out;
     }
 
-    if (profiler_start(&prof, job_error, errlen)) {
+    if (profiler_start(&prof, PROF_ALL, job_error, errlen)) {
         json_decref(run);
         run = NULL;
         goto out;
     }
-    char perr[256];
-    if ((rc = one_step(b, m, training, &opt, &ignored)) != LMK_OK) /* CUPTI's first-use cost, discarded */
+    /* graphs are captured inside the session (CUPTI sees their nodes
+     * created under lmperf's ranges), before the discard */
+    char perr[300] = "";
+    if ((rc = capture_and_prime(&pm, last, perr, sizeof perr)) != LMK_OK) {
+        if (perr[0]) {
+            model_point_fail(run, "%s", perr);
+            goto out;
+        }
         goto failed;
+    }
     if (profiler_discard(prof, perr, sizeof perr)) {
         model_point_fail(run, "%s", perr);
         goto out;
     }
     clock_reset(&traced, pm.timer);
     for (int st = 0; st < steps && rc == LMK_OK; st++)
-        rc = one_step(b, m, training, &opt, &traced);
+        rc = one_step(&pm, &traced);
     if (profiler_stop(prof, perr, sizeof perr)) {
         model_point_fail(run, "%s", perr);
         goto out;
@@ -903,8 +1060,10 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
         goto out;
     }
     summary s;
-    if (summary_build(&s, ranges, nr, ops, nops, &unattributed)) {
+    range_times *times = range_times_build(prof);
+    if (!times || summary_build(&s, prof, &unattributed)) {
         summary_free(&s);
+        free(times);
         model_point_fail(run, "out of host memory");
         goto out;
     }
@@ -917,14 +1076,20 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     json_object_set_new(run, "dropped_records", json_integer((json_int_t)profiler_dropped(prof)));
     json_object_set_new(run, "nvtx_injection", json_string(profiler_injection_path()));
     add_overhead(run, &plain, &traced);
-    json_object_set_new(run, "phases", phase_rows(&s, ranges, nr, ops, nops, &plain, &traced, training));
+    json_object_set_new(run, "phases", phase_rows(&s, ranges, nr, times, &plain, &traced, training));
     uint64_t fwall = 0, fspan = 0;
-    size_t nf = 0;
-    for (size_t i = 0; i < nr; i++)
+    size_t nf = 0, replayed = 0;
+    for (size_t i = 0; i < nr; i++) {
+        replayed += ranges[i].replay != 0;
         if (strcmp(ranges[i].name, "forward") == 0) {
-            fwall += ranges[i].end - ranges[i].start, nf++;
-            fspan += gpu_span(&ranges[i], ops, nops);
+            fwall += times[i].host, nf++;
+            fspan += times[i].span;
         }
+    }
+    free(times);
+    json_object_set_new(run, "replayed_range_count", json_integer((json_int_t)replayed));
+    json_object_set_new(run, "graph_nodes", json_integer((json_int_t)profiler_graph_nodes(prof)));
+    json_object_set_new(run, "graph_ops_unmapped", json_integer((json_int_t)profiler_unmapped_graph_ops(prof)));
     if (nf) {
         json_object_set_new(run, "forward_wall_ns", json_integer((json_int_t)(fwall / nf)));
         json_object_set_new(run, "forward_gpu_span_ns", json_integer((json_int_t)(fspan / nf)));
@@ -1028,7 +1193,8 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
         "top_forward_kernel", "top_forward_calls_per_forward", "top_forward_share_pct",
         "top_forward_also_top_fwd_bwd", "top_fwd_bwd_kernel", "gemm_share_forward_pct", "gemm_share_step_pct",
         "softmax_ns", "attention_matmul_ns", "attention_flop_ratio", "step_gpu_ms_unprofiled",
-        "step_gpu_ms_profiled", "overhead_gpu_pct", "kernels_without_launch"};
+        "step_gpu_ms_profiled", "overhead_gpu_pct", "kernels_without_launch", "graphs", "graphs_scope", "graphs_note",
+        "graph_nodes", "graph_ops_unmapped", "replayed_range_count"};
     int rc = insert_row(db,
                         "INSERT INTO profile_runs (run_id, job_id, model, context_length, batch_size, precision, mode, "
                         "warmup_steps, profile_steps, kernel_count, kernel_time_ns, unattributed_kernels, range_count, "
@@ -1036,8 +1202,9 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
                         "forward_gpu_span_ns, forward_kernel_ns, top_forward_kernel, top_forward_calls_per_forward, top_forward_share_pct, "
                         "top_forward_also_top_fwd_bwd, top_fwd_bwd_kernel, gemm_share_forward_pct, "
                         "gemm_share_step_pct, softmax_ns, attention_matmul_ns, attention_flop_ratio, "
-                        "step_gpu_ms_unprofiled, step_gpu_ms_profiled, overhead_gpu_pct, kernels_without_launch) "
-                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "step_gpu_ms_unprofiled, step_gpu_ms_profiled, overhead_gpu_pct, kernels_without_launch, "
+                        "graphs, graphs_scope, graphs_note, graph_nodes, graph_ops_unmapped, replayed_range_count) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         run_id, job_id, flat, run_keys, sizeof run_keys / sizeof run_keys[0]);
     json_decref(flat);
     static const char *const kernel_keys[] = {"range", "range_instances", "kernel", "is_gemm", "instances", "total_ns",

@@ -1,12 +1,16 @@
 """The profile job on a GPU against CUDA-event timings (issue 6, "trustworthy
-numbers"). Runs `lmperfd run` one-shot: per point (model@context) one
-profile job over precision × mode (forward, train_step), and the same
-points as a benchmark job (CUDA events, graphs off) in the same call. Per
+numbers"). Runs `lmperfd run` one-shot: per point (model@context) and per
+execution (graphs: CUDA-graph replays, the default; eager) one profile job
+over precision × mode (forward, train_step), and the same points as
+benchmark jobs (CUDA events, the same graphs setting) in the same call. Per
 profile run it asserts:
 
   * CUPTI saw everything: no dropped records, no kernel outside a range, every
     kernel joined to its launching API call; NVTX was injected by lmperfd itself
     (NVTX_INJECTION64_PATH is removed from the environment here);
+  * graphs: the run says it ran as replays (graphs_scope: forward, or the whole
+    train step) and every replayed kernel found the node it was captured as
+    (graph_ops_unmapped 0): the same range tables as eager;
   * warm-up steps are out of the summary: the step / forward / backward /
     optimizer ranges occur profile_steps times, the '(all)' rows add up to
     kernel_count and kernel_time_ns, and every kernel lies inside a 'step';
@@ -20,18 +24,21 @@ profile run it asserts:
   * the overhead: overhead_pct is what step_ms_profiled/unprofiled say, the
     untraced baseline was measured before CUPTI was attached, and both the
     wall-clock and the CUDA-event overhead are within MAX_OVERHEAD % where the
-    GPU is busy (kernels >= GPU_BOUND of the untraced step); launch-bound
-    steps pay CUPTI's per-launch cost and are printed, not asserted;
+    GPU is busy (kernels >= GPU_BOUND of the untraced step), and everywhere
+    for graph replays (traced replays against untraced replays); eager
+    launch-bound steps pay CUPTI's per-launch cost and are printed, not
+    asserted;
   * the tables exist: kernel summary, answers (top forward kernel, GEMM shares,
     softmax vs matmuls), roofline; the Chrome trace is Trace Event Format
     (the rules of tests/profile/test_profile_store.c) with one kernel event per
     traced kernel and paired flow arrows.
 
-Prints Markdown tables for kernels/PERF.md. Writes the runs without their
-traces to OUT/profile_*.json and OUT/bench_*.json.
+Prints Markdown tables for kernels/PERF.md (and the per-phase overhead).
+Writes the runs without their traces to OUT/profile_*.json and
+OUT/bench_*.json.
 
 usage: profile_check.py LMPERFD OUT [--points small:128:5,large:512:3]
-       [--precisions fp32,bf16] [--bound large]
+       [--precisions fp32,bf16] [--bound large] [--graphs both|on|off]
 exit 0 all passed, 1 a failure, 77 no GPU."""
 import argparse
 import json
@@ -52,6 +59,9 @@ ap.add_argument("out")
 ap.add_argument("--points", default="small:128:5,large:512:3")
 ap.add_argument("--precisions", default="fp32,bf16")
 ap.add_argument("--bound", default="large", help="models whose steps are GPU-bound (MIN_BUSY asserted)")
+ap.add_argument("--graphs", default="both", choices=["both", "on", "off"])
+ap.add_argument("--torch", default=None, help="path of the PyTorch anchor torch_lm.py: the peer's own in-process "
+                "tracer (torch.profiler, CUPTI) on the same points, traced vs untraced step time")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 if shutil.which("nvidia-smi") is None or subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode:
@@ -126,22 +136,36 @@ def within(a, b, tol):
 profiles, benches = [], {}
 precs = args.precisions.split(",")
 bound = set(args.bound.split(",")) if args.bound else set()
+executions = {"both": [True, False], "on": [True], "off": [False]}[args.graphs]
 for point in args.points.split(","):
     model, ctx, steps = point.split(":")
     common = {"model": model, "context_length": int(ctx), "precision": precs, "mode": ["forward", "train_step"]}
-    profiles += [(int(steps), r) for r in run(f"profile_{model}_{ctx}",
-                                              dict(common, kind="profile", warmup_steps=2,
-                                                   profile_steps=int(steps)))]
-    for b in run(f"bench_{model}_{ctx}", dict(common, kind="benchmark", warmup_steps=2, measure_steps=5,
-                                              graphs=False)):
-        benches[(b["model"], b["context_length"], b["precision"], b["mode"])] = b
+    for graphs in executions:
+        g = "graphs" if graphs else "eager"
+        profiles += [(int(steps), graphs, r) for r in run(f"profile_{model}_{ctx}_{g}",
+                                                          dict(common, kind="profile", warmup_steps=2,
+                                                               profile_steps=int(steps), graphs=graphs))]
+        for b in run(f"bench_{model}_{ctx}_{g}", dict(common, kind="benchmark", warmup_steps=2, measure_steps=5,
+                                                      graphs=graphs)):
+            benches[(b["model"], b["context_length"], b["precision"], b["mode"], graphs)] = b
 
 table = []
-for steps, r in profiles:
-    tag = f"{r.get('model')}@{r.get('context_length')} {r.get('precision')} {r.get('mode')}"
+for steps, graphs, r in profiles:
+    tag = f"{r.get('model')}@{r.get('context_length')} {r.get('precision')} {r.get('mode')} " + \
+        ("graphs" if graphs else "eager")
     if not check(r.get("status") == "succeeded", f"{tag}: {r.get('error')}"):
         continue
     training = r["mode"] == "train_step"
+    if graphs:
+        want_scope = "forward+backward+optimizer" if training else "forward"
+        check(r.get("graphs") is True and r.get("graphs_scope") == want_scope,
+              f"{tag}: graphs {r.get('graphs')} scope {r.get('graphs_scope')!r}: {r.get('graphs_note')}")
+        check(r.get("graph_ops_unmapped") == 0 and (r.get("replayed_range_count") or 0) > 0,
+              f"{tag}: {r.get('graph_ops_unmapped')} replayed ops without their node, "
+              f"{r.get('replayed_range_count')} replayed ranges, {r.get('graph_nodes')} nodes")
+    else:
+        check(r.get("graphs") is False and r.get("graphs_scope") == "none" and r.get("replayed_range_count") == 0,
+              f"{tag}: eager run says graphs {r.get('graphs')} / {r.get('graphs_scope')}")
     check(r["dropped_records"] == 0, f"{tag}: {r['dropped_records']} CUPTI records dropped")
     check(r["unattributed_kernels"] == 0, f"{tag}: {r['unattributed_kernels']} kernels outside every range")
     check(r.get("kernels_without_launch") == 0, f"{tag}: {r.get('kernels_without_launch')} kernels without launch")
@@ -183,7 +207,7 @@ for steps, r in profiles:
     check(r.get("baseline_after_tracing") is False, f"{tag}: baseline measured after CUPTI was attached")
     check(r.get("overhead_gpu_pct") is not None, f"{tag}: no CUDA-event overhead")
     busy = ph["step"]["kernel_ns"] / ph["step"]["event_ns_unprofiled"] if ph["step"].get("event_ns_unprofiled") else 0
-    if busy >= GPU_BOUND:
+    if busy >= GPU_BOUND or graphs:
         check(r["overhead_pct"] <= MAX_OVERHEAD, f"{tag}: wall-clock overhead {r['overhead_pct']:.1f}%")
         check((r.get("overhead_gpu_pct") or 0) <= MAX_OVERHEAD, f"{tag}: CUDA-event overhead {r['overhead_gpu_pct']:.1f}%")
     else:
@@ -191,7 +215,7 @@ for steps, r in profiles:
               f"{r['overhead_pct']:.1f}% wall / {r['overhead_gpu_pct']:.1f}% events: the per-launch cost of tracing, "
               f"not asserted")
 
-    b = benches.get((r["model"], r["context_length"], r["precision"], r["mode"]))
+    b = benches.get((r["model"], r["context_length"], r["precision"], r["mode"], graphs))
     bf = bt = None
     if check(b and b.get("status") == "succeeded" and b.get("stats_gpu"), f"{tag}: no benchmark run beside it"):
         bf, bt = b["stats_gpu"]["forward"]["mean_ms"], b["stats_gpu"]["total"]["mean_ms"]
@@ -212,25 +236,53 @@ for steps, r in profiles:
     check(len(r.get("roofline") or []) >= 3 and all(x["time_ns"] > 0 for x in r["roofline"]), f"{tag}: roofline")
     if r.get("_trace") is not None or check(False, f"{tag}: no trace"):
         check_trace(tag, r["_trace"], r["kernel_count"])
-    table.append((r, ph, a, bf, bt))
+    table.append((r, ph, a, bf, bt, graphs))
+
+# graphs vs eager: the same kernels in the same ranges (the tables are the same tables)
+by_point = {}
+for r, ph, a, bf, bt, graphs in table:
+    by_point.setdefault((r["model"], r["context_length"], r["precision"], r["mode"]), {})[graphs] = r
+for key, pair in by_point.items():
+    if len(pair) < 2:
+        continue
+    g, e = pair[True], pair[False]
+    tag = "%s@%s %s %s graphs vs eager" % key
+    per = lambda r: r["kernel_count"] / r["profile_steps"]
+    check(per(g) == per(e), f"{tag}: {per(g)} vs {per(e)} kernels per step")
+    cells = lambda r: {(k["range"], k["kernel"]): k["instances"] / k["range_instances"] for k in r["kernel_summary"]}
+    cg, ce = cells(g), cells(e)
+    check(cg.keys() == ce.keys() and all(abs(cg[k] - ce[k]) < 1e-9 for k in cg),
+          f"{tag}: kernel summary cells differ: {sorted(set(cg) ^ set(ce))[:4]}")
 
 ms = lambda ns: f"{ns / 1e6:.3f}" if ns is not None else "—"
-print("\n| model | T | prec | mode | kernels/step | step ms untraced / traced (wall) | overhead % wall / events |"
+print("\n| model | T | prec | mode | exec | kernels/step | step ms untraced / traced (wall) | overhead % wall / events |"
       " fwd kernels / span / events ms | kernel % of events fwd / bwd / opt / step | fwd events untraced vs benchmark ms |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for r, ph, a, bf, bt in table:
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for r, ph, a, bf, bt, graphs in table:
     steps = ph["step"]["instances"]
     pct = " / ".join(f"{ph[n]['kernel_pct_of_event']:.1f}" if n in ph else "—"
                      for n in ("forward", "backward", "optimizer", "step"))
     f = ph["forward"]
-    print(f"| {r['model']} | {r['context_length']} | {r['precision']} | {r['mode']} | {r['kernel_count'] // steps} | "
+    print(f"| {r['model']} | {r['context_length']} | {r['precision']} | {r['mode']} | "
+          f"{'graphs' if graphs else 'eager'} | {r['kernel_count'] // steps} | "
           f"{r['step_ms_unprofiled']:.2f} / {r['step_ms_profiled']:.2f} | {r['overhead_pct']:.1f} / "
           f"{r['overhead_gpu_pct']:.1f} | {ms(f['kernel_ns'])} / {ms(f['gpu_span_ns'])} / {ms(f['event_ns_profiled'])}"
           f" | {pct} | {ms(f['event_ns_unprofiled'])} vs {bf if bf is None else f'{bf:.3f}'} |")
+print("\nPer-phase overhead (CUDA events, ms per instance, untraced → traced, +%):")
+print("| model | T | prec | mode | exec | step | forward | backward | optimizer |")
+print("|---|---|---|---|---|---|---|---|---|")
+for r, ph, a, bf, bt, graphs in table:
+    def cell(n):
+        if n not in ph or not ph[n].get("event_ns_unprofiled"):
+            return "—"
+        u, t = ph[n]["event_ns_unprofiled"], ph[n]["event_ns_profiled"]
+        return f"{u / 1e6:.3f} → {t / 1e6:.3f} ({100 * (t - u) / u:+.1f}%)"
+    print(f"| {r['model']} | {r['context_length']} | {r['precision']} | {r['mode']} | "
+          f"{'graphs' if graphs else 'eager'} | " + " | ".join(cell(n) for n in ("step", "forward", "backward", "optimizer")) + " |")
 print("\n| model | T | prec | mode | top kernel in forward | calls/fwd | share % | also top fwd+bwd | GEMM % fwd |"
       " GEMM % step | softmax / QK+PV µs per layer (time ×; FLOP ×) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
-for r, ph, a, bf, bt in table:
+for r, ph, a, bf, bt, graphs in table:
     att = a["attention"]
     gs = a.get("gemm_share_step_pct")
     print(f"| {r['model']} | {r['context_length']} | {r['precision']} | {r['mode']} | `{a['top_forward_kernel'][:60]}` | "
@@ -239,12 +291,84 @@ for r, ph, a, bf, bt in table:
           f"{'–' if gs is None else f'{gs:.1f}'} | {att['softmax_ns'] / 1e3:.1f} / {att['matmul_ns'] / 1e3:.1f} "
           f"(×{att['time_ratio_matmul_to_softmax']:.1f}; ×{att['flop_ratio_matmul_to_softmax']:.0f}) |")
 print()
-for r, ph, a, bf, bt in table:
+for r, ph, a, bf, bt, graphs in table:
     top = sorted((k for k in r["kernel_summary"] if k["range"] == "step"), key=lambda k: -k["total_ns"])[:4]
     print(f"{r['model']}@{r['context_length']} {r['precision']} {r['mode']} top kernels of the step: " +
           "; ".join(f"{k['kernel'][:50]} {k['share_pct']:.1f}%" for k in top))
     print("   non-GEMM > 2%: " + ", ".join(f"{n['kernel'][:40]} {n['share_pct']:.1f}" for n in a["non_gemm_above_2pct"]))
     print("   roofline: " + "; ".join(f"{x['op']} {x['tflops']:.1f} TFLOP/s {x['gbps']:.0f} GB/s ({x['bound']})"
                                       for x in r["roofline"]))
+
+
+def torch_peer(anchor, points, precs):
+    """torch.profiler's overhead on the same points (PyTorch eager, autocast
+    for bf16): mean synchronised step time of STEPS steps untraced, then of
+    STEPS steps traced (CPU + CUDA activities; one traced step discarded by
+    the schedule's warm-up), after 2 warm-up steps. Printed, not asserted."""
+    import importlib.util
+    import time
+    spec = importlib.util.spec_from_file_location("torch_lm", anchor)
+    tl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tl)
+    torch, F = tl.torch, tl.F
+    from torch.profiler import ProfilerActivity, profile, schedule
+    print("\nPyTorch peer (eager, torch.profiler CPU+CUDA), ms per step untraced → traced:")
+    print("| model | T | prec | mode | untraced | traced | overhead % | kernels/step |")
+    print("|---|---|---|---|---|---|---|---|")
+    for point in points.split(","):
+        model, ctx, steps = point.split(":")
+        ctx, steps = int(ctx), int(steps)
+        for prec in precs:
+            for mode in ("forward", "train_step"):
+                torch.manual_seed(0)
+                m = tl.LM(10000, **tl.SIZES[model]).cuda()
+                opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01)
+                x = torch.randint(0, 10000, (4, ctx), device="cuda")
+                y = torch.randint(0, 10000, (4, ctx), device="cuda")
+                dtype = torch.bfloat16 if prec == "bf16" else None
+
+                def step():
+                    with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+                        if mode == "forward":
+                            with torch.no_grad():
+                                m(x)
+                            return
+                        loss = F.cross_entropy(m(x).float().view(-1, 10000), y.view(-1))
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+
+                def timed(n, each=None):
+                    total = 0.0
+                    for _ in range(n):
+                        torch.cuda.synchronize()
+                        t0 = time.perf_counter()
+                        step()
+                        torch.cuda.synchronize()
+                        total += time.perf_counter() - t0
+                        if each:
+                            each()
+                    return 1e3 * total / n
+
+                timed(2)
+                plain = timed(steps)
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                             schedule=schedule(wait=0, warmup=1, active=steps)) as prof:
+                    step()
+                    torch.cuda.synchronize()
+                    prof.step()
+                    traced = timed(steps, prof.step)
+                kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA") / steps
+                print(f"| {model} | {ctx} | {prec} | {mode} | {plain:.2f} | {traced:.2f} | "
+                      f"{100 * (traced - plain) / plain:.1f} | {kernels:.0f} |", flush=True)
+                del m, opt
+                torch.cuda.empty_cache()
+
+
+if args.torch:
+    try:
+        torch_peer(args.torch, args.points, precs)
+    except Exception as e:  # the peer is informative: its failure is printed, not a check failure
+        print(f"PyTorch peer failed: {e!r}")
 print("\nprofile_check:", "ok" if not fails else f"{len(fails)} failure(s)")
 sys.exit(1 if fails else 0)

@@ -37,15 +37,20 @@ extern "C" {
 }
 
 /* Build-time knobs (defaults are the shipped configuration; variant builds
- * for A/B timing override them with -D):
+ * for A/B timing override them with -D, tests/gpu/ffwd_variant.sh):
  *   LMK_FLASH_WGMMA           1: flash_attn.cu's full-grid forward calls this
- *                             kernel for the shapes lmk_flash_wgmma_usable takes;
- *   LMK_FLASH_WGMMA_PINGPONG  1: the two consumer warpgroups alternate their MMAs. */
+ *                             kernel for the shapes lmk_flash_wgmma_usable takes
+ *                             (on the H200: 1.42 ms against the mma.sync
+ *                             forward's 2.44 at bf16 B1 H16 T16384 d64 causal,
+ *                             1.79 against 4.84 at d128; PERF.md);
+ *   LMK_FLASH_WGMMA_PINGPONG  1: the two consumer warpgroups alternate their
+ *                             MMAs (measured 3% slower at d64, within ±2% at d128:
+ *                             off). */
 #ifndef LMK_FLASH_WGMMA
-#define LMK_FLASH_WGMMA 0
+#define LMK_FLASH_WGMMA 1
 #endif
 #ifndef LMK_FLASH_WGMMA_PINGPONG
-#define LMK_FLASH_WGMMA_PINGPONG 1
+#define LMK_FLASH_WGMMA_PINGPONG 0
 #endif
 
 namespace {

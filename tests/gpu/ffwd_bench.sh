@@ -10,6 +10,8 @@
 # usage: tests/gpu/ffwd_bench.sh CARRY OUT
 # env:   BUILDS "new base" (folders in the archive; the first is the one checked)
 #        QUICK=1 (flash_vs_torch --quick)   JOB=0 (no lmperfd job)
+#        NCU=1 (ncu sections of the first build's forward at the leaderboard shape,
+#        clocks left alone)   CHECK2 "name ..." (ffwd_check --quick on more builds)
 #        POINTS (dtype:B:H:T:d:causal ...)
 set -u
 CARRY=$1
@@ -75,6 +77,12 @@ timeout 100 python3 "$ROOT/tests/gpu/ffwd_check.py" "$X/$FIRST/flash_dump" \
 r=$?; log "ffwd_check $FIRST rc=$r: $(tail -1 "$OUT/ffwd_check.log")"; [ $r = 0 ] || RC=1
 grep -E 'FAIL|Error|error' "$OUT/ffwd_check.log" | head -12
 
+for b in ${CHECK2:-}; do
+    timeout 40 python3 "$ROOT/tests/gpu/ffwd_check.py" "$X/$b/flash_dump" --quick \
+        --out "$OUT/ffwd_check_$b.txt" >"$OUT/ffwd_check_$b.log" 2>&1
+    r=$?; log "ffwd_check --quick $b rc=$r: $(tail -1 "$OUT/ffwd_check_$b.log")"
+done
+
 bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done | sed 's/:/ /g'; }
 for rep in 1 2; do
     for b in $BUILDS; do
@@ -92,6 +100,14 @@ if command -v cuobjdump >/dev/null; then
     cuobjdump -sass "$X/$FIRST/test_flash" 2>/dev/null | awk '/Function : .*flash_fwd_wgmma/{f=1} /Function : /&&!/flash_fwd_wgmma/{f=0} f' >"$OUT/wgmma.sass"
     grep -oE 'HGMMA\.[A-Z0-9x.]+|WARPGROUP\.[A-Z]+|WARPSYNC|UTMALDG[.A-Z0-9]*|SYNCS\.[A-Z.]+|MUFU\.EX2|BAR\.[A-Z]+|LDL|STL|USETMAXREG[.A-Z]*' "$OUT/wgmma.sass" | sort | uniq -c | sort -rn | head -30 >"$OUT/sass_counts.txt"
     log "sass: $(tr -s ' \n' ' ' <"$OUT/sass_counts.txt" | head -c 600)"
+fi
+
+if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
+    timeout 90 ncu --clock-control none --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy \
+        "$X/$FIRST/test_flash" bench flash bf16 1 16 16384 64 1 >"$OUT/ncu.txt" 2>&1
+    log "ncu rc=$?"
+    grep -E 'Duration|Throughput|Pipe|Issue|Stall|Warp Cycles|Active Warps|Registers|Executed Ipc' "$OUT/ncu.txt" | head -40
 fi
 
 Q=""; [ "${QUICK:-0}" = 1 ] && Q=--quick
@@ -117,4 +133,7 @@ fi
 
 table >/dev/null
 log "done rc=$RC"
+# at most 8 files come back: the logs go in one archive
+(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=table.md --exclude=ffwd.log . &&
+    find . -type f ! -name logs.tgz ! -name table.md ! -name ffwd.log -delete)
 exit $RC

@@ -4,14 +4,20 @@
 # mma.sync forward) or -DLMK_FLASH_WGMMA_PINGPONG=0, next to an existing
 # build: same objects and link lines as BUILD, one object swapped. For A/B
 # timing in one device call (tests/gpu/ffwd_bench.sh runs them).
-# usage: tests/gpu/ffwd_variant.sh BUILD_DIR OUT_DIR "FLAGS"   (after ninja)
+# usage: [SRC=file.cu] tests/gpu/ffwd_variant.sh BUILD_DIR OUT_DIR "FLAGS"   (after ninja)
+# SRC: another version of flash_wgmma.cu (e.g. a copy of an earlier commit's)
+# compiled in its place, its includes found through kernels/cuda.
 set -eu
 BUILD=$1
 mkdir -p "$2"
 OUT=$(cd "$2" && pwd)
 FLAGS=$3
+if [ -n "${SRC:-}" ]; then SRC=$(cd "$(dirname "$SRC")" && pwd)/$(basename "$SRC"); fi
 cd "$BUILD"
 cc=$(ninja -t commands kernels/flash_wgmma.o | grep -F -- '-c ../kernels/cuda/flash_wgmma.cu' | tail -1)
+if [ -n "${SRC:-}" ]; then
+    cc="${cc/ -c ..\/kernels\/cuda\/flash_wgmma.cu/ -I../kernels/cuda -c $SRC}"
+fi
 eval "${cc/ -o kernels\/flash_wgmma.o/ -o $OUT/flash_wgmma.o} $FLAGS"
 objs=$(ninja -t commands kernels/liblmperf_kernels.a | grep -F 'gcc-ar csrDT kernels/liblmperf_kernels.a' | tail -1 |
     sed 's/.*gcc-ar csrDT kernels\/liblmperf_kernels.a //; s/kernels\/flash_wgmma.o //')

@@ -59,6 +59,13 @@ typedef struct lmk_gemm {
      * partial sums through a 16-bit C, so accumulating into one is not a
      * single rounding; accumulate into float32 C instead. */
     int c_half;
+    /* Leading dimensions: elements between consecutive rows of A, B, C as
+     * stored (row-major); 0 = packed (A: k, or m when trans_a; B: n, or k
+     * when trans_b; C: n). A larger value reads or writes a sub-matrix of a
+     * wider matrix (e.g. the causal blocks of a (T, T) score matrix); the
+     * batch strides stay in stride_a/b/c. cuda: not with a float32 input
+     * rounded to 16 bits or an out_round pass over float32 C (LMK_INVALID). */
+    int64_t lda, ldb, ldc;
 } lmk_gemm;
 
 /* Hyper-parameters of one AdamW step (CS336 form, see model.h). */

@@ -795,6 +795,76 @@ static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, op
     return gemm2(m, op, &g, c, a, bm);
 }
 
+/* Causal attention GEMMs: the (T, T) matrices (scores, P, dP, dS) are
+ * computed and read only in blocks at or below the diagonal, in blocks of
+ * CAUSAL_BLOCK queries (or keys): query block [r0, r0 + rows) needs keys
+ * [0, r0 + rows), key block [k0, k0 + rows) is needed by queries [k0, T).
+ * Entries right of a query block's last key are never written nor read;
+ * the causal softmax reads only j ≤ i and writes the zeros above the
+ * diagonal that the blocks' products read. The products left out are
+ * exactly the zero terms (P, dS = 0 above the diagonal), so every computed
+ * element is the full product's. One GEMM per block; T ≤ CAUSAL_BLOCK: the
+ * plain heads_gemm. */
+#define CAUSAL_BLOCK 128
+
+typedef enum causal_kind {
+    CAUSAL_OUT_TT, /* c (T, T) by query blocks = a (T, dh) · bm (T, dh)ᵀ: scores, dP */
+    CAUSAL_IN_TT,  /* c (T, dh) by query blocks = a (T, T) · bm (T, dh): P v, dS k */
+    CAUSAL_IN_TTT, /* c (T, dh) by key blocks = a (T, T)ᵀ · bm (T, dh): Pᵀ dO, dSᵀ q */
+} causal_kind;
+
+/* A GEMM operand advanced by off elements of its storage. */
+static operand op_at(operand o, int64_t off)
+{
+    if (o.h)
+        o.h = (const uint16_t *)o.h + off;
+    else
+        o.f += off;
+    return o;
+}
+
+/* The causal GEMM of kind over the B·H heads (see CAUSAL_BLOCK); c, a, bm
+ * as for heads_gemm. */
+static int causal_gemm(lmk_model *m, const char *op, causal_kind kind, lmk_tensor *c, operand a,
+                       operand bm, float alpha)
+{
+    int T = m->T, dh = m->dh;
+    if (T <= CAUSAL_BLOCK) {
+        if (kind == CAUSAL_OUT_TT)
+            return heads_gemm(m, op, c, a, bm, 0, 1, T, T, dh, alpha);
+        return heads_gemm(m, op, c, a, bm, kind == CAUSAL_IN_TTT, 0, T, dh, T, alpha);
+    }
+    int64_t tt = (int64_t)T * T, td = (int64_t)T * dh;
+    size_t ce = c->dtype == LMK_F32 ? 4 : 2;
+    int rc = LMK_OK;
+    for (int r0 = 0; r0 < T && rc == LMK_OK; r0 += CAUSAL_BLOCK) {
+        int rows = T - r0 < CAUSAL_BLOCK ? T - r0 : CAUSAL_BLOCK, keys = r0 + rows;
+        lmk_gemm g = {.batch = m->B * m->H, .alpha = alpha, .in_round = m->in_round,
+                      .out_round = m->out_round};
+        lmk_tensor cb = *c;
+        operand ab = a, bb = bm;
+        if (kind == CAUSAL_OUT_TT) { /* c[r0.., 0..keys) = a[r0..] · bm[0..keys)ᵀ */
+            g.trans_b = 1, g.m = rows, g.n = keys, g.k = dh, g.ldc = T;
+            g.stride_a = td, g.stride_b = td, g.stride_c = tt;
+            cb.data = (char *)c->data + (size_t)r0 * T * ce;
+            ab = op_at(a, (int64_t)r0 * dh);
+        } else if (kind == CAUSAL_IN_TT) { /* c[r0..] = a[r0.., 0..keys) · bm[0..keys) */
+            g.m = rows, g.n = dh, g.k = keys, g.lda = T;
+            g.stride_a = tt, g.stride_b = td, g.stride_c = td;
+            cb.data = (char *)c->data + (size_t)r0 * dh * ce;
+            ab = op_at(a, (int64_t)r0 * T);
+        } else { /* key block r0: c[r0..] = a[r0..T, r0..r0+rows)ᵀ · bm[r0..T) */
+            g.trans_a = 1, g.m = rows, g.n = dh, g.k = T - r0, g.lda = T;
+            g.stride_a = tt, g.stride_b = td, g.stride_c = td;
+            cb.data = (char *)c->data + (size_t)r0 * dh * ce;
+            ab = op_at(a, (int64_t)r0 * T + r0);
+            bb = op_at(bm, (int64_t)r0 * dh);
+        }
+        rc = gemm2(m, op, &g, &cb, ab, bb);
+    }
+    return rc;
+}
+
 #define ACT(t, n, fmt, ...) \
     TRY(lmk_tensor_alloc(m->a, &(t), LMK_F32, (size_t)(n), LMK_MEM_ACTIVATION, fmt, __VA_ARGS__))
 #define TMP(t, n, fmt, ...) \
@@ -905,8 +975,8 @@ static int layer_forward(lmk_model *m, int l, int keep)
         /* scores = q kᵀ / sqrt(dh) (written in m->adt), causal softmax in place */
         ACTA(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
         RANGE_PUSH("attention scores");
-        rc = heads_gemm(m, "attn.scores = q k^T", &la->probs, op_x(&la->qh), op_x(&la->kh), 0, 1, T, T,
-                        m->dh, scale);
+        rc = causal_gemm(m, "attn.scores = q k^T", CAUSAL_OUT_TT, &la->probs, op_x(&la->qh),
+                         op_x(&la->kh), scale);
         RANGE_POP();
         TRY(rc);
         if (!keep) {
@@ -921,8 +991,8 @@ static int layer_forward(lmk_model *m, int l, int keep)
         TRY(rc);
         TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
         RANGE_PUSH("attention values");
-        rc = heads_gemm(m, "attn.values = p v", &tmp, op_x(&la->probs), op_x(&la->vh), 0, 0, T, m->dh, T,
-                        1.0f);
+        rc = causal_gemm(m, "attn.values = p v", CAUSAL_IN_TT, &tmp, op_x(&la->probs), op_x(&la->vh),
+                         1.0f);
         RANGE_POP();
         TRY(rc);
         if (!keep) {
@@ -1144,9 +1214,9 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
         TMPA(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
         TMPA(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
         RANGE_PUSH("attention values backward");
-        rc = heads_gemm(m, "attn dp = dout v^T", &t3, op_x(&t2), op_x(&la->vh), 0, 1, T, T, dh, 1.0f);
+        rc = causal_gemm(m, "attn dp = dout v^T", CAUSAL_OUT_TT, &t3, op_x(&t2), op_x(&la->vh), 1.0f);
         if (rc == LMK_OK)
-            rc = heads_gemm(m, "attn dv = p^T dout", &t4, op_x(&la->probs), op_x(&t2), 1, 0, T, dh, T, 1.0f);
+            rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f);
         RANGE_POP();
         TRY(rc);
         DROP(t2);
@@ -1165,9 +1235,9 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
         TMPA(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
         TMPA(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
         RANGE_PUSH("attention scores backward");
-        rc = heads_gemm(m, "attn dq = ds k", &t1, op_x(&t3), op_x(&la->kh), 0, 0, T, dh, T, scale);
+        rc = causal_gemm(m, "attn dq = ds k", CAUSAL_IN_TT, &t1, op_x(&t3), op_x(&la->kh), scale);
         if (rc == LMK_OK)
-            rc = heads_gemm(m, "attn dk = ds^T q", &t2, op_x(&t3), op_x(&la->qh), 1, 0, T, dh, T, scale);
+            rc = causal_gemm(m, "attn dk = ds^T q", CAUSAL_IN_TTT, &t2, op_x(&t3), op_x(&la->qh), scale);
         RANGE_POP();
         TRY(rc);
         DROP(t3);

@@ -91,11 +91,11 @@ static void pack_a(float *dst, const void *a, int ah, const lmk_gemm *g, int i0,
             }
             int gi = i0 + i;
             if (g->trans_a) { /* A stored (k, m) */
+                size_t lda = g->lda ? (size_t)g->lda : (size_t)g->m;
                 for (int p = 0; p < kb; p++)
-                    d[(size_t)p * CPU_MR + r] =
-                        ld(a, (size_t)(p0 + p) * g->m + gi, ah, g->in_round);
+                    d[(size_t)p * CPU_MR + r] = ld(a, (size_t)(p0 + p) * lda + gi, ah, g->in_round);
             } else {
-                size_t row = (size_t)gi * g->k + p0;
+                size_t row = (size_t)gi * (g->lda ? (size_t)g->lda : (size_t)g->k) + p0;
                 for (int p = 0; p < kb; p++)
                     d[(size_t)p * CPU_MR + r] = ld(a, row + p, ah, g->in_round);
             }
@@ -118,13 +118,13 @@ static void pack_b(float *dst, const void *bm, int bh, const lmk_gemm *g, int p0
                         d[(size_t)p * CPU_NR + j] = 0.0f;
                     continue;
                 }
-                size_t row = (size_t)(j0 + q * CPU_NR + j) * g->k + p0;
+                size_t row = (size_t)(j0 + q * CPU_NR + j) * (g->ldb ? (size_t)g->ldb : (size_t)g->k) + p0;
                 for (int p = 0; p < kb; p++)
                     d[(size_t)p * CPU_NR + j] = ld(bm, row + p, bh, g->in_round);
             }
         } else {
             for (int p = 0; p < kb; p++) {
-                size_t row = (size_t)(p0 + p) * g->n + j0 + q * CPU_NR;
+                size_t row = (size_t)(p0 + p) * (g->ldb ? (size_t)g->ldb : (size_t)g->n) + j0 + q * CPU_NR;
                 float *dr = d + (size_t)p * CPU_NR;
                 for (int j = 0; j < jn; j++)
                     dr[j] = ld(bm, row + j, bh, g->in_round);
@@ -154,7 +154,7 @@ static void gemm_block(cpu_scratch *s, const lmk_gemm *g, void *c, const void *a
     }
     lmk_dtype cdt = !g->c_half ? LMK_F32 : g->out_round == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
     for (int i = 0; i < mb; i++) {
-        size_t crow = (size_t)(i0 + i) * g->n + j0;
+        size_t crow = (size_t)(i0 + i) * (g->ldc ? (size_t)g->ldc : (size_t)g->n) + j0;
         const float *arow = s->cacc + (size_t)i * CPU_NB;
         for (int j = 0; j < nb; j++) {
             float v = g->alpha * arow[j];

@@ -111,9 +111,15 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
     /* column-major view: C' (n, m) = op'(B') (n, k) · op'(A') (k, m) */
     cublasOperation_t opB = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opA = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int ldb = g->trans_b ? k : n; /* B stored (k, n) or (n, k) row-major */
-    int lda = g->trans_a ? m : k; /* A stored (m, k) or (k, m) row-major */
-    int ldc = n;
+    /* B stored (k, n) or (n, k), A stored (m, k) or (k, m), row-major */
+    int64_t ldb = g->ldb ? g->ldb : g->trans_b ? k : n;
+    int64_t lda = g->lda ? g->lda : g->trans_a ? m : k;
+    int64_t ldc = g->ldc ? g->ldc : n;
+    if (lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
+        return LMK_INVALID;
+    const int strided = g->lda || g->ldb || g->ldc;
+    if (strided && g->out_round != LMK_ROUND_NONE && !g->c_half)
+        return LMK_INVALID; /* the rounding pass walks packed C */
     const void *pa = a, *pb = bm;
     long long sa = g->stride_a, sb = g->stride_b, sc = g->stride_c;
     cudaDataType_t ta = CUDA_R_32F;
@@ -123,6 +129,8 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
     } else if (half_in) {
         ta = g->in_round == LMK_ROUND_BF16 ? CUDA_R_16BF : CUDA_R_16F;
         size_t na = a_half ? 0 : (size_t)m * k, nb = b_half ? 0 : (size_t)k * n;
+        if ((na + nb) && strided)
+            return LMK_INVALID; /* the cast into scratch packs its input */
         if (na + nb) {
             size_t bytes = 2 * (na + nb) * (size_t)g->batch + 256;
             void *ws = NULL;
@@ -155,13 +163,13 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
     }
     float alpha = g->alpha, beta = g->beta;
     if (g->batch == 1) {
-        CUBLAS_TRY(st, cublasGemmEx(st->cublas, opB, opA, n, m, k, &alpha, pb, ta, ldb, pa, ta,
-                                    lda, &beta, c, tc, ldc, compute,
+        CUBLAS_TRY(st, cublasGemmEx(st->cublas, opB, opA, n, m, k, &alpha, pb, ta, (int)ldb, pa, ta,
+                                    (int)lda, &beta, c, tc, (int)ldc, compute,
                                     CUBLAS_GEMM_DEFAULT));
     } else {
         CUBLAS_TRY(st, cublasGemmStridedBatchedEx(st->cublas, opB, opA, n, m, k, &alpha, pb, ta,
-                                                  ldb, sb, pa, ta, lda, sa, &beta, c, tc,
-                                                  ldc, sc, g->batch, compute,
+                                                  (int)ldb, sb, pa, ta, (int)lda, sa, &beta, c, tc,
+                                                  (int)ldc, sc, g->batch, compute,
                                                   CUBLAS_GEMM_DEFAULT));
     }
     if (g->out_round != LMK_ROUND_NONE && !g->c_half) {

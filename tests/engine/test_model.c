@@ -293,14 +293,17 @@ static void test_memory(void)
 static void test_flash_vs_naive(void)
 {
     static const lmk_precision precs[3] = {LMK_PREC_FP32, LMK_PREC_TF32, LMK_PREC_BF16};
-    for (int k = 0; k < 3; k++) {
-        lmk_precision prec = precs[k];
+    /* T 37: one causal block; T 300: the naive path's causal GEMM blocks
+     * (128, 128, 44 rows), against the flash reference */
+    for (int k = 0; k < 6; k++) {
+        lmk_precision prec = precs[k % 3];
+        int T = k < 3 ? 37 : 300;
         /* head dim 16, T not a multiple of any tile */
-        lmk_model_config c = {"custom", 97, 40, 64, 96, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
+        lmk_model_config c = {"custom", 97, 320, 64, 96, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
         fixture fn, ff;
-        fixture_open(&fn, &c, 2, 37, prec, 21, LMK_MODEL_GRADIENTS);
+        fixture_open(&fn, &c, 2, T, prec, 21, LMK_MODEL_GRADIENTS);
         c.attention = LMK_ATTN_FLASH;
-        fixture_open(&ff, &c, 2, 37, prec, 21, LMK_MODEL_GRADIENTS);
+        fixture_open(&ff, &c, 2, T, prec, 21, LMK_MODEL_GRADIENTS);
         float ln, lf;
         MUST(lmk_model_forward(fn.m, 1));
         MUST(lmk_model_forward(ff.m, 1));
@@ -338,8 +341,8 @@ static void test_flash_vs_naive(void)
                 worst_name = name;
             }
         }
-        printf("  %s: loss naive %.7f flash %.7f; worst gradient %s rel. err %.3g\n", lmk_precision_name(prec), ln,
-               lf, worst_name, worst);
+        printf("  %s T %d: loss naive %.7f flash %.7f; worst gradient %s rel. err %.3g\n", lmk_precision_name(prec),
+               T, ln, lf, worst_name, worst);
         fixture_close(&fn);
         fixture_close(&ff);
     }

@@ -801,6 +801,10 @@ int main(void)
     test_model(&odd, 2, 100, LMK_PREC_BF16, 0);
     test_model(&tiny, 2, 64, LMK_PREC_BF16, 0);
     test_model(&heads25, 3, 100, LMK_PREC_FP16, 0);
+    /* T 300: the causal attention GEMMs in blocks of 128, 128, 44 queries */
+    lmk_model_config blocks = {"custom-causal-blocks", 1003, 320, 128, 256, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
+    test_model(&blocks, 2, 300, LMK_PREC_FP32, 1);
+    test_model(&blocks, 2, 300, LMK_PREC_BF16, 0);
 
     printf("graphs:\n");
     test_graph(&tiny, 2, 64);

@@ -797,15 +797,26 @@ static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, op
 
 /* Causal attention GEMMs: the (T, T) matrices (scores, P, dP, dS) are
  * computed and read only in blocks at or below the diagonal, in blocks of
- * CAUSAL_BLOCK queries (or keys): query block [r0, r0 + rows) needs keys
+ * causal_block(T) queries (or keys): query block [r0, r0 + rows) needs keys
  * [0, r0 + rows), key block [k0, k0 + rows) is needed by queries [k0, T).
  * Entries right of a query block's last key are never written nor read;
  * the causal softmax reads only j ≤ i and writes the zeros above the
  * diagonal that the blocks' products read. The products left out are
  * exactly the zero terms (P, dS = 0 above the diagonal), so every computed
- * element is the full product's. One GEMM per block; T ≤ CAUSAL_BLOCK: the
+ * element is the full product's. One GEMM per block; a single block: the
  * plain heads_gemm. */
-#define CAUSAL_BLOCK 128
+#define CAUSAL_MIN_BLOCK 128 /* rows; smaller GEMMs run at a fraction of the bandwidth */
+
+/* Query rows per causal block: about T/4 (4 GEMMs compute 5/8 of the
+ * square), a multiple of 64, at least CAUSAL_MIN_BLOCK; T itself below
+ * 2·CAUSAL_MIN_BLOCK (one GEMM). */
+static int causal_block(int T)
+{
+    if (T < 2 * CAUSAL_MIN_BLOCK)
+        return T;
+    int rows = ((T + 3) / 4 + 63) / 64 * 64;
+    return rows < CAUSAL_MIN_BLOCK ? CAUSAL_MIN_BLOCK : rows;
+}
 
 typedef enum causal_kind {
     CAUSAL_OUT_TT, /* c (T, T) by query blocks = a (T, dh) · bm (T, dh)ᵀ: scores, dP */
@@ -823,13 +834,13 @@ static operand op_at(operand o, int64_t off)
     return o;
 }
 
-/* The causal GEMM of kind over the B·H heads (see CAUSAL_BLOCK); c, a, bm
+/* The causal GEMM of kind over the B·H heads (see causal_block); c, a, bm
  * as for heads_gemm. */
 static int causal_gemm(lmk_model *m, const char *op, causal_kind kind, lmk_tensor *c, operand a,
                        operand bm, float alpha)
 {
-    int T = m->T, dh = m->dh;
-    if (T <= CAUSAL_BLOCK) {
+    int T = m->T, dh = m->dh, block = causal_block(T);
+    if (block >= T) {
         if (kind == CAUSAL_OUT_TT)
             return heads_gemm(m, op, c, a, bm, 0, 1, T, T, dh, alpha);
         return heads_gemm(m, op, c, a, bm, kind == CAUSAL_IN_TTT, 0, T, dh, T, alpha);
@@ -837,8 +848,8 @@ static int causal_gemm(lmk_model *m, const char *op, causal_kind kind, lmk_tenso
     int64_t tt = (int64_t)T * T, td = (int64_t)T * dh;
     size_t ce = c->dtype == LMK_F32 ? 4 : 2;
     int rc = LMK_OK;
-    for (int r0 = 0; r0 < T && rc == LMK_OK; r0 += CAUSAL_BLOCK) {
-        int rows = T - r0 < CAUSAL_BLOCK ? T - r0 : CAUSAL_BLOCK, keys = r0 + rows;
+    for (int r0 = 0; r0 < T && rc == LMK_OK; r0 += block) {
+        int rows = T - r0 < block ? T - r0 : block, keys = r0 + rows;
         lmk_gemm g = {.batch = m->B * m->H, .alpha = alpha, .in_round = m->in_round,
                       .out_round = m->out_round};
         lmk_tensor cb = *c;

@@ -128,6 +128,37 @@ __device__ __forceinline__ void st_f(float *p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void st_f(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void st_f(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
 
+/* 16 bytes of T_ (vec16<T_>::n elements) as floats (exact) and back (one
+ * rounding each, as st_f). i is an element index, a multiple of n, and the
+ * address 16-byte aligned. */
+template <typename T_> struct vec16 {
+    static constexpr int n = 16 / (int)sizeof(T_);
+    union {
+        uint4 u;
+        T_ e[16 / sizeof(T_)];
+    };
+};
+
+template <typename T_>
+__device__ __forceinline__ void ld_vec(const T_ *p, size_t i, float (&f)[vec16<T_>::n])
+{
+    vec16<T_> v;
+    v.u = *(const uint4 *)(p + i);
+#pragma unroll
+    for (int k = 0; k < vec16<T_>::n; k++)
+        f[k] = ld_f(v.e, k);
+}
+
+template <typename T_>
+__device__ __forceinline__ void st_vec(T_ *p, size_t i, const float (&f)[vec16<T_>::n])
+{
+    vec16<T_> v;
+#pragma unroll
+    for (int k = 0; k < vec16<T_>::n; k++)
+        st_f(v.e, k, f[k]);
+    *(uint4 *)(p + i) = v.u;
+}
+
 /* Runs the statements with T the C++ type of lmk_dtype dt (F32, BF16, F16);
  * any other dt returns LMK_INVALID from the enclosing launcher. */
 #define DT_DISPATCH(dt, T, ...)                        \

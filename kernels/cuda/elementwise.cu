@@ -6,7 +6,9 @@
  *   add       : y = x1 + x2, x2 float or 16-bit (y may alias a float input)
  * Tensors of one dtype (float, bf16, fp16) per op, float32 math.
  *   scale     : x *= s
- * Grid-stride loops over n elements (n may exceed 2³¹). */
+ * Grid-stride loops over n elements (n may exceed 2³¹); swiglu moves 16-byte
+ * vectors when its tensors are 16-byte aligned (the same per-element math,
+ * written without FMA contraction: the cpu's sequence of float operations). */
 #include "cuda_internal.cuh"
 
 #define EW_THREADS 256
@@ -21,33 +23,87 @@ __device__ __forceinline__ float sigmoid_dev(float x)
     return 1.0f / (1.0f + expf(-x));
 }
 
-// out (n), a (n), g (n) of E
+// silu(a) · g before the output's rounding; silu rounded to E first when E is 16-bit
 template <typename E>
-__global__ void swiglu_fwd_kernel(E *out, const E *a, const E *g, size_t n)
+__device__ __forceinline__ float swiglu_one(float ai, float gi)
 {
-    GRID_STRIDE(i, n)
+    float silu = __fmul_rn(ai, sigmoid_dev(ai));
+    if (sizeof(E) == 2) { /* autocast: silu's half output, then the half product */
+        E sh;
+        st_f(&sh, 0, silu);
+        silu = ld_f(&sh, 0);
+    }
+    return __fmul_rn(silu, gi);
+}
+
+// *da = dy g σ (1 + a (1 − σ)), *dg = dy a σ, before the outputs' rounding
+__device__ __forceinline__ void swiglu_bwd_one(float ai, float gi, float dy, float *da, float *dg)
+{
+    float s = sigmoid_dev(ai);
+    *dg = __fmul_rn(__fmul_rn(dy, ai), s);
+    *da = __fmul_rn(__fmul_rn(__fmul_rn(dy, gi), s),
+                    __fadd_rn(1.0f, __fmul_rn(ai, __fsub_rn(1.0f, s))));
+}
+
+// out (n), a (n), g (n) of E; elements from `from` on (the vector kernel's tail)
+template <typename E>
+__global__ void swiglu_fwd_kernel(E *out, const E *a, const E *g, size_t n, size_t from)
+{
+    GRID_STRIDE(j, n - from)
     {
-        float ai = ld_f(a, i);
-        float silu = ai * sigmoid_dev(ai);
-        if (sizeof(E) == 2) { /* autocast: silu's half output, then the half product */
-            E sh;
-            st_f(&sh, 0, silu);
-            silu = ld_f(&sh, 0);
-        }
-        st_f(out, i, silu * ld_f(g, i));
+        size_t i = from + j;
+        st_f(out, i, swiglu_one<E>(ld_f(a, i), ld_f(g, i)));
     }
 }
 
-// da (n), dg (n), dout (n), a (n), g (n) of E
+// out, a, g (nv vectors of E), 16-byte aligned
 template <typename E>
-__global__ void swiglu_bwd_kernel(E *da, E *dg, const E *dout, const E *a, const E *g, size_t n)
+__global__ void swiglu_fwd_vec_kernel(E *out, const E *a, const E *g, size_t nv)
 {
-    GRID_STRIDE(i, n)
+    constexpr int VE = vec16<E>::n;
+    GRID_STRIDE(v, nv)
     {
-        float ai = ld_f(a, i), gi = ld_f(g, i), dy = ld_f(dout, i);
-        float s = sigmoid_dev(ai);
-        st_f(dg, i, dy * ai * s);
-        st_f(da, i, dy * gi * s * (1.0f + ai * (1.0f - s)));
+        float x[VE], y[VE];
+        ld_vec(a, v * VE, x);
+        ld_vec(g, v * VE, y);
+#pragma unroll
+        for (int q = 0; q < VE; q++)
+            y[q] = swiglu_one<E>(x[q], y[q]);
+        st_vec(out, v * VE, y);
+    }
+}
+
+// da (n), dg (n), dout (n), a (n), g (n) of E; elements from `from` on
+template <typename E>
+__global__ void swiglu_bwd_kernel(E *da, E *dg, const E *dout, const E *a, const E *g, size_t n,
+                                  size_t from)
+{
+    GRID_STRIDE(j, n - from)
+    {
+        size_t i = from + j;
+        float dai, dgi;
+        swiglu_bwd_one(ld_f(a, i), ld_f(g, i), ld_f(dout, i), &dai, &dgi);
+        st_f(dg, i, dgi);
+        st_f(da, i, dai);
+    }
+}
+
+// the same on nv 16-byte vectors, every tensor 16-byte aligned
+template <typename E>
+__global__ void swiglu_bwd_vec_kernel(E *da, E *dg, const E *dout, const E *a, const E *g, size_t nv)
+{
+    constexpr int VE = vec16<E>::n;
+    GRID_STRIDE(v, nv)
+    {
+        float x[VE], y[VE], d[VE];
+        ld_vec(a, v * VE, x);
+        ld_vec(g, v * VE, y);
+        ld_vec(dout, v * VE, d);
+#pragma unroll
+        for (int q = 0; q < VE; q++)
+            swiglu_bwd_one(x[q], y[q], d[q], &x[q], &y[q]); /* x ← da, y ← dg */
+        st_vec(da, v * VE, x);
+        st_vec(dg, v * VE, y);
     }
 }
 
@@ -66,15 +122,33 @@ __global__ void scale_kernel(float *x, size_t n, float s)
     x[i] *= s;
 }
 
+/* Whole 16-byte vectors of dt in n elements when every pointer is 16-byte
+ * aligned, else 0 (then the scalar kernel does all n). */
+static size_t ew_vectors(lmk_dtype dt, size_t n, const void *p0, const void *p1, const void *p2,
+                         const void *p3, const void *p4)
+{
+    uintptr_t bits = (uintptr_t)p0 | (uintptr_t)p1 | (uintptr_t)p2 | (uintptr_t)p3 | (uintptr_t)p4;
+    if (bits & 15)
+        return 0;
+    return n / (dt == LMK_F32 ? 4 : 8);
+}
+
 int cuda_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt, size_t n)
 {
     cuda_state *st = CST(b);
     if (n == 0)
         return LMK_OK;
-    unsigned blocks = grid_for(n, EW_THREADS, EW_MAX_BLOCKS);
-    DT_DISPATCH(dt, E, swiglu_fwd_kernel<E><<<blocks, EW_THREADS, 0, st->stream>>>(
-                           (E *)out, (const E *)a, (const E *)g, n));
-    LAUNCH_CHECK(st, "swiglu_fwd_kernel");
+    size_t nv = ew_vectors(dt, n, out, a, g, g, g), from = nv * (dt == LMK_F32 ? 4 : 8);
+    if (nv) {
+        DT_DISPATCH(dt, E, swiglu_fwd_vec_kernel<E><<<grid_for(nv, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
+                                                       st->stream>>>((E *)out, (const E *)a, (const E *)g, nv));
+        LAUNCH_CHECK(st, "swiglu_fwd_vec_kernel");
+    }
+    if (from < n) {
+        DT_DISPATCH(dt, E, swiglu_fwd_kernel<E><<<grid_for(n - from, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
+                                                   st->stream>>>((E *)out, (const E *)a, (const E *)g, n, from));
+        LAUNCH_CHECK(st, "swiglu_fwd_kernel");
+    }
     return LMK_OK;
 }
 
@@ -84,10 +158,19 @@ int cuda_swiglu_bwd(lmk_backend *b, void *da, void *dg, const void *dout, const 
     cuda_state *st = CST(b);
     if (n == 0)
         return LMK_OK;
-    unsigned blocks = grid_for(n, EW_THREADS, EW_MAX_BLOCKS);
-    DT_DISPATCH(dt, E, swiglu_bwd_kernel<E><<<blocks, EW_THREADS, 0, st->stream>>>(
-                           (E *)da, (E *)dg, (const E *)dout, (const E *)a, (const E *)g, n));
-    LAUNCH_CHECK(st, "swiglu_bwd_kernel");
+    size_t nv = ew_vectors(dt, n, da, dg, dout, a, g), from = nv * (dt == LMK_F32 ? 4 : 8);
+    if (nv) {
+        DT_DISPATCH(dt, E, swiglu_bwd_vec_kernel<E><<<grid_for(nv, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
+                                                       st->stream>>>((E *)da, (E *)dg, (const E *)dout,
+                                                                     (const E *)a, (const E *)g, nv));
+        LAUNCH_CHECK(st, "swiglu_bwd_vec_kernel");
+    }
+    if (from < n) {
+        DT_DISPATCH(dt, E, swiglu_bwd_kernel<E><<<grid_for(n - from, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
+                                                   st->stream>>>((E *)da, (E *)dg, (const E *)dout, (const E *)a,
+                                                                 (const E *)g, n, from));
+        LAUNCH_CHECK(st, "swiglu_bwd_kernel");
+    }
     return LMK_OK;
 }
 

@@ -91,14 +91,17 @@ __global__ void adamw_begin_kernel(int64_t *t, float *alpha, const float *factor
                     : 0.0f;
 }
 
+// every operation rounded on its own (no FMA contraction, which the compiler
+// could choose differently per kernel): the same bits in every kernel that
+// calls it, and the cpu's sequence of float operations
 __device__ __forceinline__ void adamw_one(float &p, float g, float &m, float &v, float f,
                                           const adamw_k &k)
 {
-    float gi = g * f;
-    m = k.b1 * m + (1.0f - k.b1) * gi;
-    v = k.b2 * v + (1.0f - k.b2) * gi * gi;
-    p -= k.at * m / (sqrtf(v) + k.eps);
-    p -= k.decay * p;
+    float gi = __fmul_rn(g, f);
+    m = __fadd_rn(__fmul_rn(k.b1, m), __fmul_rn(__fsub_rn(1.0f, k.b1), gi));
+    v = __fadd_rn(__fmul_rn(k.b2, v), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, k.b2), gi), gi));
+    p = __fsub_rn(p, __fdiv_rn(__fmul_rn(k.at, m), __fadd_rn(__fsqrt_rn(v), k.eps)));
+    p = __fsub_rn(p, __fmul_rn(k.decay, p));
 }
 
 // p, g, m, v (n); factor scalar or NULL; vec4: n4 float4 groups then a tail

@@ -72,36 +72,6 @@ __global__ void softmax_causal_bwd_kernel(T_ *ds, const T_ *dp, const T_ *p, siz
         st_f(dsr, j, j <= i ? ld_f(pr, j) * (ld_f(dpr, j) - dot) : 0.0f);
 }
 
-/* 16 bytes of T_ as floats (exact) and back (one rounding each). i is an
- * element index, a multiple of VEC<T_>. */
-template <typename T_> struct vec16 {
-    static constexpr int n = 16 / (int)sizeof(T_);
-    union {
-        uint4 u;
-        T_ e[16 / sizeof(T_)];
-    };
-};
-
-template <typename T_>
-__device__ __forceinline__ void ld_vec(const T_ *p, size_t i, float (&f)[vec16<T_>::n])
-{
-    vec16<T_> v;
-    v.u = *(const uint4 *)(p + i);
-#pragma unroll
-    for (int k = 0; k < vec16<T_>::n; k++)
-        f[k] = ld_f(v.e, k);
-}
-
-template <typename T_>
-__device__ __forceinline__ void st_vec(T_ *p, size_t i, const float (&f)[vec16<T_>::n])
-{
-    vec16<T_> v;
-#pragma unroll
-    for (int k = 0; k < vec16<T_>::n; k++)
-        st_f(v.e, k, f[k]);
-    *(uint4 *)(p + i) = v.u;
-}
-
 // as softmax_causal_fwd_kernel, 16-byte vectors; T a multiple of vec16<T_>::n
 template <typename T_>
 __global__ void softmax_causal_fwd_vec_kernel(T_ *p, const T_ *s, size_t rows, int T)

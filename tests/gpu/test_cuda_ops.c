@@ -161,9 +161,11 @@ static void test_rmsnorm(int n, int d)
     free(x), free(w), free(dout), free(dw), free(out), free(rstd), free(dx);
 }
 
-static void test_rope(int with_table)
+/* dh 80: the 16-byte vector kernel; dh 6: one thread per pair or element */
+static void test_rope(int with_table, int dh)
 {
-    int B = 2, T = 100, H = 25, dh = 80;
+    int B = 2, T = 100, H = 25;
+    char name[64];
     size_t n = (size_t)B * T * H * dh;
     float *table = malloc(sizeof(float) * T * dh);
     for (int t = 0; t < T; t++)
@@ -179,8 +181,8 @@ static void test_rope(int with_table)
     const float *dtab = with_table ? d_table : NULL;
     MUST(cpu->rope_fwd(cpu, out, in, LMK_F32, tab, B, T, H, dh));
     GPU(gpu->rope_fwd(gpu, d_out, d_in, LMK_F32, dtab, B, T, H, dh));
-    compare(with_table ? "rope_fwd (B2 T100 H25 dh80)" : "head split (B2 T100 H25 dh80)", d_out,
-            out, n, 1e-6, 1e-6);
+    snprintf(name, sizeof name, "%s (B2 T100 H25 dh%d)", with_table ? "rope_fwd" : "head split", dh);
+    compare(name, d_out, out, n, 1e-6, 1e-6);
     MUST(cpu->rope_bwd(cpu, back, in, LMK_F32, tab, B, T, H, dh));
     GPU(gpu->rope_bwd(gpu, d_back, d_in, LMK_F32, dtab, B, T, H, dh));
     compare(with_table ? "rope_bwd" : "head merge", d_back, back, n, 1e-6, 1e-6);
@@ -759,8 +761,10 @@ int main(void)
     test_embedding();
     test_rmsnorm(200, 2000);
     test_rmsnorm(37, 80);
-    test_rope(1);
-    test_rope(0);
+    test_rope(1, 80);
+    test_rope(0, 80);
+    test_rope(1, 6);
+    test_rope(0, 6);
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             test_gemm(ta, tb, 100, 77, 80, 1, 1.0f, 0.0f, LMK_ROUND_NONE, LMK_ROUND_NONE);

@@ -10,7 +10,10 @@
  * and the tensors are 16-byte aligned, each lane moves 16 bytes per access
  * (the same math; the row sums are added in another order, so a value may
  * differ from the scalar kernel's in the last place), reads only the vectors
- * that hold entries j ≤ i and writes the zeros above by whole vectors. */
+ * that hold entries j ≤ i and writes the zeros above by whole vectors. Rows
+ * of at most 32·8 vectors stay in registers between the passes (one read of
+ * each input; bit for bit the vector kernels' results: the same operations
+ * in the same order, the backward's dot product in explicit FMAs). */
 #include "cuda_internal.cuh"
 
 #define SM_WARPS 8
@@ -147,7 +150,7 @@ __global__ void softmax_causal_bwd_vec_kernel(T_ *ds, const T_ *dp, const T_ *p,
 #pragma unroll
         for (int k = 0; k < VE; k++)
             if (v * VE + k <= i)
-                dot += a[k] * b[k];
+                dot = __fmaf_rn(a[k], b[k], dot);
     }
     dot = warp_sum(dot);
 #pragma unroll 4
@@ -168,6 +171,110 @@ __global__ void softmax_causal_bwd_vec_kernel(T_ *ds, const T_ *dp, const T_ *p,
     }
 }
 
+// as softmax_causal_fwd_vec_kernel with the row in registers: T ≤ 32·NV vectors
+template <typename T_, int NV>
+__global__ void softmax_causal_fwd_reg_kernel(T_ *p, const T_ *s, size_t rows, int T)
+{
+    constexpr int VE = vec16<T_>::n;
+    size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (r >= rows)
+        return;
+    int i = (int)(r % T);
+    int valid = i / VE + 1, nvec = T / VE;
+    const T_ *sr = s + r * T;
+    T_ *pr = p + r * T;
+    float x[NV][VE];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int q = 0; q < NV; q++) {
+        int v = lane + 32 * q;
+        if (v < valid)
+            ld_vec(sr, (size_t)v * VE, x[q]);
+    }
+#pragma unroll
+    for (int q = 0; q < NV; q++) {
+        int v = lane + 32 * q;
+        if (v < valid)
+#pragma unroll
+            for (int k = 0; k < VE; k++)
+                if (v * VE + k <= i)
+                    mx = fmaxf(mx, x[q][k]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < NV; q++) {
+        int v = lane + 32 * q;
+        if (v < valid)
+#pragma unroll
+            for (int k = 0; k < VE; k++)
+                if (v * VE + k <= i) {
+                    x[q][k] = expf(x[q][k] - mx);
+                    sum += x[q][k];
+                }
+    }
+    sum = warp_sum(sum);
+    float inv = 1.0f / sum;
+#pragma unroll
+    for (int q = 0; q < NV; q++) {
+        int v = lane + 32 * q;
+        if (v >= nvec)
+            break;
+        float o[VE];
+#pragma unroll
+        for (int k = 0; k < VE; k++)
+            o[k] = v < valid && v * VE + k <= i ? x[q][k] * inv : 0.0f;
+        st_vec(pr, (size_t)v * VE, o);
+    }
+}
+
+// as softmax_causal_bwd_vec_kernel with the rows in registers: T ≤ 32·NV vectors
+template <typename T_, int NV>
+__global__ void softmax_causal_bwd_reg_kernel(T_ *ds, const T_ *dp, const T_ *p, size_t rows, int T)
+{
+    constexpr int VE = vec16<T_>::n;
+    size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (r >= rows)
+        return;
+    int i = (int)(r % T);
+    int valid = i / VE + 1, nvec = T / VE;
+    const T_ *dpr = dp + r * T, *pr = p + r * T;
+    T_ *dsr = ds + r * T;
+    float a[NV][VE], b[NV][VE];
+#pragma unroll
+    for (int q = 0; q < NV; q++) {
+        int v = lane + 32 * q;
+        if (v < valid) {
+            ld_vec(dpr, (size_t)v * VE, a[q]);
+            ld_vec(pr, (size_t)v * VE, b[q]);
+        }
+    }
+    float dot = 0.0f;
+#pragma unroll
+    for (int q = 0; q < NV; q++) {
+        int v = lane + 32 * q;
+        if (v < valid)
+#pragma unroll
+            for (int k = 0; k < VE; k++)
+                if (v * VE + k <= i)
+                    dot = __fmaf_rn(a[q][k], b[q][k], dot);
+    }
+    dot = warp_sum(dot);
+#pragma unroll
+    for (int q = 0; q < NV; q++) {
+        int v = lane + 32 * q;
+        if (v >= nvec)
+            break;
+        float o[VE];
+#pragma unroll
+        for (int k = 0; k < VE; k++)
+            o[k] = v < valid && v * VE + k <= i ? b[q][k] * (a[q][k] - dot) : 0.0f;
+        st_vec(dsr, (size_t)v * VE, o);
+    }
+}
+
 // the vector kernels apply: T a multiple of the vector, every tensor 16-byte aligned
 static int softmax_vec_ok(lmk_dtype dt, int T, const void *a, const void *b, const void *c)
 {
@@ -182,7 +289,14 @@ int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt
         return LMK_INVALID;
     size_t rows = (size_t)batch * T;
     unsigned blocks = (unsigned)((rows + SM_WARPS - 1) / SM_WARPS);
-    if (softmax_vec_ok(dt, T, p, s, s))
+    int nvec = T / (dt == LMK_F32 ? 4 : 8);
+    if (softmax_vec_ok(dt, T, p, s, s) && nvec <= 32 * 4)
+        DT_DISPATCH(dt, E, softmax_causal_fwd_reg_kernel<E, 4><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
+                               (E *)p, (const E *)s, rows, T))
+    else if (softmax_vec_ok(dt, T, p, s, s) && nvec <= 32 * 8)
+        DT_DISPATCH(dt, E, softmax_causal_fwd_reg_kernel<E, 8><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
+                               (E *)p, (const E *)s, rows, T))
+    else if (softmax_vec_ok(dt, T, p, s, s))
         DT_DISPATCH(dt, E, softmax_causal_fwd_vec_kernel<E><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
                                (E *)p, (const E *)s, rows, T))
     else
@@ -200,7 +314,14 @@ int cuda_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, const void
         return LMK_INVALID;
     size_t rows = (size_t)batch * T;
     unsigned blocks = (unsigned)((rows + SM_WARPS - 1) / SM_WARPS);
-    if (softmax_vec_ok(dt, T, ds, dp, p))
+    int nvec = T / (dt == LMK_F32 ? 4 : 8);
+    if (softmax_vec_ok(dt, T, ds, dp, p) && nvec <= 32 * 4)
+        DT_DISPATCH(dt, E, softmax_causal_bwd_reg_kernel<E, 4><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
+                               (E *)ds, (const E *)dp, (const E *)p, rows, T))
+    else if (softmax_vec_ok(dt, T, ds, dp, p) && nvec <= 32 * 8)
+        DT_DISPATCH(dt, E, softmax_causal_bwd_reg_kernel<E, 8><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
+                               (E *)ds, (const E *)dp, (const E *)p, rows, T))
+    else if (softmax_vec_ok(dt, T, ds, dp, p))
         DT_DISPATCH(dt, E, softmax_causal_bwd_vec_kernel<E><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
                                (E *)ds, (const E *)dp, (const E *)p, rows, T))
     else

@@ -21,7 +21,7 @@
 #endif
 
 #define PROF_BUFFER_BYTES (8u << 20) /* one CUPTI activity buffer */
-#define PROF_BUFFER_ALIGN 8
+#define PROF_SPARE_BUFFERS 4         /* zeroed buffers kept ready (CUPTI asks for one after every flush) */
 
 struct pending { uint32_t id; uint64_t start; uint32_t thread; char *name; }; /* a marker start */
 struct done_buffer { uint8_t *data; size_t valid; };  /* a completed CUPTI buffer, parsed later */
@@ -420,9 +420,49 @@ uint64_t profiler_now(void)
     return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? t : 0;
 }
 
+/* Activity buffers handed to CUPTI are zeroed by us, ahead of time: left to
+ * CUPTI (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER 0, its default), an 8
+ * MiB buffer is zeroed on the launching thread when CUPTI asks for it, in
+ * the middle of a traced step. Under session_lock. */
+static uint8_t *spare_buffers[PROF_SPARE_BUFFERS];
+static int spare_count;
+
+/* A zeroed buffer with its pages touched (new), or NULL. */
+static uint8_t *zeroed_buffer(void)
+{
+    uint8_t *b = malloc(PROF_BUFFER_BYTES);
+    if (b)
+        memset(b, 0, PROF_BUFFER_BYTES);
+    return b;
+}
+
+/* Tops the spare buffers up; called outside the traced steps. */
+static void refill_spares(void)
+{
+    pthread_mutex_lock(&session_lock);
+    while (spare_count < PROF_SPARE_BUFFERS) {
+        uint8_t *b = zeroed_buffer();
+        if (!b)
+            break;
+        spare_buffers[spare_count++] = b;
+    }
+    pthread_mutex_unlock(&session_lock);
+}
+
+static void free_spares(void)
+{
+    pthread_mutex_lock(&session_lock);
+    while (spare_count > 0)
+        free(spare_buffers[--spare_count]);
+    pthread_mutex_unlock(&session_lock);
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    *buffer = aligned_alloc(PROF_BUFFER_ALIGN, PROF_BUFFER_BYTES);
+    pthread_mutex_lock(&session_lock);
+    uint8_t *b = spare_count > 0 ? spare_buffers[--spare_count] : NULL;
+    pthread_mutex_unlock(&session_lock);
+    *buffer = b ? b : zeroed_buffer();
     *size = *buffer ? PROF_BUFFER_BYTES : 0;
     *max_records = 0;
 }
@@ -755,6 +795,10 @@ int profiler_start(profiler **out, unsigned parts, char *errbuf, size_t errlen)
         callbacks_registered = 1;
     }
     cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM); /* marker threads = gettid, as in on_api */
+    uint8_t zeroed = 1; /* our buffers come zeroed (refill_spares); refused by an old CUPTI: it zeroes them itself */
+    size_t zeroed_size = sizeof zeroed;
+    (void)cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &zeroed_size, &zeroed);
+    refill_spares();
     if ((r = enable_callbacks(parts)) != CUPTI_SUCCESS)
         goto failed_r;
     for (size_t i = 0; i < TRACED_COUNT; i++)
@@ -767,6 +811,7 @@ int profiler_start(profiler **out, unsigned parts, char *errbuf, size_t errlen)
 failed_r:
     disable_all();
     detach();
+    free_spares();
     pthread_mutex_lock(&session_lock);
     session = NULL;
     pthread_mutex_unlock(&session_lock);
@@ -805,6 +850,7 @@ int profiler_discard(profiler *p, char *errbuf, size_t errlen)
     pthread_mutex_lock(&session_lock);
     drop_records(p);
     pthread_mutex_unlock(&session_lock);
+    refill_spares();
     return 0;
 }
 
@@ -820,6 +866,7 @@ int profiler_stop(profiler *p, char *errbuf, size_t errlen)
     session = NULL;
     pthread_mutex_unlock(&session_lock);
     detach();
+    free_spares();
     p->running = 0;
     if (r != CUPTI_SUCCESS)
         return cupti_fail(r, "flushing activity buffers", errbuf, errlen);

@@ -37,11 +37,14 @@
  * the graphs inside the session and before profiler_discard: the ranges seen
  * until then are kept as the capture's ranges, not counted as instances.
  *
- * Host cost per launch while tracing: the activity records are only queued
- * by CUPTI's buffer callback and parsed at profiler_discard/stop (never while
- * steps run), the launch callbacks take one uncontended lock and two
- * timestamps. What each part costs is measured with `parts` subsets
- * (tests/gpu/profile_launch_cost.cu).
+ * Host cost while tracing: the activity records are only queued by CUPTI's
+ * buffer callback and parsed at profiler_discard/stop (never while steps
+ * run); the buffers CUPTI asks for are zeroed ahead of time (not by CUPTI on
+ * the launching thread); the launch callbacks take one uncontended lock and
+ * two timestamps. What each part costs is measured with `parts` subsets
+ * (tests/profile/profile_launch_cost.cu; H200: kernel records about +1.1 µs
+ * per eager launch and +1.0 µs per kernel of a graph replay, the launch
+ * callbacks +0.6 µs per launch, marker records +0.17 µs per NVTX push/pop).
  *
  * CUPTI's buffer callbacks carry no user pointer: one session at a time per
  * process (a worker runs one job at a time). */

@@ -1,7 +1,9 @@
 // The profile job's page, per traced run (daemon/kind_profile.c's run shape):
-// the overhead and totals, the Chrome trace download, the computed answers as
-// a short list, the nsys-style kernel summary of one NVTX range (range picker,
-// name filter, sortable columns) and the per-op roofline table.
+// the overhead and totals, how the steps ran (CUDA-graph replays or eager),
+// the Chrome trace download, the tracing overhead per phase (CUDA events,
+// untraced vs traced), the computed answers as a short list, the nsys-style
+// kernel summary of one NVTX range (range picker, name filter, sortable
+// columns) and the per-op roofline table.
 import {h, mount} from './dom.js';
 import * as fmt from './format.js';
 import {modelName} from './kinds.js';
@@ -110,21 +112,53 @@ function kernelSection(run) {
     box);
 }
 
+// "+1.2 %" (signed; the overhead can be negative: noise).
+const signedPct = (x) => (typeof x === 'number' ? `${x >= 0 ? '+' : ''}${fmt.pct(x)}` : '—');
+
+// How the traced and untraced steps ran.
+function execution(r) {
+  if (r.graphs === undefined) return null; // runs stored before graphs existed
+  return r.graphs ? `CUDA-graph replays (${r.graphs_scope})` : ['eager launches', r.graphs_note ? h('span', {class: 'muted'}, ` — ${r.graphs_note}`) : null];
+}
+
+// Per phase: CUDA-event time untraced vs traced (the overhead per phase), and
+// how much of the traced phase the kernels fill.
+function phaseTable(r) {
+  const rows = r.phases || [];
+  if (!rows.length) return null;
+  const num = (v, f) => h('td', {class: 'num', dataset: typeof v === 'number' ? {value: v} : undefined}, f(v));
+  const over = (p) => (p.event_ns_unprofiled && p.event_ns_profiled ? 100 * (p.event_ns_profiled - p.event_ns_unprofiled) / p.event_ns_unprofiled : null);
+  return h('section', null, h('h3', null, 'Tracing overhead per phase'),
+    h('p', {class: 'muted'}, "CUDA events around each phase on the model's stream, mean per step: the same steps untraced (before anything was traced) and traced. ",
+      'Kernels, GPU span and host time are from the trace (host: the CPU range, or for a phase replayed as a CUDA graph the graph launch call).'),
+    h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'profile-phases'},
+      h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Phase'),
+        ['Instances', 'Untraced (ms)', 'Traced (ms)', 'Overhead', 'Kernels (ms)', 'GPU span (ms)', 'Kernels % of traced', 'Host (ms)']
+          .map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
+      h('tbody', null, rows.map((p) => h('tr', {dataset: {phase: p.phase}}, h('th', {scope: 'row'}, p.phase),
+        num(p.instances, fmt.int), num(p.event_ns_unprofiled, ms), num(p.event_ns_profiled, ms), num(over(p), signedPct),
+        num(p.kernel_ns, ms), num(p.gpu_span_ns, ms), num(p.kernel_pct_of_event, fmt.pct), num(p.range_wall_ns, ms)))))));
+}
+
 function profileRunView(job, r) {
   const facts = [
+    ['Execution', execution(r)],
     ['Step, untraced', `${fmt.ms(r.step_ms_unprofiled)} ms`], ['Step, traced', `${fmt.ms(r.step_ms_profiled)} ms`],
-    ['Tracing overhead', fmt.pct(r.overhead_pct)],
+    ['Tracing overhead', typeof r.overhead_gpu_pct === 'number'
+      ? `${signedPct(r.overhead_pct)} wall clock · ${signedPct(r.overhead_gpu_pct)} by CUDA events` : signedPct(r.overhead_pct)],
     ['Kernels', `${fmt.int(r.kernel_count)} launches, ${ms(r.kernel_time_ns)} ms`],
     ['Memcpy/memset', `${fmt.int(r.memcpy_memset_count)}, ${ms(r.memcpy_memset_ns)} ms`],
     ['Forward (per instance)', r.forward_wall_ns ? `wall ${ms(r.forward_wall_ns)} ms · on the GPU ${ms(r.forward_gpu_span_ns)} ms · kernels ${ms(r.forward_kernel_ns)} ms` : null],
     ['NVTX ranges', fmt.int(r.range_count)],
     ['Outside every range', r.unattributed_kernels ? `${fmt.int(r.unattributed_kernels)} kernels` : null],
+    ['Replayed ops without their graph node', r.graph_ops_unmapped ? h('span', {class: 'error'}, fmt.int(r.graph_ops_unmapped)) : null],
     ['Dropped records', r.dropped_records ? h('span', {class: 'error'}, fmt.int(r.dropped_records)) : null],
   ].filter(([, v]) => v !== null && v !== undefined);
   return [
     h('dl', {class: 'facts', id: 'profile-facts'}, facts.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
     h('p', {class: 'downloads'}, h('a', {id: 'profile-trace', href: `/v1/jobs/${job.id}/trace?run=${r.index}`, download: `job-${job.id}-run-${r.index}-trace.json`},
       'Chrome trace (JSON)'), h('span', {class: 'muted'}, ' — opens in Perfetto (ui.perfetto.dev) or chrome://tracing')),
+    phaseTable(r),
     h('section', null, h('h3', null, 'Answers'), answersList(r.answers)),
     kernelSection(r),
     h('section', null, h('h3', null, 'Roofline per op'), rooflineTable(r),

@@ -518,7 +518,9 @@ async function checkGpuFixture() {
   }
   check(base, 'the fixture lmperfd did not start');
   const list = (await apiGet(base, '/v1/jobs')).jobs;
-  const prof = await apiGet(base, `/v1/jobs/${list.find((j) => j.kind === 'profile').id}`);
+  // the newest profile job (a later fixture adds one traced as CUDA-graph replays, with per-phase overhead)
+  const profId = Math.max(...list.filter((j) => j.kind === 'profile').map((j) => j.id));
+  const prof = await apiGet(base, `/v1/jobs/${profId}`);
   const runs = prof.runs.filter((r) => r.kernel_summary);
   check(runs.length >= 2, `fixture profile job has ${runs.length} traced runs`);
 
@@ -568,6 +570,24 @@ async function checkGpuFixture() {
   check(href === `/v1/jobs/${prof.id}/trace?run=${run.index}`, `trace link is ${href}`);
   const trace = await apiGet(base, href);
   check(Array.isArray(trace.traceEvents) && trace.traceEvents.length > 0, 'trace link does not give a Chrome trace');
+  // The per-phase overhead (runs with phases): one row per phase, untraced and traced event times as the API says.
+  const phaseRows = await page.$$eval('#profile-phases tbody tr', (trs) => trs.map((tr) => ({phase: tr.dataset.phase,
+    values: [...tr.querySelectorAll('td')].map((td) => td.dataset.value)})));
+  if (run.phases) {
+    check(JSON.stringify(phaseRows.map((p) => p.phase)) === JSON.stringify(run.phases.map((p) => p.phase)),
+      `phase rows ${phaseRows.map((p) => p.phase)} != API ${run.phases.map((p) => p.phase)}`);
+    for (const p of run.phases) {
+      const row = phaseRows.find((x) => x.phase === p.phase);
+      const over = 100 * (p.event_ns_profiled - p.event_ns_unprofiled) / p.event_ns_unprofiled;
+      check(row && Number(row.values[1]) === p.event_ns_unprofiled && Number(row.values[2]) === p.event_ns_profiled &&
+        Math.abs(Number(row.values[3]) - over) < 1e-9, `phase ${p.phase}: the overhead row differs from the API`);
+    }
+    const facts = await page.textContent('#profile-facts');
+    check(run.graphs === undefined || facts.includes(run.graphs ? 'CUDA-graph replays' : 'eager'), 'the facts do not say how the steps ran');
+    log(`profile phases: ${phaseRows.length} rows (untraced vs traced per phase) equal the API`);
+  } else {
+    check(phaseRows.length === 0, 'a run without phases shows a phase table');
+  }
   await page.fill('#profile-filter', '');
   await page.selectOption('#profile-range', 'forward');
   await shot('job-profile.png');

@@ -23,6 +23,7 @@ def check(cond, what):
 base = {"kind": "profile", "model": "tiny", "context_length": 16}
 for field, value in [("profile_steps", 0), ("profile_steps", 11), ("warmup_steps", -1), ("warmup_steps", "2"),
                      ("mode", "forward_backward"), ("precision", "fp8"), ("bogus", 1), ("context_length", 0),
+                     ("graphs", "yes"), ("graphs", 1),
                      ("model", "nonexistent")]:
     rc, out = run(dict(base, **{field: value}))
     err = out.get("error", {})
@@ -34,4 +35,5 @@ check(rc == 1 and out["status"] == "failed", "CPU worker: job failed (rc %d, %s)
 check("profile jobs need a GPU worker" in (out.get("error") or ""), "CPU worker: reason %r" % out.get("error"))
 check(out.get("runs") == [], "CPU worker: no empty profile runs")
 check(out["spec"].get("warmup_steps") == 2 and out["spec"].get("profile_steps") == 1, "defaults filled in")
+check(out["spec"].get("graphs") is True, "graphs defaults to true (CUDA-graph replays on a cuda worker)")
 sys.exit(1 if failures else 0)

@@ -3,7 +3,8 @@
  * the generic run row and comes back (the /trace and /events endpoints) as
  * Trace Event Format: every event named with ph/pid/tid, X events with
  * numeric ts/dur, flow starts and ends paired by id with bp "e". The phase
- * rows and the CUDA-event overhead land in the 0012 table and columns. */
+ * rows and the CUDA-event overhead land in the 0012 table and columns, how
+ * the steps ran (CUDA-graph replays) in the 0013 columns. */
 #include <sqlite3.h>
 #include <string.h>
 #include <unistd.h>
@@ -109,6 +110,12 @@ int main(void)
     json_object_set_new(run, "step_gpu_ms_profiled", json_real(0.0045));
     json_object_set_new(run, "overhead_gpu_pct", json_real(2.27));
     json_object_set_new(run, "kernels_without_launch", json_integer(0));
+    json_object_set_new(run, "graphs", json_true());
+    json_object_set_new(run, "graphs_scope", json_string("forward"));
+    json_object_set_new(run, "graphs_note", json_null());
+    json_object_set_new(run, "graph_nodes", json_integer(293));
+    json_object_set_new(run, "graph_ops_unmapped", json_integer(0));
+    json_object_set_new(run, "replayed_range_count", json_integer(1));
     CHECK(store_run_add(s, kind, id, 0, spec, run) == STORE_OK, "store a profile run");
 
     sqlite3 *db = NULL;
@@ -127,6 +134,10 @@ int main(void)
     CHECK(count_rows(db, "SELECT count(*) FROM profile_runs WHERE overhead_gpu_pct > 2.2 AND "
                          "step_gpu_ms_profiled > step_gpu_ms_unprofiled AND kernels_without_launch = 0") == 1,
           "GPU-event overhead columns (0012)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_runs WHERE graphs = 1 AND graphs_scope = 'forward' AND "
+                         "graphs_note IS NULL AND graph_nodes = 293 AND graph_ops_unmapped = 0 AND "
+                         "replayed_range_count = 1") == 1,
+          "graph-replay columns (0013)");
     CHECK(count_rows(db, "SELECT count(*) FROM runs WHERE instr(result, 'traceEvents') > 0") == 0,
           "the trace is not in the generic runs row");
 

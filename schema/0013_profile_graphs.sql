@@ -8,3 +8,5 @@ ALTER TABLE profile_runs ADD COLUMN graphs_note TEXT;           -- why not (grap
 ALTER TABLE profile_runs ADD COLUMN graph_nodes INTEGER;        -- graph nodes whose capture CUPTI recorded
 ALTER TABLE profile_runs ADD COLUMN graph_ops_unmapped INTEGER; -- replayed ops without a recorded node: in the CPU ranges around their launch only
 ALTER TABLE profile_runs ADD COLUMN replayed_range_count INTEGER; -- range instances made by replays (no CPU push/pop: their kernels' span on the GPU)
+-- profile_phases of a replayed run: range_wall_ns is the host time of the graph
+-- launch call that replayed the phase (no CPU push/pop exists for it).

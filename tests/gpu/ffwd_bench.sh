@@ -10,8 +10,9 @@
 # usage: tests/gpu/ffwd_bench.sh CARRY OUT
 # env:   BUILDS "new base" (folders in the archive; the first is the one checked)
 #        QUICK=1 (flash_vs_torch --quick)   JOB=0 (no lmperfd job)
+#        JOBS "name ..." (builds whose lmperfd runs the job; default the first)
 #        NCU=1 (ncu sections of the first build's forward at the leaderboard shape,
-#        clocks left alone)   CHECK2 "name ..." (ffwd_check --quick on more builds)
+#        clocks left alone)   CHECK2 "name ..." (ffwd_check on more builds)
 #        POINTS (dtype:B:H:T:d:causal ...)
 set -u
 CARRY=$1
@@ -78,9 +79,9 @@ r=$?; log "ffwd_check $FIRST rc=$r: $(tail -1 "$OUT/ffwd_check.log")"; [ $r = 0 
 grep -E 'FAIL|Error|error' "$OUT/ffwd_check.log" | head -12
 
 for b in ${CHECK2:-}; do
-    timeout 40 python3 "$ROOT/tests/gpu/ffwd_check.py" "$X/$b/flash_dump" --quick \
+    timeout 60 python3 "$ROOT/tests/gpu/ffwd_check.py" "$X/$b/flash_dump" \
         --out "$OUT/ffwd_check_$b.txt" >"$OUT/ffwd_check_$b.log" 2>&1
-    r=$?; log "ffwd_check --quick $b rc=$r: $(tail -1 "$OUT/ffwd_check_$b.log")"
+    r=$?; log "ffwd_check $b rc=$r: $(tail -1 "$OUT/ffwd_check_$b.log")"
 done
 
 bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done | sed 's/:/ /g'; }
@@ -119,21 +120,24 @@ timeout 120 "$X/$FIRST/test_flash" >"$OUT/test_flash.log" 2>&1
 r=$?; log "test_flash $FIRST rc=$r: $(tail -1 "$OUT/test_flash.log")"; [ $r = 0 ] || RC=1
 grep FAIL "$OUT/test_flash.log" | head -12
 
-if [ "${JOB:-1}" = 1 ] && [ -x "$X/$FIRST/lmperfd" ]; then
-    for dt in bfloat16 float16; do
-        echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"$dt\", \"batch\": 1, \"heads\": 16, \"seq_len\": [16384], \"d_head\": [64], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/spec_lb_$dt.json"
-        timeout 100 "$X/$FIRST/lmperfd" run "$OUT/spec_lb_$dt.json" >"$OUT/lmperf_lb_$dt.json" 2>>"$OUT/lmperfd.err"
-        log "lmperf lb $dt rc=$?"
+if [ "${JOB:-1}" = 1 ]; then
+    for b in ${JOBS:-$FIRST}; do
+        [ -x "$X/$b/lmperfd" ] || continue
+        for dt in bfloat16 float16; do
+            echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"$dt\", \"batch\": 1, \"heads\": 16, \"seq_len\": [16384], \"d_head\": [64], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/spec_lb_$dt.json"
+            timeout 60 "$X/$b/lmperfd" run "$OUT/spec_lb_$dt.json" >"$OUT/lmperf_lb_${b}_$dt.json" 2>>"$OUT/lmperfd.err"
+            log "lmperf job lb $b $dt rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; print("fwd %.3f bwd %.3f fwd+bwd %.3f ms" % (r["fwd_ms"], r["bwd_ms"], r["fwd_bwd_ms"]))' "$OUT/lmperf_lb_${b}_$dt.json" 2>&1 | tail -1)"
+        done
     done
     for dt in bf16 fp16; do
         timeout 100 python3 "$X/torch_attn.py" --impls sdpa --dtype $dt --batch 1 --heads 16 --seq 16384 --d 64 --n 20 --out "$OUT/torch.jsonl" >>"$OUT/torch.log" 2>&1
-        log "torch_attn lb $dt rc=$?"
+        log "torch_attn lb $dt rc=$?: $(tail -1 "$OUT/torch.jsonl")"
     done
 fi
 
 table >/dev/null
 log "done rc=$RC"
 # at most 8 files come back: the logs go in one archive
-(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=table.md --exclude=ffwd.log . &&
-    find . -type f ! -name logs.tgz ! -name table.md ! -name ffwd.log -delete)
+tar czf /tmp/ffwd_logs.tgz -C "$OUT" --exclude=table.md --exclude=ffwd.log . &&
+    find "$OUT" -type f ! -name table.md ! -name ffwd.log -delete && mv /tmp/ffwd_logs.tgz "$OUT/logs.tgz"
 exit $RC

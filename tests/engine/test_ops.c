@@ -153,6 +153,61 @@ static void test_gemm_shape(int ta, int tb, int m, int n, int k, int batch, lmk_
     free(a), free(bm), free(c), free(want);
 }
 
+/* Leading dimensions: a GEMM on sub-matrices of wider ones (lda, ldb, ldc)
+ * equals the packed GEMM on copies of those sub-matrices bit for bit, and
+ * leaves C outside its sub-matrix untouched; every transpose, batch 2. */
+static void test_gemm_leading_dims(void)
+{
+    enum { M = 19, N = 23, K = 31, W = 40, BATCH = 2 }; /* W: the wide matrices' row length */
+    test_rng r = {99};
+    size_t wide = (size_t)W * W;
+    float *a = malloc(BATCH * wide * sizeof *a), *bm = malloc(BATCH * wide * sizeof *bm);
+    float *c = malloc(BATCH * wide * sizeof *c), *c0 = malloc(BATCH * wide * sizeof *c0);
+    float *ap = malloc(BATCH * wide * sizeof *ap), *bp = malloc(BATCH * wide * sizeof *bp);
+    float *cp = malloc(BATCH * wide * sizeof *cp);
+    if (!a || !bm || !c || !c0 || !ap || !bp || !cp)
+        exit(1);
+    for (size_t i = 0; i < BATCH * wide; i++) {
+        a[i] = test_uniform(&r, -1, 1);
+        bm[i] = test_uniform(&r, -1, 1);
+        c0[i] = test_uniform(&r, -1, 1);
+    }
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+            size_t off = 3 * W + 5; /* the sub-matrices start at row 3, column 5 */
+            for (int q = 0; q < BATCH; q++) /* packed copies */
+                for (int i = 0; i < W; i++)
+                    for (int j = 0; j < W; j++) {
+                        size_t w = q * wide + off + (size_t)i * W + j;
+                        if (i < ar && j < ac)
+                            ap[q * wide + (size_t)i * ac + j] = a[w];
+                        if (i < br && j < bc)
+                            bp[q * wide + (size_t)i * bc + j] = bm[w];
+                        if (i < M && j < N)
+                            cp[q * wide + (size_t)i * N + j] = c0[w];
+                    }
+            memcpy(c, c0, BATCH * wide * sizeof *c);
+            lmk_gemm g = {.trans_a = ta, .trans_b = tb, .m = M, .n = N, .k = K, .batch = BATCH,
+                          .stride_a = (int64_t)wide, .stride_b = (int64_t)wide, .stride_c = (int64_t)wide,
+                          .alpha = 0.75f, .beta = 0.5f, .lda = W, .ldb = W, .ldc = W};
+            MUST(B->gemm(B, &g, c + off, a + off, bm + off));
+            g.lda = g.ldb = g.ldc = 0;
+            MUST(B->gemm(B, &g, cp, ap, bp));
+            size_t bad = 0;
+            for (int q = 0; q < BATCH; q++)
+                for (int i = 0; i < W; i++)
+                    for (int j = 0; j < W; j++) {
+                        size_t w = q * wide + (size_t)i * W + j;
+                        int in = i >= 3 && i < 3 + M && j >= 5 && j < 5 + N;
+                        float want = in ? cp[q * wide + (size_t)(i - 3) * N + (j - 5)] : c0[w];
+                        bad += memcmp(&c[w], &want, sizeof want) != 0;
+                    }
+            CHECK(bad == 0, "gemm ta=%d tb=%d with leading dimensions: %zu elements differ", ta, tb, bad);
+        }
+    free(a), free(bm), free(c), free(c0), free(ap), free(bp), free(cp);
+}
+
 static void test_gemm(void)
 {
     for (int ta = 0; ta < 2; ta++)
@@ -704,6 +759,7 @@ static const struct {
     {"rmsnorm", test_rmsnorm},
     {"rope", test_rope},
     {"gemm", test_gemm},
+    {"gemm_leading_dims", test_gemm_leading_dims},
     {"linear", test_linear},
     {"softmax", test_softmax},
     {"swiglu", test_swiglu},

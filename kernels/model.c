@@ -799,9 +799,10 @@ static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, op
  * computed and read only in blocks at or below the diagonal, in blocks of
  * causal_block(T) queries (or keys): query block [r0, r0 + rows) needs keys
  * [0, r0 + rows), key block [k0, k0 + rows) is needed by queries [k0, T).
- * Entries right of a query block's last key are never written nor read;
- * the causal softmax reads only j ≤ i and writes the zeros above the
- * diagonal that the blocks' products read. The products left out are
+ * The GEMMs neither write nor read entries right of a query block's last
+ * key; the causal softmax reads only j ≤ i and writes every j > i to zero
+ * (the zeros inside the diagonal blocks are what the products read). The
+ * products left out are
  * exactly the zero terms (P, dS = 0 above the diagonal), so every computed
  * element is the full product's. One GEMM per block; a single block: the
  * plain heads_gemm. */

@@ -11,6 +11,7 @@
 # env:   SIZES small,medium,large,xl   CTX 128,256,512,1024   WARMUP 2   STEPS 5
 #        COMPILE "small:1024 large:1024" (before our fp32)  COMPILE2 "small:512 large:512" (after; "" = none)
 #        BUDGET_S 540   CHECKS 1   EAGER 1 (torch eager peer)   FP32_SIZES $SIZES   FP32_CTX 128,1024
+#        FLASH "small:512,1024 large:512,1024" (ours with attention flash, after COMPILE; "" = none)
 set -u
 CARRY=$1
 OUT=$2
@@ -26,6 +27,7 @@ CHECKS=${CHECKS:-1}
 EAGER=${EAGER:-1}
 FP32_SIZES=${FP32_SIZES:-$SIZES}
 FP32_CTX=${FP32_CTX:-128,1024}
+FLASH=${FLASH-"small:512,1024 large:512,1024"}
 mkdir -p "$OUT"
 start=$(date +%s)
 left() { echo $((BUDGET_S - ($(date +%s) - start))); }
@@ -72,6 +74,11 @@ done
 [ "$EAGER" = 1 ] && torch_peer "$SIZES" "$CTX" torch_bf16.jsonl
 for point in $COMPILE; do
     torch_peer "${point%%:*}" "${point#*:}" torch_bf16_compile.jsonl --compile --sdpa
+done
+for point in $FLASH; do # our flash attention, the path comparable with compile's SDPA
+    lmperf "${point%%:*}_bf16flash" "{\"kind\":\"benchmark\",\"model\":\"${point%%:*}\",\"context_length\":[${point#*:}],\
+\"batch_size\":4,\"precision\":\"bf16\",\"mode\":\"train_step\",\"attention\":\"flash\",\
+\"warmup_steps\":$WARMUP,\"measure_steps\":$STEPS}"
 done
 for size in ${FP32_SIZES//,/ }; do
     lmperf "${size}_fp32" "{\"kind\":\"benchmark\",\"model\":\"$size\",\"context_length\":[$FP32_CTX],\

@@ -3,7 +3,8 @@ medians of the synchronised per-phase wall clock) beside torch_lm.py eager
 (--precs bf16) and compiled (--compile --sdpa) medians, speed-ups = torch /
 ours, MFU of forward+backward = 3 × forward FLOPs (naive count of
 shared/MODEL.md) / (fwd + bwd) against the dense bf16 peak PEAK_TFLOPS; then
-bf16 vs fp32 (ours) per size × context.
+bf16 vs fp32 (ours) per size × context; then compile beside our naive and
+flash attention (lmperf_*_bf16flash.json) where either was run.
 usage: bf16_table.py OUT_DIR [PEAK_TFLOPS (default 989.4, H100/H200 SXM dense bf16)]"""
 import glob
 import json
@@ -88,6 +89,22 @@ def main(out, peak):
         print(f"| {k[0]} | {k[1]} | {a['fwd'] + a['bwd']:.2f} | {b['fwd'] + b['bwd']:.2f} | {a['fwd'] / b['fwd']:.2f}× "
               f"| {a['bwd'] / b['bwd']:.2f}× | {(a['fwd'] + a['bwd']) / (b['fwd'] + b['bwd']):.2f}× "
               f"| {(a['fwd'] + a['bwd'] + a['opt']) / (b['fwd'] + b['bwd'] + b['opt']):.2f}× |")
+    fl = ours(out, "bf16flash")
+    if fl:
+        print()
+        print("torch.compile + SDPA (flash attention) vs ours with naive and with flash attention; × = compile / ours")
+        print()
+        print("| model | T | compile fwd+bwd | ours naive fwd+bwd | × | ours flash fwd+bwd | × | × step (flash) "
+              "| MFU fwd+bwd (flash) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for k in sorted(set(fl) | set(c), key=order):
+            r, a, tc = o.get(k, {}), fl.get(k, {}), c.get(k, {})
+            fb = lambda d: d["fwd"] + d["bwd"] if "fwd" in d else None
+            st = lambda d: d["fwd"] + d["bwd"] + d["opt"] if "fwd" in d else None
+            x = lambda p, q: f"{p / q:.2f}×" if p and q else "–"
+            mfu = f"{100 * 3 * fwd_flops(*k) / (fb(a) * 1e-3) / (peak * 1e12):.1f}%" if fb(a) else "–"
+            print(f"| {k[0]} | {k[1]} | {f(fb(tc))} | {f(fb(r))} | {x(fb(tc), fb(r))} | {f(fb(a))} "
+                  f"| {x(fb(tc), fb(a))} | {x(st(tc), st(a))} | {mfu} |")
     g = sorted({str(r.get("graphs")) for r in list(o.values()) + list(o32.values()) if "graphs" in r})
     print()
     print(f"(our runs' graphs_scope: {', '.join(g)})")

@@ -5,7 +5,9 @@
  * zero-padded) with a 4×16 register micro-kernel that gcc vectorises; built
  * for AVX2/FMA as well as baseline x86-64 (the loader picks, via
  * target_clones). Work is split over OpenMP threads by (batch, row block,
- * column block), so results do not depend on the thread count. */
+ * column block), so results do not depend on the thread count. Leading
+ * dimensions (lmk_gemm.lda/ldb/ldc, 0 = packed) index the sub-matrices while
+ * packing and storing. */
 #include <string.h>
 
 #include "../halfprec.h"

@@ -19,7 +19,10 @@
  *                   and cuBLAS converts the float32 alpha·AB once (round to
  *                   nearest even), no separate pass; otherwise a
  *                   rounding kernel over float32 C after the product (C =
- *                   round(alpha·AB + beta·C), as the cpu does). */
+ *                   round(alpha·AB + beta·C), as the cpu does).
+ *   lda/ldb/ldc   : passed to cuBLAS (sub-matrices of wider matrices); not
+ *                   with a float32 input cast into scratch or the rounding
+ *                   pass over float32 C, which assume packed storage. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

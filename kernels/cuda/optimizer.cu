@@ -37,17 +37,9 @@ __global__ void sum_squares_part_kernel(double *part, const float *g, size_t n)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         s += (double)g[i] * g[i];
-    for (int o = 16; o > 0; o >>= 1)
-        s += __shfl_xor_sync(0xffffffffu, s, o);
-    if ((threadIdx.x & 31) == 0)
-        sh[threadIdx.x >> 5] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0.0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++)
-            t += sh[w];
+    double t = block_sum_double(s, sh);
+    if (threadIdx.x == 0)
         part[blockIdx.x] = t;
-    }
 }
 
 // *sumsq += Σ part (parts), one thread, fixed order
@@ -188,18 +180,9 @@ __global__ void __launch_bounds__(SS_THREADS)
         double s = 0.0;
         for (size_t e = j * SS_THREADS + threadIdx.x; e < n; e += blocks * SS_THREADS)
             s += (double)g[e] * g[e];
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(0xffffffffu, s, o);
-        if ((threadIdx.x & 31) == 0)
-            sh[threadIdx.x >> 5] = s;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            double tot = 0.0;
-            for (int w = 0; w < SS_THREADS / 32; w++)
-                tot += sh[w];
+        double tot = block_sum_double(s, sh); /* ends with a barrier: sh is free again */
+        if (threadIdx.x == 0)
             part[u] = tot;
-        }
-        __syncthreads();
     }
 }
 

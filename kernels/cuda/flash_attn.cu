@@ -40,7 +40,7 @@ namespace {
 
 constexpr int BT = 64;   /* rows of a query or key tile */
 constexpr int NT = 256;  /* threads per block */
-constexpr int PS = BT + 1; /* row stride of the (64, 64) P / dS tiles */
+constexpr int PS = BT + 4; /* row stride of the (64, 64) P / dS tiles (16-byte rows) */
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -51,56 +51,110 @@ __device__ __forceinline__ void st(float *p, float x) { *p = x; }
 __device__ __forceinline__ void st(__half *p, float x) { *p = __float2half_rn(x); }
 __device__ __forceinline__ void st(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
 
-/* sm (64, D+1) ← rows row0… of g (Tn, D); rows past Tn are zero. */
+/* Row stride of the (64, D) float tiles: 16-byte rows (float4 loads along
+ * d), and rows 16 apart land 4 banks apart. */
+template <int D> constexpr int ldf() { return D + 4; }
+
+/* sm (64, D+4) ← rows row0… of g (Tn, D); rows past Tn are zero. */
 template <typename T, int D>
 __device__ __forceinline__ void load_tile(float *sm, const T *g, int row0, int Tn)
 {
     for (int idx = threadIdx.x; idx < BT * D; idx += NT) {
         int r = idx / D, c = idx - r * D;
         int gr = row0 + r;
-        sm[r * (D + 1) + c] = gr < Tn ? ld(g + (size_t)gr * D + c) : 0.f;
+        sm[r * ldf<D>() + c] = gr < Tn ? ld(g + (size_t)gr * D + c) : 0.f;
     }
 }
 
-/* acc[i][j] += Σ_c A[ra+i][c]·B[cb+16j][c];  A, B: (64, D+1) shared. */
+__device__ __forceinline__ float4 lds4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+__device__ __forceinline__ float comp(const float4 &v, int i)
+{
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+/* Column of output element e (0 … D/16−1) of thread column cb (0 … 15) in
+ * mm_pb's results: 4 adjacent columns per float4 load where D is a multiple
+ * of 64, 2 at d 32, else 16 apart (d 16, 80). */
+template <int D> __device__ __forceinline__ int pb_col(int cb, int e)
+{
+    if constexpr (D % 64 == 0)
+        return 4 * cb + 64 * (e >> 2) + (e & 3);
+    else if constexpr (D == 32)
+        return 2 * cb + e;
+    else
+        return cb + 16 * e;
+}
+
+/* acc[i][j] += Σ_c A[ra+i][c]·B[cb+16j][c];  A, B: (64, D+4) shared. Four
+ * c at a time by float4 loads (8 loads per 64 FMA; c still in order). */
 template <int D>
 __device__ __forceinline__ void mm_abt(float acc[4][4], const float *A, const float *B, int ra,
                                        int cb)
 {
-#pragma unroll 4
-    for (int c = 0; c < D; c++) {
-        float a[4], b[4];
+#pragma unroll 2
+    for (int c = 0; c < D; c += 4) {
+        float4 a[4], b[4];
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            a[i] = A[(ra + i) * (D + 1) + c];
+            a[i] = lds4(A + (ra + i) * ldf<D>() + c);
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            b[j] = B[(cb + 16 * j) * (D + 1) + c];
+            b[j] = lds4(B + (cb + 16 * j) * ldf<D>() + c);
 #pragma unroll
-        for (int i = 0; i < 4; i++)
+        for (int e = 0; e < 4; e++)
 #pragma unroll
-            for (int j = 0; j < 4; j++)
-                acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] = fmaf(comp(a[i], e), comp(b[j], e), acc[i][j]);
     }
 }
 
-/* acc[i][j] += Σ_k P[ra+i][k]·B[k][cb+16j];  P: (64, 65), B: (64, D+1). */
+/* B[k][pb_col(cb, 0 … D/16−1)] into b. */
+template <int D>
+__device__ __forceinline__ void ld_brow(float b[D / 16], const float *Bk, int cb)
+{
+    if constexpr (D % 64 == 0) {
+#pragma unroll
+        for (int jj = 0; jj < D / 64; jj++) {
+            const float4 v = lds4(Bk + 4 * cb + 64 * jj);
+            b[4 * jj] = v.x;
+            b[4 * jj + 1] = v.y;
+            b[4 * jj + 2] = v.z;
+            b[4 * jj + 3] = v.w;
+        }
+    } else if constexpr (D == 32) {
+        const float2 v = *reinterpret_cast<const float2 *>(Bk + 2 * cb);
+        b[0] = v.x;
+        b[1] = v.y;
+    } else {
+#pragma unroll
+        for (int e = 0; e < D / 16; e++)
+            b[e] = Bk[cb + 16 * e];
+    }
+}
+
+/* acc[i][e] += Σ_k P[ra+i][k]·B[k][pb_col(cb, e)];  P: (64, 68), B: (64, D+4).
+ * P four k at a time by float4 loads (k still in order). */
 template <int D>
 __device__ __forceinline__ void mm_pb(float acc[4][D / 16], const float *P, const float *B,
                                       int ra, int cb)
 {
-#pragma unroll 2
-    for (int k = 0; k < BT; k++) {
-        float p[4];
+#pragma unroll 1
+    for (int k = 0; k < BT; k += 4) {
+        float4 p[4];
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            p[i] = P[(ra + i) * PS + k];
+            p[i] = lds4(P + (ra + i) * PS + k);
 #pragma unroll
-        for (int j = 0; j < D / 16; j++) {
-            float b = B[k * (D + 1) + cb + 16 * j];
+        for (int kk = 0; kk < 4; kk++) {
+            float b[D / 16];
+            ld_brow<D>(b, B + (k + kk) * ldf<D>(), cb);
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                acc[i][j] = fmaf(p[i], b, acc[i][j]);
+            for (int e = 0; e < D / 16; e++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc[i][e] = fmaf(comp(p[i], kk), b[e], acc[i][e]);
         }
     }
 }
@@ -124,7 +178,7 @@ __device__ __forceinline__ float sum16(float x)
 template <int D>
 constexpr size_t smem_bytes(int tiles, int ptiles)
 {
-    return sizeof(float) * ((size_t)tiles * BT * (D + 1) + (size_t)ptiles * BT * PS);
+    return sizeof(float) * ((size_t)tiles * BT * ldf<D>() + (size_t)ptiles * BT * PS);
 }
 
 // o: (B, H, T, D); lse: (B, H, T); q, k, v: (B, H, T, D). grid (ceil(T/64), B·H)
@@ -133,8 +187,8 @@ __global__ void __launch_bounds__(NT) flash_fwd_kernel(T *o, float *lse, const T
                                                         const T *v, int Tn, int causal,
                                                         float scale_log2)
 {
-    extern __shared__ float sm[];
-    float *sQ = sm, *sK = sQ + BT * (D + 1), *sV = sK + BT * (D + 1), *sP = sV + BT * (D + 1);
+    extern __shared__ __align__(16) float sm[];
+    float *sQ = sm, *sK = sQ + BT * ldf<D>(), *sV = sK + BT * ldf<D>(), *sP = sV + BT * ldf<D>();
     const int q0 = blockIdx.x * BT;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
     const int t = threadIdx.x, ra = (t >> 4) * 4, cb = t & 15;
@@ -195,7 +249,7 @@ __global__ void __launch_bounds__(NT) flash_fwd_kernel(T *o, float *lse, const T
         const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
 #pragma unroll
         for (int j = 0; j < D / 16; j++)
-            st(o + base + (size_t)qi * D + cb + 16 * j, acc[i][j] * inv);
+            st(o + base + (size_t)qi * D + pb_col<D>(cb, j), acc[i][j] * inv);
         if (cb == 0)
             lse[bh * Tn + qi] = (m[i] + log2f(l[i])) * LN2;
     }
@@ -240,9 +294,9 @@ __global__ void __launch_bounds__(NT) flash_bwd_dkdv_kernel(T *dk, T *dv, float 
                                                              int Tn, int causal,
                                                              float scale_log2, float scale)
 {
-    extern __shared__ float sm[];
-    float *sK = sm, *sV = sK + BT * (D + 1), *sQ = sV + BT * (D + 1), *sdO = sQ + BT * (D + 1);
-    float *sP = sdO + BT * (D + 1), *sdS = sP + BT * PS;
+    extern __shared__ __align__(16) float sm[];
+    float *sK = sm, *sV = sK + BT * ldf<D>(), *sQ = sV + BT * ldf<D>(), *sdO = sQ + BT * ldf<D>();
+    float *sP = sdO + BT * ldf<D>(), *sdS = sP + BT * PS;
     const int k0 = blockIdx.x * BT;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
     const int t = threadIdx.x, ra = (t >> 4) * 4, cb = t & 15;
@@ -285,17 +339,14 @@ __global__ void __launch_bounds__(NT) flash_bwd_dkdv_kernel(T *dk, T *dv, float 
                     aq[i][j] = 0.f;
 #pragma unroll 2
             for (int kk = 0; kk < BT; kk++) {
-                float p[4];
+                const float4 p = lds4(sdS + kk * PS + ra); /* dS[queries ra…ra+3][key kk] */
+                float b[D / 16];
+                ld_brow<D>(b, sK + kk * ldf<D>(), cb); /* columns pb_col(cb, j) */
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    p[i] = sdS[kk * PS + ra + i];
-#pragma unroll
-                for (int j = 0; j < D / 16; j++) {
-                    const float b = sK[kk * (D + 1) + 4 * cb + 64 * (j >> 2) + (j & 3)];
+                for (int j = 0; j < D / 16; j++)
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        aq[i][j] = fmaf(p[i], b, aq[i][j]);
-                }
+                        aq[i][j] = fmaf(comp(p, i), b[j], aq[i][j]);
             }
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -317,8 +368,8 @@ __global__ void __launch_bounds__(NT) flash_bwd_dkdv_kernel(T *dk, T *dv, float 
             continue;
 #pragma unroll
         for (int j = 0; j < D / 16; j++) {
-            st(dk + base + (size_t)ki * D + cb + 16 * j, adk[i][j] * scale);
-            st(dv + base + (size_t)ki * D + cb + 16 * j, adv[i][j]);
+            st(dk + base + (size_t)ki * D + pb_col<D>(cb, j), adk[i][j] * scale);
+            st(dv + base + (size_t)ki * D + pb_col<D>(cb, j), adv[i][j]);
         }
     }
 }
@@ -332,9 +383,9 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
                                                            int Tn, int causal, float scale_log2,
                                                            float scale)
 {
-    extern __shared__ float sm[];
-    float *sQ = sm, *sdO = sQ + BT * (D + 1), *sK = sdO + BT * (D + 1), *sV = sK + BT * (D + 1);
-    float *sdS = sV + BT * (D + 1);
+    extern __shared__ __align__(16) float sm[];
+    float *sQ = sm, *sdO = sQ + BT * ldf<D>(), *sK = sdO + BT * ldf<D>(), *sV = sK + BT * ldf<D>();
+    float *sdS = sV + BT * ldf<D>();
     const int q0 = blockIdx.x * BT;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
     const int t = threadIdx.x, ra = (t >> 4) * 4, cb = t & 15;
@@ -378,7 +429,7 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
             continue;
 #pragma unroll
         for (int j = 0; j < D / 16; j++)
-            st(dq + base + (size_t)qi * D + cb + 16 * j, adq[i][j] * scale);
+            st(dq + base + (size_t)qi * D + pb_col<D>(cb, j), adq[i][j] * scale);
     }
 }
 
@@ -555,9 +606,10 @@ template <int D> constexpr int bq_kv() { return D <= 64 ? 64 : 32; } /* dK/dV qu
 constexpr int KV_MINB = 3, DQ_MINB = 4;
 /* The single-pass kernel at d ≤ 64 on full grids (blocks ≥ FUSED_MINB per
  * SM): resident blocks per SM it is compiled for (register cap); build-time
- * knob for variant builds. */
+ * knob for variant builds. 3: 168 registers, 36 spilled bytes (H200, bf16
+ * B1 H16 T16384 d64: backward 6.63 → 6.04 ms against 2, uncapped 229). */
 #ifndef LMK_FLASH_FUSED_MINB
-#define LMK_FLASH_FUSED_MINB 2
+#define LMK_FLASH_FUSED_MINB 3
 #endif
 constexpr int FUSED_MINB = LMK_FLASH_FUSED_MINB;
 
@@ -1135,7 +1187,8 @@ template <int D> constexpr bool fused_ok()
 {
     return D % (16 * (4 / (bq_kv<D>() / 16))) == 0;
 }
-/* bytes of one group's buffers in the single-pass kernel: Q, dO, L, D, dSᵀ */
+/* bytes of one group's buffers in the single-pass kernel: Q, dO, L, D
+ * (double-buffered) and dSᵀ */
 template <typename T, int D> constexpr size_t fused_group_bytes()
 {
     return dkdv_group_bytes<T, D>() + sizeof(T) * BKV * (bq_kv<D>() + 8);
@@ -1317,7 +1370,10 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_fused_mma_kernel(
                                           dq[2 * dn + 1][2 * h], dq[2 * dn + 1][2 * h + 1]));
             }
         }
-        group_sync<SP, BKV_NT>(grp); /* buffers buf and dSᵀ are rewritten next */
+        /* No third barrier: the next prefetch refills buffer buf, all of
+         * whose reads came before the barrier above (dSᵀ complete); dSᵀ is
+         * rewritten after the next iteration's first barrier, which every
+         * warp reaches only after this dQ stage. */
     }
     if constexpr (SP > 1) { /* group 1 added into group 0 */
         static_assert((size_t)(SP - 1) * 8 * NO * BKV_NT * sizeof(float) <=

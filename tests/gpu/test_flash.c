@@ -8,7 +8,8 @@
  * many blocks (the unsplit kernels) are checked without the CPU reference:
  * deterministic reruns bit-equal, the single pass within tolerance of the
  * deterministic result. Exit 77 without a GPU.
- * `test_flash bench [impl dtype B H T d causal]...` prints timing points
+ * `test_flash only DTYPE` runs the checks of one dtype (float32, bfloat16,
+ * float16); `test_flash bench [impl dtype B H T d causal]...` prints timing points
  * (JSON lines) instead (impl naive, flash, or flash_det: the deterministic
  * backward). */
 #include <cublas_v2.h>
@@ -323,11 +324,13 @@ int main(int argc, char **argv)
         return 1;
     }
     const lmk_dtype dts[3] = {LMK_F32, LMK_F16, LMK_BF16};
+    lmk_dtype only = LMK_F32;
+    int filter = argc > 2 && strcmp(argv[1], "only") == 0 && lmk_dtype_parse(argv[2], &only) == 0;
     const int ds[5] = {16, 32, 64, 80, 128};
     const int Ts[4] = {1, 37, 129, 1000};
     int fails = 0, cases = 0;
     for (int di = 0; di < 3; di++)
-        for (int dj = 0; dj < 5; dj++)
+        for (int dj = 0; dj < 5 && (!filter || dts[di] == only); dj++)
             for (int c = 0; c < 2; c++)
                 for (int ti = 0; ti < 4; ti++) {
                     int T = Ts[ti], B = T >= 1000 ? 1 : 2, H = T >= 1000 ? 1 : 3;
@@ -344,7 +347,7 @@ int main(int argc, char **argv)
                 }
     /* many blocks per SM: the unsplit kernels (the CPU reference would be slow) */
     for (int di = 0; di < 3; di++)
-        for (int dj = 0; dj < 5; dj++)
+        for (int dj = 0; dj < 5 && (!filter || dts[di] == only); dj++)
             for (int c = 0; c < 2 && (dts[di] != LMK_F32 || ds[dj] % 64 == 0); c++) {
                 fails += big_case(dts[di], 2, 16, 2100 + 37 * dj, ds[dj], c) != 0;
                 cases++;

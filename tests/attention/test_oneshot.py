@@ -1,6 +1,7 @@
 """The attention job one-shot on the CPU (`lmperfd run SPEC --cpu-only`): a tiny
 sweep succeeds with naive rows measured by the CPU reference and flash rows
-failed ("flash needs a GPU"); bad specs fail naming the field."""
+failed ("flash needs a GPU"); the deterministic option is accepted; bad specs
+fail naming the field."""
 import json, subprocess, sys
 
 lmperfd = sys.argv[1]
@@ -37,6 +38,11 @@ for r in runs:
         expect(r["status"] == "failed" and r["error"] == "flash needs a GPU", f"flash fails on cpu: {r}")
 expect(out.get("result", {}).get("succeeded") == 4, "4 succeeded")
 
+# the flash backward's deterministic option is part of the spec (a boolean)
+rc, out = run({"kind": "attention", "impl": "naive", "seq_len": [17], "d_head": [16],
+               "deterministic": True, "passes": 1, "warmup": 0})
+expect(rc == 0 and out.get("status") == "succeeded", f"deterministic: true accepted: rc {rc} {str(out)[:300]}")
+
 for spec, field in [
     ({"kind": "attention", "seq_len": [37], "d_head": [24]}, "d_head"),
     ({"kind": "attention", "seq_len": [37], "impl": "fast"}, "impl"),
@@ -45,6 +51,7 @@ for spec, field in [
     ({"kind": "attention"}, "seq_len"),
     ({"kind": "attention", "seq_len": [37], "passes": 0}, "passes"),
     ({"kind": "attention", "seq_len": [37], "bogus": 1}, "bogus"),
+    ({"kind": "attention", "seq_len": [37], "deterministic": 1}, "deterministic"),
 ]:
     rc, out = run(spec)
     err = out.get("error") or {}

@@ -456,6 +456,8 @@ __global__ void __launch_bounds__(NT) flash_bwd_dq_kernel(T *dq, const T *dout, 
  *     a warp skips tiles wholly below its keys (causal):
  *     Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q.
  *   dQ:      64 queries / block (4 warps), 64-key tiles: dQ += dS·K.
+ *   single pass (atomic_dq; "single pass" section below): the dK/dV loop
+ *     plus dQ += dS·K per tile through shared dSᵀ and float32 atomics.
  *   Grids of fewer blocks than two per SM (one head, short T): blocks of
  *     two 4-warp groups (four for the causal forward and dQ at d ≤ 64)
  *     taking alternate tiles of the loop (forward: 64 queries), merged at

@@ -17,7 +17,12 @@
  * Every step is timed the same way:
  * synchronised wall clock and CUDA events around forward, backward and
  * optimizer (phases: kernel time inside each range beside its GPU span and
- * its event time, schema/0012_profile_phases.sql). Each step is wrapped in a
+ * its event time, schema/0012_profile_phases.sql). With graphs, right after
+ * the priming step of each pass (untraced and traced: before the discard, so
+ * out of every table) profile_steps more steps are "gated": each phase's
+ * replay is enqueued behind a blocking kernel until the host has launched
+ * it, so its events hold the GPU's execution without the host's launch work
+ * (gpu_gated, schema/0014_profile_gated.sql). Each step is wrapped in a
  * "step" range by the runner; forward, backward, optimizer, "layer N" and
  * the attention sub-ops come from kernels/model.c. A kernel counts in every
  * range open when it was launched. The per-op roofline uses FLOPs and bytes
@@ -45,12 +50,14 @@
 #include "cuda/timing.h"
 #else
 typedef struct lmk_cuda_timer lmk_cuda_timer;
+typedef struct lmk_cuda_gate lmk_cuda_gate;
 #endif
 
 #define PROFILE_NOTEWORTHY_PCT 2.0 /* non-GEMM kernels above this share of the step */
 #define PROFILE_ALL "(all)"        /* the pseudo-range of every kernel (cuda_gpu_kern_sum) */
 #define SOFTMAX_FLOPS_PER_ELEM 5.0 /* max, subtract, exp, sum, divide */
 #define SOFTMAX_BWD_FLOPS_PER_ELEM 4.0
+#define GATE_TIMEOUT_MS 1000.0     /* the blocking kernel gives up after this (gpu_gated) */
 
 static const char *const bulky_fields[] = {"trace", NULL};
 
@@ -130,6 +137,7 @@ typedef struct step_clock {
     double wall_sum_ms;      /* synchronised wall clock, summed over the steps */
     double gpu_ms[PH_COUNT]; /* summed over the steps; NAN when a phase has no events */
     int steps;
+    int gate_timed_out;      /* gated steps only: the blocking kernel gave up (figures not measured) */
 } step_clock;
 
 static void clock_reset(step_clock *c, lmk_cuda_timer *timer)
@@ -179,6 +187,7 @@ typedef struct point_model {
     int training;
     lmk_adamw_config opt;
     lmk_cuda_timer *timer;                     /* NULL without CUDA */
+    lmk_cuda_gate *gate;                       /* the gated steps' blocking kernel; NULL without CUDA */
     lmk_cuda_graph *graph[PHASE_GRAPH_COUNT]; /* per phase; NULL: eager */
 } point_model;
 
@@ -238,6 +247,73 @@ static int one_step(point_model *pm, step_clock *c)
         c->gpu_ms[PH_BACKWARD] = c->gpu_ms[PH_OPTIMIZER] = NAN;
     if (rc == LMK_OK)
         rc = clock_add(c, PH_STEP, 0, training ? 3 : 1);
+    return rc;
+}
+
+/* One gated step (gpu_gated): each phase's graph replay enqueued behind the
+ * gate's blocking kernel, between CUDA events 0 and 1, then the gate opened
+ * and the stream synchronised, so the events hold the GPU's execution of the
+ * replay (CUPTI's GPU-side cost included) and not the host's work inside the
+ * launch call (CUPTI's ≈ 1 µs per node when traced), which a synchronised
+ * phase otherwise exposes. Phases run one after another like one_step's, not
+ * inside a "step" range. Only for graph replays: one launch waits behind the
+ * gate (an eager phase's launches would fill the stream's queue while the
+ * GPU waits: the host would block inside a launch). Adds phase times and
+ * their sum (step) to c; a timeout sets c->gate_timed_out and stops. */
+static int gated_step(point_model *pm, step_clock *c)
+{
+    int last = pm->training ? PHASE_OPTIMIZER : PHASE_FORWARD;
+    double step_ms = 0;
+    for (int ph = PHASE_FORWARD; ph <= last; ph++) {
+        if (!pm->graph[ph])
+            return LMK_INVALID;
+#ifdef LMPERF_HAVE_CUDA
+        int rc = lmk_cuda_gate_close(pm->gate);
+        if (rc != LMK_OK)
+            return rc;
+        rc = lmk_cuda_timer_record(pm->timer, 0);
+        if (rc == LMK_OK)
+            rc = phase_graphs_launch(pm->b, pm->graph[ph]);
+        if (rc == LMK_OK)
+            rc = lmk_cuda_timer_record(pm->timer, 1);
+        lmk_cuda_gate_open(pm->gate); /* on every path: the kernel must not wait for its timeout */
+        int sync = pm->b->synchronize(pm->b);
+        if (rc == LMK_OK)
+            rc = sync;
+        if (rc != LMK_OK)
+            return rc;
+        if (lmk_cuda_gate_timed_out(pm->gate)) {
+            c->gate_timed_out = 1;
+            return LMK_OK;
+        }
+        double ms;
+        if ((rc = lmk_cuda_timer_elapsed(pm->timer, 0, 1, &ms)) != LMK_OK)
+            return rc;
+        /* model phases PHASE_* are the clock's PH_FORWARD.. in order */
+        c->gpu_ms[PH_FORWARD + ph] += ms;
+        step_ms += ms;
+#endif
+    }
+    if (!pm->training)
+        c->gpu_ms[PH_BACKWARD] = c->gpu_ms[PH_OPTIMIZER] = NAN;
+    c->gpu_ms[PH_STEP] += step_ms;
+    c->steps++;
+    return LMK_OK;
+}
+
+/* `steps` gated steps into c (reset first) when the point's phases are graph
+ * replays; none (c->steps 0: every figure NAN) when eager or after a
+ * timeout. */
+static int gated_steps(point_model *pm, int steps, step_clock *c)
+{
+    clock_reset(c, NULL);
+    if (!pm->gate || !pm->graph[PHASE_FORWARD])
+        return LMK_OK;
+    int rc = LMK_OK;
+    for (int st = 0; st < steps && rc == LMK_OK && !c->gate_timed_out; st++)
+        rc = gated_step(pm, c);
+    if (c->gate_timed_out)
+        c->steps = 0;
     return rc;
 }
 
@@ -762,8 +838,10 @@ static json_t *real_or_null(double v)
 }
 
 /* The tracing overhead: the same steps untraced and traced, each timed by
- * one_step (synchronised wall clock; CUDA events of the whole step). */
-static void add_overhead(json_t *run, const step_clock *plain, const step_clock *traced)
+ * one_step (synchronised wall clock; CUDA events of the whole step), and by
+ * gated_steps (gpu_gated; graphs: whether the phases were replays). */
+static void add_overhead(json_t *run, const step_clock *plain, const step_clock *traced, const step_clock *gated_plain,
+                         const step_clock *gated_traced, int graphs)
 {
     double wall0 = plain->wall_sum_ms / plain->steps, wall1 = traced->wall_sum_ms / traced->steps;
     double gpu0 = clock_mean(plain, PH_STEP), gpu1 = clock_mean(traced, PH_STEP);
@@ -780,15 +858,36 @@ static void add_overhead(json_t *run, const step_clock *plain, const step_clock 
                                     "use), so like is compared with like: graph replays with graph replays, eager "
                                     "with eager; each step timed the same way: synchronised wall clock "
                                     "(overhead_pct) and CUDA events on the model's stream (overhead_gpu_pct); per "
-                                    "phase: phases[].event_ns_unprofiled vs event_ns_profiled"));
+                                    "phase: phases[].event_ns_unprofiled vs event_ns_profiled; gpu_gated: see "
+                                    "gpu_gated_note"));
+    double g0 = clock_mean(gated_plain, PH_STEP), g1 = clock_mean(gated_traced, PH_STEP);
+    json_object_set_new(run, "step_gpu_gated_ms_unprofiled", real_or_null(g0));
+    json_object_set_new(run, "step_gpu_gated_ms_profiled", real_or_null(g1));
+    json_object_set_new(run, "overhead_gpu_gated_pct", real_or_null(g0 > 0 ? 100.0 * (g1 - g0) / g0 : NAN));
+    const char *note;
+    if (gated_plain->gate_timed_out || gated_traced->gate_timed_out)
+        note = "gpu_gated not measured: the gate timed out (the blocking kernel gave up after 1 s before the host "
+               "had enqueued the replay behind it)";
+    else if (!graphs)
+        note = "not gated: eager (only a graph replay, one launch, may wait behind the gate: an eager phase's "
+               "launches would fill the stream's queue while the GPU waits)";
+    else
+        note = "gpu_gated: CUDA events around each phase's graph replay, enqueued behind a blocking kernel that "
+               "held the GPU until the host had launched it (NVBench's method): the GPU's execution of the phase, "
+               "CUPTI's GPU-side cost included, without the host's launch work (CUPTI's ~1 us per node, exposed "
+               "by synchronised phases); per step the sum of the phases; profile_steps gated steps untraced and "
+               "traced, after the priming step";
+    json_object_set_new(run, "gpu_gated_note", json_string(note));
 }
 
 /* Per phase (step, forward, backward, optimizer): means per instance of the
  * traced steps' kernel time inside the range, the range on the GPU (first
  * kernel start to last kernel end), the CPU range (push to pop), and the
- * CUDA-event time of the phase traced and untraced (new). */
+ * CUDA-event time of the phase traced and untraced (new), and the gated
+ * time of its replay traced and untraced (NULL when eager). */
 static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, const range_times *times,
-                          const step_clock *plain, const step_clock *traced, int training)
+                          const step_clock *plain, const step_clock *traced, const step_clock *gated_plain,
+                          const step_clock *gated_traced, int training)
 {
     json_t *rows = json_array();
     for (int ph = 0; ph < PH_COUNT; ph++) {
@@ -803,12 +902,15 @@ static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, cons
             }
         double kernel = n ? (double)range_kernel_ns(s, phase_names[ph], 0) / (double)n : 0;
         double ev1 = clock_mean(traced, ph) * 1e6, ev0 = clock_mean(plain, ph) * 1e6;
+        double g1 = clock_mean(gated_traced, ph) * 1e6, g0 = clock_mean(gated_plain, ph) * 1e6;
         json_array_append_new(
-            rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:o, s:o, s:o}", "phase", phase_names[ph], "instances",
-                            (json_int_t)n, "kernel_ns", kernel, "gpu_span_ns", n ? (double)span / (double)n : 0.0,
-                            "range_wall_ns", n ? (double)wall / (double)n : 0.0, "event_ns_profiled",
-                            real_or_null(ev1), "event_ns_unprofiled", real_or_null(ev0), "kernel_pct_of_event",
-                            real_or_null(ev1 > 0 ? 100.0 * kernel / ev1 : NAN)));
+            rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}", "phase", phase_names[ph],
+                            "instances", (json_int_t)n, "kernel_ns", kernel, "gpu_span_ns",
+                            n ? (double)span / (double)n : 0.0, "range_wall_ns", n ? (double)wall / (double)n : 0.0,
+                            "event_ns_profiled", real_or_null(ev1), "event_ns_unprofiled", real_or_null(ev0),
+                            "kernel_pct_of_event", real_or_null(ev1 > 0 ? 100.0 * kernel / ev1 : NAN),
+                            "gated_ns_profiled", real_or_null(g1), "gated_ns_unprofiled", real_or_null(g0),
+                            "overhead_gated_pct", real_or_null(g0 > 0 ? 100.0 * (g1 - g0) / g0 : NAN)));
     }
     return rows;
 }
@@ -835,6 +937,7 @@ static void point_model_free(point_model *pm)
     if (pm->b)
         phase_graphs_free(pm->b, pm->graph, PHASE_GRAPH_COUNT);
 #ifdef LMPERF_HAVE_CUDA
+    lmk_cuda_gate_free(pm->gate);
     lmk_cuda_timer_free(pm->timer);
 #endif
     lmk_model_free(pm->m);
@@ -843,7 +946,7 @@ static void point_model_free(point_model *pm)
     memset(pm, 0, sizeof *pm);
 }
 
-/* Builds the point's model with its batch and a 4-event timer. Returns
+/* Builds the point's model with its batch, a 4-event timer and a gate. Returns
  * LMK_OK or a status (pm freed); *what says which part failed. */
 static int point_model_create(lmk_backend *b, const model_point *p, int training, point_model *pm, const char **what)
 {
@@ -864,6 +967,9 @@ static int point_model_create(lmk_backend *b, const model_point *p, int training
 #ifdef LMPERF_HAVE_CUDA
     *what = "CUDA events";
     if ((rc = lmk_cuda_timer_create(b, 4, &pm->timer)) != LMK_OK)
+        goto failed;
+    *what = "gate (pinned mapped host memory)";
+    if ((rc = lmk_cuda_gate_create(b, GATE_TIMEOUT_MS, &pm->gate)) != LMK_OK)
         goto failed;
 #endif
     return LMK_OK;
@@ -910,6 +1016,7 @@ static int capture_and_prime(point_model *pm, int last, char *detail, size_t len
 typedef struct baseline {
     int rc;              /* LMK_OK when measured */
     step_clock clock;    /* profile_steps untraced steps after the warm-up (graph replays when graphs_plan says so) */
+    step_clock gated;    /* profile_steps untraced gated steps before them (gated_steps) */
     char detail[300];    /* a failed graph capture */
 } baseline;
 
@@ -953,6 +1060,8 @@ static int measure_baselines(run_ctx *ctx, lmk_backend *b, const json_t *spec, c
         int rc = warm_up(&pm, warmup, last);
         if (rc == LMK_OK)
             rc = capture_and_prime(&pm, last, base->detail, sizeof base->detail);
+        if (rc == LMK_OK)
+            rc = gated_steps(&pm, steps, &base->gated);
         for (int st = 0; st < steps && rc == LMK_OK; st++)
             rc = one_step(&pm, &base->clock);
         base->clock.timer = NULL;
@@ -996,7 +1105,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     /* every step below runs through one_step with the same events as the
      * baseline's untraced steps, after the same warm-up, capture and priming
      * step: both are timed the same way */
-    step_clock plain, traced;
+    step_clock plain, traced, gated_traced;
     if (!base || base->rc != LMK_OK) {
         model_point_fail(run, "the untraced baseline steps failed: %s%s%s",
                          lmk_status_text(base ? base->rc : LMK_INVALID), base && base->detail[0] ? ": " : "",
@@ -1027,6 +1136,11 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
         }
         goto failed;
     }
+    /* the traced gated steps, like the baseline's right after the priming
+     * step; before the discard, so their records (the blocking kernels, the
+     * extra replays) stay out of every table */
+    if ((rc = gated_steps(&pm, steps, &gated_traced)) != LMK_OK)
+        goto failed;
     if (profiler_discard(prof, perr, sizeof perr)) {
         model_point_fail(run, "%s", perr);
         goto out;
@@ -1075,8 +1189,9 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     json_object_set_new(run, "range_count", json_integer((json_int_t)nr));
     json_object_set_new(run, "dropped_records", json_integer((json_int_t)profiler_dropped(prof)));
     json_object_set_new(run, "nvtx_injection", json_string(profiler_injection_path()));
-    add_overhead(run, &plain, &traced);
-    json_object_set_new(run, "phases", phase_rows(&s, ranges, nr, times, &plain, &traced, training));
+    add_overhead(run, &plain, &traced, &base->gated, &gated_traced, last >= 0);
+    json_object_set_new(run, "phases",
+                        phase_rows(&s, ranges, nr, times, &plain, &traced, &base->gated, &gated_traced, training));
     uint64_t fwall = 0, fspan = 0;
     size_t nf = 0, replayed = 0;
     for (size_t i = 0; i < nr; i++) {
@@ -1194,7 +1309,8 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
         "top_forward_also_top_fwd_bwd", "top_fwd_bwd_kernel", "gemm_share_forward_pct", "gemm_share_step_pct",
         "softmax_ns", "attention_matmul_ns", "attention_flop_ratio", "step_gpu_ms_unprofiled",
         "step_gpu_ms_profiled", "overhead_gpu_pct", "kernels_without_launch", "graphs", "graphs_scope", "graphs_note",
-        "graph_nodes", "graph_ops_unmapped", "replayed_range_count"};
+        "graph_nodes", "graph_ops_unmapped", "replayed_range_count", "step_gpu_gated_ms_unprofiled",
+        "step_gpu_gated_ms_profiled", "overhead_gpu_gated_pct", "gpu_gated_note"};
     int rc = insert_row(db,
                         "INSERT INTO profile_runs (run_id, job_id, model, context_length, batch_size, precision, mode, "
                         "warmup_steps, profile_steps, kernel_count, kernel_time_ns, unattributed_kernels, range_count, "
@@ -1203,8 +1319,10 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
                         "top_forward_also_top_fwd_bwd, top_fwd_bwd_kernel, gemm_share_forward_pct, "
                         "gemm_share_step_pct, softmax_ns, attention_matmul_ns, attention_flop_ratio, "
                         "step_gpu_ms_unprofiled, step_gpu_ms_profiled, overhead_gpu_pct, kernels_without_launch, "
-                        "graphs, graphs_scope, graphs_note, graph_nodes, graph_ops_unmapped, replayed_range_count) "
-                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "graphs, graphs_scope, graphs_note, graph_nodes, graph_ops_unmapped, replayed_range_count, "
+                        "step_gpu_gated_ms_unprofiled, step_gpu_gated_ms_profiled, overhead_gpu_gated_pct, "
+                        "gpu_gated_note) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         run_id, job_id, flat, run_keys, sizeof run_keys / sizeof run_keys[0]);
     json_decref(flat);
     static const char *const kernel_keys[] = {"range", "range_instances", "kernel", "is_gemm", "instances", "total_ns",
@@ -1217,12 +1335,14 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
                          run_id, json_object_get(run, "kernel_summary"), kernel_keys, 12);
     static const char *const phase_keys[] = {"phase",         "instances",         "kernel_ns",
                                              "gpu_span_ns",   "range_wall_ns",     "event_ns_profiled",
-                                             "event_ns_unprofiled", "kernel_pct_of_event"};
+                                             "event_ns_unprofiled", "kernel_pct_of_event", "gated_ns_profiled",
+                                             "gated_ns_unprofiled", "overhead_gated_pct"};
     if (rc == SQLITE_OK)
         rc = insert_rows(db,
                          "INSERT INTO profile_phases (run_id, phase, instances, kernel_ns, gpu_span_ns, range_wall_ns, "
-                         "event_ns_profiled, event_ns_unprofiled, kernel_pct_of_event) VALUES (?,?,?,?,?,?,?,?,?)",
-                         run_id, json_object_get(run, "phases"), phase_keys, 8);
+                         "event_ns_profiled, event_ns_unprofiled, kernel_pct_of_event, gated_ns_profiled, "
+                         "gated_ns_unprofiled, overhead_gated_pct) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                         run_id, json_object_get(run, "phases"), phase_keys, 11);
     static const char *const note_keys[] = {"kernel", "share_pct"};
     if (rc == SQLITE_OK)
         rc = insert_rows(db, "INSERT INTO profile_noteworthy (run_id, kernel, share_pct) VALUES (?,?,?)", run_id,

@@ -121,22 +121,31 @@ function execution(r) {
   return r.graphs ? `CUDA-graph replays (${r.graphs_scope})` : ['eager launches', r.graphs_note ? h('span', {class: 'muted'}, ` — ${r.graphs_note}`) : null];
 }
 
-// Per phase: CUDA-event time untraced vs traced (the overhead per phase), and
-// how much of the traced phase the kernels fill.
+// Per phase: CUDA-event time untraced vs traced (the overhead per phase), the
+// same by gpu_gated (graph replays held behind a blocking kernel: the GPU's
+// execution without the host's launch work; null when eager), and how much
+// of the traced phase the kernels fill.
 function phaseTable(r) {
   const rows = r.phases || [];
   if (!rows.length) return null;
   const num = (v, f) => h('td', {class: 'num', dataset: typeof v === 'number' ? {value: v} : undefined}, f(v));
   const over = (p) => (p.event_ns_unprofiled && p.event_ns_profiled ? 100 * (p.event_ns_profiled - p.event_ns_unprofiled) / p.event_ns_unprofiled : null);
+  const gated = rows.some((p) => typeof p.gated_ns_unprofiled === 'number');
+  const gatedOver = (p) => (p.gated_ns_unprofiled && p.gated_ns_profiled ? 100 * (p.gated_ns_profiled - p.gated_ns_unprofiled) / p.gated_ns_unprofiled : null);
   return h('section', null, h('h3', null, 'Tracing overhead per phase'),
     h('p', {class: 'muted'}, "CUDA events around each phase on the model's stream, mean per step: the same steps untraced (before anything was traced) and traced. ",
       'Kernels, GPU span and host time are from the trace (host: the CPU range, or for a phase replayed as a CUDA graph the graph launch call).'),
+    h('p', {class: 'muted', id: 'profile-gated-note'}, gated
+      ? "Gated (gpu_gated): the same events around each phase's graph replay, enqueued behind a blocking kernel until the host had launched it — the GPU's execution of the phase, CUPTI's GPU-side cost included, without the host's launch work."
+      : (r.gpu_gated_note || 'Gated: not measured (runs stored before gpu_gated existed).')),
     h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'profile-phases'},
       h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Phase'),
-        ['Instances', 'Untraced (ms)', 'Traced (ms)', 'Overhead', 'Kernels (ms)', 'GPU span (ms)', 'Kernels % of traced', 'Host (ms)']
+        ['Instances', 'Untraced (ms)', 'Traced (ms)', 'Overhead', 'Gated untraced (ms)', 'Gated traced (ms)', 'Overhead gated',
+          'Kernels (ms)', 'GPU span (ms)', 'Kernels % of traced', 'Host (ms)']
           .map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
       h('tbody', null, rows.map((p) => h('tr', {dataset: {phase: p.phase}}, h('th', {scope: 'row'}, p.phase),
         num(p.instances, fmt.int), num(p.event_ns_unprofiled, ms), num(p.event_ns_profiled, ms), num(over(p), signedPct),
+        num(p.gated_ns_unprofiled, ms), num(p.gated_ns_profiled, ms), num(gatedOver(p), signedPct),
         num(p.kernel_ns, ms), num(p.gpu_span_ns, ms), num(p.kernel_pct_of_event, fmt.pct), num(p.range_wall_ns, ms)))))));
 }
 
@@ -146,6 +155,9 @@ function profileRunView(job, r) {
     ['Step, untraced', `${fmt.ms(r.step_ms_unprofiled)} ms`], ['Step, traced', `${fmt.ms(r.step_ms_profiled)} ms`],
     ['Tracing overhead', typeof r.overhead_gpu_pct === 'number'
       ? `${signedPct(r.overhead_pct)} wall clock · ${signedPct(r.overhead_gpu_pct)} by CUDA events` : signedPct(r.overhead_pct)],
+    ['Tracing overhead, gpu_gated', typeof r.overhead_gpu_gated_pct === 'number'
+      ? `${signedPct(r.overhead_gpu_gated_pct)} (${fmt.ms(r.step_gpu_gated_ms_unprofiled)} → ${fmt.ms(r.step_gpu_gated_ms_profiled)} ms per step, graph replays held behind a blocking kernel: GPU execution without the host's launch work)`
+      : (r.gpu_gated_note || null)],
     ['Kernels', `${fmt.int(r.kernel_count)} launches, ${ms(r.kernel_time_ns)} ms`],
     ['Memcpy/memset', `${fmt.int(r.memcpy_memset_count)}, ${ms(r.memcpy_memset_ns)} ms`],
     ['Forward (per instance)', r.forward_wall_ns ? `wall ${ms(r.forward_wall_ns)} ms · on the GPU ${ms(r.forward_gpu_span_ns)} ms · kernels ${ms(r.forward_kernel_ns)} ms` : null],

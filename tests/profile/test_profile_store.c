@@ -4,7 +4,8 @@
  * Trace Event Format: every event named with ph/pid/tid, X events with
  * numeric ts/dur, flow starts and ends paired by id with bp "e". The phase
  * rows and the CUDA-event overhead land in the 0012 table and columns, how
- * the steps ran (CUDA-graph replays) in the 0013 columns. */
+ * the steps ran (CUDA-graph replays) in the 0013 columns, the gated overhead
+ * (gpu_gated) in the 0014 columns. */
 #include <sqlite3.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,10 +101,13 @@ int main(void)
     MUST(store_job_start(s, id, 0, "gpu0"));
     json_t *run = synthetic_run();
     json_object_set_new(run, "phases",
-                        json_pack("[{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f}, {s:s, s:i, s:f, s:f, s:f, s:n, s:n}]",
+                        json_pack("[{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, "
+                                  "{s:s, s:i, s:f, s:f, s:f, s:n, s:n}]",
                                   "phase", "step", "instances", 1, "kernel_ns", 4000.0, "gpu_span_ns", 4200.0,
                                   "range_wall_ns", 10000.0, "event_ns_profiled", 4500.0, "event_ns_unprofiled",
-                                  4400.0, "kernel_pct_of_event", 88.9, "phase", "forward", "instances", 1,
+                                  4400.0, "kernel_pct_of_event", 88.9, "gated_ns_profiled", 4300.0,
+                                  "gated_ns_unprofiled", 4250.0, "overhead_gated_pct", 1.18, "phase", "forward",
+                                  "instances", 1,
                                   "kernel_ns", 4000.0, "gpu_span_ns", 4200.0, "range_wall_ns", 9000.0,
                                   "event_ns_profiled", "event_ns_unprofiled"));
     json_object_set_new(run, "step_gpu_ms_unprofiled", json_real(0.0044));
@@ -116,6 +120,10 @@ int main(void)
     json_object_set_new(run, "graph_nodes", json_integer(293));
     json_object_set_new(run, "graph_ops_unmapped", json_integer(0));
     json_object_set_new(run, "replayed_range_count", json_integer(1));
+    json_object_set_new(run, "step_gpu_gated_ms_unprofiled", json_real(0.00425));
+    json_object_set_new(run, "step_gpu_gated_ms_profiled", json_real(0.0043));
+    json_object_set_new(run, "overhead_gpu_gated_pct", json_real(1.18));
+    json_object_set_new(run, "gpu_gated_note", json_string("gpu_gated: ..."));
     CHECK(store_run_add(s, kind, id, 0, spec, run) == STORE_OK, "store a profile run");
 
     sqlite3 *db = NULL;
@@ -138,6 +146,16 @@ int main(void)
                          "graphs_note IS NULL AND graph_nodes = 293 AND graph_ops_unmapped = 0 AND "
                          "replayed_range_count = 1") == 1,
           "graph-replay columns (0013)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_runs WHERE overhead_gpu_gated_pct > 1.1 AND "
+                         "step_gpu_gated_ms_profiled > step_gpu_gated_ms_unprofiled AND "
+                         "gpu_gated_note LIKE 'gpu_gated:%'") == 1,
+          "gated overhead columns (0014)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'step' AND gated_ns_profiled = 4300 AND "
+                         "gated_ns_unprofiled = 4250 AND overhead_gated_pct > 1.1") == 1,
+          "step phase row with its gated times (0014)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'forward' AND gated_ns_profiled IS NULL "
+                         "AND overhead_gated_pct IS NULL") == 1,
+          "forward phase row, gated times absent as NULL");
     CHECK(count_rows(db, "SELECT count(*) FROM runs WHERE instr(result, 'traceEvents') > 0") == 0,
           "the trace is not in the generic runs row");
 

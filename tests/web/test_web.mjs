@@ -581,7 +581,14 @@ async function checkGpuFixture() {
       const over = 100 * (p.event_ns_profiled - p.event_ns_unprofiled) / p.event_ns_unprofiled;
       check(row && Number(row.values[1]) === p.event_ns_unprofiled && Number(row.values[2]) === p.event_ns_profiled &&
         Math.abs(Number(row.values[3]) - over) < 1e-9, `phase ${p.phase}: the overhead row differs from the API`);
+      // gpu_gated: the gated times as the API says, empty cells where not gated (eager, or stored before 0014)
+      const gated = typeof p.gated_ns_unprofiled === 'number';
+      check(gated ? Number(row.values[4]) === p.gated_ns_unprofiled && Number(row.values[5]) === p.gated_ns_profiled
+        : row.values[4] === undefined && row.values[5] === undefined && row.values[6] === undefined,
+        `phase ${p.phase}: the gated cells differ from the API (${row.values.slice(4, 7)})`);
     }
+    const gatedNote = await page.textContent('#profile-gated-note');
+    check(gatedNote && /[Gg]ated/.test(gatedNote), `the phase table does not say what gated means: ${gatedNote}`);
     const facts = await page.textContent('#profile-facts');
     check(run.graphs === undefined || facts.includes(run.graphs ? 'CUDA-graph replays' : 'eager'), 'the facts do not say how the steps ran');
     log(`profile phases: ${phaseRows.length} rows (untraced vs traced per phase) equal the API`);

@@ -5,7 +5,10 @@
 # them. It asserts the 10% bound on the gated figure (each phase's replay
 # held behind a blocking kernel until the host had launched it) per step and
 # per phase at every point, and prints the wall-clock and plain CUDA-event
-# overheads beside it. CARRY holds lmperfd and lib/ (tests/gpu/carry.sh);
+# overheads beside it. First, when CARRY has it, test_gate (tests/profile/
+# test_gate.c): the gate holds the stream and times out cleanly.
+# CARRY holds lmperfd and lib/ (tests/gpu/carry.sh), test_gate copied in from
+# BUILD/tests/profile/test_gate;
 # every log goes into ONE archive, OUT/profile_gate.tar.gz; stdout gets a
 # short summary.
 # usage: tests/gpu/profile_gate.sh CARRY OUT
@@ -36,6 +39,11 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${PYLIB:+:$PYLI
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
     ldd "$CARRY/lmperfd" | grep -E 'not found|cupti|cublas'
 } >"$LOGS/env.txt" 2>&1
+GATE_RC=skipped
+if [ -x "$CARRY/test_gate" ]; then
+    timeout 30 "$CARRY/test_gate" >"$LOGS/test_gate.log" 2>&1
+    GATE_RC=$?
+fi
 timeout "${GATE_TIMEOUT:-200}" python3 "$ROOT/tests/gpu/profile_check.py" "$CARRY/lmperfd" "$LOGS" \
     --points small:128:5,large:512:3 --precisions fp32,bf16 --graphs on >"$LOGS/profile_check.log" 2>&1
 RC=$?
@@ -43,11 +51,19 @@ tar -czf "$OUT/profile_gate.tar.gz" -C "$OUT" profile_gate && rm -rf "$LOGS"
 TAR="$OUT/profile_gate.tar.gz"
 LOG() { tar -xzOf "$TAR" profile_gate/profile_check.log; }
 echo "== profile_gate: $(tar -xzOf "$TAR" profile_gate/env.txt | head -3 | tr '\n' ' ')"
+echo "test_gate: rc $GATE_RC"
+[ "$GATE_RC" != skipped ] && tar -xzOf "$TAR" profile_gate/test_gate.log | tail -6
 # the run tables (the gated column beside the wall-clock and plain-event ones) and every failure
-LOG | grep -E '^(\||Per-phase|FAIL|note:.*gated|profile_check:|no GPU)' | cut -c1-400
+# (not the answers table: its rows quote kernel names in backticks)
+LOG | grep -E '^(\||Per-phase|note:.*gated|profile_check:|no GPU)' | grep -vE '`|top kernel in forward|^(\|---){11}\|$' | cut -c1-330
+LOG | grep -E '^FAIL' | head -25 | cut -c1-300
 if [ $RC -eq 77 ]; then
     echo "profile_gate: skipped (no GPU)"
     exit 77
+fi
+if [ "$GATE_RC" != skipped ] && [ "$GATE_RC" != 0 ]; then
+    echo "profile_gate: FAILED — test_gate (the blocking kernel itself) rc $GATE_RC"
+    [ $RC -eq 0 ] && RC=1
 fi
 if LOG | grep -q 'GATE TIMEOUT'; then
     echo "profile_gate: FAILED — the blocking kernel timed out (1 s) before the host enqueued the replay behind it; gated figures not measured"

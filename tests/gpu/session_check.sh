@@ -9,7 +9,8 @@
 # usage: tests/gpu/session_check.sh CARRY FLASH_CARRY OUT
 #   CARRY        filled by tests/gpu/carry.sh (lmperfd, test binaries, libs)
 #   FLASH_CARRY  filled by tests/gpu/flash_carry.sh (bins.tar.xz, torch_attn.py)
-# env: RUN_ALL=1 FLASH=1 PROFILE=1 (0 skips a part)
+# env: RUN_ALL=1 FLASH=1 PROFILE=1 (0 skips a part); DAEMON=1 adds run_all.sh's
+#      benchmark-job check
 set -u
 CARRY=$(cd "$1" && pwd)
 FLASH_CARRY=$(cd "$2" && pwd)
@@ -21,7 +22,7 @@ RC=0
 start=$(date +%s)
 say() { echo "[$(($(date +%s) - start))s] $*"; }
 if [ "$RUN_ALL" = 1 ]; then
-    OUT=$LOGS/run_all CARRY=$CARRY DAEMON=0 BENCH=0 TORCH=0 timeout 300 bash "$HERE/run_all.sh" \
+    OUT=$LOGS/run_all CARRY=$CARRY DAEMON=${DAEMON:-0} BENCH=0 TORCH=0 timeout 300 bash "$HERE/run_all.sh" \
         >"$LOGS/run_all.txt" 2>&1
     r=$?; say "run_all (OPS GRAPH MODEL) rc=$r"; [ $r = 0 ] || RC=1
     grep -E 'rc=|FAIL' "$LOGS/run_all/env.txt"

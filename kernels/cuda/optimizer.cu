@@ -96,6 +96,16 @@ __device__ __forceinline__ void adamw_one(float &p, float g, float &m, float &v,
     p = __fsub_rn(p, __fmul_rn(k.decay, p));
 }
 
+// adamw_one on the four lanes of a float4 (x, y, z, w in that order)
+__device__ __forceinline__ void adamw_four(float4 &p, float4 g, float4 &m, float4 &v, float f,
+                                           const adamw_k &k)
+{
+    adamw_one(p.x, g.x, m.x, v.x, f, k);
+    adamw_one(p.y, g.y, m.y, v.y, f, k);
+    adamw_one(p.z, g.z, m.z, v.z, f, k);
+    adamw_one(p.w, g.w, m.w, v.w, f, k);
+}
+
 // p, g, m, v (n); factor scalar or NULL; vec4: n4 float4 groups then a tail
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n,
                              const float *factor, adamw_k k, int vec4)
@@ -114,10 +124,7 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_
         const float4 *g4 = (const float4 *)g;
         for (size_t i = tid; i < n4; i += stride) {
             float4 pp = p4[i], gg = g4[i], mm = m4[i], vv = v4[i];
-            adamw_one(pp.x, gg.x, mm.x, vv.x, f, k);
-            adamw_one(pp.y, gg.y, mm.y, vv.y, f, k);
-            adamw_one(pp.z, gg.z, mm.z, vv.z, f, k);
-            adamw_one(pp.w, gg.w, mm.w, vv.w, f, k);
+            adamw_four(pp, gg, mm, vv, f, k);
             p4[i] = pp;
             m4[i] = mm;
             v4[i] = vv;
@@ -243,10 +250,7 @@ __global__ void __launch_bounds__(MT_THREADS)
                 }
 #pragma unroll
                 for (int r = 0; r < U; r++) {
-                    adamw_one(pp[r].x, gg[r].x, mm[r].x, vv[r].x, f, k);
-                    adamw_one(pp[r].y, gg[r].y, mm[r].y, vv[r].y, f, k);
-                    adamw_one(pp[r].z, gg[r].z, mm[r].z, vv[r].z, f, k);
-                    adamw_one(pp[r].w, gg[r].w, mm[r].w, vv[r].w, f, k);
+                    adamw_four(pp[r], gg[r], mm[r], vv[r], f, k);
                     size_t e = q + (size_t)r * MT_THREADS;
                     p4[e] = pp[r];
                     m4[e] = mm[r];
@@ -255,10 +259,7 @@ __global__ void __launch_bounds__(MT_THREADS)
             }
             for (; q < q1; q += MT_THREADS) {
                 float4 pp = p4[q], gg = g4[q], mm = m4[q], vv = v4[q];
-                adamw_one(pp.x, gg.x, mm.x, vv.x, f, k);
-                adamw_one(pp.y, gg.y, mm.y, vv.y, f, k);
-                adamw_one(pp.z, gg.z, mm.z, vv.z, f, k);
-                adamw_one(pp.w, gg.w, mm.w, vv.w, f, k);
+                adamw_four(pp, gg, mm, vv, f, k);
                 p4[q] = pp;
                 m4[q] = mm;
                 v4[q] = vv;

@@ -854,8 +854,241 @@ __global__ void __launch_bounds__(SP * 2 * BM / MT) flash_fwd_mma_kernel(T *o, f
         }
 }
 
+/* --- backward building blocks ----------------------------------------------
+ * Shared by the dK/dV kernel, the single-pass kernel and (the S/dP products
+ * and the A-operand packing) the dQ kernel. Accumulators are mma.m16n8k16 C
+ * fragments: c[j][e] of a warp's (16, 8·N) tile holds row g + 8·(e >> 1),
+ * column 8j + 2t + (e & 1) (g = lane / 4, t = lane % 4). */
+
+/* Both accumulators (N n8 tiles each) set to zero. */
+template <int N> __device__ __forceinline__ void zero_acc2(float a[N][4], float b[N][4])
+{
+#pragma unroll
+    for (int j = 0; j < N; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            a[j][e] = b[j][e] = 0.f;
+}
+
+/* s (16, NB) = A·Bᵀ and dp (16, NB) = A2·B2ᵀ over D columns, for a warp's 16
+ * rows r0… of A, A2; B, B2: (NB, D). All four are shared tiles of row stride
+ * D + 8. The two products share the k16 loop (each B fragment feeds two mma). */
+template <typename T, int D, int NB>
+__device__ __forceinline__ void mma_two_abt(float s[NB / 8][4], float dp[NB / 8][4], const T *a,
+                                            const T *b, const T *a2, const T *b2, int r0,
+                                            int lane)
+{
+    constexpr int LD = D + 8;
+    zero_acc2<NB / 8>(s, dp);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t aa[4], aa2[4];
+        ldsm4(aa, frag_a(a, LD, r0, 16 * kk, lane));
+        ldsm4(aa2, frag_a(a2, LD, r0, 16 * kk, lane));
+#pragma unroll
+        for (int np = 0; np < NB / 16; np++) {
+            uint32_t bb[4];
+            ldsm4(bb, frag_b(b, LD, 16 * np, 16 * kk, lane));
+            tc_ops<T>::mma(s[2 * np], aa, bb[0], bb[1]);
+            tc_ops<T>::mma(s[2 * np + 1], aa, bb[2], bb[3]);
+            ldsm4(bb, frag_b(b2, LD, 16 * np, 16 * kk, lane));
+            tc_ops<T>::mma(dp[2 * np], aa2, bb[0], bb[1]);
+            tc_ops<T>::mma(dp[2 * np + 1], aa2, bb[2], bb[3]);
+        }
+    }
+}
+
+/* The A operand (16 rows, columns 16·kq…) of an mma, from the accumulator c
+ * (16, ≥ 16·kq + 16) rounded to T. */
+template <typename T>
+__device__ __forceinline__ void pack_a(uint32_t a[4], const float c[][4], int kq)
+{
+#pragma unroll
+    for (int hb = 0; hb < 2; hb++) {
+        a[2 * hb] = tc_ops<T>::pack(c[2 * kq + hb][0], c[2 * kq + hb][1]);
+        a[2 * hb + 1] = tc_ops<T>::pack(c[2 * kq + hb][2], c[2 * kq + hb][3]);
+    }
+}
+/* Half hb of two such operands at once (columns 16·kq + 8·hb…: elements
+ * 2·hb, 2·hb + 1 of a and a2, from c and c2). */
+template <typename T>
+__device__ __forceinline__ void pack_a2_half(uint32_t a[4], uint32_t a2[4], const float c[][4],
+                                             const float c2[][4], int kq, int hb)
+{
+    a[2 * hb] = tc_ops<T>::pack(c[2 * kq + hb][0], c[2 * kq + hb][1]);
+    a[2 * hb + 1] = tc_ops<T>::pack(c[2 * kq + hb][2], c[2 * kq + hb][3]);
+    a2[2 * hb] = tc_ops<T>::pack(c2[2 * kq + hb][0], c2[2 * kq + hb][1]);
+    a2[2 * hb + 1] = tc_ops<T>::pack(c2[2 * kq + hb][2], c2[2 * kq + hb][3]);
+}
+
+/* Shared memory of the dK/dV and single-pass kernels: the block's K and V
+ * tiles (BKV, D + 8), then GB bytes per split group, which start with the
+ * group's double-buffered query tiles Q, dO (2 × BQ, D + 8) and their rows'
+ * L = lse·log2 e and D = rowsum(dO∘O) (2 × BQ); BQ = bq_kv<D>(). */
+template <typename T> struct kv_smem {
+    T *sK, *sV, *sQ, *sdO;
+    float *sL, *sD;
+};
+template <typename T, int D, size_t GB>
+__device__ __forceinline__ kv_smem<T> kv_smem_carve(unsigned char *smraw, int grp)
+{
+    constexpr int LD = D + 8, BQ = bq_kv<D>();
+    kv_smem<T> sm;
+    sm.sK = (T *)smraw;
+    sm.sV = sm.sK + BKV * LD;
+    sm.sQ = (T *)((unsigned char *)(sm.sV + BKV * LD) + grp * GB);
+    sm.sdO = sm.sQ + 2 * BQ * LD;
+    sm.sL = (float *)(sm.sdO + 2 * BQ * LD);
+    sm.sD = sm.sL + 2 * BQ;
+    return sm;
+}
+
+/* Query tile q0… (BQ rows) into buffer nb of a group's Q, dO (cp.async by
+ * its BKV_NT threads, one commit group) and L, D (plain loads; rows past Tn
+ * zero). q, dout: (B, H, T, D); lse, dsum: (B, H, T); bh = b·H + h. */
+template <typename T, int D>
+__device__ __forceinline__ void kv_load_query_tile(const kv_smem<T> &sm, int nb, const T *q,
+                                                   const T *dout, const float *lse,
+                                                   const float *dsum, size_t bh, int q0, int Tn,
+                                                   int tid)
+{
+    constexpr int LD = D + 8, BQ = bq_kv<D>();
+    const size_t base = bh * Tn * D;
+    tile_async_by<T, D, BQ, BKV_NT>(sm.sQ + nb * BQ * LD, q + base, q0, Tn, tid);
+    tile_async_by<T, D, BQ, BKV_NT>(sm.sdO + nb * BQ * LD, dout + base, q0, Tn, tid);
+    cp_commit();
+    for (int i = tid; i < BQ; i += BKV_NT) {
+        const int qi = q0 + i;
+        sm.sL[nb * BQ + i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
+        sm.sD[nb * BQ + i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
+    }
+}
+
+/* The double-buffered query loop's step for a group at query tile q0 (buffer
+ * buf): start loading its next tile q0 + SP·BQ (if below Tn) into buffer
+ * buf ^ 1, then wait for this thread's copies into buffer buf (the group's
+ * barrier follows in the caller). */
+template <typename T, int D, int SP>
+__device__ __forceinline__ void kv_prefetch_next(const kv_smem<T> &sm, int buf, const T *q,
+                                                 const T *dout, const float *lse,
+                                                 const float *dsum, size_t bh, int q0, int Tn,
+                                                 int tid)
+{
+    constexpr int BQ = bq_kv<D>();
+    if (q0 + SP * BQ < Tn) {
+        kv_load_query_tile<T, D>(sm, buf ^ 1, q, dout, lse, dsum, bh, q0 + SP * BQ, Tn, tid);
+        cp_wait<1>();
+    } else {
+        cp_wait<0>();
+    }
+}
+
+/* Pᵀ into s and dSᵀ into dp (16 keys, BQ queries) for warp w of a block of
+ * keys k0… (this lane's: key0, key0 + 8) against the query tile q0…: Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, then
+ * Pᵀ = exp2(Sᵀ·scale_log2 − L) (0 past Tn and, causal, for key > query) and
+ * dSᵀ = Pᵀ∘(dPᵀ − D). sK, sV: (BKV, D + 8); cQ, cdO: (BQ, D + 8); cL, cD: (BQ). */
+template <typename T, int D>
+__device__ __forceinline__ void kv_p_ds(float s[bq_kv<D>() / 8][4], float dp[bq_kv<D>() / 8][4],
+                                        const T *sK, const T *sV, const T *cQ, const T *cdO,
+                                        const float *cL, const float *cD, int k0, int q0,
+                                        int key0, int w, int lane, int Tn, int causal,
+                                        float scale_log2)
+{
+    constexpr int BQ = bq_kv<D>(), NS = BQ / 8;
+    const int t = lane & 3;
+    mma_two_abt<T, D, BQ>(s, dp, sK, cQ, sV, cdO, 16 * w, lane);
+    const bool mask = q0 + BQ > Tn || k0 + BKV > Tn || (causal && q0 < k0 + BKV - 1);
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int qc = 8 * j + 2 * t + (e & 1), key = key0 + (e >> 1) * 8;
+            float p = fast_exp2(s[j][e] * scale_log2 - cL[qc]);
+            if (mask && (q0 + qc >= Tn || key >= Tn || (causal && key > q0 + qc)))
+                p = 0.f;
+            s[j][e] = p;
+            dp[j][e] = p * (dp[j][e] - cD[qc]);
+        }
+}
+
+/* dV += Pᵀ·dO and dK += dSᵀ·Q over the query rows 16·kq… of the tile: ap,
+ * ads the A operands (16 keys, 16 queries) of Pᵀ and dSᵀ; cQ, cdO (BQ, D + 8);
+ * adk, adv (16 keys, D). */
+template <typename T, int D>
+__device__ __forceinline__ void kv_accumulate(float adk[D / 8][4], float adv[D / 8][4],
+                                              const uint32_t ap[4], const uint32_t ads[4],
+                                              const T *cQ, const T *cdO, int kq, int lane)
+{
+    constexpr int LD = D + 8;
+#pragma unroll
+    for (int dn = 0; dn < D / 16; dn++) {
+        uint32_t b[4];
+        ldsm4_t(b, frag_a(cdO, LD, 16 * kq, 16 * dn, lane));
+        tc_ops<T>::mma(adv[2 * dn], ap, b[0], b[1]);
+        tc_ops<T>::mma(adv[2 * dn + 1], ap, b[2], b[3]);
+        ldsm4_t(b, frag_a(cQ, LD, 16 * kq, 16 * dn, lane));
+        tc_ops<T>::mma(adk[2 * dn], ads, b[0], b[1]);
+        tc_ops<T>::mma(adk[2 * dn + 1], ads, b[2], b[3]);
+    }
+}
+
+/* Split groups 1… add their adk, adv (16 keys, 8·NO per warp) into group 0's,
+ * in that order, through x (the group buffers, (SP − 1) · 8·NO·BKV_NT floats,
+ * free once every group is past its loop). Returns false for groups 1…,
+ * which are then done. */
+template <int SP, int NO>
+__device__ __forceinline__ bool kv_merge_groups(float adk[NO][4], float adv[NO][4], float *x,
+                                                int grp, int tid)
+{
+    cp_wait<0>();
+    __syncthreads(); /* every group is done with its buffers: reuse them */
+    if (grp > 0) {
+        float *xg = x + (size_t)(grp - 1) * 8 * NO * BKV_NT;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                xg[(8 * j + e) * BKV_NT + tid] = adk[j][e];
+                xg[(8 * j + 4 + e) * BKV_NT + tid] = adv[j][e];
+            }
+    }
+    __syncthreads();
+    if (grp > 0)
+        return false;
+    for (int gi = 1; gi < SP; gi++, x += (size_t)8 * NO * BKV_NT)
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                adk[j][e] += x[(8 * j + e) * BKV_NT + tid];
+                adv[j][e] += x[(8 * j + 4 + e) * BKV_NT + tid];
+            }
+    return true;
+}
+
+/* dk = scale·adk and dv = adv (T) at this lane's keys key0, key0 + 8 (those
+ * below Tn). dk, dv: (B, H, T, D), base = bh·T·D; adk, adv (16 keys, D). */
+template <typename T, int D>
+__device__ __forceinline__ void kv_store(T *dk, T *dv, const float adk[D / 8][4],
+                                         const float adv[D / 8][4], size_t base, int key0,
+                                         int t, int Tn, float scale)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int key = key0 + 8 * h;
+        if (key >= Tn)
+            continue;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            st2(dk + base + (size_t)key * D + 8 * j + 2 * t, adk[j][2 * h] * scale,
+                adk[j][2 * h + 1] * scale);
+            st2(dv + base + (size_t)key * D + 8 * j + 2 * t, adv[j][2 * h], adv[j][2 * h + 1]);
+        }
+    }
+}
+
 // dk, dv: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
-// grid (ceil(T/64), B·H), 128 threads: block = 64 keys, warp w = keys 16w…
+// grid (ceil(T/64), B·H), SP·128 threads: block = 64 keys, warp w = keys 16w…
 template <typename T, int D, int MINB, int SP>
 __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
     T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse,
@@ -866,10 +1099,7 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
     extern __shared__ __align__(128) unsigned char smraw[];
     const int grp = SP == 1 ? 0 : threadIdx.x / BKV_NT; /* split group */
     const int tid = SP == 1 ? threadIdx.x : threadIdx.x % BKV_NT;
-    T *sK = (T *)smraw, *sV = sK + BKV * LD;
-    unsigned char *gbase = (unsigned char *)(sV + BKV * LD) + grp * dkdv_group_bytes<T, D>();
-    T *sQ = (T *)gbase, *sdO = sQ + 2 * BQ * LD;
-    float *sL = (float *)(sdO + 2 * BQ * LD), *sD = sL + 2 * BQ;
+    const kv_smem<T> sm = kv_smem_carve<T, D, dkdv_group_bytes<T, D>()>(smraw, grp);
     const int k0 = blockIdx.x * BKV;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
     const int w = tid / MW, lane = tid % MW, g = lane >> 2, t = lane & 3;
@@ -877,23 +1107,12 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
     const int qstart = (causal ? k0 : 0) + grp * BQ; /* k0 is a multiple of BQ; group grp
                                                         takes query tiles grp, grp + SP, … */
 
-    tile_async_by<T, D, BKV, SP * BKV_NT>(sK, k + base, k0, Tn, threadIdx.x);
-    tile_async_by<T, D, BKV, SP * BKV_NT>(sV, v + base, k0, Tn, threadIdx.x);
-    tile_async_by<T, D, BQ, BKV_NT>(sQ, q + base, qstart, Tn, tid);
-    tile_async_by<T, D, BQ, BKV_NT>(sdO, dout + base, qstart, Tn, tid);
-    cp_commit();
-    for (int i = tid; i < BQ; i += BKV_NT) {
-        const int qi = qstart + i;
-        sL[i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
-        sD[i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
-    }
+    tile_async_by<T, D, BKV, SP * BKV_NT>(sm.sK, k + base, k0, Tn, threadIdx.x);
+    tile_async_by<T, D, BKV, SP * BKV_NT>(sm.sV, v + base, k0, Tn, threadIdx.x);
+    kv_load_query_tile<T, D>(sm, 0, q, dout, lse, dsum, bh, qstart, Tn, tid);
 
-    float adk[NO][4], adv[NO][4];
-#pragma unroll
-    for (int j = 0; j < NO; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            adk[j][e] = adv[j][e] = 0.f;
+    float adk[NO][4], adv[NO][4]; /* (16 keys, D) */
+    zero_acc2<NO>(adk, adv);
     if constexpr (SP > 1) { /* K and V come from both groups' copies */
         cp_wait<0>();
         __syncthreads();
@@ -901,126 +1120,33 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_dkdv_mma_kernel(
 
     for (int q0 = qstart, it = 0; q0 < Tn; q0 += SP * BQ, it++) {
         const int buf = it & 1;
-        if (q0 + SP * BQ < Tn) {
-            const int nb = buf ^ 1, qn = q0 + SP * BQ;
-            tile_async_by<T, D, BQ, BKV_NT>(sQ + nb * BQ * LD, q + base, qn, Tn, tid);
-            tile_async_by<T, D, BQ, BKV_NT>(sdO + nb * BQ * LD, dout + base, qn, Tn, tid);
-            cp_commit();
-            for (int i = tid; i < BQ; i += BKV_NT) {
-                const int qi = qn + i;
-                sL[nb * BQ + i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
-                sD[nb * BQ + i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
-            }
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
+        kv_prefetch_next<T, D, SP>(sm, buf, q, dout, lse, dsum, bh, q0, Tn, tid);
         group_sync<SP, BKV_NT>(grp);
-        const T *cQ = sQ + buf * BQ * LD, *cdO = sdO + buf * BQ * LD;
-        const float *cL = sL + buf * BQ, *cD = sD + buf * BQ;
+        const T *cQ = sm.sQ + buf * BQ * LD, *cdO = sm.sdO + buf * BQ * LD;
+        const float *cL = sm.sL + buf * BQ, *cD = sm.sD + buf * BQ;
         if (!causal || k0 + 16 * w <= q0 + BQ - 1) { /* warp-uniform */
-            /* Sᵀ (16 keys, BQ queries) = K·Qᵀ; dPᵀ = V·dOᵀ */
-            float s[NS][4], dp[NS][4];
-#pragma unroll
-            for (int j = 0; j < NS; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    s[j][e] = dp[j][e] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                uint32_t ak[4], av[4];
-                ldsm4(ak, frag_a(sK, LD, 16 * w, 16 * kk, lane));
-                ldsm4(av, frag_a(sV, LD, 16 * w, 16 * kk, lane));
-#pragma unroll
-                for (int np = 0; np < BQ / 16; np++) {
-                    uint32_t b[4];
-                    ldsm4(b, frag_b(cQ, LD, 16 * np, 16 * kk, lane));
-                    tc_ops<T>::mma(s[2 * np], ak, b[0], b[1]);
-                    tc_ops<T>::mma(s[2 * np + 1], ak, b[2], b[3]);
-                    ldsm4(b, frag_b(cdO, LD, 16 * np, 16 * kk, lane));
-                    tc_ops<T>::mma(dp[2 * np], av, b[0], b[1]);
-                    tc_ops<T>::mma(dp[2 * np + 1], av, b[2], b[3]);
-                }
-            }
-            /* Pᵀ into s, dSᵀ into dp */
-            const bool mask = q0 + BQ > Tn || k0 + BKV > Tn || (causal && q0 < k0 + BKV - 1);
-#pragma unroll
-            for (int j = 0; j < NS; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int qc = 8 * j + 2 * t + (e & 1), key = key0 + (e >> 1) * 8;
-                    float p = fast_exp2(s[j][e] * scale_log2 - cL[qc]);
-                    if (mask && (q0 + qc >= Tn || key >= Tn || (causal && key > q0 + qc)))
-                        p = 0.f;
-                    s[j][e] = p;
-                    dp[j][e] = p * (dp[j][e] - cD[qc]);
-                }
-            /* dV += Pᵀ·dO, dK += dSᵀ·Q */
+            float s[NS][4], dp[NS][4]; /* Pᵀ, dSᵀ (16 keys, BQ queries) */
+            kv_p_ds<T, D>(s, dp, sm.sK, sm.sV, cQ, cdO, cL, cD, k0, q0, key0, w, lane, Tn,
+                          causal, scale_log2);
 #pragma unroll
             for (int kq = 0; kq < BQ / 16; kq++) {
                 uint32_t ap[4], ads[4];
 #pragma unroll
-                for (int hb = 0; hb < 2; hb++) {
-                    ap[2 * hb] = tc_ops<T>::pack(s[2 * kq + hb][0], s[2 * kq + hb][1]);
-                    ap[2 * hb + 1] = tc_ops<T>::pack(s[2 * kq + hb][2], s[2 * kq + hb][3]);
-                    ads[2 * hb] = tc_ops<T>::pack(dp[2 * kq + hb][0], dp[2 * kq + hb][1]);
-                    ads[2 * hb + 1] = tc_ops<T>::pack(dp[2 * kq + hb][2], dp[2 * kq + hb][3]);
-                }
-#pragma unroll
-                for (int dn = 0; dn < D / 16; dn++) {
-                    uint32_t b[4];
-                    ldsm4_t(b, frag_a(cdO, LD, 16 * kq, 16 * dn, lane));
-                    tc_ops<T>::mma(adv[2 * dn], ap, b[0], b[1]);
-                    tc_ops<T>::mma(adv[2 * dn + 1], ap, b[2], b[3]);
-                    ldsm4_t(b, frag_a(cQ, LD, 16 * kq, 16 * dn, lane));
-                    tc_ops<T>::mma(adk[2 * dn], ads, b[0], b[1]);
-                    tc_ops<T>::mma(adk[2 * dn + 1], ads, b[2], b[3]);
-                }
+                for (int hb = 0; hb < 2; hb++)
+                    pack_a2_half<T>(ap, ads, s, dp, kq, hb);
+                kv_accumulate<T, D>(adk, adv, ap, ads, cQ, cdO, kq, lane);
             }
         }
         group_sync<SP, BKV_NT>(grp); /* buffer buf is refilled by the next prefetch */
     }
-    if constexpr (SP > 1) { /* groups 1… added into group 0, in that order */
+    if constexpr (SP > 1) {
         static_assert((size_t)(SP - 1) * 8 * NO * BKV_NT * sizeof(float) <=
                           (size_t)SP * dkdv_group_bytes<T, D>(),
                       "the merge fits in the Q/dO buffers");
-        cp_wait<0>();
-        __syncthreads(); /* every group is done with its Q/dO buffers: reuse them */
-        float *x = (float *)(sV + BKV * LD);
-        if (grp > 0) {
-            float *xg = x + (size_t)(grp - 1) * 8 * NO * BKV_NT;
-#pragma unroll
-            for (int j = 0; j < NO; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    xg[(8 * j + e) * BKV_NT + tid] = adk[j][e];
-                    xg[(8 * j + 4 + e) * BKV_NT + tid] = adv[j][e];
-                }
-        }
-        __syncthreads();
-        if (grp > 0)
+        if (!kv_merge_groups<SP, NO>(adk, adv, (float *)(sm.sV + BKV * LD), grp, tid))
             return;
-        for (int gi = 1; gi < SP; gi++, x += (size_t)8 * NO * BKV_NT)
-#pragma unroll
-            for (int j = 0; j < NO; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    adk[j][e] += x[(8 * j + e) * BKV_NT + tid];
-                    adv[j][e] += x[(8 * j + 4 + e) * BKV_NT + tid];
-                }
     }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int key = key0 + 8 * h;
-        if (key >= Tn)
-            continue;
-#pragma unroll
-        for (int j = 0; j < NO; j++) {
-            st2(dk + base + (size_t)key * D + 8 * j + 2 * t, adk[j][2 * h] * scale,
-                adk[j][2 * h + 1] * scale);
-            st2(dv + base + (size_t)key * D + 8 * j + 2 * t, adv[j][2 * h], adv[j][2 * h + 1]);
-        }
-    }
+    kv_store<T, D>(dk, dv, adk, adv, base, key0, t, Tn, scale);
 }
 
 // dq: (B, H, T, D) out; dout, q, k, v: (B, H, T, D); lse, dsum: (B, H, T).
@@ -1080,28 +1206,8 @@ __global__ void __launch_bounds__(SP * BQ_NT, MINB) flash_bwd_dq_mma_kernel(
         group_sync<SP, BQ_NT>(grp);
         const T *cK = sK + buf * BK2 * LD, *cV = sV + buf * BK2 * LD;
         if (!causal || k0 <= q0 + 16 * w + 15) { /* warp-uniform */
-            float s[NS][4], dp[NS][4];
-#pragma unroll
-            for (int j = 0; j < NS; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    s[j][e] = dp[j][e] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                uint32_t aq[4], ao[4];
-                ldsm4(aq, frag_a(sQ, LD, 16 * w, 16 * kk, lane));
-                ldsm4(ao, frag_a(sdO, LD, 16 * w, 16 * kk, lane));
-#pragma unroll
-                for (int np = 0; np < BK2 / 16; np++) {
-                    uint32_t b[4];
-                    ldsm4(b, frag_b(cK, LD, 16 * np, 16 * kk, lane));
-                    tc_ops<T>::mma(s[2 * np], aq, b[0], b[1]);
-                    tc_ops<T>::mma(s[2 * np + 1], aq, b[2], b[3]);
-                    ldsm4(b, frag_b(cV, LD, 16 * np, 16 * kk, lane));
-                    tc_ops<T>::mma(dp[2 * np], ao, b[0], b[1]);
-                    tc_ops<T>::mma(dp[2 * np + 1], ao, b[2], b[3]);
-                }
-            }
+            float s[NS][4], dp[NS][4]; /* S = Q·Kᵀ, dP = dO·Vᵀ (16 queries, BK2 keys) */
+            mma_two_abt<T, D, BK2>(s, dp, sQ, cK, sdO, cV, 16 * w, lane);
             const bool mask = k0 + BK2 > Tn || q0 + BQ2 > Tn || (causal && k0 + BK2 - 1 > q0 + 16 * w);
 #pragma unroll
             for (int j = 0; j < NS; j++)
@@ -1117,11 +1223,7 @@ __global__ void __launch_bounds__(SP * BQ_NT, MINB) flash_bwd_dq_mma_kernel(
 #pragma unroll
             for (int kp = 0; kp < BK2 / 16; kp++) {
                 uint32_t a[4];
-#pragma unroll
-                for (int hb = 0; hb < 2; hb++) {
-                    a[2 * hb] = tc_ops<T>::pack(dp[2 * kp + hb][0], dp[2 * kp + hb][1]);
-                    a[2 * hb + 1] = tc_ops<T>::pack(dp[2 * kp + hb][2], dp[2 * kp + hb][3]);
-                }
+                pack_a<T>(a, dp, kp);
 #pragma unroll
                 for (int dn = 0; dn < D / 16; dn++) {
                     uint32_t b[4];
@@ -1216,11 +1318,10 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_fused_mma_kernel(
     extern __shared__ __align__(128) unsigned char smraw[];
     const int grp = SP == 1 ? 0 : threadIdx.x / BKV_NT; /* split group */
     const int tid = SP == 1 ? threadIdx.x : threadIdx.x % BKV_NT;
-    T *sK = (T *)smraw, *sV = sK + BKV * LD;
-    unsigned char *gbase = (unsigned char *)(sV + BKV * LD) + grp * fused_group_bytes<T, D>();
-    T *sQ = (T *)gbase, *sdO = sQ + 2 * BQ * LD;
-    float *sL = (float *)(sdO + 2 * BQ * LD), *sD = sL + 2 * BQ;
-    T *sdS = (T *)(sD + 2 * BQ);
+    const kv_smem<T> sm = kv_smem_carve<T, D, fused_group_bytes<T, D>()>(smraw, grp);
+    /* (BKV, LS): the group's dSᵀ, after its dK/dV-kernel buffers (Q, dO, L, D) */
+    T *sdS = (T *)(smraw + sizeof(T) * LD * 2 * BKV + grp * fused_group_bytes<T, D>() +
+                   dkdv_group_bytes<T, D>());
     const int k0 = blockIdx.x * BKV;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
     const int w = tid / MW, lane = tid % MW, g = lane >> 2, t = lane & 3;
@@ -1228,23 +1329,12 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_fused_mma_kernel(
     const int rt = w % MTQ, cq = w / MTQ; /* dQ stage: row tile, column part */
     const int qstart = (causal ? k0 : 0) + grp * BQ;
 
-    tile_async_by<T, D, BKV, SP * BKV_NT>(sK, k + base, k0, Tn, threadIdx.x);
-    tile_async_by<T, D, BKV, SP * BKV_NT>(sV, v + base, k0, Tn, threadIdx.x);
-    tile_async_by<T, D, BQ, BKV_NT>(sQ, q + base, qstart, Tn, tid);
-    tile_async_by<T, D, BQ, BKV_NT>(sdO, dout + base, qstart, Tn, tid);
-    cp_commit();
-    for (int i = tid; i < BQ; i += BKV_NT) {
-        const int qi = qstart + i;
-        sL[i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
-        sD[i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
-    }
+    tile_async_by<T, D, BKV, SP * BKV_NT>(sm.sK, k + base, k0, Tn, threadIdx.x);
+    tile_async_by<T, D, BKV, SP * BKV_NT>(sm.sV, v + base, k0, Tn, threadIdx.x);
+    kv_load_query_tile<T, D>(sm, 0, q, dout, lse, dsum, bh, qstart, Tn, tid);
 
-    float adk[NO][4], adv[NO][4];
-#pragma unroll
-    for (int j = 0; j < NO; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            adk[j][e] = adv[j][e] = 0.f;
+    float adk[NO][4], adv[NO][4]; /* (16 keys, D) */
+    zero_acc2<NO>(adk, adv);
     if constexpr (SP > 1) { /* K and V come from both groups' copies */
         cp_wait<0>();
         __syncthreads();
@@ -1252,87 +1342,29 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_fused_mma_kernel(
 
     for (int q0 = qstart, it = 0; q0 < Tn; q0 += SP * BQ, it++) {
         const int buf = it & 1;
-        if (q0 + SP * BQ < Tn) {
-            const int nb = buf ^ 1, qn = q0 + SP * BQ;
-            tile_async_by<T, D, BQ, BKV_NT>(sQ + nb * BQ * LD, q + base, qn, Tn, tid);
-            tile_async_by<T, D, BQ, BKV_NT>(sdO + nb * BQ * LD, dout + base, qn, Tn, tid);
-            cp_commit();
-            for (int i = tid; i < BQ; i += BKV_NT) {
-                const int qi = qn + i;
-                sL[nb * BQ + i] = qi < Tn ? lse[bh * Tn + qi] * LOG2E : 0.f;
-                sD[nb * BQ + i] = qi < Tn ? dsum[bh * Tn + qi] : 0.f;
-            }
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
+        kv_prefetch_next<T, D, SP>(sm, buf, q, dout, lse, dsum, bh, q0, Tn, tid);
         group_sync<SP, BKV_NT>(grp);
-        const T *cQ = sQ + buf * BQ * LD, *cdO = sdO + buf * BQ * LD;
-        const float *cL = sL + buf * BQ, *cD = sD + buf * BQ;
+        const T *cQ = sm.sQ + buf * BQ * LD, *cdO = sm.sdO + buf * BQ * LD;
+        const float *cL = sm.sL + buf * BQ, *cD = sm.sD + buf * BQ;
         T *wdS = sdS + 16 * w * LS; /* this warp's 16 key rows of dSᵀ */
         if (!causal || k0 + 16 * w <= q0 + BQ - 1) { /* warp-uniform */
-            /* Sᵀ (16 keys, BQ queries) = K·Qᵀ; dPᵀ = V·dOᵀ */
-            float s[NS][4], dp[NS][4];
-#pragma unroll
-            for (int j = 0; j < NS; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    s[j][e] = dp[j][e] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                uint32_t ak[4], av[4];
-                ldsm4(ak, frag_a(sK, LD, 16 * w, 16 * kk, lane));
-                ldsm4(av, frag_a(sV, LD, 16 * w, 16 * kk, lane));
-#pragma unroll
-                for (int np = 0; np < BQ / 16; np++) {
-                    uint32_t b[4];
-                    ldsm4(b, frag_b(cQ, LD, 16 * np, 16 * kk, lane));
-                    tc_ops<T>::mma(s[2 * np], ak, b[0], b[1]);
-                    tc_ops<T>::mma(s[2 * np + 1], ak, b[2], b[3]);
-                    ldsm4(b, frag_b(cdO, LD, 16 * np, 16 * kk, lane));
-                    tc_ops<T>::mma(dp[2 * np], av, b[0], b[1]);
-                    tc_ops<T>::mma(dp[2 * np + 1], av, b[2], b[3]);
-                }
-            }
-            const bool mask = q0 + BQ > Tn || k0 + BKV > Tn || (causal && q0 < k0 + BKV - 1);
-#pragma unroll
-            for (int j = 0; j < NS; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int qc = 8 * j + 2 * t + (e & 1), key = key0 + (e >> 1) * 8;
-                    float p = fast_exp2(s[j][e] * scale_log2 - cL[qc]);
-                    if (mask && (q0 + qc >= Tn || key >= Tn || (causal && key > q0 + qc)))
-                        p = 0.f;
-                    s[j][e] = p;
-                    dp[j][e] = p * (dp[j][e] - cD[qc]);
-                }
+            float s[NS][4], dp[NS][4]; /* Pᵀ, dSᵀ (16 keys, BQ queries) */
+            kv_p_ds<T, D>(s, dp, sm.sK, sm.sV, cQ, cdO, cL, cD, k0, q0, key0, w, lane, Tn,
+                          causal, scale_log2);
             /* Pᵀ and dSᵀ as A operands; dSᵀ also to shared memory for dQ */
             uint32_t ap[BQ / 16][4], ads[BQ / 16][4];
 #pragma unroll
             for (int kq = 0; kq < BQ / 16; kq++)
 #pragma unroll
                 for (int hb = 0; hb < 2; hb++) {
-                    ap[kq][2 * hb] = tc_ops<T>::pack(s[2 * kq + hb][0], s[2 * kq + hb][1]);
-                    ap[kq][2 * hb + 1] = tc_ops<T>::pack(s[2 * kq + hb][2], s[2 * kq + hb][3]);
-                    ads[kq][2 * hb] = tc_ops<T>::pack(dp[2 * kq + hb][0], dp[2 * kq + hb][1]);
-                    ads[kq][2 * hb + 1] = tc_ops<T>::pack(dp[2 * kq + hb][2], dp[2 * kq + hb][3]);
+                    pack_a2_half<T>(ap[kq], ads[kq], s, dp, kq, hb);
                     T *d0 = wdS + g * LS + 16 * kq + 8 * hb + 2 * t;
                     *reinterpret_cast<uint32_t *>(d0) = ads[kq][2 * hb];
                     *reinterpret_cast<uint32_t *>(d0 + 8 * LS) = ads[kq][2 * hb + 1];
                 }
-            /* dV += Pᵀ·dO, dK += dSᵀ·Q */
 #pragma unroll
             for (int kq = 0; kq < BQ / 16; kq++)
-#pragma unroll
-                for (int dn = 0; dn < D / 16; dn++) {
-                    uint32_t b[4];
-                    ldsm4_t(b, frag_a(cdO, LD, 16 * kq, 16 * dn, lane));
-                    tc_ops<T>::mma(adv[2 * dn], ap[kq], b[0], b[1]);
-                    tc_ops<T>::mma(adv[2 * dn + 1], ap[kq], b[2], b[3]);
-                    ldsm4_t(b, frag_a(cQ, LD, 16 * kq, 16 * dn, lane));
-                    tc_ops<T>::mma(adk[2 * dn], ads[kq], b[0], b[1]);
-                    tc_ops<T>::mma(adk[2 * dn + 1], ads[kq], b[2], b[3]);
-                }
+                kv_accumulate<T, D>(adk, adv, ap[kq], ads[kq], cQ, cdO, kq, lane);
         } else { /* keys all after the tile's queries: dS = 0 */
 #pragma unroll
             for (int c = 2 * t; c < BQ; c += 8) {
@@ -1354,7 +1386,7 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_fused_mma_kernel(
 #pragma unroll
                 for (int dn = 0; dn < NC / 16; dn++) {
                     uint32_t b[4];
-                    ldsm4_t(b, frag_a(sK, LD, 16 * kp, NC * cq + 16 * dn, lane));
+                    ldsm4_t(b, frag_a(sm.sK, LD, 16 * kp, NC * cq + 16 * dn, lane));
                     tc_ops<T>::mma(dq[2 * dn], a, b[0], b[1]);
                     tc_ops<T>::mma(dq[2 * dn + 1], a, b[2], b[3]);
                 }
@@ -1377,47 +1409,14 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_fused_mma_kernel(
          * rewritten after the next iteration's first barrier, which every
          * warp reaches only after this dQ stage. */
     }
-    if constexpr (SP > 1) { /* group 1 added into group 0 */
+    if constexpr (SP > 1) {
         static_assert((size_t)(SP - 1) * 8 * NO * BKV_NT * sizeof(float) <=
                           (size_t)SP * fused_group_bytes<T, D>(),
                       "the merge fits in the group buffers");
-        cp_wait<0>();
-        __syncthreads();
-        float *x = (float *)(sV + BKV * LD);
-        if (grp > 0) {
-            float *xg = x + (size_t)(grp - 1) * 8 * NO * BKV_NT;
-#pragma unroll
-            for (int j = 0; j < NO; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    xg[(8 * j + e) * BKV_NT + tid] = adk[j][e];
-                    xg[(8 * j + 4 + e) * BKV_NT + tid] = adv[j][e];
-                }
-        }
-        __syncthreads();
-        if (grp > 0)
+        if (!kv_merge_groups<SP, NO>(adk, adv, (float *)(sm.sV + BKV * LD), grp, tid))
             return;
-        for (int gi = 1; gi < SP; gi++, x += (size_t)8 * NO * BKV_NT)
-#pragma unroll
-            for (int j = 0; j < NO; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    adk[j][e] += x[(8 * j + e) * BKV_NT + tid];
-                    adv[j][e] += x[(8 * j + 4 + e) * BKV_NT + tid];
-                }
     }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int key = key0 + 8 * h;
-        if (key >= Tn)
-            continue;
-#pragma unroll
-        for (int j = 0; j < NO; j++) {
-            st2(dk + base + (size_t)key * D + 8 * j + 2 * t, adk[j][2 * h] * scale,
-                adk[j][2 * h + 1] * scale);
-            st2(dv + base + (size_t)key * D + 8 * j + 2 * t, adv[j][2 * h], adv[j][2 * h + 1]);
-        }
-    }
+    kv_store<T, D>(dk, dv, adk, adv, base, key0, t, Tn, scale);
 }
 
 // dq (n) = T(scale · dqacc) with dqacc's column permutation undone (layout

@@ -13,10 +13,7 @@ cp "$BUILD"/tests/gpu/test_cuda_ops "$BUILD"/tests/gpu/bench_train_step "$BUILD"
     "$BUILD"/tests/gpu/dump_model "$BUILD"/daemon/lmperfd "$CARRY/"
 # every shared library of lmperfd and the tests but the C runtime's and CUDA's own
 # (NCCL and cuBLAS come from the device image's PyTorch packages)
-for bin in "$CARRY"/lmperfd "$CARRY"/test_cuda_ops; do
-    ldd "$bin" | awk '/=> \//{print $3}'
-done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libcudart|libnccl)\.so' |
-    xargs -r -I{} cp -L {} "$CARRY/lib/"
+"$(dirname "$0")"/copy_libs.sh "$CARRY/lib" "$CARRY"/lmperfd "$CARRY"/test_cuda_ops
 cp /work/shared/anchors/torch_lm.py "$CARRY/"
 git rev-parse --short HEAD >"$CARRY/COMMIT"
 if ! git diff --quiet HEAD -- kernels daemon tests/gpu schema; then echo "+dirty" >>"$CARRY/COMMIT"; fi

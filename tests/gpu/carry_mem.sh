@@ -11,9 +11,7 @@ BUILD=${1:-build-mem}
 CARRY=${2:-.carry/mem}
 mkdir -p "$CARRY/lib"
 cp "$BUILD"/daemon/lmperfd "$BUILD"/tests/gpu/test_graph_step "$BUILD"/tests/gpu/test_model_flash "$CARRY/"
-ldd "$CARRY"/lmperfd | awk '/=> \//{print $3}' | sort -u |
-    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libcudart|libnccl|libcupti)\.so' |
-    xargs -r -I{} cp -L {} "$CARRY/lib/"
+ALSO_SKIP=libcupti "$(dirname "$0")"/copy_libs.sh "$CARRY/lib" "$CARRY"/lmperfd
 strip -s "$CARRY"/lmperfd "$CARRY"/test_graph_step "$CARRY"/test_model_flash
 cp /work/shared/anchors/torch_lm.py "$CARRY/"
 git rev-parse --short HEAD >"$CARRY/COMMIT"

@@ -19,10 +19,7 @@ for nd in "$@"; do
         if [ -f "$dir/$b" ]; then cp "$dir/$b" "$STAGE/$name/"; fi
     done
 done
-for bin in "$STAGE"/*/*; do
-    ldd "$bin" | awk '/=> \//{print $3}'
-done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libcudart|libnccl)\.so' |
-    xargs -r -I{} cp -L {} "$STAGE/lib/"
+"$(dirname "$0")"/copy_libs.sh "$STAGE/lib" "$STAGE"/*/*
 find "$STAGE" -type f -perm -u+x ! -name '*.so*' -exec strip {} +
 tar cJf "$CARRY/bins.tar.xz" -C "$STAGE" .
 sed 's/"bf16": torch.bfloat16}/"bf16": torch.bfloat16, "fp16": torch.float16}/' \

@@ -18,10 +18,7 @@ mkdir -p "$CARRY" "$STAGE/lib"
 rm -f "$CARRY/bins.tar.xz"
 cp "$BUILD"/daemon/lmperfd "$BUILD"/tests/attention/test_flash "$BUILD"/tests/gpu/flash_dump "$STAGE/"
 for e in ${EXTRA:-}; do cp -r "$e" "$STAGE/"; done
-for bin in "$STAGE"/lmperfd "$STAGE"/test_flash; do
-    ldd "$bin" | awk '/=> \//{print $3}'
-done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libcudart|libnccl)\.so' |
-    xargs -r -I{} cp -L {} "$STAGE/lib/"
+"$(dirname "$0")"/copy_libs.sh "$STAGE/lib" "$STAGE"/lmperfd "$STAGE"/test_flash
 find "$STAGE" -type f -perm -u+x ! -name '*.so*' -exec strip {} +
 tar cJf "$CARRY/bins.tar.xz" -C "$STAGE" .
 sed 's/"bf16": torch.bfloat16}/"bf16": torch.bfloat16, "fp16": torch.float16}/' \

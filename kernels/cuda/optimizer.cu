@@ -308,6 +308,19 @@ static unsigned mt_grid(int64_t units)
     return units < INT32_MAX ? (unsigned)units : (unsigned)INT32_MAX;
 }
 
+/* The kernels' AdamW constants for hp: α_t computed here in double and
+ * rounded once to float when the step number is on the host (hp->alpha NULL),
+ * else read by the kernels from the device (hp->alpha). */
+static adamw_k adamw_constants(const lmk_adamw_hp *hp)
+{
+    double alpha = hp->alpha ? 0.0
+                             : hp->lr * sqrt(1.0 - pow(hp->beta2, (double)hp->t)) /
+                                   (1.0 - pow(hp->beta1, (double)hp->t));
+    adamw_k k = {hp->beta1, hp->beta2, (float)alpha, hp->lr * hp->weight_decay, hp->eps,
+                 hp->alpha};
+    return k;
+}
+
 int cuda_sum_squares_multi(lmk_backend *b, float *sumsq, const lmk_opt_tensor *ts, size_t count)
 {
     cuda_state *st = CST(b);
@@ -336,11 +349,7 @@ int cuda_adamw_multi(lmk_backend *b, const lmk_opt_tensor *ts, size_t count,
     cuda_state *st = CST(b);
     if (!hp->alpha && hp->t < 1)
         return LMK_INVALID;
-    double alpha = hp->alpha ? 0.0
-                             : hp->lr * sqrt(1.0 - pow(hp->beta2, (double)hp->t)) /
-                                   (1.0 - pow(hp->beta1, (double)hp->t));
-    adamw_k k = {hp->beta1, hp->beta2, (float)alpha, hp->lr * hp->weight_decay, hp->eps,
-                 hp->alpha};
+    const adamw_k k = adamw_constants(hp);
     mt_table t; /* host staging, passed by value */
     for (size_t at = 0; at < count; at += MT_MAX) {
         size_t c = count - at < MT_MAX ? count - at : MT_MAX;
@@ -387,11 +396,7 @@ int cuda_adamw(lmk_backend *b, float *p, const float *g, float *m, float *v, siz
         return LMK_INVALID;
     if (n == 0)
         return LMK_OK;
-    double alpha = hp->alpha ? 0.0
-                             : hp->lr * sqrt(1.0 - pow(hp->beta2, (double)hp->t)) /
-                                   (1.0 - pow(hp->beta1, (double)hp->t));
-    adamw_k k = {hp->beta1, hp->beta2, (float)alpha, hp->lr * hp->weight_decay, hp->eps,
-                 hp->alpha};
+    const adamw_k k = adamw_constants(hp);
     int vec4 = (((uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) & 15) == 0;
     unsigned blocks = grid_for(vec4 ? (n + 3) / 4 : n, 256, 132u * 16u);
     adamw_kernel<<<blocks, 256, 0, st->stream>>>(p, g, m, v, n, factor, k, vec4);

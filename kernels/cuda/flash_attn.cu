@@ -1493,6 +1493,8 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
     const float scale = 1.f / sqrtf((float)D);
     if constexpr (sizeof(T) == 2) { /* fp16 / bf16: tensor cores */
         if (aligned16({o, q, k, v})) {
+            if (lmk_flash_wgmma_usable(s)) /* flash_wgmma.cu decides which shapes it takes */
+                return lmk_flash_wgmma_fwd(o, lse, q, k, v, s, st);
             /* Grids that would not give every SM two 128-query blocks (few
              * heads, short T) are bound by their longest causal block: 64-query
              * blocks (4 warps × 16 rows) with the key loop split in two
@@ -1507,8 +1509,6 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                 return fwd_mma_launch<T, D, FQ_SMALL, 1, 2>(o, lse, q, k, v, s, scale * LOG2E,
                                                             st);
             }
-            if (lmk_flash_wgmma_usable(s)) /* flash_wgmma.cu decides which shapes it takes */
-                return lmk_flash_wgmma_fwd(o, lse, q, k, v, s, st);
             return fwd_mma_launch<T, D, FQ, (D <= 64 ? FWD_MT : 1), 1>(o, lse, q, k, v, s,
                                                                        scale * LOG2E, st);
         }

@@ -22,6 +22,10 @@
  *     consumers take turns issuing their MMAs (named barriers 1 and 2).
  *     Causal: every consumer runs every key tile of its block (a tile wholly
  *     after a consumer's rows only adds exact zeros).
+ *   Split blocks (grids too small to fill the SMs twice, fw_plan SPLIT): 64
+ *     queries, the NC consumers share them and take turns over the key
+ *     tiles, then merge their partial rows (m, l, O) as FA2's split-KV does;
+ *     the longest block's time is divided by NC.
  * Shared tiles are 64-column boxes of 128-byte rows in the 128-byte swizzle
  * that TMA writes and wgmma reads (8-row atoms of 1024 bytes). */
 #include <cuda.h> /* CUtensorMap and its enums only: cuTensorMapEncodeTiled comes
@@ -65,31 +69,51 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_D64_WG
 #define LMK_FLASH_WGMMA_D64_WG 3
 #endif
+/*   LMK_FLASH_WGMMA_SPLIT_D128, LMK_FLASH_WGMMA_SPLIT_D64
+ *                             1: grids too small for two 128-query blocks per SM
+ *                             run here too, as 64-query blocks whose consumers
+ *                             split the key tiles (fw_plan SPLIT; route()); 0:
+ *                             flash_attn.cu's mma.sync kernels take them. */
+#ifndef LMK_FLASH_WGMMA_SPLIT_D128
+#define LMK_FLASH_WGMMA_SPLIT_D128 1
+#endif
+#ifndef LMK_FLASH_WGMMA_SPLIT_D64
+#define LMK_FLASH_WGMMA_SPLIT_D64 0
+#endif
 
 namespace {
 
 constexpr int FW_BN = 128;      /* keys per tile */
 constexpr float FW_LN2 = 0.6931471805599453f;
 
-/* Block plan for head dim D and NC consumer warpgroups of 64 query rows:
+/* Block plan for head dim D, NC consumer warpgroups and the split choice:
  * threads, queries per block, register split (setmaxnreg: producer /
- * consumers, within the 64K registers of one block per SM), shared memory
- * (bytes from a 1024-aligned base). */
-template <int D, int NC> struct fw_plan {
+ * consumers, within the 64K registers of one block per SM), ring depth,
+ * shared memory (bytes from a 1024-aligned base). Unsplit: the consumers
+ * own 64 query rows each (BM = 64·NC) and every one reads every K/V tile.
+ * SPLIT: they share one 64-row Q tile and take turns over the key tiles
+ * (consumer c: tiles c, c + NC, …), so each tile has one reader and the
+ * ring is deeper; at the end consumers 1… hand their m, l and accumulators
+ * (MERGE_FLOATS per thread) to consumer 0 through the drained ring. */
+template <int D, int NC, bool SPLIT> struct fw_plan {
     static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
     static constexpr int THREADS = 128 * (NC + 1);
-    static constexpr int BM = 64 * NC;
+    static constexpr int BM = SPLIT ? 64 : 64 * NC;
     static constexpr int REG_PRODUCER = NC == 2 ? 40 : 32;
     static constexpr int REG_CONSUMER = NC == 2 ? 232 : 160;
     static constexpr int NB = D / FW_BOX;                   /* boxes per row of Q, K, V */
-    static constexpr int STAGES = D <= 64 ? 3 : 2;          /* K/V ring depth */
+    static constexpr int STAGES = SPLIT ? (D <= 64 ? 5 : 3) : (D <= 64 ? 3 : 2); /* K/V ring depth */
+    static constexpr int READERS = SPLIT ? 4 : 4 * NC;      /* warps that read one K/V tile */
     static constexpr int Q_WG = 64 * D * 2;                 /* one consumer's Q rows */
     static constexpr int TILE = FW_BN * D * 2;              /* one K or V tile */
-    static constexpr int OFF_K = NC * Q_WG;
+    static constexpr int OFF_K = (SPLIT ? 1 : NC) * Q_WG;
     static constexpr int OFF_V = OFF_K + STAGES * TILE;
     static constexpr int OFF_BAR = OFF_V + STAGES * TILE;   /* q_full, k_full[S], v_full[S], k_empty[S], v_empty[S] */
     static constexpr int BYTES = OFF_BAR + 8 * (1 + 4 * STAGES);
     static constexpr size_t SMEM = BYTES + 1024;            /* slack to align the base */
+    static constexpr int MERGE_FLOATS = 4 + D / 2;          /* m, l (2 rows) and acc per thread */
+    static_assert(!SPLIT || (NC - 1) * 128 * MERGE_FLOATS * 4 <= 2 * STAGES * TILE,
+                  "the merge fits in the K/V ring");
 };
 
 /* Online softmax of one 64×128 score tile in place (this thread's rows row0
@@ -135,20 +159,27 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
         }
 }
 
+/* bar.sync among `threads` threads (a multiple of 32) on named barrier id */
+__device__ __forceinline__ void fw_bar_sync_n(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 /* o: (B, H, T, D); lse: (B, H, T); Q, K, V through the 3-D tensor maps
  * (columns D, rows T, heads B·H; Q boxes 64 × 64 rows, K/V boxes 64 × 128).
  * grid (ceil(T/BM), B·H), 128·(NC+1) threads; block x runs query tile
- * gridDim.x−1−x (longest causal rows first). */
-template <typename T, int D, int NC, bool PP>
-__global__ void __launch_bounds__(fw_plan<D, NC>::THREADS, 1)
+ * gridDim.x−1−x (longest causal rows first). SPLIT: fw_plan; the merge of
+ * the consumers' partial rows is FA2's (rescale both to the larger max). */
+template <typename T, int D, int NC, bool PP, bool SPLIT>
+__global__ void __launch_bounds__(fw_plan<D, NC, SPLIT>::THREADS, 1)
     flash_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
                            const __grid_constant__ CUtensorMap tmk,
                            const __grid_constant__ CUtensorMap tmv, T *o, float *lse, int Tn,
                            int causal, float scale_log2)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using P = fw_plan<D, NC>;
-    static_assert(!PP || NC == 2, "ping-pong between two consumers");
+    using P = fw_plan<D, NC, SPLIT>;
+    static_assert(!PP || (NC == 2 && !SPLIT), "ping-pong between two consumers of their own rows");
     constexpr int S = P::STAGES, NB = P::NB;
     extern __shared__ __align__(1024) unsigned char smraw[];
     const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
@@ -169,8 +200,8 @@ __global__ void __launch_bounds__(fw_plan<D, NC>::THREADS, 1)
         for (int s = 0; s < S; s++) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
-            mbar_init(k_empty(s), 4 * NC); /* one arrival per consumer warp */
-            mbar_init(v_empty(s), 4 * NC);
+            mbar_init(k_empty(s), P::READERS); /* one arrival per reading warp */
+            mbar_init(v_empty(s), P::READERS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -179,9 +210,10 @@ __global__ void __launch_bounds__(fw_plan<D, NC>::THREADS, 1)
     if (wg == 0) { /* producer */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(P::REG_PRODUCER) : "memory");
         if (threadIdx.x == 0) {
-            mbar_expect_tx(q_full, NC * P::Q_WG);
+            constexpr int QWG = SPLIT ? 1 : NC; /* 64-row Q boxes per block */
+            mbar_expect_tx(q_full, QWG * P::Q_WG);
 #pragma unroll
-            for (int c = 0; c < NC; c++)
+            for (int c = 0; c < QWG; c++)
 #pragma unroll
                 for (int b = 0; b < NB; b++)
                     tma_load(sQ + c * P::Q_WG + b * 64 * 128, &tmq, q_full, FW_BOX * b,
@@ -206,12 +238,14 @@ __global__ void __launch_bounds__(fw_plan<D, NC>::THREADS, 1)
         return;
     }
 
-    /* consumers: c = 0…NC−1, rows q0+64c…q0+64c+63 */
+    /* consumers: c = 0…NC−1, rows q0+64c…q0+64c+63 (SPLIT: all rows q0…q0+63,
+     * key tiles c, c + NC, …) */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(P::REG_CONSUMER) : "memory");
     const int c = wg - 1, w = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
-    const int wrow = q0 + 64 * c + 16 * w, row0 = wrow + g; /* warp's first row; this lane's rows row0, row0 + 8 */
-    const uint32_t qa = sQ + c * P::Q_WG;
+    const int wrow = q0 + (SPLIT ? 0 : 64 * c) + 16 * w, row0 = wrow + g; /* warp's first row; this lane's rows row0, row0 + 8 */
+    const uint32_t qa = sQ + (SPLIT ? 0 : c * P::Q_WG);
+    const int jfirst = SPLIT ? c : 0, jstep = SPLIT ? NC : 1; /* this consumer's key tiles */
 
     float acc[D / 8][4], sc[FW_BN / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f},
                                           alpha[2];
@@ -273,51 +307,96 @@ __global__ void __launch_bounds__(fw_plan<D, NC>::THREADS, 1)
         bar_arrive(1);
 
     mbar_wait(q_full, 0);
-    mbar_wait(k_full(0), 0);
-    if (PP)
-        bar_sync(1 + c);
-    issue_s(0);
-    if (PP && !(c == 1 && nk == 1))
-        bar_arrive(2 - c);
-    wg_wait<0>();
-    pin(sc);
-    if (lane == 0)
-        mbar_arrive(k_empty(0));
-    softmax(0); /* alpha 0 here: acc is still 0 */
-    to_p();
-
-    for (int j = 1; j < nk; j++) {
-        const int s = j % S, sp = (j - 1) % S;
-        mbar_wait(k_full(s), (j / S) & 1);
+    if (!SPLIT || jfirst < nk) { /* SPLIT: consumers past the last tile keep m = −∞, l = 0 */
+        mbar_wait(k_full(jfirst % S), (jfirst / S) & 1);
         if (PP)
             bar_sync(1 + c);
-        issue_s(s);
-        rescale(); /* by tile j−1's alpha, while S_j runs (acc holds tiles ≤ j−2) */
-        mbar_wait(v_full(sp), ((j - 1) / S) & 1);
-        issue_pv(sp);
-        if (PP && !(c == 1 && j == nk - 1))
+        issue_s(jfirst % S);
+        if (PP && !(c == 1 && nk == 1))
             bar_arrive(2 - c);
-        wg_wait<1>(); /* S_j done, P_{j−1}·V_{j−1} may still run */
+        wg_wait<0>();
         pin(sc);
         if (lane == 0)
-            mbar_arrive(k_empty(s));
-        softmax(j * FW_BN);
-        wg_wait<0>();
-        pin(acc);
-        pin(pa);
-        if (lane == 0)
-            mbar_arrive(v_empty(sp));
+            mbar_arrive(k_empty(jfirst % S));
+        softmax(jfirst * FW_BN); /* alpha 0 here: acc is still 0 */
         to_p();
+
+        for (int j = jfirst + jstep; j < nk; j += jstep) {
+            const int jp = j - jstep, s = j % S, sp = jp % S;
+            mbar_wait(k_full(s), (j / S) & 1);
+            if (PP)
+                bar_sync(1 + c);
+            issue_s(s);
+            rescale(); /* by tile jp's alpha, while S_j runs (acc holds the tiles before jp) */
+            mbar_wait(v_full(sp), (jp / S) & 1);
+            issue_pv(sp);
+            if (PP && !(c == 1 && j == nk - 1))
+                bar_arrive(2 - c);
+            wg_wait<1>(); /* S_j done, P_jp·V_jp may still run */
+            pin(sc);
+            if (lane == 0)
+                mbar_arrive(k_empty(s));
+            softmax(j * FW_BN);
+            wg_wait<0>();
+            pin(acc);
+            pin(pa);
+            if (lane == 0)
+                mbar_arrive(v_empty(sp));
+            to_p();
+        }
+        {
+            const int jl = jfirst + (nk - 1 - jfirst) / jstep * jstep, sp = jl % S;
+            rescale();
+            mbar_wait(v_full(sp), (jl / S) & 1);
+            issue_pv(sp);
+            wg_wait<0>();
+            pin(acc);
+            if (lane == 0)
+                mbar_arrive(v_empty(sp));
+        }
     }
-    {
-        const int sp = (nk - 1) % S;
-        rescale();
-        mbar_wait(v_full(sp), ((nk - 1) / S) & 1);
-        issue_pv(sp);
-        wg_wait<0>();
-        pin(acc);
-        if (lane == 0)
-            mbar_arrive(v_empty(sp));
+
+    if constexpr (SPLIT) { /* consumers 1… into consumer 0, in that order */
+        /* every consumer is past its last MMA and every loaded tile has been
+         * waited for: the ring is drained, reuse it */
+        fw_bar_sync_n(3, 128 * NC);
+        float *x = reinterpret_cast<float *>(smraw + (base - saddr(smraw)) + P::OFF_K);
+        const int tid = threadIdx.x & 127;
+        if (c > 0) {
+            float *xc = x + (size_t)(c - 1) * P::MERGE_FLOATS * 128;
+            int n = 0;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                xc[n++ * 128 + tid] = m[h];
+                xc[n++ * 128 + tid] = l[h];
+            }
+#pragma unroll
+            for (int j = 0; j < D / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    xc[n++ * 128 + tid] = acc[j][e];
+        }
+        fw_bar_sync_n(3, 128 * NC);
+        if (c > 0)
+            return;
+        for (int ci = 1; ci < NC; ci++, x += (size_t)P::MERGE_FLOATS * 128) {
+            int n = 0;
+            float a0[2], a1[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float m1 = x[n++ * 128 + tid], l1 = x[n++ * 128 + tid];
+                const float mn = fmaxf(m[h], m1), ms = mn == -INFINITY ? 0.f : mn;
+                a0[h] = fw_exp2(m[h] - ms);
+                a1[h] = fw_exp2(m1 - ms);
+                l[h] = l[h] * a0[h] + l1 * a1[h];
+                m[h] = mn;
+            }
+#pragma unroll
+            for (int j = 0; j < D / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[j][e] = acc[j][e] * a0[e >> 1] + x[n++ * 128 + tid] * a1[e >> 1];
+        }
     }
 
     const size_t rbase = (size_t)bh * Tn;
@@ -340,7 +419,7 @@ __global__ void __launch_bounds__(fw_plan<D, NC>::THREADS, 1)
 #endif
 }
 
-template <typename T, int D>
+template <typename T, int D, bool SPLIT>
 int launch(void *o, float *lse, const void *q, const void *k, const void *v,
            const lmk_attn_shape *s, cudaStream_t st)
 {
@@ -350,8 +429,9 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
         !fw_map(enc, &mv, v, s, FW_BN))
         return LMK_DEVICE;
     constexpr int NC = D <= 64 ? LMK_FLASH_WGMMA_D64_WG : 2;
-    using P = fw_plan<D, NC>;
-    auto kern = flash_fwd_wgmma_kernel<T, D, NC, NC == 2 && LMK_FLASH_WGMMA_PINGPONG != 0>;
+    using P = fw_plan<D, NC, SPLIT>;
+    auto kern =
+        flash_fwd_wgmma_kernel<T, D, NC, !SPLIT && NC == 2 && LMK_FLASH_WGMMA_PINGPONG != 0, SPLIT>;
     const size_t smem = P::SMEM;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
         cudaSuccess)
@@ -362,31 +442,55 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
 
-} // namespace
-
-extern "C" int lmk_flash_wgmma_usable(const lmk_attn_shape *s)
+/* How the wgmma forward runs s: FW_NONE (not here: flash_attn.cu's mma.sync
+ * kernels), FW_FULL (the unsplit blocks) or FW_SPLIT. A grid of 128-query
+ * blocks that would not give every SM two (few heads, short T) is bound by
+ * its longest block (causal: the last query rows, all T keys): the split
+ * blocks halve it (d 128) or cut it to a third (d 64), where switched on. */
+enum fw_route { FW_NONE, FW_FULL, FW_SPLIT };
+fw_route route(const lmk_attn_shape *s)
 {
     if (!LMK_FLASH_WGMMA || !s || (s->d != 64 && s->d != 128) ||
         (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 1 ||
         (long long)s->B * s->H > 65535 || s->B < 1 || s->H < 1)
-        return 0;
-    int dev = 0, major = 0, minor = 0;
+        return FW_NONE;
+    int dev = 0, major = 0, minor = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        return 0;
-    return major == 9 && minor == 0; /* sm_90a code runs on compute capability 9.0 only */
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return FW_NONE;
+    if (major != 9 || minor != 0) /* sm_90a code runs on compute capability 9.0 only */
+        return FW_NONE;
+    const bool small = (long long)s->B * s->H * ((s->T + 127) / 128) < 2LL * sms;
+    if (!small)
+        return FW_FULL;
+    return (s->d == 128 ? LMK_FLASH_WGMMA_SPLIT_D128 : LMK_FLASH_WGMMA_SPLIT_D64) ? FW_SPLIT
+                                                                                 : FW_NONE;
 }
+
+template <typename T, int D>
+int launch_routed(void *o, float *lse, const void *q, const void *k, const void *v,
+                  const lmk_attn_shape *s, fw_route r, cudaStream_t st)
+{
+    return r == FW_SPLIT ? launch<T, D, true>(o, lse, q, k, v, s, st)
+                         : launch<T, D, false>(o, lse, q, k, v, s, st);
+}
+
+} // namespace
+
+extern "C" int lmk_flash_wgmma_usable(const lmk_attn_shape *s) { return route(s) != FW_NONE; }
 
 extern "C" int lmk_flash_wgmma_fwd(void *o, float *lse, const void *q, const void *k,
                                    const void *v, const lmk_attn_shape *s, void *stream)
 {
-    if (!lmk_flash_wgmma_usable(s) || !o || !lse || !q || !k || !v)
+    const fw_route r = route(s);
+    if (r == FW_NONE || !o || !lse || !q || !k || !v)
         return LMK_INVALID;
     cudaStream_t st = (cudaStream_t)stream;
     if (s->d == 64)
-        return s->dtype == LMK_BF16 ? launch<__nv_bfloat16, 64>(o, lse, q, k, v, s, st)
-                                    : launch<__half, 64>(o, lse, q, k, v, s, st);
-    return s->dtype == LMK_BF16 ? launch<__nv_bfloat16, 128>(o, lse, q, k, v, s, st)
-                                : launch<__half, 128>(o, lse, q, k, v, s, st);
+        return s->dtype == LMK_BF16 ? launch_routed<__nv_bfloat16, 64>(o, lse, q, k, v, s, r, st)
+                                    : launch_routed<__half, 64>(o, lse, q, k, v, s, r, st);
+    return s->dtype == LMK_BF16 ? launch_routed<__nv_bfloat16, 128>(o, lse, q, k, v, s, r, st)
+                                : launch_routed<__half, 128>(o, lse, q, k, v, s, r, st);
 }

@@ -11,8 +11,10 @@ extern "C" {
 #endif
 
 /* Non-zero when the kernel is switched on (LMK_FLASH_WGMMA in flash_wgmma.cu)
- * and s (fp16/bf16, d 64 or 128, B·H ≤ 65535) can run here: the current
- * device has compute capability 9.0, the only one sm_90a code runs on. */
+ * and takes s: fp16/bf16, d 64 or 128, B·H ≤ 65535, the current device has
+ * compute capability 9.0 (the only one sm_90a code runs on), and either the
+ * grid fills every SM with two 128-query blocks or the split blocks are
+ * switched on for s's head dim (LMK_FLASH_WGMMA_SPLIT_D64 / _D128). */
 int lmk_flash_wgmma_usable(const lmk_attn_shape *s);
 
 /* As lmk_flash_attn_fwd (attention.h) for shapes lmk_flash_wgmma_usable

@@ -21,7 +21,7 @@ size_t lmk_flash_attn_bwd_work_floats(const lmk_attn_shape *s)
     size_t rows = (size_t)s->B * s->H * s->T;
     /* the single pass (cuda/flash_attn.cu: fused_ok) */
     int single = s->atomic_dq && (s->dtype == LMK_F16 || s->dtype == LMK_BF16) &&
-                 (s->d == 16 || s->d == 32 || s->d == 64 || s->d == 128);
+                 (s->d == 16 || s->d == 32 || s->d == 64 || s->d == 80 || s->d == 128);
     return single ? rows * ((size_t)s->d + 1) : rows;
 }
 

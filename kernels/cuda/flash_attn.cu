@@ -1280,16 +1280,20 @@ __global__ void __launch_bounds__(SP * BQ_NT, MINB) flash_bwd_dq_mma_kernel(
  * instead of the two-pass kernels' 7 (the dQ kernel recomputes S and dP).
  * The order in which blocks add into one dQ element varies between runs, and
  * so does its rounding: it runs only where lmk_attn_shape.atomic_dq allows
- * it; otherwise the two-pass kernels. dQ stage: warp w computes rows 16·(w % MTQ)… (MTQ = BQ/16
- * row tiles) and columns NC·(w / MTQ)…, NC = D·MTQ/4; hence d 16, 32, 64 and
- * 128 (d 80 would need NC = 40: the two-pass kernels run).
+ * it; otherwise the two-pass kernels. dQ stage: warp w computes rows
+ * 16·(w % MTQ)… (MTQ = BQ/16 row tiles) and column part w / MTQ of CQ =
+ * 4/MTQ: CT 16-column tiles from 16·CT·(w / MTQ), the last part fewer where
+ * they do not divide evenly (d 80: 3 and 2 tiles).
  * dqacc: (B, H, T, D) float32; in each aligned group of 16 columns of a row,
  * position 4t + e holds column 2t + (e & 1) + 8·(e >> 1) (as the mma C
  * fragment leaves it: one float4 per lane and row); zeroed by the D kernel,
  * read back by flash_bwd_dq_convert_kernel. */
+#ifndef LMK_FLASH_FUSED_D80 /* build-time knob: 0 keeps d 80 on the two passes */
+#define LMK_FLASH_FUSED_D80 1
+#endif
 template <int D> constexpr bool fused_ok()
 {
-    return D % (16 * (4 / (bq_kv<D>() / 16))) == 0;
+    return D % 16 == 0 && (D != 80 || LMK_FLASH_FUSED_D80);
 }
 /* bytes of one group's buffers in the single-pass kernel: Q, dO, L, D
  * (double-buffered) and dSᵀ */
@@ -1314,7 +1318,8 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_fused_mma_kernel(
     static_assert(fused_ok<D>(), "dQ columns split in 16s");
     constexpr int LD = D + 8, BQ = bq_kv<D>(), NS = BQ / 8, NO = D / 8;
     constexpr int LS = BQ + 8; /* row stride of dSᵀ (keys × queries) */
-    constexpr int MTQ = BQ / 16, NC = D * MTQ / 4;
+    constexpr int MTQ = BQ / 16, CQ = 4 / MTQ; /* dQ stage: row tiles, column parts */
+    constexpr int NCT = D / 16, CT = (NCT + CQ - 1) / CQ; /* 16-column tiles: all, per part */
     extern __shared__ __align__(128) unsigned char smraw[];
     const int grp = SP == 1 ? 0 : threadIdx.x / BKV_NT; /* split group */
     const int tid = SP == 1 ? threadIdx.x : threadIdx.x % BKV_NT;
@@ -1373,35 +1378,39 @@ __global__ void __launch_bounds__(SP * BKV_NT, MINB) flash_bwd_fused_mma_kernel(
             }
         }
         group_sync<SP, BKV_NT>(grp); /* dSᵀ complete */
-        /* dQ (rows 16·rt…, columns NC·cq…) += dS·K over the block's 64 keys */
+        /* dQ (rows 16·rt…, columns 16·CT·cq…) += dS·K over the block's 64 keys */
         {
-            float dq[NC / 8][4];
+            /* this warp's column tiles cq·CT + dn, dn < CT, below NCT (warp-uniform) */
+            auto has_tile = [&](int dn) { return NCT % CQ == 0 || cq * CT + dn < NCT; };
+            float dq[2 * CT][4];
 #pragma unroll
-            for (int j = 0; j < NC / 8; j++)
+            for (int j = 0; j < 2 * CT; j++)
                 dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.f;
 #pragma unroll
             for (int kp = 0; kp < BKV / 16; kp++) {
                 uint32_t a[4];
                 ldsm4_t(a, frag_b(sdS, LS, 16 * kp, 16 * rt, lane)); /* dS (16 q, 16 keys) */
 #pragma unroll
-                for (int dn = 0; dn < NC / 16; dn++) {
-                    uint32_t b[4];
-                    ldsm4_t(b, frag_a(sm.sK, LD, 16 * kp, NC * cq + 16 * dn, lane));
-                    tc_ops<T>::mma(dq[2 * dn], a, b[0], b[1]);
-                    tc_ops<T>::mma(dq[2 * dn + 1], a, b[2], b[3]);
-                }
+                for (int dn = 0; dn < CT; dn++)
+                    if (has_tile(dn)) {
+                        uint32_t b[4];
+                        ldsm4_t(b, frag_a(sm.sK, LD, 16 * kp, 16 * CT * cq + 16 * dn, lane));
+                        tc_ops<T>::mma(dq[2 * dn], a, b[0], b[1]);
+                        tc_ops<T>::mma(dq[2 * dn + 1], a, b[2], b[3]);
+                    }
             }
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int row = q0 + 16 * rt + g + 8 * h;
                 if (row >= Tn)
                     continue;
-                float *dst = dqacc + (bh * Tn + row) * D + NC * cq + 4 * t;
+                float *dst = dqacc + (bh * Tn + row) * D + 16 * CT * cq + 4 * t;
 #pragma unroll
-                for (int dn = 0; dn < NC / 16; dn++)
-                    atomicAdd(reinterpret_cast<float4 *>(dst + 16 * dn),
-                              make_float4(dq[2 * dn][2 * h], dq[2 * dn][2 * h + 1],
-                                          dq[2 * dn + 1][2 * h], dq[2 * dn + 1][2 * h + 1]));
+                for (int dn = 0; dn < CT; dn++)
+                    if (has_tile(dn))
+                        atomicAdd(reinterpret_cast<float4 *>(dst + 16 * dn),
+                                  make_float4(dq[2 * dn][2 * h], dq[2 * dn][2 * h + 1],
+                                              dq[2 * dn + 1][2 * h], dq[2 * dn + 1][2 * h + 1]));
             }
         }
         /* No third barrier: the next prefetch refills buffer buf, all of

@@ -148,7 +148,7 @@ int main(void)
         int d, atomic;
         size_t per_row;
     } wk[] = {{LMK_BF16, 64, 0, 1}, {LMK_BF16, 64, 1, 65}, {LMK_F16, 128, 1, 129},
-              {LMK_F16, 16, 1, 17},  {LMK_BF16, 80, 1, 1},  {LMK_F32, 64, 1, 1}};
+              {LMK_F16, 16, 1, 17},  {LMK_BF16, 80, 1, 81}, {LMK_F32, 64, 1, 1}};
     for (size_t i = 0; i < sizeof wk / sizeof wk[0]; i++) {
         lmk_attn_shape s = {2, 3, 1001, wk[i].d, 1, wk[i].dt, wk[i].atomic};
         if (lmk_flash_attn_bwd_work_floats(&s) != (size_t)2 * 3 * 1001 * wk[i].per_row) {

@@ -1,6 +1,7 @@
 /* Flash attention forward on Hopper's warpgroup MMA (wgmma.mma_async and the
  * tensor memory accelerator, sm_90a only: this file alone is compiled for
- * compute_90a, see kernels/meson.build), fp16/bf16, head dim 64 or 128. Same
+ * compute_90a, see kernels/meson.build), fp16/bf16, every head dim (16, 32 on
+ * the d 64 tiles, 80 on the d 128 tiles: fw_dpad). Same
  * math and numerics as the mma.sync forward in flash_attn.cu (attention.h
  * has the contract): S = Q·Kᵀ, online softmax in log2 units with the scale
  * folded into one FFMA per score, O += P·V with P rounded to T, fp32
@@ -69,16 +70,19 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_D64_WG
 #define LMK_FLASH_WGMMA_D64_WG 3
 #endif
-/*   LMK_FLASH_WGMMA_SPLIT_D128, LMK_FLASH_WGMMA_SPLIT_D64
- *                             1: grids too small for two 128-query blocks per SM
- *                             run here too, as 64-query blocks whose consumers
- *                             split the key tiles (fw_plan SPLIT; route()); 0:
- *                             flash_attn.cu's mma.sync kernels take them. */
-#ifndef LMK_FLASH_WGMMA_SPLIT_D128
-#define LMK_FLASH_WGMMA_SPLIT_D128 1
+/*   LMK_FLASH_WGMMA_DIMS      head dims (bit mask: 1 d 16, 2 d 32, 4 d 64, 8 d 80,
+ *                             16 d 128) whose grids of at least two 128-query
+ *                             blocks per SM run here; d 16, 32 on the d 64
+ *                             kernel's tiles, d 80 on d 128's (fw_dpad);
+ *   LMK_FLASH_WGMMA_SPLIT_DIMS  the same for smaller grids (few heads, short T),
+ *                             as 64-query blocks whose consumers split the key
+ *                             tiles (fw_plan SPLIT; route()). The others go to
+ *                             flash_attn.cu's mma.sync kernels. */
+#ifndef LMK_FLASH_WGMMA_DIMS
+#define LMK_FLASH_WGMMA_DIMS 31
 #endif
-#ifndef LMK_FLASH_WGMMA_SPLIT_D64
-#define LMK_FLASH_WGMMA_SPLIT_D64 0
+#ifndef LMK_FLASH_WGMMA_SPLIT_DIMS
+#define LMK_FLASH_WGMMA_SPLIT_DIMS 28
 #endif
 
 namespace {
@@ -165,19 +169,27 @@ __device__ __forceinline__ void fw_bar_sync_n(int id, int threads)
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-/* o: (B, H, T, D); lse: (B, H, T); Q, K, V through the 3-D tensor maps
- * (columns D, rows T, heads B·H; Q boxes 64 × 64 rows, K/V boxes 64 × 128).
+/* The head dim the kernel's tiles and accumulators have for head dim DR: 64
+ * (DR 16, 32, 64) or 128 (DR 80, 128). Columns DR… of the shared tiles are
+ * zeros (TMA fills the box past the tensor's DR columns): S = Q·Kᵀ runs over
+ * the DR columns only (k16 steps), O += P·V over all (its zero columns are
+ * not stored). */
+__host__ __device__ constexpr int fw_dpad(int dr) { return dr <= 64 ? 64 : 128; }
+
+/* o: (B, H, T, DR); lse: (B, H, T); Q, K, V through the 3-D tensor maps
+ * (columns DR, rows T, heads B·H; Q boxes 64 × 64 rows, K/V boxes 64 × 128).
  * grid (ceil(T/BM), B·H), 128·(NC+1) threads; block x runs query tile
  * gridDim.x−1−x (longest causal rows first). SPLIT: fw_plan; the merge of
  * the consumers' partial rows is FA2's (rescale both to the larger max). */
-template <typename T, int D, int NC, bool PP, bool SPLIT>
-__global__ void __launch_bounds__(fw_plan<D, NC, SPLIT>::THREADS, 1)
+template <typename T, int DR, int NC, bool PP, bool SPLIT>
+__global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     flash_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
                            const __grid_constant__ CUtensorMap tmk,
                            const __grid_constant__ CUtensorMap tmv, T *o, float *lse, int Tn,
                            int causal, float scale_log2)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int D = fw_dpad(DR);
     using P = fw_plan<D, NC, SPLIT>;
     static_assert(!PP || (NC == 2 && !SPLIT), "ping-pong between two consumers of their own rows");
     constexpr int S = P::STAGES, NB = P::NB;
@@ -257,7 +269,7 @@ __global__ void __launch_bounds__(fw_plan<D, NC, SPLIT>::THREADS, 1)
     auto issue_s = [&](int s) { /* sc = Q·K(stage s)ᵀ */
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++)
+        for (int kk = 0; kk < DR / 16; kk++)
             wg_mma<T>::ss128(sc, sw128_desc(qa + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16),
                              sw128_desc(sK + s * P::TILE + (kk / 4) * FW_BN * 128 + (kk % 4) * 32, 16),
                              kk > 0);
@@ -408,9 +420,9 @@ __global__ void __launch_bounds__(fw_plan<D, NC, SPLIT>::THREADS, 1)
         if (row >= Tn)
             continue;
         const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
-        T *orow = o + (rbase + row) * D;
+        T *orow = o + (rbase + row) * DR;
 #pragma unroll
-        for (int j = 0; j < D / 8; j++)
+        for (int j = 0; j < DR / 8; j++)
             *reinterpret_cast<uint32_t *>(orow + 8 * j + 2 * t) =
                 fw_pack<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
         if (t == 0)
@@ -419,7 +431,7 @@ __global__ void __launch_bounds__(fw_plan<D, NC, SPLIT>::THREADS, 1)
 #endif
 }
 
-template <typename T, int D, bool SPLIT>
+template <typename T, int DR, bool SPLIT>
 int launch(void *o, float *lse, const void *q, const void *k, const void *v,
            const lmk_attn_shape *s, cudaStream_t st)
 {
@@ -428,16 +440,16 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
     if (!enc || !fw_map(enc, &mq, q, s, 64) || !fw_map(enc, &mk, k, s, FW_BN) ||
         !fw_map(enc, &mv, v, s, FW_BN))
         return LMK_DEVICE;
-    constexpr int NC = D <= 64 ? LMK_FLASH_WGMMA_D64_WG : 2;
+    constexpr int D = fw_dpad(DR), NC = D <= 64 ? LMK_FLASH_WGMMA_D64_WG : 2;
     using P = fw_plan<D, NC, SPLIT>;
     auto kern =
-        flash_fwd_wgmma_kernel<T, D, NC, !SPLIT && NC == 2 && LMK_FLASH_WGMMA_PINGPONG != 0, SPLIT>;
+        flash_fwd_wgmma_kernel<T, DR, NC, !SPLIT && NC == 2 && LMK_FLASH_WGMMA_PINGPONG != 0, SPLIT>;
     const size_t smem = P::SMEM;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
         cudaSuccess)
         return LMK_DEVICE;
     dim3 grid((s->T + P::BM - 1) / P::BM, s->B * s->H);
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D);
+    const float scale_log2 = 1.4426950408889634f / sqrtf((float)DR);
     kern<<<grid, P::THREADS, smem, st>>>(mq, mk, mv, (T *)o, lse, s->T, s->causal, scale_log2);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
@@ -446,13 +458,16 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
  * kernels), FW_FULL (the unsplit blocks) or FW_SPLIT. A grid of 128-query
  * blocks that would not give every SM two (few heads, short T) is bound by
  * its longest block (causal: the last query rows, all T keys): the split
- * blocks halve it (d 128) or cut it to a third (d 64), where switched on. */
+ * blocks divide it by NC. Which head dims run here, unsplit and split: the
+ * bit masks LMK_FLASH_WGMMA_DIMS and LMK_FLASH_WGMMA_SPLIT_DIMS. */
 enum fw_route { FW_NONE, FW_FULL, FW_SPLIT };
 fw_route route(const lmk_attn_shape *s)
 {
-    if (!LMK_FLASH_WGMMA || !s || (s->d != 64 && s->d != 128) ||
-        (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 1 ||
+    if (!LMK_FLASH_WGMMA || !s || (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 1 ||
         (long long)s->B * s->H > 65535 || s->B < 1 || s->H < 1)
+        return FW_NONE;
+    const int bit = s->d == 16 ? 1 : s->d == 32 ? 2 : s->d == 64 ? 4 : s->d == 80 ? 8 : s->d == 128 ? 16 : 0;
+    if (!(bit & (LMK_FLASH_WGMMA_DIMS | LMK_FLASH_WGMMA_SPLIT_DIMS)))
         return FW_NONE;
     int dev = 0, major = 0, minor = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -463,18 +478,31 @@ fw_route route(const lmk_attn_shape *s)
     if (major != 9 || minor != 0) /* sm_90a code runs on compute capability 9.0 only */
         return FW_NONE;
     const bool small = (long long)s->B * s->H * ((s->T + 127) / 128) < 2LL * sms;
-    if (!small)
-        return FW_FULL;
-    return (s->d == 128 ? LMK_FLASH_WGMMA_SPLIT_D128 : LMK_FLASH_WGMMA_SPLIT_D64) ? FW_SPLIT
-                                                                                 : FW_NONE;
+    if (small)
+        return bit & LMK_FLASH_WGMMA_SPLIT_DIMS ? FW_SPLIT : FW_NONE;
+    return bit & LMK_FLASH_WGMMA_DIMS ? FW_FULL : FW_NONE;
 }
 
-template <typename T, int D>
+template <typename T, int DR>
 int launch_routed(void *o, float *lse, const void *q, const void *k, const void *v,
                   const lmk_attn_shape *s, fw_route r, cudaStream_t st)
 {
-    return r == FW_SPLIT ? launch<T, D, true>(o, lse, q, k, v, s, st)
-                         : launch<T, D, false>(o, lse, q, k, v, s, st);
+    return r == FW_SPLIT ? launch<T, DR, true>(o, lse, q, k, v, s, st)
+                         : launch<T, DR, false>(o, lse, q, k, v, s, st);
+}
+
+template <typename T>
+int launch_dims(void *o, float *lse, const void *q, const void *k, const void *v,
+                const lmk_attn_shape *s, fw_route r, cudaStream_t st)
+{
+    switch (s->d) {
+    case 16: return launch_routed<T, 16>(o, lse, q, k, v, s, r, st);
+    case 32: return launch_routed<T, 32>(o, lse, q, k, v, s, r, st);
+    case 64: return launch_routed<T, 64>(o, lse, q, k, v, s, r, st);
+    case 80: return launch_routed<T, 80>(o, lse, q, k, v, s, r, st);
+    case 128: return launch_routed<T, 128>(o, lse, q, k, v, s, r, st);
+    }
+    return LMK_INVALID;
 }
 
 } // namespace
@@ -488,9 +516,6 @@ extern "C" int lmk_flash_wgmma_fwd(void *o, float *lse, const void *q, const voi
     if (r == FW_NONE || !o || !lse || !q || !k || !v)
         return LMK_INVALID;
     cudaStream_t st = (cudaStream_t)stream;
-    if (s->d == 64)
-        return s->dtype == LMK_BF16 ? launch_routed<__nv_bfloat16, 64>(o, lse, q, k, v, s, r, st)
-                                    : launch_routed<__half, 64>(o, lse, q, k, v, s, r, st);
-    return s->dtype == LMK_BF16 ? launch_routed<__nv_bfloat16, 128>(o, lse, q, k, v, s, r, st)
-                                : launch_routed<__half, 128>(o, lse, q, k, v, s, r, st);
+    return s->dtype == LMK_BF16 ? launch_dims<__nv_bfloat16>(o, lse, q, k, v, s, r, st)
+                                : launch_dims<__half>(o, lse, q, k, v, s, r, st);
 }

@@ -11,10 +11,10 @@ extern "C" {
 #endif
 
 /* Non-zero when the kernel is switched on (LMK_FLASH_WGMMA in flash_wgmma.cu)
- * and takes s: fp16/bf16, d 64 or 128, B·H ≤ 65535, the current device has
- * compute capability 9.0 (the only one sm_90a code runs on), and either the
- * grid fills every SM with two 128-query blocks or the split blocks are
- * switched on for s's head dim (LMK_FLASH_WGMMA_SPLIT_D64 / _D128). */
+ * and takes s: fp16/bf16, B·H ≤ 65535, the current device has compute
+ * capability 9.0 (the only one sm_90a code runs on), and s's head dim is
+ * switched on for its grid size (LMK_FLASH_WGMMA_DIMS for grids of at least
+ * two 128-query blocks per SM, LMK_FLASH_WGMMA_SPLIT_DIMS for smaller ones). */
 int lmk_flash_wgmma_usable(const lmk_attn_shape *s);
 
 /* As lmk_flash_attn_fwd (attention.h) for shapes lmk_flash_wgmma_usable

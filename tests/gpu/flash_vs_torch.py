@@ -1,11 +1,11 @@
 """The flash kernels against PyTorch on the GPU: forward output O and logsumexp,
 and dQ, dK, dV, for every dtype (fp32, fp16, bf16), head dim (16, 32, 64, 80,
 128), causal and not, and odd sequence lengths (1, 17, 100, 1000, 4097), plus a
-few many-head shapes that take the 128-query forward blocks (at d 64 the wgmma
-forward of flash_wgmma.cu). The backward runs as the attention job's default
-(the single pass with dQ summed by atomics, fp16/bf16 at every d and fp32
-at d 64, 128; column m "a")
-and, for a few cases, deterministic (":det", column m "d").
+few many-head shapes that take the unsplit wgmma forward of flash_wgmma.cu and
+one-head shapes of many key tiles for its split blocks. The backward runs as
+the attention job's default (the single pass with dQ summed by atomics,
+fp16/bf16 at every d and fp32 at d 64, 128; column m "a") and, for a few
+cases, deterministic (":det", column m "d").
 
 Our side comes from flash_dump (fresh Gaussian inputs, outputs poisoned with
 NaN before the launches, raw files). The reference is float64 attention in
@@ -23,7 +23,7 @@ compute in true fp32 (no TF32), so fp32 is held to 1e-5. On the H200
 (2026-11-22) our worst errors were at SDPA's (bf16 ≈ 3e-3, fp16 ≈ 4e-4) and
 fp32 ≈ 1.6e-6 (SDPA's fp32 ≈ 1e-6).
 Exit status 1 when any case fails, 77 without PyTorch or a GPU.
-usage: flash_vs_torch.py FLASH_DUMP [--seed N] [--quick] [--out FILE]"""
+usage: flash_vs_torch.py FLASH_DUMP [--seed N] [--quick] [--out FILE] [--only DTYPES]"""
 import argparse, math, os, subprocess, sys, tempfile, time
 
 try:
@@ -58,13 +58,17 @@ def cases(quick):
     out += ["bf16:1:16:4097:64:1", "fp16:2:8:2500:128:0", "bf16:1:12:3001:80:1",
             "fp16:1:16:2048:64:1", "bf16:2:8:2100:32:0",
             "fp16:1:16:4097:64:0", "bf16:2:12:1500:64:1", "fp16:4:8:1100:64:1",
-            "bf16:3:8:1777:64:0"]
+            "bf16:3:8:1777:64:0", "fp16:2:8:2100:16:1", "bf16:1:16:2049:16:0",
+            "fp16:1:16:2049:80:0"]
+    # one head, long: the split forward blocks (d 64, 80, 128), many tiles each
+    out += ["bf16:1:1:8191:128:1", "fp16:1:1:8191:80:1", "bf16:1:1:8191:64:0"]
     # the backward's deterministic two passes (the cases above take the
     # single pass with dQ by atomics where it applies: fp16/bf16, fp32 at
     # d 64, 128)
     out += ["bf16:1:16:4097:64:1:det", "fp16:2:8:2500:128:0:det", "bf16:2:8:2100:32:0:det",
             "fp16:1:16:2048:64:1:det", "bf16:2:3:100:16:1:det", "fp16:1:2:1000:128:1:det",
-            "bf16:1:1:4097:64:1:det", "fp32:1:2:1000:64:1:det", "fp32:1:1:4097:128:0:det"]
+            "bf16:1:1:4097:64:1:det", "fp32:1:2:1000:64:1:det", "fp32:1:1:4097:128:0:det",
+            "fp16:1:2:1000:80:1:det"]
     return out
 
 
@@ -114,6 +118,8 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default=None,
+                    help="comma-separated dtypes (fp32, fp16, bf16): run only their cases")
     a = ap.parse_args()
     if not HAVE_GPU:
         print("no PyTorch with CUDA: skipped")
@@ -121,6 +127,8 @@ def main():
     seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}  torch {torch.__version__}  {torch.cuda.get_device_name()}", flush=True)
     cs = cases(a.quick)
+    if a.only:
+        cs = [c for c in cs if c.split(":")[0] in a.only.split(",")]
     fails = 0
     lines = []
     with tempfile.TemporaryDirectory() as tmp:

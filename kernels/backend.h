@@ -76,15 +76,21 @@ typedef struct lmk_adamw_hp {
      * the step number lives on the device (CUDA-graph replay); NULL: α_t
      * from t, computed on the host */
     const float *alpha;
+    /* adamw_multi: format of the tensors' 16-bit copies h (LMK_ROUND_BF16
+     * or LMK_ROUND_FP16; else LMK_INVALID when a tensor has one) */
+    lmk_round copy_fmt;
 } lmk_adamw_hp;
 
 /* One parameter tensor as the optimizer sees it: p, g, m, v (n) float32
- * device memory (the multi-tensor ops read g and n only where they say). */
+ * device memory (the multi-tensor ops read g and n only where they say).
+ * h: NULL, or (adamw_multi) a 16-bit copy of p (n, raw bits of the call's
+ * hp->copy_fmt) that the step rewrites as cast_half of the updated p. */
 typedef struct lmk_opt_tensor {
     float *p;
     const float *g;
     float *m, *v;
     size_t n;
+    void *h;
 } lmk_opt_tensor;
 
 typedef struct lmk_backend lmk_backend;
@@ -121,6 +127,21 @@ struct lmk_backend {
     int (*rmsnorm_bwd)(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dout_dt,
                        const float *x, const float *w, const float *rstd, int n, int d);
 
+    /* Fused residual forms, bit for bit the unfused sequence of ops:
+     * add_rmsnorm_fwd: y (n, d) = x1 + x2 (add, x2 of x2_dt), then
+     * rmsnorm_fwd(out, out_dt, rstd, y, w). y may alias x1, not x2 or out. */
+    int (*add_rmsnorm_fwd)(lmk_backend *b, float *y, const float *x1, const void *x2, lmk_dtype x2_dt,
+                           void *out, lmk_dtype out_dt, float *rstd, const float *w, int n, int d,
+                           float eps);
+    /* rmsnorm_bwd_add: rmsnorm_bwd(dx, dw, dout, ...), then dx += dres (add;
+     * dres (n, d) float32, not aliasing dx; NULL: nothing added), then, when dx16 is not NULL,
+     * dx16 (n, d, raw bits of fmt: LMK_ROUND_BF16 or LMK_ROUND_FP16) =
+     * cast_half(dx): the residual stream's gradient and its 16-bit copy for
+     * the GEMMs that read it, in one pass. */
+    int (*rmsnorm_bwd_add)(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, float *dw,
+                           const void *dout, lmk_dtype dout_dt, const float *dres, const float *x,
+                           const float *w, const float *rstd, int n, int d);
+
     /* Splits heads and applies RoPE: in (B, T, H, dh) → out (B, H, T, dh) with
      * adjacent pairs (2k, 2k+1) of position t rotated by the angle whose
      * (cos, sin) is table (T, dh/2, 2). table NULL: plain head split. dh even
@@ -146,13 +167,18 @@ struct lmk_backend {
 
     /* p (batch, T, T) = softmax over keys j ≤ i of s (batch, T, T); entries
      * j > i set to 0. p and s of dtype dt, softmax in float32 (autocast's
-     * float32 softmax, stored in dt). In place (p == s) allowed. */
+     * float32 softmax, stored in dt). In place (p == s) allowed.
+     * zero_block ≤ 0 or ≥ T: whole rows are written. Otherwise row i is
+     * written only for j < end(i) = min(T, (i / zero_block + 1)·zero_block)
+     * (the end of its causal block: what the blocked causal GEMMs read) and
+     * entries j ≥ end(i) are unspecified (left as they were, or zero). */
     int (*softmax_causal_fwd)(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch,
-                              int T);
-    /* ds = p ⊙ (dp − Σ_j dp ⊙ p), all of dtype dt, float32 math. In place
-     * (ds == dp) allowed. */
+                              int T, int zero_block);
+    /* ds = p ⊙ (dp − Σ_j dp ⊙ p), all of dtype dt, float32 math; reads only
+     * j ≤ i of dp and p. In place (ds == dp) allowed. zero_block as for
+     * softmax_causal_fwd (which entries of ds are written). */
     int (*softmax_causal_bwd)(lmk_backend *b, void *ds, const void *dp, const void *p,
-                              lmk_dtype dt, int batch, int T);
+                              lmk_dtype dt, int batch, int T, int zero_block);
 
     /* out (n) = silu(a) ⊙ g, all of dtype dt; under a 16-bit dt silu(a) is
      * rounded to dt before the product (autocast: two half ops). */
@@ -227,7 +253,9 @@ struct lmk_backend {
      * order. */
     int (*sum_squares_multi)(lmk_backend *b, float *sumsq, const lmk_opt_tensor *ts, size_t count);
     /* adamw_multi: adamw on every tensor of ts with the same hp and factor;
-     * bit for bit the same as count adamw calls. */
+     * bit for bit the same as count adamw calls, each followed, where
+     * ts[i].h is set, by cast_half(h, p, n, hp->copy_fmt) (skipped with the
+     * step when *factor == 0: the copy stays that of p). */
     int (*adamw_multi)(lmk_backend *b, const lmk_opt_tensor *ts, size_t count,
                        const lmk_adamw_hp *hp, const float *factor);
 };

@@ -671,6 +671,16 @@ static int half_copy(lmk_model *m, lmk_tensor *t16, const float *x, size_t n, co
     return rc;
 }
 
+/* Under bf16/fp16, *t = new 16-bit temporary "layers.L.WHAT.half" of n
+ * elements (a float32 tensor's copy that its producer writes); otherwise
+ * leaves *t empty. */
+static int half_tensor(lmk_model *m, lmk_tensor *t, size_t n, int l, const char *what)
+{
+    if (m->half == LMK_ROUND_NONE)
+        return LMK_OK;
+    return lmk_tensor_alloc(m->a, t, half_dtype(m), n, LMK_MEM_TEMPORARY, "layers.%d.%s.half", l, what);
+}
+
 /* The per-step 16-bit copy of weight matrix s (autocast's cast of each
  * weight, made at its first use in forward and reused by backward): every
  * matrix but the embedding (a lookup, which autocast keeps in float32).
@@ -749,10 +759,12 @@ static int linear_fwd(lmk_model *m, const char *op, lmk_tensor *y, operand x, pa
  * GEMM makes it; float32 and unrounded where several GEMMs accumulate into
  * it (the gradient of an RMSNorm output read by two or three projections:
  * autocast sums their 16-bit gradients in 16 bits, we sum in float32). A
- * float32 dy (the residual stream's gradient, the logits') is cast once to a
- * 16-bit temporary read by both GEMMs; a 16-bit dy is read in place. */
+ * float32 dy (the logits') is cast once to a 16-bit temporary read by both
+ * GEMMs; a 16-bit dy is read in place; dy_half (or NULL): a 16-bit copy of a
+ * float32 dy made by whoever wrote dy (the residual stream's gradient:
+ * rmsnorm_bwd_add writes both), read instead of casting. */
 static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumulate_dx, param_slot *w,
-                      const lmk_tensor *dy, operand x, int n, int din, int dout)
+                      const lmk_tensor *dy, const lmk_tensor *dy_half, operand x, int n, int din, int dout)
 {
     lmk_tensor dy16 = {0};
     char name[48];
@@ -761,13 +773,15 @@ static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumula
     int rc = grad_ready_gemm(m, w, &beta_w);
     if (rc == LMK_OK)
         rc = param_copy(m, w); /* made by forward; again only after a failed one */
-    if (rc == LMK_OK && dy->dtype == LMK_F32)
+    if (rc == LMK_OK && dy->dtype == LMK_F32 && !(dy_half && dy_half->data))
         rc = half_copy(m, &dy16, LMK_F(*dy), (size_t)n * dout, name);
     if (rc != LMK_OK)
         return rc;
     operand dyo = op_x(dy);
     if (dy16.data)
         dyo.h = dy16.data;
+    else if (dy_half && dy_half->data)
+        dyo.h = dy_half->data;
     lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1.0f,
                    .beta = accumulate_dx ? 1.0f : 0.0f, .in_round = m->in_round,
                    .out_round = dx->dtype == LMK_F32 ? LMK_ROUND_NONE : m->out_round};
@@ -805,7 +819,8 @@ static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, op
  * products left out are
  * exactly the zero terms (P, dS = 0 above the diagonal), so every computed
  * element is the full product's. One GEMM per block; a single block: the
- * plain heads_gemm. */
+ * plain heads_gemm. The causal softmax writes each row only up to its block's
+ * end (zero_block = causal_block(T)): the zeros beyond are never read. */
 #define CAUSAL_MIN_BLOCK 128 /* rows; smaller GEMMs run at a fraction of the bandwidth */
 
 /* Query rows per causal block: about T/4 (4 GEMMs compute 5/8 of the
@@ -950,13 +965,15 @@ static int layer_forward(lmk_model *m, int l, int keep)
     int flash = m->c.attention == LMK_ATTN_FLASH;
     const char *norm_store = adt == LMK_F32 ? "" : "16-bit tensor (float32 math, read only by GEMMs)";
 
-    ACT(la->ln1_rstd, N, "layers.%d.ln1.rstd", l);
-    ACTA(la->ln1_out, (size_t)N * d, "layers.%d.ln1.out", l);
-    rec(m, "ln1 (rmsnorm)", F32 ", " F32, F_ACT, acc_reduce(m, 1), norm_store);
-    TRY(b->rmsnorm_fwd(b, la->ln1_out.data, adt, LMK_F(la->ln1_rstd), x,
-                       LMK_F(layer_param(m, l, P_LN1)->p), N, d, RMS_EPS));
-    if (!keep)
-        DROP(la->ln1_rstd);
+    if (l == 0) { /* later layers' ln1: fused into the previous layer's last residual add */
+        ACT(la->ln1_rstd, N, "layers.%d.ln1.rstd", l);
+        ACTA(la->ln1_out, (size_t)N * d, "layers.%d.ln1.out", l);
+        rec(m, "ln1 (rmsnorm)", F32 ", " F32, F_ACT, acc_reduce(m, 1), norm_store);
+        TRY(b->rmsnorm_fwd(b, la->ln1_out.data, adt, LMK_F(la->ln1_rstd), x,
+                           LMK_F(layer_param(m, l, P_LN1)->p), N, d, RMS_EPS));
+        if (!keep)
+            DROP(la->ln1_rstd);
+    }
     TMPA(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
     static const int proj[3] = {P_WQ, P_WK, P_WV};
     static const char *const proj_names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
@@ -998,7 +1015,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
         RANGE_PUSH("attention softmax");
         rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
             adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities");
-        rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T);
+        rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T, causal_block(T));
         RANGE_POP();
         TRY(rc);
         TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
@@ -1021,21 +1038,21 @@ static int layer_forward(lmk_model *m, int l, int keep)
     TRY(linear_fwd(m, "attn.output_proj", &tmp, op_x(&la->merged), layer_param(m, l, P_WO), N, d, d));
     if (!keep)
         DROP(la->merged);
+    /* mid = x + attention, and ln2 of it, in one pass (add_rmsnorm_fwd) */
     ACT(la->mid, (size_t)N * d, "layers.%d.resid_mid", l);
-    REC("residual add (attention)", F32, "-", F32, F_ACT);
-    TRY(b->add(b, LMK_F(la->mid), x, tmp.data, adt, (size_t)N * d));
-    DROP(tmp);
-    if (!keep)
-        DROP(m->resid[l]);
-
-    /* feed-forward */
     ACT(la->ln2_rstd, N, "layers.%d.ln2.rstd", l);
     ACTA(la->ln2_out, (size_t)N * d, "layers.%d.ln2.out", l);
+    REC("residual add (attention)", F32, "-", F32, F_ACT);
     rec(m, "ln2 (rmsnorm)", F32 ", " F32, F_ACT, acc_reduce(m, 1), norm_store);
-    TRY(b->rmsnorm_fwd(b, la->ln2_out.data, adt, LMK_F(la->ln2_rstd), LMK_F(la->mid),
-                       LMK_F(layer_param(m, l, P_LN2)->p), N, d, RMS_EPS));
-    if (!keep)
+    TRY(b->add_rmsnorm_fwd(b, LMK_F(la->mid), x, tmp.data, adt, la->ln2_out.data, adt, LMK_F(la->ln2_rstd),
+                           LMK_F(layer_param(m, l, P_LN2)->p), N, d, RMS_EPS));
+    DROP(tmp);
+    if (!keep) {
+        DROP(m->resid[l]);
         DROP(la->ln2_rstd);
+    }
+
+    /* feed-forward */
     ACTA(la->a, (size_t)N * ff, "layers.%d.ffn.w1_out", l);
     TRY(linear_fwd(m, "ffn.w1", &la->a, op_x(&la->ln2_out), layer_param(m, l, P_W1), N, d, ff));
     ACTA(la->g, (size_t)N * ff, "layers.%d.ffn.w3_out", l);
@@ -1053,10 +1070,27 @@ static int layer_forward(lmk_model *m, int l, int keep)
     TRY(linear_fwd(m, "ffn.w2", &tmp, op_x(&la->act), layer_param(m, l, P_W2), N, ff, d));
     if (!keep)
         DROP(la->act);
+    /* the layer's output = mid + ffn, and the next norm of it (the next
+     * layer's ln1, or ln_final) in one pass */
+    int last = l + 1 == m->c.num_layers;
+    lmk_tensor *nrstd = last ? &m->lnf_rstd : &m->acts[l + 1].ln1_rstd;
+    lmk_tensor *nout = last ? &m->lnf_out : &m->acts[l + 1].ln1_out;
+    const float *nw = LMK_F(last ? param_final_norm(m)->p : layer_param(m, l + 1, P_LN1)->p);
     ACT(m->resid[l + 1], (size_t)N * d, "layers.%d.out", l);
+    if (last) {
+        ACT(*nrstd, N, "%s", "ln_final.rstd");
+        ACTA(*nout, (size_t)N * d, "%s", "ln_final.out");
+    } else {
+        ACT(*nrstd, N, "layers.%d.ln1.rstd", l + 1);
+        ACTA(*nout, (size_t)N * d, "layers.%d.ln1.out", l + 1);
+    }
     REC("residual add (ffn)", F32, "-", F32, F_ACT);
-    TRY(b->add(b, LMK_F(m->resid[l + 1]), LMK_F(la->mid), tmp.data, adt, (size_t)N * d));
+    rec(m, last ? "ln_final (rmsnorm)" : "ln1 (rmsnorm)", F32 ", " F32, F_ACT, acc_reduce(m, 1), norm_store);
+    TRY(b->add_rmsnorm_fwd(b, LMK_F(m->resid[l + 1]), LMK_F(la->mid), tmp.data, adt, nout->data, adt,
+                           LMK_F(*nrstd), nw, N, d, RMS_EPS));
     DROP(tmp);
+    if (!keep && !last)
+        DROP(*nrstd);
     if (!keep) {
         release_layer(m, la);
         release_layer_copies(m, l);
@@ -1083,12 +1117,7 @@ static int model_forward(lmk_model *m, int with_backward)
         RANGE_POP();
         TRY(rc);
     }
-    ACT(m->lnf_rstd, N, "%s", "ln_final.rstd");
-    ACTA(m->lnf_out, (size_t)N * d, "%s", "ln_final.out");
-    rec(m, "ln_final (rmsnorm)", F32 ", " F32, F_ACT, acc_reduce(m, 1),
-        m->adt == LMK_F32 ? "" : "16-bit tensor (float32 math, read only by GEMMs)");
-    TRY(b->rmsnorm_fwd(b, m->lnf_out.data, m->adt, LMK_F(m->lnf_rstd), LMK_F(m->resid[L]),
-                       LMK_F(param_final_norm(m)->p), N, d, RMS_EPS));
+    /* ln_final: computed with the last layer's residual add */
     if (!with_backward) {
         DROP(m->lnf_rstd);
         DROP(m->resid[L]);
@@ -1162,9 +1191,11 @@ out:
 }
 
 /* dres (N, d) float32: gradient w.r.t. the layer's output on entry, its
- * input on exit (the tensor is replaced). The gradients of 16-bit
- * activations are 16-bit (m->adt), those of the residual stream float32. */
-static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
+ * input on exit (the tensor is replaced); dres16: its 16-bit copy under
+ * bf16/fp16 (else empty), replaced likewise (left empty at layer 0). The
+ * gradients of 16-bit activations are 16-bit (m->adt), those of the residual
+ * stream float32. */
+static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dres16)
 {
     lmk_backend *b = m->b;
     layer_acts *la = &m->acts[l];
@@ -1178,7 +1209,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
 
     /* feed-forward: out = mid + w2(act) */
     TMPA(t1, (size_t)N * ff, "layers.%d.ffn.swiglu.grad", l);
-    TRY(linear_bwd(m, "ffn.w2", &t1, 0, w2, dres, op_x(&la->act), N, ff, d));
+    TRY(linear_bwd(m, "ffn.w2", &t1, 0, w2, dres, dres16, op_x(&la->act), N, ff, d));
     DROP(la->act);
     TMPA(t2, (size_t)N * ff, "layers.%d.ffn.w1_out.grad", l);
     TMPA(t3, (size_t)N * ff, "layers.%d.ffn.w3_out.grad", l);
@@ -1188,28 +1219,35 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
     DROP(la->a);
     DROP(la->g);
     TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l); /* float32: w1 and w3 accumulate */
-    TRY(linear_bwd(m, "ffn.w1", &t1, 0, w1, &t2, op_x(&la->ln2_out), N, d, ff));
-    TRY(linear_bwd(m, "ffn.w3", &t1, 1, w3, &t3, op_x(&la->ln2_out), N, d, ff));
+    TRY(linear_bwd(m, "ffn.w1", &t1, 0, w1, &t2, NULL, op_x(&la->ln2_out), N, d, ff));
+    TRY(linear_bwd(m, "ffn.w3", &t1, 1, w3, &t3, NULL, op_x(&la->ln2_out), N, d, ff));
     DROP(t2);
     DROP(t3);
     DROP(la->ln2_out);
+    /* the gradient of mid = ln2's backward + dres, and its 16-bit copy for
+     * output_proj's GEMMs, in one pass (rmsnorm_bwd_add) */
     TMP(t2, (size_t)N * d, "layers.%d.resid_mid.grad", l);
+    TRY(half_tensor(m, &t5, (size_t)N * d, l, "resid_mid.grad"));
     REC("ln2 (rmsnorm) backward", F32, acc_reduce(m, 1), F32, F32, F32);
+    REC("residual add (ln2 backward)", F32, "-", F32, F32);
     TRY(grad_ready(m, layer_param(m, l, P_LN2)));
-    TRY(b->rmsnorm_bwd(b, LMK_F(t2), LMK_F(layer_param(m, l, P_LN2)->g), t1.data, LMK_F32, LMK_F(la->mid),
-                       LMK_F(layer_param(m, l, P_LN2)->p), LMK_F(la->ln2_rstd), N, d));
+    TRY(b->rmsnorm_bwd_add(b, LMK_F(t2), t5.data, m->half, LMK_F(layer_param(m, l, P_LN2)->g), t1.data,
+                           LMK_F32, LMK_F(*dres), LMK_F(la->mid), LMK_F(layer_param(m, l, P_LN2)->p),
+                           LMK_F(la->ln2_rstd), N, d));
     DROP(t1);
     DROP(la->ln2_rstd);
     DROP(la->mid);
-    TRY(b->add(b, LMK_F(t2), LMK_F(t2), LMK_F(*dres), LMK_F32, (size_t)N * d));
     lmk_tensor_release(m->a, dres);
+    lmk_tensor_release(m->a, dres16);
     *dres = t2;
+    *dres16 = t5;
     t2 = (lmk_tensor){0};
+    t5 = (lmk_tensor){0};
 
     /* attention: mid = x + output_proj(merged) */
     param_slot *wo = layer_param(m, l, P_WO);
     TMPA(t1, (size_t)N * d, "layers.%d.attn.merged.grad", l);
-    TRY(linear_bwd(m, "attn.output_proj", &t1, 0, wo, dres, op_x(&la->merged), N, d, d));
+    TRY(linear_bwd(m, "attn.output_proj", &t1, 0, wo, dres, dres16, op_x(&la->merged), N, d, d));
     DROP(la->merged);
     TMPA(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
     TRY(b->rope_fwd(b, t2.data, t1.data, adt, NULL, B, T, H, dh)); /* split heads */
@@ -1240,7 +1278,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
                 if (strcmp(m->prec_rows[i].op, "attn causal softmax backward") == 0)
                     snprintf(m->prec_rows[i].storage, sizeof m->prec_rows[i].storage, "%s",
                              "reads 16-bit dP and P, float32 math, writes 16-bit dS");
-        rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T);
+        rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T, causal_block(T));
         RANGE_POP();
         TRY(rc);
         DROP(la->probs);
@@ -1266,23 +1304,32 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres)
         param_slot *w = layer_param(m, l, proj[i]);
         TRY(b->rope_bwd(b, t3.data, src[i]->data, adt, i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh));
         lmk_tensor_release(m->a, src[i]);
-        TRY(linear_bwd(m, proj_names[i], &t5, i > 0, w, &t3, op_x(&la->ln1_out), N, d, d));
+        TRY(linear_bwd(m, proj_names[i], &t5, i > 0, w, &t3, NULL, op_x(&la->ln1_out), N, d, d));
     }
     DROP(t3);
     DROP(la->ln1_out);
     release_layer_copies(m, l); /* the layer's last GEMM has run */
+    /* the layer input's gradient = ln1's backward + dres, with its 16-bit
+     * copy for the layer below (none below layer 0: the embedding reads
+     * float32) */
     TMP(t1, (size_t)N * d, "layers.%d.input.grad", l);
+    if (l > 0)
+        TRY(half_tensor(m, &t2, (size_t)N * d, l, "input.grad"));
     REC("ln1 (rmsnorm) backward", F32, acc_reduce(m, 1), F32, F32, F32);
+    REC("residual add (ln1 backward)", F32, "-", F32, F32);
     TRY(grad_ready(m, layer_param(m, l, P_LN1)));
-    TRY(b->rmsnorm_bwd(b, LMK_F(t1), LMK_F(layer_param(m, l, P_LN1)->g), t5.data, LMK_F32,
-                       LMK_F(m->resid[l]), LMK_F(layer_param(m, l, P_LN1)->p), LMK_F(la->ln1_rstd), N, d));
+    TRY(b->rmsnorm_bwd_add(b, LMK_F(t1), t2.data, m->half, LMK_F(layer_param(m, l, P_LN1)->g), t5.data,
+                           LMK_F32, LMK_F(*dres), LMK_F(m->resid[l]), LMK_F(layer_param(m, l, P_LN1)->p),
+                           LMK_F(la->ln1_rstd), N, d));
     DROP(t5);
     DROP(la->ln1_rstd);
     DROP(m->resid[l]);
-    TRY(b->add(b, LMK_F(t1), LMK_F(t1), LMK_F(*dres), LMK_F32, (size_t)N * d));
     lmk_tensor_release(m->a, dres);
+    lmk_tensor_release(m->a, dres16);
     *dres = t1;
+    *dres16 = t2;
     t1 = (lmk_tensor){0};
+    t2 = (lmk_tensor){0};
 out:
     DROP(t1);
     DROP(t2);
@@ -1296,7 +1343,7 @@ static int model_backward(lmk_model *m)
 {
     lmk_backend *b = m->b;
     int rc = LMK_OK, N = m->N, d = m->c.d_model, V = m->c.vocab_size, L = m->c.num_layers;
-    lmk_tensor t = {0}, dres = {0};
+    lmk_tensor t = {0}, dres = {0}, dres16 = {0};
     if (!m->have_grad_ready)
         return LMK_INVALID;
     m->have_grad_ready = 0;
@@ -1304,20 +1351,21 @@ static int model_backward(lmk_model *m)
         m->params[i].g_ready = 0; /* zeroed (allocated) at the first write */
     param_slot *lm = param_lm_head(m), *lnf = param_final_norm(m);
     TMPA(t, (size_t)N * d, "%s", "ln_final.out.grad");
-    TRY(linear_bwd(m, "lm_head", &t, 0, lm, &m->logits, op_x(&m->lnf_out), N, d, V));
+    TRY(linear_bwd(m, "lm_head", &t, 0, lm, &m->logits, NULL, op_x(&m->lnf_out), N, d, V));
     DROP(m->logits);
     DROP(m->lnf_out);
     DROP(lm->h);
     TMP(dres, (size_t)N * d, "layers.%d.out.grad", L - 1);
+    TRY(half_tensor(m, &dres16, (size_t)N * d, L - 1, "out.grad"));
     TRY(grad_ready(m, lnf));
-    TRY(b->rmsnorm_bwd(b, LMK_F(dres), LMK_F(lnf->g), t.data, m->adt, LMK_F(m->resid[L]), LMK_F(lnf->p),
-                       LMK_F(m->lnf_rstd), N, d));
+    TRY(b->rmsnorm_bwd_add(b, LMK_F(dres), dres16.data, m->half, LMK_F(lnf->g), t.data, m->adt, NULL,
+                           LMK_F(m->resid[L]), LMK_F(lnf->p), LMK_F(m->lnf_rstd), N, d));
     DROP(t);
     DROP(m->lnf_rstd);
     DROP(m->resid[L]);
     for (int l = L - 1; l >= 0; l--) {
         range_push_layer(l);
-        rc = layer_backward(m, l, &dres);
+        rc = layer_backward(m, l, &dres, &dres16);
         RANGE_POP();
         TRY(rc);
     }
@@ -1330,6 +1378,7 @@ static int model_backward(lmk_model *m)
 out:
     DROP(t);
     DROP(dres);
+    DROP(dres16);
     release_activations(m);
     return rc;
 }
@@ -1361,19 +1410,24 @@ static void put(ledger *g, int cat, int64_t bytes)
  * the activation dtype (2 bytes under bf16/fp16). */
 typedef struct est_shape {
     int64_t nd, n4, nda, nffa, scoresa, lse, d, dd, dff;
+    int64_t h16; /* a 16-bit copy of an (N, d) float32 tensor under bf16/fp16, else 0 */
     int hp, flash;
 } est_shape;
 
 #define ACTB(x) put(g, E_ACT, (x))
 #define COPY(elems) put(g, E_COPY, z->hp ? 2 * (int64_t)(elems) : 0)
 
-static void est_layer_forward(ledger *g, const est_shape *z, int keep)
+/* first: layer 0 (computes its ln1); last: its residual add computes
+ * ln_final (else the next layer's ln1) */
+static void est_layer_forward(ledger *g, const est_shape *z, int keep, int first, int last)
 {
     int64_t nd = z->nd, nda = z->nda, nffa = z->nffa, n4 = z->n4;
     int tmp_is_values;
-    ACTB(n4 + nda); /* ln1 rstd, out */
-    if (!keep)
-        ACTB(-n4);
+    if (first) {
+        ACTB(n4 + nda); /* ln1 rstd, out */
+        if (!keep)
+            ACTB(-n4);
+    }
     ACTB(nda); /* projection output */
     for (int i = 0; i < 3; i++) {
         ACTB(nda); /* q, k, v */
@@ -1401,13 +1455,11 @@ static void est_layer_forward(ledger *g, const est_shape *z, int keep)
     COPY(z->dd);
     if (!keep)
         ACTB(-nda);
-    ACTB(nd);   /* mid */
-    ACTB(-nda); /* output_proj out */
+    ACTB(nd);       /* mid */
+    ACTB(n4 + nda); /* ln2 (fused with the add) */
+    ACTB(-nda);     /* output_proj out */
     if (!keep)
-        ACTB(-nd); /* the layer's input */
-    ACTB(n4 + nda); /* ln2 */
-    if (!keep)
-        ACTB(-n4);
+        ACTB(-nd - n4); /* the layer's input, ln2 rstd */
     ACTB(nffa); /* w1 out */
     COPY(z->dff);
     ACTB(nffa); /* w3 out */
@@ -1421,8 +1473,11 @@ static void est_layer_forward(ledger *g, const est_shape *z, int keep)
     COPY(z->dff);
     if (!keep)
         ACTB(-nffa);
-    ACTB(nd);   /* layer output */
-    ACTB(-nda); /* w2 out */
+    ACTB(nd);       /* layer output */
+    ACTB(n4 + nda); /* the next norm (fused with the add) */
+    ACTB(-nda);     /* w2 out */
+    if (!keep && !last)
+        ACTB(-n4); /* the next layer's ln1 rstd */
     if (!keep) {
         ACTB(-nd); /* mid */
         COPY(-(4 * z->dd + 3 * z->dff));
@@ -1440,12 +1495,13 @@ static void est_linear_bwd(ledger *g, const est_shape *z, int64_t weight_elems, 
     }
 }
 
-static void est_layer_backward(ledger *g, const est_shape *z)
+/* first: layer 0 (the last one backward runs; no 16-bit copy of its input's
+ * gradient) */
+static void est_layer_backward(ledger *g, const est_shape *z, int first)
 {
-    int64_t nd = z->nd, nda = z->nda, nffa = z->nffa, n4 = z->n4;
-    int64_t nel_d = nd / 4;
+    int64_t nd = z->nd, nda = z->nda, nffa = z->nffa, n4 = z->n4, h16 = z->h16;
     ACTB(nffa); /* swiglu grad */
-    est_linear_bwd(g, z, z->dff, nel_d);
+    est_linear_bwd(g, z, z->dff, 0); /* dy: dres's 16-bit copy */
     ACTB(-nffa);     /* swiglu out */
     ACTB(2 * nffa);  /* w1, w3 out grads */
     ACTB(-3 * nffa); /* swiglu grad, w1 and w3 outs */
@@ -1453,12 +1509,12 @@ static void est_layer_backward(ledger *g, const est_shape *z)
     est_linear_bwd(g, z, z->dff, 0);
     est_linear_bwd(g, z, z->dff, 0);
     ACTB(-2 * nffa - nda); /* w1, w3 out grads, ln2 out */
-    ACTB(nd);              /* mid grad */
+    ACTB(nd + h16);        /* mid grad and its 16-bit copy */
     put(g, E_GRAD, 4 * z->d);
     ACTB(-nd - n4 - nd); /* ln2 out grad, rstd, mid */
-    ACTB(-nd);            /* the old dres */
+    ACTB(-nd - h16);      /* the old dres and its copy */
     ACTB(nda);            /* merged grad */
-    est_linear_bwd(g, z, z->dd, nel_d);
+    est_linear_bwd(g, z, z->dd, 0);
     ACTB(-nda); /* merged */
     ACTB(nda);  /* values grad (heads split) */
     ACTB(-nda); /* merged grad */
@@ -1481,10 +1537,10 @@ static void est_layer_backward(ledger *g, const est_shape *z)
     }
     ACTB(-2 * nda); /* proj out grad, ln1 out */
     COPY(-(4 * z->dd + 3 * z->dff));
-    ACTB(nd); /* input grad */
+    ACTB(nd + (first ? 0 : h16)); /* input grad (and its 16-bit copy) */
     put(g, E_GRAD, 4 * z->d);
     ACTB(-nd - n4 - nd); /* ln1 out grad, rstd, the layer's input */
-    ACTB(-nd);            /* the old dres */
+    ACTB(-nd - h16);      /* the old dres and its copy */
 }
 
 lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T, lmk_precision prec,
@@ -1494,12 +1550,13 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     int64_t H = c->num_heads, L = c->num_layers, P = (int64_t)lmk_model_param_count(c), dh = d / H;
     int hp = prec == LMK_PREC_BF16 || prec == LMK_PREC_FP16;
     int64_t ea = hp ? 2 : 4; /* bytes of an activation-dtype element */
+    int adamw = training && training != LMK_MODEL_GRADIENTS;
     est_shape zs = {.nd = 4 * N * d, .n4 = 4 * N, .nda = ea * N * d, .nffa = ea * N * ff,
                     .scoresa = ea * (int64_t)batch * H * T * T, .lse = 4 * N * H, .d = d, .dd = d * d,
-                    .dff = d * ff, .hp = hp, .flash = c->attention == LMK_ATTN_FLASH};
+                    .dff = d * ff, .h16 = hp ? 2 * N * d : 0, .hp = hp,
+                    .flash = c->attention == LMK_ATTN_FLASH};
     const est_shape *z = &zs;
     ledger lg = {0}, *g = &lg;
-    int adamw = training && training != LMK_MODEL_GRADIENTS;
     put(g, E_PARAM, 4 * P);
     if (adamw)
         put(g, E_OPT, 8 * P);
@@ -1508,9 +1565,8 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     int keep = training != 0;
     ACTB(z->nd); /* embedding out */
     for (int l = 0; l < L; l++)
-        est_layer_forward(g, z, keep);
-    ACTB(z->n4 + z->nda); /* ln_final */
-    if (!keep)
+        est_layer_forward(g, z, keep, l == 0, l == L - 1);
+    if (!keep) /* ln_final (made by the last layer): its rstd, its input */
         ACTB(-z->n4 - z->nd);
     ACTB(4 * N * V); /* logits */
     COPY(V * d);
@@ -1519,11 +1575,11 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
         est_linear_bwd(g, z, V * d, N * V);
         ACTB(-4 * N * V - z->nda); /* logits, ln_final out */
         COPY(-V * d);
-        ACTB(z->nd); /* dres */
+        ACTB(z->nd + z->h16); /* dres and its 16-bit copy */
         put(g, E_GRAD, 4 * d);
         ACTB(-z->nda - z->n4 - z->nd);
-        for (int l = 0; l < L; l++)
-            est_layer_backward(g, z);
+        for (int l = L - 1; l >= 0; l--)
+            est_layer_backward(g, z, l == 0);
         put(g, E_GRAD, 4 * V * d); /* embedding */
     }
     lmk_memory_estimate e = {0};

@@ -193,8 +193,17 @@ static int cpu_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype d
 
 /* Float32 math on the loaded values; the probabilities are normalised in
  * float32 and rounded once to dt (the cuda kernels do the same). */
+/* The end of row i's written entries for zero_block (backend.h). */
+static int softmax_row_end(int i, int T, int zero_block)
+{
+    if (zero_block <= 0 || zero_block >= T)
+        return T;
+    long end = ((long)i / zero_block + 1) * zero_block;
+    return end < T ? (int)end : T;
+}
+
 static int cpu_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch,
-                                  int T)
+                                  int T, int zero_block)
 {
     if (!cpu_dt_ok(dt))
         return LMK_INVALID;
@@ -222,7 +231,7 @@ static int cpu_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dt
             float inv = 1.0f / sum;
             for (int j = 0; j <= i; j++)
                 cpu_st(p, dt, o + j, row_buf[j] * inv);
-            for (int j = i + 1; j < T; j++)
+            for (int j = i + 1, end = softmax_row_end(i, T, zero_block); j < end; j++)
                 cpu_st(p, dt, o + j, 0.0f);
         }
         free(row_buf);
@@ -231,7 +240,7 @@ static int cpu_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dt
 }
 
 static int cpu_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, const void *p,
-                                  lmk_dtype dt, int batch, int T)
+                                  lmk_dtype dt, int batch, int T, int zero_block)
 {
     if (!cpu_dt_ok(dt))
         return LMK_INVALID;
@@ -245,7 +254,7 @@ static int cpu_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, cons
             dot += cpu_ld(dp, dt, o + j) * cpu_ld(p, dt, o + j);
         for (int j = 0; j <= i; j++)
             cpu_st(ds, dt, o + j, cpu_ld(p, dt, o + j) * (cpu_ld(dp, dt, o + j) - dot));
-        for (int j = i + 1; j < T; j++)
+        for (int j = i + 1, end = softmax_row_end(i, T, zero_block); j < end; j++)
             cpu_st(ds, dt, o + j, 0.0f);
     }
     return LMK_OK;
@@ -335,6 +344,29 @@ static int cpu_cast_half(lmk_backend *b, void *dst16, const float *x, size_t n, 
         d[i] = fmt == LMK_ROUND_BF16 ? (uint16_t)(u >> 16) : lmk_fp16_from_double(r);
     }
     return LMK_OK;
+}
+
+/* The fused residual forms (backend.h): the unfused ops in sequence. */
+static int cpu_add_rmsnorm_fwd(lmk_backend *b, float *y, const float *x1, const void *x2, lmk_dtype x2_dt,
+                               void *out, lmk_dtype out_dt, float *rstd, const float *w, int n, int d,
+                               float eps)
+{
+    int rc = cpu_add(b, y, x1, x2, x2_dt, (size_t)n * d);
+    return rc == LMK_OK ? cpu_rmsnorm_fwd(b, out, out_dt, rstd, y, w, n, d, eps) : rc;
+}
+
+static int cpu_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, float *dw,
+                               const void *dout, lmk_dtype dout_dt, const float *dres, const float *x,
+                               const float *w, const float *rstd, int n, int d)
+{
+    if (dx16 && fmt != LMK_ROUND_BF16 && fmt != LMK_ROUND_FP16)
+        return LMK_INVALID;
+    int rc = cpu_rmsnorm_bwd(b, dx, dw, dout, dout_dt, x, w, rstd, n, d);
+    if (rc == LMK_OK && dres)
+        rc = cpu_add(b, dx, dx, dres, LMK_F32, (size_t)n * d);
+    if (rc == LMK_OK && dx16)
+        rc = cpu_cast_half(b, dx16, dx, (size_t)n * d, fmt);
+    return rc;
 }
 
 /* The inverse of cpu_cast_half: raw 16-bit bits to their exact float values. */
@@ -559,8 +591,14 @@ static int cpu_adamw_multi(lmk_backend *b, const lmk_opt_tensor *ts, size_t coun
 {
     if (!hp->alpha && hp->t < 1)
         return LMK_INVALID;
+    for (size_t i = 0; i < count; i++)
+        if (ts[i].h && hp->copy_fmt != LMK_ROUND_BF16 && hp->copy_fmt != LMK_ROUND_FP16)
+            return LMK_INVALID;
+    int skip = factor && *factor == 0.0f;
     for (size_t i = 0; i < count; i++) {
         int rc = cpu_adamw(b, ts[i].p, ts[i].g, ts[i].m, ts[i].v, ts[i].n, hp, factor);
+        if (rc == LMK_OK && ts[i].h && !skip)
+            rc = cpu_cast_half(b, ts[i].h, ts[i].p, ts[i].n, hp->copy_fmt);
         if (rc != LMK_OK)
             return rc;
     }
@@ -598,6 +636,8 @@ static const lmk_backend cpu_template = {
     .embedding_bwd = cpu_embedding_bwd,
     .rmsnorm_fwd = cpu_rmsnorm_fwd,
     .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .add_rmsnorm_fwd = cpu_add_rmsnorm_fwd,
+    .rmsnorm_bwd_add = cpu_rmsnorm_bwd_add,
     .rope_fwd = cpu_rope_fwd,
     .rope_bwd = cpu_rope_bwd,
     .gemm = cpu_gemm,

@@ -165,6 +165,8 @@ static lmk_backend cuda_template(void)
     t.embedding_bwd = cuda_embedding_bwd;
     t.rmsnorm_fwd = cuda_rmsnorm_fwd;
     t.rmsnorm_bwd = cuda_rmsnorm_bwd;
+    t.add_rmsnorm_fwd = cuda_add_rmsnorm_fwd;
+    t.rmsnorm_bwd_add = cuda_rmsnorm_bwd_add;
     t.rope_fwd = cuda_rope_fwd;
     t.rope_bwd = cuda_rope_bwd;
     t.gemm = cuda_gemm;

@@ -195,14 +195,20 @@ int cuda_rmsnorm_fwd(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, c
                      const float *w, int n, int d, float eps);
 int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dout_dt,
                      const float *x, const float *w, const float *rstd, int n, int d);
+int cuda_add_rmsnorm_fwd(lmk_backend *b, float *y, const float *x1, const void *x2, lmk_dtype x2_dt,
+                         void *out, lmk_dtype out_dt, float *rstd, const float *w, int n, int d, float eps);
+int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, float *dw,
+                         const void *dout, lmk_dtype dout_dt, const float *dres, const float *x,
+                         const float *w, const float *rstd, int n, int d);
 int cuda_rope_fwd(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table, int B,
                   int T, int H, int dh);
 int cuda_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table, int B,
                   int T, int H, int dh);
 int cuda_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
-int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch, int T);
+int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch, int T,
+                            int zero_block);
 int cuda_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, const void *p, lmk_dtype dt,
-                            int batch, int T);
+                            int batch, int T, int zero_block);
 int cuda_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt, size_t n);
 int cuda_swiglu_bwd(lmk_backend *b, void *da, void *dg, const void *dout, const void *a,
                     const void *g, lmk_dtype dt, size_t n);

@@ -23,7 +23,10 @@
  * sum_squares would (grid_for(n, SS_THREADS·8, SS_MAX_BLOCKS)) with the same
  * stride, so each block partial, each tensor's ordered sum and their rounding
  * into *sumsq are those of per-tensor calls. A unit finds its tensor by
- * binary search over the table's prefix of units. */
+ * binary search over the table's prefix of units. adamw_multi also rewrites
+ * a tensor's 16-bit copy h (when given) from the updated p, rounded as
+ * cast_half_kernel does: 2 more bytes per parameter, and the model's per-step
+ * weight casts (6 bytes per parameter in forward) disappear. */
 #include "cuda_internal.cuh"
 
 #define SS_THREADS 256
@@ -69,7 +72,24 @@ __global__ void clip_factor_kernel(float *factor, const float *sumsq, float max_
 struct adamw_k {
     float b1, b2, at, decay, eps;
     const float *alpha; /* device α_t or NULL (then at) */
+    int copy_fmt;       /* LMK_ROUND_BF16 / FP16: format of the tensors' 16-bit copies */
 };
+
+// raw bits of v rounded to fmt (BF16 or FP16), exactly as cast_half_kernel
+__device__ __forceinline__ uint16_t half_bits(float v, int fmt)
+{
+    float r = round_value_dev(v, fmt);
+    if (fmt == LMK_ROUND_FP16)
+        return __half_as_ushort(__float2half_rn(r));
+    return __bfloat16_as_ushort(__float2bfloat16_rn(r));
+}
+
+// four updated values' 16-bit copies, packed for one 8-byte store
+__device__ __forceinline__ uint2 half_bits4(float4 p, int fmt)
+{
+    return make_uint2((uint32_t)half_bits(p.x, fmt) | (uint32_t)half_bits(p.y, fmt) << 16,
+                      (uint32_t)half_bits(p.z, fmt) | (uint32_t)half_bits(p.w, fmt) << 16);
+}
 
 // one thread: *t += step taken; *alpha = α_t
 __global__ void adamw_begin_kernel(int64_t *t, float *alpha, const float *factor, float lr,
@@ -143,12 +163,14 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_
 
 /* A launch's tensors (count ≤ MT_MAX) and the prefix of their work units:
  * tensor i owns units [first[i], first[i+1]). vec4: the four pointers are
- * 16-byte aligned. */
+ * 16-byte aligned (and h, when set, 8-byte aligned). h: 16-bit copies or
+ * NULL (adamw_multi only). */
 struct mt_table {
     float *p[MT_MAX];
     const float *g[MT_MAX];
     float *m[MT_MAX];
     float *v[MT_MAX];
+    uint16_t *h[MT_MAX];
     int64_t n[MT_MAX];
     int64_t first[MT_MAX + 1];
     unsigned char vec4[MT_MAX];
@@ -232,11 +254,13 @@ __global__ void __launch_bounds__(MT_THREADS)
         const float *__restrict__ g = t.g[i];
         float *__restrict__ m = t.m[i];
         float *__restrict__ v = t.v[i];
+        uint16_t *__restrict__ h = t.h[i];
         size_t done = lo;
         if (t.vec4[i]) {
             constexpr int U = 4; /* float4 groups in flight per thread */
             float4 *p4 = (float4 *)p, *m4 = (float4 *)m, *v4 = (float4 *)v;
             const float4 *g4 = (const float4 *)g;
+            uint2 *h4 = (uint2 *)h;
             size_t q1 = hi / 4, q = lo / 4 + threadIdx.x; /* lo is a multiple of 4 */
             for (; q + (U - 1) * MT_THREADS < q1; q += U * MT_THREADS) {
                 float4 pp[U], gg[U], mm[U], vv[U];
@@ -255,6 +279,8 @@ __global__ void __launch_bounds__(MT_THREADS)
                     p4[e] = pp[r];
                     m4[e] = mm[r];
                     v4[e] = vv[r];
+                    if (h4)
+                        h4[e] = half_bits4(pp[r], k.copy_fmt);
                 }
             }
             for (; q < q1; q += MT_THREADS) {
@@ -263,11 +289,16 @@ __global__ void __launch_bounds__(MT_THREADS)
                 p4[q] = pp;
                 m4[q] = mm;
                 v4[q] = vv;
+                if (h4)
+                    h4[q] = half_bits4(pp, k.copy_fmt);
             }
             done = hi / 4 * 4;
         }
-        for (size_t e = done + threadIdx.x; e < hi; e += MT_THREADS)
+        for (size_t e = done + threadIdx.x; e < hi; e += MT_THREADS) {
             adamw_one(p[e], g[e], m[e], v[e], f, k);
+            if (h)
+                h[e] = half_bits(p[e], k.copy_fmt);
+        }
     }
 }
 
@@ -293,9 +324,10 @@ static int64_t mt_fill(mt_table *t, const lmk_opt_tensor *ts, size_t count,
         t->g[i] = ts[i].g;
         t->m[i] = ts[i].m;
         t->v[i] = ts[i].v;
+        t->h[i] = (uint16_t *)ts[i].h;
         t->n[i] = (int64_t)ts[i].n;
         t->vec4[i] = (((uintptr_t)ts[i].p | (uintptr_t)ts[i].g | (uintptr_t)ts[i].m |
-                       (uintptr_t)ts[i].v) & 15) == 0;
+                       (uintptr_t)ts[i].v) & 15) == 0 && ((uintptr_t)ts[i].h & 7) == 0;
         t->first[i] = u;
         u += units_of(ts[i].n);
     }
@@ -317,7 +349,7 @@ static adamw_k adamw_constants(const lmk_adamw_hp *hp)
                              : hp->lr * sqrt(1.0 - pow(hp->beta2, (double)hp->t)) /
                                    (1.0 - pow(hp->beta1, (double)hp->t));
     adamw_k k = {hp->beta1, hp->beta2, (float)alpha, hp->lr * hp->weight_decay, hp->eps,
-                 hp->alpha};
+                 hp->alpha, (int)hp->copy_fmt};
     return k;
 }
 
@@ -349,6 +381,9 @@ int cuda_adamw_multi(lmk_backend *b, const lmk_opt_tensor *ts, size_t count,
     cuda_state *st = CST(b);
     if (!hp->alpha && hp->t < 1)
         return LMK_INVALID;
+    for (size_t i = 0; i < count; i++)
+        if (ts[i].h && hp->copy_fmt != LMK_ROUND_BF16 && hp->copy_fmt != LMK_ROUND_FP16)
+            return LMK_INVALID;
     const adamw_k k = adamw_constants(hp);
     mt_table t; /* host staging, passed by value */
     for (size_t at = 0; at < count; at += MT_MAX) {

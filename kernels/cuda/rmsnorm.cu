@@ -6,24 +6,45 @@
  * out (forward) and dout (backward) float, bf16 or fp16 (float32 math, one
  * rounding of each stored output). One block per row (sums in double, like the cpu). dw is deterministic:
  * per-chunk partial sums over RMS_ROWS rows in scratch, then one ordered sum
- * per column. */
+ * per column.
+ * Fused residual forms (backend.h), the same kernels with the neighbouring
+ * elementwise ops folded in, bit for bit the unfused sequence:
+ *   add_rmsnorm_fwd: y = x1 + x2 (as add_kernel), stored, then the forward
+ *                    on y (the same loops and block sum);
+ *   rmsnorm_bwd_add: dx = (the backward's dx) + dres, and its 16-bit copy
+ *                    rounded as cast_half_kernel. dx's expression is written
+ *                    without FMA contraction (the compiler could contract it
+ *                    differently in the two kernels). */
+#include <type_traits>
+
 #include "cuda_internal.cuh"
 
 #define RMS_THREADS 256
 #define RMS_ROWS 64 /* rows per dw partial */
 
-// out (n, d) of E, rstd (n), x (n, d), w (d)
-template <typename E>
-__global__ void rmsnorm_fwd_kernel(E *out, float *rstd, const float *x, const float *w, int d,
-                                   float eps)
+// out (n, d) of E, rstd (n), x (n, d), w (d). Fused residual add when X2 is
+// not void: x (n, d) = x1 + x2 (x2 of X2) is written first (x may alias x1:
+// each element is read, then written, by one thread)
+template <typename E, typename X2>
+__global__ void rmsnorm_fwd_kernel(E *out, float *rstd, float *x, const float *x1, const X2 *x2, int d,
+                                   const float *w, float eps)
 {
     __shared__ double sh[32];
     size_t row = blockIdx.x;
     const float *xr = x + row * d;
     E *o = out + row * d;
     double ss = 0.0;
-    for (int j = threadIdx.x; j < d; j += blockDim.x)
-        ss += (double)xr[j] * xr[j];
+    if constexpr (std::is_void<X2>::value) {
+        for (int j = threadIdx.x; j < d; j += blockDim.x)
+            ss += (double)xr[j] * xr[j];
+    } else {
+        float *yr = x + row * d;
+        for (int j = threadIdx.x; j < d; j += blockDim.x) {
+            float y = x1[row * d + j] + ld_f(x2, row * d + j);
+            yr[j] = y;
+            ss += (double)y * y;
+        }
+    }
     ss = block_sum_double(ss, sh);
     float r = (float)(1.0 / sqrt(ss / d + eps));
     if (threadIdx.x == 0)
@@ -32,10 +53,12 @@ __global__ void rmsnorm_fwd_kernel(E *out, float *rstd, const float *x, const fl
         st_f(o, j, xr[j] * r * w[j]);
 }
 
-// dx (n, d), dout (n, d) of E, x (n, d), w (d), rstd (n)
-template <typename E>
+// dx (n, d), dout (n, d) of E, x (n, d), w (d), rstd (n); dres (n, d) or NULL:
+// added to dx; dx16 (n, d) of H or NULL: dx rounded to H (fmt) as cast_half
+template <typename E, typename H>
 __global__ void rmsnorm_bwd_dx_kernel(float *dx, const E *dout, const float *x,
-                                      const float *w, const float *rstd, int d)
+                                      const float *w, const float *rstd, int d,
+                                      const float *dres, H *dx16, int fmt)
 {
     __shared__ double sh[32];
     size_t row = blockIdx.x;
@@ -48,8 +71,19 @@ __global__ void rmsnorm_bwd_dx_kernel(float *dx, const E *dout, const float *x,
         dot += (double)ld_f(dy, j) * w[j] * xr[j];
     dot = block_sum_double(dot, sh);
     float c = (float)(dot * r * r * r / d);
-    for (int j = threadIdx.x; j < d; j += blockDim.x)
-        dxr[j] = r * ld_f(dy, j) * w[j] - xr[j] * c;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float v = __fsub_rn(__fmul_rn(__fmul_rn(r, ld_f(dy, j)), w[j]), __fmul_rn(xr[j], c));
+        if (dres)
+            v = v + dres[row * d + j];
+        dxr[j] = v;
+        if (dx16) {
+            float rv = round_value_dev(v, fmt);
+            if constexpr (std::is_same<H, __half>::value)
+                dx16[row * d + j] = __float2half_rn(rv);
+            else
+                dx16[row * d + j] = __float2bfloat16_rn(rv);
+        }
+    }
 }
 
 /* grid (ceil(d/32), chunks), block (32, 8): part (chunks, d) = Σ over the
@@ -93,17 +127,28 @@ int cuda_rmsnorm_fwd(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, c
     cuda_state *st = CST(b);
     if (n <= 0 || d <= 0)
         return LMK_INVALID;
-    DT_DISPATCH(out_dt, E, rmsnorm_fwd_kernel<E><<<n, RMS_THREADS, 0, st->stream>>>((E *)out, rstd, x, w, d, eps));
+    DT_DISPATCH(out_dt, E, rmsnorm_fwd_kernel<E, void><<<n, RMS_THREADS, 0, st->stream>>>(
+                               (E *)out, rstd, (float *)x, NULL, (const void *)NULL, d, w, eps));
     LAUNCH_CHECK(st, "rmsnorm_fwd_kernel");
     return LMK_OK;
 }
 
-int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dt,
-                     const float *x, const float *w, const float *rstd, int n, int d)
+int cuda_add_rmsnorm_fwd(lmk_backend *b, float *y, const float *x1, const void *x2, lmk_dtype x2_dt,
+                         void *out, lmk_dtype out_dt, float *rstd, const float *w, int n, int d, float eps)
 {
     cuda_state *st = CST(b);
-    if (n <= 0 || d <= 0 || (dt != LMK_F32 && dt != LMK_BF16 && dt != LMK_F16))
+    if (n <= 0 || d <= 0 || (x2_dt != LMK_F32 && x2_dt != LMK_BF16 && x2_dt != LMK_F16))
         return LMK_INVALID;
+    DT_DISPATCH(out_dt, E, DT_DISPATCH(x2_dt, X, rmsnorm_fwd_kernel<E, X><<<n, RMS_THREADS, 0, st->stream>>>(
+                                                     (E *)out, rstd, y, x1, (const X *)x2, d, w, eps)));
+    LAUNCH_CHECK(st, "rmsnorm_fwd_kernel (add)");
+    return LMK_OK;
+}
+
+// dw (d) += Σ_i dout_i x_i rstd_i: the partial and ordered-sum kernels
+static int rmsnorm_dw(cuda_state *st, float *dw, const void *dout, lmk_dtype dt, const float *x,
+                      const float *rstd, int n, int d)
+{
     int chunks = (n + RMS_ROWS - 1) / RMS_ROWS;
     void *ws = NULL;
     int rc = cuda_scratch(st, sizeof(float) * (size_t)chunks * d, &ws);
@@ -117,8 +162,41 @@ int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk
     LAUNCH_CHECK(st, "rmsnorm_bwd_dw_part_kernel");
     rmsnorm_bwd_dw_sum_kernel<<<(d + 255) / 256, 256, 0, st->stream>>>(dw, part, chunks, d);
     LAUNCH_CHECK(st, "rmsnorm_bwd_dw_sum_kernel");
-    DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E><<<n, RMS_THREADS, 0, st->stream>>>(
-                           dx, (const E *)dout, x, w, rstd, d));
+    return LMK_OK;
+}
+
+int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dt,
+                     const float *x, const float *w, const float *rstd, int n, int d)
+{
+    cuda_state *st = CST(b);
+    if (n <= 0 || d <= 0 || (dt != LMK_F32 && dt != LMK_BF16 && dt != LMK_F16))
+        return LMK_INVALID;
+    int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
+    if (rc != LMK_OK)
+        return rc;
+    DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
+                           dx, (const E *)dout, x, w, rstd, d, NULL, NULL, 0));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel");
+    return LMK_OK;
+}
+
+int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, float *dw,
+                         const void *dout, lmk_dtype dt, const float *dres, const float *x,
+                         const float *w, const float *rstd, int n, int d)
+{
+    cuda_state *st = CST(b);
+    if (n <= 0 || d <= 0 || (dt != LMK_F32 && dt != LMK_BF16 && dt != LMK_F16) ||
+        (dx16 && fmt != LMK_ROUND_BF16 && fmt != LMK_ROUND_FP16))
+        return LMK_INVALID;
+    int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
+    if (rc != LMK_OK)
+        return rc;
+    if (fmt == LMK_ROUND_FP16)
+        DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __half><<<n, RMS_THREADS, 0, st->stream>>>(
+                               dx, (const E *)dout, x, w, rstd, d, dres, (__half *)dx16, fmt))
+    else
+        DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
+                               dx, (const E *)dout, x, w, rstd, d, dres, (__nv_bfloat16 *)dx16, fmt));
+    LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel (add)");
     return LMK_OK;
 }

@@ -13,10 +13,22 @@
  * that hold entries j ≤ i and writes the zeros above by whole vectors. Rows
  * of at most 32·8 vectors stay in registers between the passes (one read of
  * each input; bit for bit the vector kernels' results: the same operations
- * in the same order, the backward's dot product in explicit FMAs). */
+ * in the same order, the backward's dot product in explicit FMAs).
+ * zero_block (backend.h): row i writes only j < row_end(i) (rounded up to
+ * whole vectors), the end of its causal block; the blocked attention GEMMs
+ * read nothing beyond, so the zeros there are not written. */
 #include "cuda_internal.cuh"
 
 #define SM_WARPS 8
+
+// the end of row i's written entries: its causal block's end (zb in (0, T)), else T
+__device__ __forceinline__ int row_end(int i, int T, int zb)
+{
+    if (zb <= 0 || zb >= T)
+        return T;
+    int end = (i / zb + 1) * zb;
+    return end < T ? end : T;
+}
 
 __device__ __forceinline__ float warp_max(float v)
 {
@@ -34,7 +46,7 @@ __device__ __forceinline__ float warp_sum(float v)
 
 // p (rows, T), s (rows, T) of T_; float32 math, one rounding per stored p
 template <typename T_>
-__global__ void softmax_causal_fwd_kernel(T_ *p, const T_ *s, size_t rows, int T)
+__global__ void softmax_causal_fwd_kernel(T_ *p, const T_ *s, size_t rows, int T, int zb)
 {
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
@@ -52,13 +64,13 @@ __global__ void softmax_causal_fwd_kernel(T_ *p, const T_ *s, size_t rows, int T
         sum += expf(ld_f(sr, j) - mx);
     sum = warp_sum(sum);
     float inv = 1.0f / sum;
-    for (int j = lane; j < T; j += 32)
+    for (int j = lane, end = row_end(i, T, zb); j < end; j += 32)
         st_f(pr, j, j <= i ? expf(ld_f(sr, j) - mx) * inv : 0.0f);
 }
 
 // ds (rows, T), dp (rows, T), p (rows, T) of T_
 template <typename T_>
-__global__ void softmax_causal_bwd_kernel(T_ *ds, const T_ *dp, const T_ *p, size_t rows, int T)
+__global__ void softmax_causal_bwd_kernel(T_ *ds, const T_ *dp, const T_ *p, size_t rows, int T, int zb)
 {
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
@@ -71,13 +83,13 @@ __global__ void softmax_causal_bwd_kernel(T_ *ds, const T_ *dp, const T_ *p, siz
     for (int j = lane; j <= i; j += 32)
         dot += ld_f(dpr, j) * ld_f(pr, j);
     dot = warp_sum(dot);
-    for (int j = lane; j < T; j += 32)
+    for (int j = lane, end = row_end(i, T, zb); j < end; j += 32)
         st_f(dsr, j, j <= i ? ld_f(pr, j) * (ld_f(dpr, j) - dot) : 0.0f);
 }
 
 // as softmax_causal_fwd_kernel, 16-byte vectors; T a multiple of vec16<T_>::n
 template <typename T_>
-__global__ void softmax_causal_fwd_vec_kernel(T_ *p, const T_ *s, size_t rows, int T)
+__global__ void softmax_causal_fwd_vec_kernel(T_ *p, const T_ *s, size_t rows, int T, int zb)
 {
     constexpr int VE = vec16<T_>::n;
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
@@ -85,7 +97,7 @@ __global__ void softmax_causal_fwd_vec_kernel(T_ *p, const T_ *s, size_t rows, i
     if (r >= rows)
         return;
     int i = (int)(r % T);
-    int valid = i / VE + 1, nvec = T / VE; /* vectors holding j ≤ i; all */
+    int valid = i / VE + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE; /* vectors holding j ≤ i; written */
     const T_ *sr = s + r * T;
     T_ *pr = p + r * T;
     float mx = -INFINITY;
@@ -130,7 +142,7 @@ __global__ void softmax_causal_fwd_vec_kernel(T_ *p, const T_ *s, size_t rows, i
 
 // as softmax_causal_bwd_kernel, 16-byte vectors; T a multiple of vec16<T_>::n
 template <typename T_>
-__global__ void softmax_causal_bwd_vec_kernel(T_ *ds, const T_ *dp, const T_ *p, size_t rows, int T)
+__global__ void softmax_causal_bwd_vec_kernel(T_ *ds, const T_ *dp, const T_ *p, size_t rows, int T, int zb)
 {
     constexpr int VE = vec16<T_>::n;
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
@@ -138,7 +150,7 @@ __global__ void softmax_causal_bwd_vec_kernel(T_ *ds, const T_ *dp, const T_ *p,
     if (r >= rows)
         return;
     int i = (int)(r % T);
-    int valid = i / VE + 1, nvec = T / VE;
+    int valid = i / VE + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE;
     const T_ *dpr = dp + r * T, *pr = p + r * T;
     T_ *dsr = ds + r * T;
     float dot = 0.0f;
@@ -173,7 +185,7 @@ __global__ void softmax_causal_bwd_vec_kernel(T_ *ds, const T_ *dp, const T_ *p,
 
 // as softmax_causal_fwd_vec_kernel with the row in registers: T ≤ 32·NV vectors
 template <typename T_, int NV>
-__global__ void softmax_causal_fwd_reg_kernel(T_ *p, const T_ *s, size_t rows, int T)
+__global__ void softmax_causal_fwd_reg_kernel(T_ *p, const T_ *s, size_t rows, int T, int zb)
 {
     constexpr int VE = vec16<T_>::n;
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
@@ -181,7 +193,7 @@ __global__ void softmax_causal_fwd_reg_kernel(T_ *p, const T_ *s, size_t rows, i
     if (r >= rows)
         return;
     int i = (int)(r % T);
-    int valid = i / VE + 1, nvec = T / VE;
+    int valid = i / VE + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE;
     const T_ *sr = s + r * T;
     T_ *pr = p + r * T;
     float x[NV][VE];
@@ -231,7 +243,7 @@ __global__ void softmax_causal_fwd_reg_kernel(T_ *p, const T_ *s, size_t rows, i
 
 // as softmax_causal_bwd_vec_kernel with the rows in registers: T ≤ 32·NV vectors
 template <typename T_, int NV>
-__global__ void softmax_causal_bwd_reg_kernel(T_ *ds, const T_ *dp, const T_ *p, size_t rows, int T)
+__global__ void softmax_causal_bwd_reg_kernel(T_ *ds, const T_ *dp, const T_ *p, size_t rows, int T, int zb)
 {
     constexpr int VE = vec16<T_>::n;
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
@@ -239,7 +251,7 @@ __global__ void softmax_causal_bwd_reg_kernel(T_ *ds, const T_ *dp, const T_ *p,
     if (r >= rows)
         return;
     int i = (int)(r % T);
-    int valid = i / VE + 1, nvec = T / VE;
+    int valid = i / VE + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE;
     const T_ *dpr = dp + r * T, *pr = p + r * T;
     T_ *dsr = ds + r * T;
     float a[NV][VE], b[NV][VE];
@@ -282,7 +294,8 @@ static int softmax_vec_ok(lmk_dtype dt, int T, const void *a, const void *b, con
     return T % ve == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
 }
 
-int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch, int T)
+int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch, int T,
+                            int zero_block)
 {
     cuda_state *st = CST(b);
     if (batch <= 0 || T <= 0)
@@ -292,22 +305,22 @@ int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt
     int nvec = T / (dt == LMK_F32 ? 4 : 8);
     if (softmax_vec_ok(dt, T, p, s, s) && nvec <= 32 * 4)
         DT_DISPATCH(dt, E, softmax_causal_fwd_reg_kernel<E, 4><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
-                               (E *)p, (const E *)s, rows, T))
+                               (E *)p, (const E *)s, rows, T, zero_block))
     else if (softmax_vec_ok(dt, T, p, s, s) && nvec <= 32 * 8)
         DT_DISPATCH(dt, E, softmax_causal_fwd_reg_kernel<E, 8><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
-                               (E *)p, (const E *)s, rows, T))
+                               (E *)p, (const E *)s, rows, T, zero_block))
     else if (softmax_vec_ok(dt, T, p, s, s))
         DT_DISPATCH(dt, E, softmax_causal_fwd_vec_kernel<E><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
-                               (E *)p, (const E *)s, rows, T))
+                               (E *)p, (const E *)s, rows, T, zero_block))
     else
         DT_DISPATCH(dt, E, softmax_causal_fwd_kernel<E><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
-                               (E *)p, (const E *)s, rows, T));
+                               (E *)p, (const E *)s, rows, T, zero_block));
     LAUNCH_CHECK(st, "softmax_causal_fwd_kernel");
     return LMK_OK;
 }
 
 int cuda_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, const void *p, lmk_dtype dt,
-                            int batch, int T)
+                            int batch, int T, int zero_block)
 {
     cuda_state *st = CST(b);
     if (batch <= 0 || T <= 0)
@@ -317,16 +330,16 @@ int cuda_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, const void
     int nvec = T / (dt == LMK_F32 ? 4 : 8);
     if (softmax_vec_ok(dt, T, ds, dp, p) && nvec <= 32 * 4)
         DT_DISPATCH(dt, E, softmax_causal_bwd_reg_kernel<E, 4><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
-                               (E *)ds, (const E *)dp, (const E *)p, rows, T))
+                               (E *)ds, (const E *)dp, (const E *)p, rows, T, zero_block))
     else if (softmax_vec_ok(dt, T, ds, dp, p) && nvec <= 32 * 8)
         DT_DISPATCH(dt, E, softmax_causal_bwd_reg_kernel<E, 8><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
-                               (E *)ds, (const E *)dp, (const E *)p, rows, T))
+                               (E *)ds, (const E *)dp, (const E *)p, rows, T, zero_block))
     else if (softmax_vec_ok(dt, T, ds, dp, p))
         DT_DISPATCH(dt, E, softmax_causal_bwd_vec_kernel<E><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
-                               (E *)ds, (const E *)dp, (const E *)p, rows, T))
+                               (E *)ds, (const E *)dp, (const E *)p, rows, T, zero_block))
     else
         DT_DISPATCH(dt, E, softmax_causal_bwd_kernel<E><<<blocks, 32 * SM_WARPS, 0, st->stream>>>(
-                               (E *)ds, (const E *)dp, (const E *)p, rows, T));
+                               (E *)ds, (const E *)dp, (const E *)p, rows, T, zero_block));
     LAUNCH_CHECK(st, "softmax_causal_bwd_kernel");
     return LMK_OK;
 }

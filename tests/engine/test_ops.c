@@ -254,7 +254,7 @@ struct sm_op { float *s; int batch, T; };
 static void sm_fwd(fd_ctx *c)
 {
     struct sm_op *o = c->op;
-    MUST(B->softmax_causal_fwd(B, c->out, o->s, LMK_F32, o->batch, o->T));
+    MUST(B->softmax_causal_fwd(B, c->out, o->s, LMK_F32, o->batch, o->T, 0));
 }
 
 static void test_softmax(void)
@@ -277,14 +277,14 @@ static void test_softmax(void)
         }
         CHECK(fabs(sum - 1.0) < 1e-6, "softmax: row %d sums to %.9f", r, sum);
     }
-    MUST(B->softmax_causal_bwd(B, ds, w, p, LMK_F32, batch, T));
+    MUST(B->softmax_causal_bwd(B, ds, w, p, LMK_F32, batch, T, 0));
     test_grad_check("softmax bwd", J, &c, o.s, ds, n, 1000, 1e-2f, 1e-4, 1e-2);
     /* in place (p recomputed: the check left it perturbed) */
     sm_fwd(&c);
-    MUST(B->softmax_causal_bwd(B, ds, w, p, LMK_F32, batch, T));
+    MUST(B->softmax_causal_bwd(B, ds, w, p, LMK_F32, batch, T, 0));
     float *dp = test_alloc(n);
     memcpy(dp, w, n * sizeof *dp);
-    MUST(B->softmax_causal_bwd(B, dp, dp, p, LMK_F32, batch, T));
+    MUST(B->softmax_causal_bwd(B, dp, dp, p, LMK_F32, batch, T, 0));
     CHECK(memcmp(dp, ds, n * sizeof *dp) == 0, "softmax bwd in place differs");
     free(o.s), free(p), free(w), free(ds), free(dp);
 }
@@ -391,7 +391,7 @@ static void test_adamw(void)
     const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
     for (int t = 1; t <= 2; t++) {
         const float *g = t == 1 ? g1 : g2;
-        lmk_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, NULL};
+        lmk_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, NULL, LMK_ROUND_NONE};
         MUST(B->adamw(B, p, g, m, v, 3, &hp, NULL));
         double at = lr * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t));
         for (int i = 0; i < 3; i++) { /* the CS336 step, by hand */
@@ -405,7 +405,7 @@ static void test_adamw(void)
         CHECK(test_close(p[i], P[i], 1e-7, 1e-6), "adamw p[%d] %.9g want %.9g", i, p[i], P[i]);
     /* first step by hand for p0: m=0.01, v=1e-5, alpha=1e-3·sqrt(1e-3)/0.1 */
     float q[1] = {0.5f}, gq[1] = {0.1f}, mq[1] = {0}, vq[1] = {0};
-    lmk_adamw_hp hp1 = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, NULL};
+    lmk_adamw_hp hp1 = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, NULL, LMK_ROUND_NONE};
     MUST(B->adamw(B, q, gq, mq, vq, 1, &hp1, NULL));
     double expect = 0.5 - 1e-3 * sqrt(1e-3) / 0.1 * 0.01 / (sqrt(1e-5) + 1e-8);
     expect -= 1e-5 * expect;
@@ -434,14 +434,14 @@ static void test_optimizer_multi(void)
     lmk_opt_tensor ts[3];
     float ss_a = 2.5f, ss_b = 2.5f, half = 0.5f;
     for (size_t i = 0, at = 0; i < 3; at += n[i], i++) {
-        ts[i] = (lmk_opt_tensor){pb + at, g + at, mb + at, vb + at, n[i]};
+        ts[i] = (lmk_opt_tensor){pb + at, g + at, mb + at, vb + at, n[i], NULL};
         MUST(B->sum_squares(B, &ss_a, g + at, n[i]));
     }
     MUST(B->sum_squares_multi(B, &ss_b, ts, 3));
     CHECK(memcmp(&ss_a, &ss_b, sizeof ss_a) == 0, "sum_squares_multi %.9g, per tensor %.9g",
           ss_b, ss_a);
     for (int t = 1; t <= 2; t++) {
-        lmk_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, NULL};
+        lmk_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, NULL, LMK_ROUND_NONE};
         const float *f = t == 2 ? &half : NULL;
         for (size_t i = 0, at = 0; i < 3; at += n[i], i++)
             MUST(B->adamw(B, pa + at, g + at, ma + at, va + at, n[i], &hp, f));
@@ -449,6 +449,97 @@ static void test_optimizer_multi(void)
     }
     CHECK(memcmp(pa, pb, 3 * TOTAL * sizeof *buf) == 0, "adamw_multi differs from per-tensor adamw");
     free(buf);
+}
+
+/* The fused forms are the unfused sequences bit for bit: add_rmsnorm_fwd =
+ * add + rmsnorm_fwd (also with y aliasing x1); rmsnorm_bwd_add =
+ * rmsnorm_bwd + add + cast_half (dres and dx16 NULL: rmsnorm_bwd);
+ * adamw_multi's 16-bit copies = cast_half of the updated parameters, left
+ * as they were by a skipped step (factor 0); the causal softmax with
+ * zero_block writes each row up to its block's end as the whole-row form
+ * does (the cpu leaves the rest untouched). */
+static uint16_t *half_of(float *x, size_t n, lmk_round r);
+
+static void test_fused(void)
+{
+    enum { ROWS = 9, D = 37, N = ROWS * D };
+    for (int k = 0; k < 2; k++) {
+        lmk_round r = k ? LMK_ROUND_FP16 : LMK_ROUND_BF16;
+        lmk_dtype dt = k ? LMK_F16 : LMK_BF16;
+        float *x1 = test_alloc(N), *x2 = test_alloc(N), *w = test_alloc(D), *y1 = test_alloc(N),
+              *y2 = test_alloc(N), *rs1 = test_alloc(ROWS), *rs2 = test_alloc(ROWS), *dy = test_alloc(N),
+              *dres = test_alloc(N), *dx1 = test_alloc(N), *dx2 = test_alloc(N), *dw1 = test_alloc(D),
+              *dw2 = test_alloc(D);
+        test_fill(&rng, x1, N, -2, 2);
+        test_fill(&rng, x2, N, -1, 1);
+        test_fill(&rng, w, D, 0.5, 1.5);
+        test_fill(&rng, dy, N, -1, 1);
+        test_fill(&rng, dres, N, -1, 1);
+        uint16_t *x2h = half_of(x2, N, r), *dyh = half_of(dy, N, r), *o1 = malloc(N * 2), *o2 = malloc(N * 2);
+        MUST(B->add(B, y1, x1, x2h, dt, N));
+        MUST(B->rmsnorm_fwd(B, o1, dt, rs1, y1, w, ROWS, D, 1e-5f));
+        MUST(B->add_rmsnorm_fwd(B, y2, x1, x2h, dt, o2, dt, rs2, w, ROWS, D, 1e-5f));
+        CHECK(memcmp(y1, y2, N * 4) == 0 && memcmp(o1, o2, N * 2) == 0 && memcmp(rs1, rs2, ROWS * 4) == 0,
+              "add_rmsnorm_fwd fmt %d differs from add + rmsnorm_fwd", r);
+        memcpy(y2, x1, N * 4);
+        MUST(B->add_rmsnorm_fwd(B, y2, y2, x2h, dt, o2, dt, rs2, w, ROWS, D, 1e-5f));
+        CHECK(memcmp(y1, y2, N * 4) == 0 && memcmp(o1, o2, N * 2) == 0, "add_rmsnorm_fwd in place fmt %d", r);
+        memset(dw1, 0, D * 4), memset(dw2, 0, D * 4);
+        MUST(B->rmsnorm_bwd(B, dx1, dw1, dyh, dt, y1, w, rs1, ROWS, D));
+        MUST(B->add(B, dx1, dx1, dres, LMK_F32, N));
+        MUST(B->cast_half(B, o1, dx1, N, r));
+        MUST(B->rmsnorm_bwd_add(B, dx2, o2, r, dw2, dyh, dt, dres, y1, w, rs1, ROWS, D));
+        CHECK(memcmp(dx1, dx2, N * 4) == 0 && memcmp(dw1, dw2, D * 4) == 0 && memcmp(o1, o2, N * 2) == 0,
+              "rmsnorm_bwd_add fmt %d differs from rmsnorm_bwd + add + cast_half", r);
+        MUST(B->rmsnorm_bwd(B, dx1, dw1, dyh, dt, y1, w, rs1, ROWS, D));
+        MUST(B->rmsnorm_bwd_add(B, dx2, NULL, r, dw2, dyh, dt, NULL, y1, w, rs1, ROWS, D));
+        CHECK(memcmp(dx1, dx2, N * 4) == 0 && memcmp(dw1, dw2, D * 4) == 0,
+              "rmsnorm_bwd_add without dres differs from rmsnorm_bwd");
+        CHECK(B->rmsnorm_bwd_add(B, dx2, o2, LMK_ROUND_TF32, dw2, dyh, dt, dres, y1, w, rs1, ROWS, D) ==
+                  LMK_INVALID, "rmsnorm_bwd_add with a tf32 copy accepted");
+        /* adamw_multi with 16-bit copies (two tensors, one without), then a skipped step */
+        float *p = test_alloc(N), *g = test_alloc(N), *m = test_alloc(N), *v = test_alloc(N), zero = 0.0f;
+        test_fill(&rng, p, N, -1, 1);
+        test_fill(&rng, g, N, -1, 1);
+        memset(m, 0, N * 4), memset(v, 0, N * 4);
+        lmk_opt_tensor ts[2] = {{p, g, m, v, 100, o2}, {p + 100, g + 100, m + 100, v + 100, N - 100, NULL}};
+        lmk_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, NULL, r};
+        MUST(B->adamw_multi(B, ts, 2, &hp, NULL));
+        MUST(B->cast_half(B, o1, p, 100, r));
+        CHECK(memcmp(o1, o2, 100 * 2) == 0, "adamw_multi's 16-bit copy fmt %d differs from cast_half of p", r);
+        test_fill(&rng, g, N, -1, 1);
+        hp.t = 2;
+        MUST(B->adamw_multi(B, ts, 2, &hp, &zero));
+        CHECK(memcmp(o1, o2, 100 * 2) == 0, "a skipped step changed the 16-bit copy");
+        hp.copy_fmt = LMK_ROUND_NONE;
+        CHECK(B->adamw_multi(B, ts, 2, &hp, NULL) == LMK_INVALID, "adamw_multi with a copy but no format accepted");
+        free(p), free(g), free(m), free(v);
+        free(x1), free(x2), free(w), free(y1), free(y2), free(rs1), free(rs2), free(dy), free(dres);
+        free(dx1), free(dx2), free(dw1), free(dw2), free(x2h), free(dyh), free(o1), free(o2);
+    }
+    /* softmax with causal blocks of 4 over T 10: rows write up to 4, 8, 10 */
+    enum { SB = 2, ST = 10, ZB = 4, NS = SB * ST * ST };
+    float *s = test_alloc(NS), *pf = test_alloc(NS), *pb = test_alloc(NS), *dp = test_alloc(NS),
+          *dsf = test_alloc(NS), *dsb = test_alloc(NS);
+    test_fill(&rng, s, NS, -3, 3);
+    test_fill(&rng, dp, NS, -1, 1);
+    for (int i = 0; i < NS; i++)
+        pb[i] = dsb[i] = 7.0f;
+    MUST(B->softmax_causal_fwd(B, pf, s, LMK_F32, SB, ST, 0));
+    MUST(B->softmax_causal_fwd(B, pb, s, LMK_F32, SB, ST, ZB));
+    MUST(B->softmax_causal_bwd(B, dsf, dp, pf, LMK_F32, SB, ST, 0));
+    MUST(B->softmax_causal_bwd(B, dsb, dp, pf, LMK_F32, SB, ST, ZB));
+    int bad = 0;
+    for (int row = 0; row < SB * ST; row++) {
+        int i = row % ST, end = (i / ZB + 1) * ZB < ST ? (i / ZB + 1) * ZB : ST;
+        for (int j = 0; j < ST; j++) {
+            size_t at = (size_t)row * ST + j;
+            if (j < end ? pb[at] != pf[at] || dsb[at] != dsf[at] : pb[at] != 7.0f || dsb[at] != 7.0f)
+                bad++;
+        }
+    }
+    CHECK(bad == 0, "softmax with zero_block: %d entries differ from the whole-row form (or written beyond)", bad);
+    free(s), free(pf), free(pb), free(dp), free(dsf), free(dsb);
 }
 
 static void test_clip(void)
@@ -687,12 +778,12 @@ static void test_half_storage(void)
         test_fill(&rng, s, ns, -6, 6);
         test_fill(&rng, dp, ns, -1, 1);
         uint16_t *s16 = half_of(s, ns, r), *dp16 = half_of(dp, ns, r);
-        MUST(B->softmax_causal_fwd(B, p, s, LMK_F32, Bt, T));
-        MUST(B->softmax_causal_fwd(B, s16, s16, dt, Bt, T));
+        MUST(B->softmax_causal_fwd(B, p, s, LMK_F32, Bt, T, 0));
+        MUST(B->softmax_causal_fwd(B, s16, s16, dt, Bt, T, 0));
         check_rounded_once("softmax_causal_fwd", s16, p, ns, r);
         MUST(B->cast_float(B, p, s16, ns, r)); /* backward from the 16-bit probabilities */
-        MUST(B->softmax_causal_bwd(B, ds, dp, p, LMK_F32, Bt, T));
-        MUST(B->softmax_causal_bwd(B, dp16, dp16, s16, dt, Bt, T));
+        MUST(B->softmax_causal_bwd(B, ds, dp, p, LMK_F32, Bt, T, 0));
+        MUST(B->softmax_causal_bwd(B, dp16, dp16, s16, dt, Bt, T, 0));
         check_rounded_once("softmax_causal_bwd", dp16, ds, ns, r);
         /* gemm with a 16-bit output, then accumulated into (beta = 1) */
         enum { GM = 7, GN = 13, GK = 40 };
@@ -732,9 +823,9 @@ static void test_adamw_counter(void)
     float alpha = -1.0f, one = 1.0f, zero = 0.0f;
     for (int step = 1; step <= 4; step++) {
         test_fill(&rng, g, N, -1, 1);
-        lmk_adamw_hp host = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step, NULL};
+        lmk_adamw_hp host = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step, NULL, LMK_ROUND_NONE};
         MUST(B->adamw(B, p1, g, m1, v1, N, &host, NULL));
-        lmk_adamw_hp dev = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0, &alpha};
+        lmk_adamw_hp dev = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0, &alpha, LMK_ROUND_NONE};
         MUST(B->adamw_begin(B, &t, &alpha, step == 2 ? &one : NULL, &dev));
         MUST(B->adamw(B, p2, g, m2, v2, N, &dev, NULL));
         CHECK(t == step, "step counter %lld after step %d", (long long)t, step);
@@ -767,6 +858,7 @@ static const struct {
     {"embedding", test_embedding},
     {"adamw", test_adamw},
     {"optimizer_multi", test_optimizer_multi},
+    {"fused", test_fused},
     {"clip", test_clip},
     {"rounding", test_rounding},
     {"elementwise", test_elementwise},

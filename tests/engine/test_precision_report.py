@@ -6,7 +6,7 @@ weights, optimizer and gradient accumulation; 16-bit GEMM inputs with float32
 accumulation under bf16/fp16 and 16-bit GEMM outputs written directly; RMSNorm
 statistics, softmax and the loss computed in float32 (norm and softmax outputs
 stored in 16 bits); the residual stream float32; the weight copies made once
-per step and no other cast but of the float32 gradients. usage: test_precision_report.py LMPERFD"""
+per step and no other cast but of the float32 logits' gradient. usage: test_precision_report.py LMPERFD"""
 import json
 import subprocess
 import sys
@@ -94,11 +94,11 @@ def main():
                 check(r["output"] == "float32" and r["storage"] == "16-bit tensor; 16-bit tensor",
                       f"{prec}: backward {op} accumulates in float32 {r}")
             # no activation is cast in forward (only the weights); backward casts only the float32
-            # gradients of the residual stream and of the logits
+            # gradient of the logits (the residual stream's gradient gets its 16-bit copy from the
+            # RMSNorm backward that writes it: rmsnorm_bwd_add)
             casts = sorted(r["op"] for r in rows if r["op"].endswith("(cast_half)") and r["op"] != "weights (cast_half)")
             check(all(r["phase"] == "backward" for r in rows if r["op"] in casts), f"{prec}: casts in forward {casts}")
-            check(casts == ["attn.output_proj dy (cast_half)", "ffn.w2 dy (cast_half)", "lm_head dy (cast_half)"],
-                  f"{prec}: activation casts {casts}")
+            check(casts == ["lm_head dy (cast_half)"], f"{prec}: activation casts {casts}")
             check(not any(r["phase"] == "backward" and r["op"] == "weights (cast_half)" for r in rows),
                   f"{prec}: weights re-cast in backward")
         else:

@@ -235,13 +235,13 @@ static void test_softmax(int batch, int T, int in_place)
     void *d_s = d_from(s, n * sizeof *s), *d_dp = d_from(dp, n * sizeof *dp);
     void *d_p = in_place ? d_s : d_alloc(n * sizeof(float));
     void *d_ds = in_place ? d_dp : d_alloc(n * sizeof(float));
-    MUST(cpu->softmax_causal_fwd(cpu, p, s, LMK_F32, batch, T));
-    GPU(gpu->softmax_causal_fwd(gpu, d_p, d_s, LMK_F32, batch, T));
+    MUST(cpu->softmax_causal_fwd(cpu, p, s, LMK_F32, batch, T, 0));
+    GPU(gpu->softmax_causal_fwd(gpu, d_p, d_s, LMK_F32, batch, T, 0));
     snprintf(name, sizeof name, "softmax_causal_fwd (%dx%dx%d%s)", batch, T, T,
              in_place ? ", in place" : "");
     compare(name, d_p, p, n, 1e-7, 1e-5);
-    MUST(cpu->softmax_causal_bwd(cpu, ds, dp, p, LMK_F32, batch, T));
-    GPU(gpu->softmax_causal_bwd(gpu, d_ds, d_dp, d_p, LMK_F32, batch, T));
+    MUST(cpu->softmax_causal_bwd(cpu, ds, dp, p, LMK_F32, batch, T, 0));
+    GPU(gpu->softmax_causal_bwd(gpu, d_ds, d_dp, d_p, LMK_F32, batch, T, 0));
     snprintf(name, sizeof name, "softmax_causal_bwd (%dx%dx%d%s)", batch, T, T,
              in_place ? ", in place" : "");
     compare(name, d_ds, ds, n, 1e-7, 1e-4);
@@ -414,14 +414,14 @@ static void test_half_ops(lmk_round r)
     float *s = h_rand(ns, -8, 8), *dp = h_rand(ns, -1, 1);
     uint16_t *s16 = h_half(s, ns, r), *dp16 = h_half(dp, ns, r);
     void *d_s = d_from(s16, ns * 2), *d_dp = d_from(dp16, ns * 2);
-    MUST(cpu->softmax_causal_fwd(cpu, s16, s16, dt, batch, T));
-    GPU(gpu->softmax_causal_fwd(gpu, d_s, d_s, dt, batch, T));
+    MUST(cpu->softmax_causal_fwd(cpu, s16, s16, dt, batch, T, 0));
+    GPU(gpu->softmax_causal_fwd(gpu, d_s, d_s, dt, batch, T, 0));
     snprintf(name, sizeof name, "softmax_causal_fwd %s (16-bit, in place)", fn);
     compare16(name, d_s, s16, ns, r, 1e-7, 2 * ulp);
     /* the backward reads the cpu's probabilities on both sides */
     GPU(gpu->upload(gpu, d_s, s16, ns * 2));
-    MUST(cpu->softmax_causal_bwd(cpu, dp16, dp16, s16, dt, batch, T));
-    GPU(gpu->softmax_causal_bwd(gpu, d_dp, d_dp, d_s, dt, batch, T));
+    MUST(cpu->softmax_causal_bwd(cpu, dp16, dp16, s16, dt, batch, T, 0));
+    GPU(gpu->softmax_causal_bwd(gpu, d_dp, d_dp, d_s, dt, batch, T, 0));
     snprintf(name, sizeof name, "softmax_causal_bwd %s (16-bit, in place)", fn);
     compare16(name, d_dp, dp16, ns, r, 1e-6, 2 * ulp);
     gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_dp);
@@ -551,8 +551,8 @@ static void test_optimizer_multi(size_t count, size_t max_n)
         dv[k] = d_from(v, total * 4);
     }
     for (size_t i = 0; i < count; i++) {
-        ta[i] = (lmk_opt_tensor){dp[0] + off[i], dg + off[i], dm[0] + off[i], dv[0] + off[i], n[i]};
-        tb[i] = (lmk_opt_tensor){dp[1] + off[i], dg + off[i], dm[1] + off[i], dv[1] + off[i], n[i]};
+        ta[i] = (lmk_opt_tensor){dp[0] + off[i], dg + off[i], dm[0] + off[i], dv[0] + off[i], n[i], NULL};
+        tb[i] = (lmk_opt_tensor){dp[1] + off[i], dg + off[i], dm[1] + off[i], dv[1] + off[i], n[i], NULL};
     }
     float init = 1.5f, half = 0.5f, alpha = 7.5e-4f;
     float *d_ss = d_from(&init, 4), *d_ss_multi = d_from(&init, 4), *d_f = d_from(&half, 4),
@@ -599,6 +599,149 @@ static void test_optimizer_multi(size_t count, size_t max_n)
     gpu->mem_free(gpu, dg), gpu->mem_free(gpu, d_ss), gpu->mem_free(gpu, d_ss_multi);
     gpu->mem_free(gpu, d_f), gpu->mem_free(gpu, d_alpha);
     free(n), free(off), free(ta), free(tb), free(g), free(p), free(m), free(v), free(ha), free(hb);
+}
+
+/* The fused forms on the GPU, bit for bit the unfused cuda ops in sequence:
+ * add_rmsnorm_fwd = add + rmsnorm_fwd (y aliasing x1), rmsnorm_bwd_add =
+ * rmsnorm_bwd + add + cast_half (also without dres / dx16); the causal
+ * softmax with zero_block = the whole-row kernels on every written entry
+ * (j < the end of the row's block) for the register, vector and scalar
+ * kernels (T 1000 16-bit, T 100 and 37 float32); adamw_multi's 16-bit
+ * copies = cast_half of the updated p (and left by a skipped step). */
+static int same_bytes(const void *d1, const void *d2, size_t bytes)
+{
+    char *h1 = malloc(bytes), *h2 = malloc(bytes);
+    if (!h1 || !h2)
+        exit(1);
+    MUST(gpu->download(gpu, h1, d1, bytes));
+    MUST(gpu->download(gpu, h2, d2, bytes));
+    int same = memcmp(h1, h2, bytes) == 0;
+    free(h1), free(h2);
+    return same;
+}
+
+static void test_fused(lmk_round r)
+{
+    lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
+    int rows = 300, d = 1600;
+    size_t n = (size_t)rows * d;
+    float *x1 = h_rand(n, -2, 2), *x2 = h_rand(n, -1, 1), *w = h_rand(d, 0.5f, 1.5f), *dy = h_rand(n, -1, 1),
+          *dres = h_rand(n, -1, 1);
+    uint16_t *x2h = h_half(x2, n, r), *dyh = h_half(dy, n, r);
+    void *d_x1 = d_from(x1, n * 4), *d_x2 = d_from(x2h, n * 2), *d_w = d_from(w, d * 4), *d_dy = d_from(dyh, n * 2),
+         *d_dres = d_from(dres, n * 4), *d_y1 = d_alloc(n * 4), *d_y2 = d_alloc(n * 4), *d_o1 = d_alloc(n * 2),
+         *d_o2 = d_alloc(n * 2), *d_r1 = d_alloc(rows * 4), *d_r2 = d_alloc(rows * 4), *d_dx1 = d_alloc(n * 4),
+         *d_dx2 = d_alloc(n * 4), *d_dw1 = d_alloc(d * 4), *d_dw2 = d_alloc(d * 4);
+    GPU(gpu->add(gpu, d_y1, d_x1, d_x2, dt, n));
+    GPU(gpu->rmsnorm_fwd(gpu, d_o1, dt, d_r1, d_y1, d_w, rows, d, 1e-5f));
+    GPU(gpu->mem_copy(gpu, d_y2, d_x1, n * 4));
+    GPU(gpu->add_rmsnorm_fwd(gpu, d_y2, d_y2, d_x2, dt, d_o2, dt, d_r2, d_w, rows, d, 1e-5f));
+    int ok = same_bytes(d_y1, d_y2, n * 4) && same_bytes(d_o1, d_o2, n * 2) && same_bytes(d_r1, d_r2, rows * 4);
+    printf("  %-44s %s %s\n", "add_rmsnorm_fwd = add + rmsnorm_fwd", round_name(r), ok ? "bitwise equal" : "FAIL");
+    CHECK(ok, "cuda add_rmsnorm_fwd %s differs from add + rmsnorm_fwd", round_name(r));
+    GPU(gpu->rmsnorm_bwd(gpu, d_dx1, d_dw1, d_dy, dt, d_y1, d_w, d_r1, rows, d));
+    GPU(gpu->add(gpu, d_dx1, d_dx1, d_dres, LMK_F32, n));
+    GPU(gpu->cast_half(gpu, d_o1, d_dx1, n, r));
+    GPU(gpu->rmsnorm_bwd_add(gpu, d_dx2, d_o2, r, d_dw2, d_dy, dt, d_dres, d_y1, d_w, d_r1, rows, d));
+    ok = same_bytes(d_dx1, d_dx2, n * 4) && same_bytes(d_dw1, d_dw2, d * 4) && same_bytes(d_o1, d_o2, n * 2);
+    GPU(gpu->rmsnorm_bwd(gpu, d_dx1, d_dw1, d_dy, dt, d_y1, d_w, d_r1, rows, d));
+    GPU(gpu->rmsnorm_bwd_add(gpu, d_dx2, NULL, r, d_dw2, d_dy, dt, NULL, d_y1, d_w, d_r1, rows, d));
+    ok = ok && same_bytes(d_dx1, d_dx2, n * 4) && same_bytes(d_dw1, d_dw2, d * 4);
+    printf("  %-44s %s %s\n", "rmsnorm_bwd_add = rmsnorm_bwd + add + cast", round_name(r),
+           ok ? "bitwise equal" : "FAIL");
+    CHECK(ok, "cuda rmsnorm_bwd_add %s differs from rmsnorm_bwd + add + cast_half", round_name(r));
+    gpu->mem_free(gpu, d_x1), gpu->mem_free(gpu, d_x2), gpu->mem_free(gpu, d_w), gpu->mem_free(gpu, d_dy);
+    gpu->mem_free(gpu, d_dres), gpu->mem_free(gpu, d_y1), gpu->mem_free(gpu, d_y2), gpu->mem_free(gpu, d_o1);
+    gpu->mem_free(gpu, d_o2), gpu->mem_free(gpu, d_r1), gpu->mem_free(gpu, d_r2), gpu->mem_free(gpu, d_dx1);
+    gpu->mem_free(gpu, d_dx2), gpu->mem_free(gpu, d_dw1), gpu->mem_free(gpu, d_dw2);
+    free(x1), free(x2), free(w), free(dy), free(dres), free(x2h), free(dyh);
+
+    /* causal softmax with zero blocks: 16-bit T 1000 blocks 256 (registers); float32 T 100 blocks 64
+     * (registers), T 1100 blocks 320 (vectors), T 37 blocks 16 (scalar) */
+    static const int shapes[4][3] = {{3, 1000, 256}, {4, 100, 64}, {1, 1100, 320}, {2, 37, 16}};
+    for (int q = 0; q < 4; q++) {
+        int batch = shapes[q][0], T = shapes[q][1], zb = shapes[q][2];
+        lmk_dtype sdt = q == 0 ? dt : LMK_F32;
+        size_t es = q == 0 ? 2 : 4, ns = (size_t)batch * T * T;
+        float *s = h_rand(ns, -6, 6), *dp = h_rand(ns, -1, 1);
+        void *hs = s, *hdp = dp;
+        uint16_t *s16 = NULL, *dp16 = NULL;
+        if (q == 0) {
+            hs = s16 = h_half(s, ns, r);
+            hdp = dp16 = h_half(dp, ns, r);
+        }
+        void *d_s = d_from(hs, ns * es), *d_dp = d_from(hdp, ns * es), *d_pf = d_alloc(ns * es),
+             *d_pb = d_alloc(ns * es), *d_dsf = d_alloc(ns * es), *d_dsb = d_alloc(ns * es);
+        GPU(gpu->softmax_causal_fwd(gpu, d_pf, d_s, sdt, batch, T, 0));
+        GPU(gpu->softmax_causal_fwd(gpu, d_pb, d_s, sdt, batch, T, zb));
+        GPU(gpu->softmax_causal_bwd(gpu, d_dsf, d_dp, d_pf, sdt, batch, T, 0));
+        GPU(gpu->softmax_causal_bwd(gpu, d_dsb, d_dp, d_pf, sdt, batch, T, zb));
+        char *hf = malloc(ns * es), *hb = malloc(ns * es), *gf = malloc(ns * es), *gb = malloc(ns * es);
+        if (!hf || !hb || !gf || !gb)
+            exit(1);
+        MUST(gpu->download(gpu, hf, d_pf, ns * es));
+        MUST(gpu->download(gpu, hb, d_pb, ns * es));
+        MUST(gpu->download(gpu, gf, d_dsf, ns * es));
+        MUST(gpu->download(gpu, gb, d_dsb, ns * es));
+        size_t bad = 0, written = 0;
+        for (size_t row = 0; row < (size_t)batch * T; row++) {
+            int i = (int)(row % T), end = (i / zb + 1) * zb < T ? (i / zb + 1) * zb : T;
+            size_t at = row * T * es;
+            written += end;
+            bad += memcmp(hf + at, hb + at, end * es) != 0 || memcmp(gf + at, gb + at, end * es) != 0;
+        }
+        printf("  %-44s %s T%d blocks %d: %s (%.0f%% of the square written)\n", "softmax zero_block = whole rows",
+               q == 0 ? round_name(r) : "fp32", T, zb, bad ? "FAIL" : "bitwise equal",
+               100.0 * written / ((double)batch * T * T));
+        CHECK(bad == 0, "softmax with zero_block %d at T %d: %zu rows differ from the whole-row kernels", zb, T, bad);
+        gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_dp), gpu->mem_free(gpu, d_pf), gpu->mem_free(gpu, d_pb);
+        gpu->mem_free(gpu, d_dsf), gpu->mem_free(gpu, d_dsb);
+        free(s), free(dp), free(s16), free(dp16), free(hf), free(hb), free(gf), free(gb);
+    }
+
+    /* adamw_multi's 16-bit copies: tensors of 1, 7, 70001, 16384 elements (one unaligned, one without a copy) */
+    static const size_t tn[4] = {1, 7, 70001, 16384};
+    size_t off[4], total = 0;
+    for (int i = 0; i < 4; i++) {
+        off[i] = total + (i == 2);
+        total = (off[i] + tn[i] + 7) / 8 * 8;
+    }
+    float *p = h_rand(total, -1, 1), *g = h_rand(total, -1, 1), *z = calloc(total, 4), zero = 0.0f;
+    float *d_p = d_from(p, total * 4), *d_g = d_from(g, total * 4), *d_m = d_from(z, total * 4),
+          *d_v = d_from(z, total * 4), *d_zero = d_from(&zero, 4);
+    uint16_t *d_h = d_alloc(total * 2), *d_want = d_alloc(total * 2);
+    lmk_opt_tensor ts[4];
+    for (int i = 0; i < 4; i++)
+        ts[i] = (lmk_opt_tensor){d_p + off[i], d_g + off[i], d_m + off[i], d_v + off[i], tn[i],
+                                 i == 3 ? NULL : d_h + off[i]};
+    lmk_adamw_hp hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f,
+                       .t = 1, .copy_fmt = r};
+    /* the copies of tensors 0-2 = cast_half of their updated p; tensor 3's range (no copy) and the gaps
+     * between tensors stay zero (d_alloc zeroes) */
+    uint16_t *hh = malloc(total * 2), *hw = malloc(total * 2);
+    if (!hh || !hw)
+        exit(1);
+    ok = 1;
+    for (int step = 0; step < 2; step++) {
+        hp.t = 1 + step;
+        GPU(gpu->adamw_multi(gpu, ts, 4, &hp, step ? d_zero : NULL)); /* step 2 skipped: factor 0 */
+        if (step == 0)
+            GPU(gpu->cast_half(gpu, d_want, d_p, total, r));
+        MUST(gpu->download(gpu, hh, d_h, total * 2));
+        MUST(gpu->download(gpu, hw, d_want, total * 2));
+        for (size_t e = 0, t = 0; e < total; e++) {
+            while (t < 4 && e >= off[t] + tn[t])
+                t++;
+            int in_copy = t < 3 && e >= off[t];
+            ok &= in_copy ? hh[e] == hw[e] : hh[e] == 0;
+        }
+    }
+    free(hh), free(hw);
+    printf("  %-44s %s %s\n", "adamw_multi copies = cast_half(p)", round_name(r), ok ? "bitwise equal" : "FAIL");
+    CHECK(ok, "adamw_multi's %s copies differ from cast_half of the updated p", round_name(r));
+    gpu->mem_free(gpu, d_p), gpu->mem_free(gpu, d_g), gpu->mem_free(gpu, d_m), gpu->mem_free(gpu, d_v);
+    gpu->mem_free(gpu, d_zero), gpu->mem_free(gpu, d_h), gpu->mem_free(gpu, d_want);
+    free(p), free(g), free(z);
 }
 
 /* --- whole model -------------------------------------------------------- */
@@ -761,6 +904,7 @@ int main(void)
     test_embedding();
     test_rmsnorm(200, 2000);
     test_rmsnorm(37, 80);
+    test_rmsnorm(21, 5000); /* wider than the one-pass backward: the three-kernel path */
     test_rope(1, 80);
     test_rope(0, 80);
     test_rope(1, 6);
@@ -792,6 +936,8 @@ int main(void)
     test_optimizer();
     test_optimizer_multi(12, 1);
     test_optimizer_multi(700, 5000);
+    test_fused(LMK_ROUND_BF16);
+    test_fused(LMK_ROUND_FP16);
 
     printf("models:\n");
     lmk_model_config tiny;

@@ -133,11 +133,11 @@ struct lmk_backend {
     int (*add_rmsnorm_fwd)(lmk_backend *b, float *y, const float *x1, const void *x2, lmk_dtype x2_dt,
                            void *out, lmk_dtype out_dt, float *rstd, const float *w, int n, int d,
                            float eps);
-    /* rmsnorm_bwd_add: rmsnorm_bwd(dx, dw, dout, ...), then dx += dres (add;
-     * dres (n, d) float32, not aliasing dx; NULL: nothing added), then, when dx16 is not NULL,
-     * dx16 (n, d, raw bits of fmt: LMK_ROUND_BF16 or LMK_ROUND_FP16) =
-     * cast_half(dx): the residual stream's gradient and its 16-bit copy for
-     * the GEMMs that read it, in one pass. */
+    /* rmsnorm_bwd_add: rmsnorm_bwd(dx, dw, dout, ...), then dx += dres
+     * (add; dres (n, d) float32, not aliasing dx; NULL: nothing added), then,
+     * when dx16 is not NULL, dx16 (n, d, raw bits of fmt: LMK_ROUND_BF16 or
+     * LMK_ROUND_FP16) = cast_half(dx): the residual stream's gradient and its
+     * 16-bit copy for the GEMMs that read it, in one pass. */
     int (*rmsnorm_bwd_add)(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, float *dw,
                            const void *dout, lmk_dtype dout_dt, const float *dres, const float *x,
                            const float *w, const float *rstd, int n, int d);

@@ -37,9 +37,10 @@
  * dq, dk, dv, ...). GEMMs multiply 16-bit inputs with float32 accumulation;
  * RMSNorm statistics, softmax, RoPE angles and SwiGLU are computed in float32
  * and rounded once on store. Float32: the residual stream (embedding output
- * and the adds), its gradient (cast once to 16 bits for the two GEMMs that
- * read it), gradients that several GEMMs accumulate (of the RMSNorm
- * outputs), the logits (holding 16-bit values) and the loss, parameter
+ * and the adds, fused into the RMSNorms that follow them), its gradient
+ * (written with its 16-bit copy for the two GEMMs that read it by the RMSNorm
+ * backward it comes from), gradients that several GEMMs accumulate (of the
+ * RMSNorm outputs), the logits (holding 16-bit values) and the loss, parameter
  * gradients and optimizer state. fp16 uses dynamic loss scaling (initial
  * 2^16, halved and the step skipped on overflow, doubled after 2000 good
  * steps).

@@ -25,8 +25,9 @@
  * into *sumsq are those of per-tensor calls. A unit finds its tensor by
  * binary search over the table's prefix of units. adamw_multi also rewrites
  * a tensor's 16-bit copy h (when given) from the updated p, rounded as
- * cast_half_kernel does: 2 more bytes per parameter, and the model's per-step
- * weight casts (6 bytes per parameter in forward) disappear. */
+ * cast_half_kernel does: 2 more bytes per parameter, against the 6 of a
+ * separate cast (the model does not use it yet: kernels/PERF.md, "Engine
+ * speed, part 2"). */
 #include "cuda_internal.cuh"
 
 #define SS_THREADS 256

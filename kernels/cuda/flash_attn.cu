@@ -32,6 +32,7 @@
 
 #include "../attention.h"
 #include "flash_wgmma.h"
+#include "flash_wgmma_bwd.h"
 extern "C" {
 #include "../status.h"
 }
@@ -1547,6 +1548,9 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
                                                                  (const T *)o, rows, D);
             if (cudaGetLastError() != cudaSuccess)
                 return LMK_DEVICE;
+            /* flash_wgmma_bwd.cu decides which shapes it takes (sm 9.0, d 64/128) */
+            if (lmk_flash_wgmma_bwd_usable(s) && aligned16({lse}))
+                return lmk_flash_wgmma_bwd(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
             const long long blocks = (long long)s->B * s->H * ((s->T + BKV - 1) / BKV);
             const int sms = sm_count();
             /* fewer blocks than two per SM: the longest block sets the time,

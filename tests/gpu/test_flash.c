@@ -7,7 +7,8 @@
  * (atomic_dq 1: within tolerance; outputs poisoned with NaN first). Grids of
  * many blocks (the unsplit kernels) are checked without the CPU reference:
  * deterministic reruns bit-equal, the single pass within tolerance of the
- * deterministic result. Exit 77 without a GPU.
+ * deterministic result. Lines of single-pass cases that run the wgmma
+ * backward (flash_wgmma_bwd.cu) say "wgmma". Exit 77 without a GPU.
  * `test_flash only DTYPE` runs the checks of one dtype (float32, bfloat16,
  * float16); `test_flash bench [impl dtype B H T d causal]...` prints timing points
  * (JSON lines) instead (impl naive, flash, or flash_det: the deterministic
@@ -21,6 +22,7 @@
 
 #include "attention.h"
 #include "cuda/backend_cuda.h"
+#include "cuda/flash_wgmma_bwd.h"
 #include "dtype.h"
 #include "halfprec.h"
 #include "status.h"
@@ -186,7 +188,8 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
     }
     char line[512];
     int len = snprintf(line, sizeof line, "%-5s %-8s d=%3d T=%4d causal=%d %s", impl ? "flash" : "naive",
-                       lmk_dtype_name(dt), d, T, causal, atomic ? "atomic" : "det   ");
+                       lmk_dtype_name(dt), d, T, causal,
+                       !atomic ? "det   " : lmk_flash_wgmma_bwd_usable(&s) ? "wgmma " : "atomic");
     for (int t = 0; t < 5; t++) {
         if (t == 4 && impl != LMK_ATTN_FLASH)
             continue;
@@ -258,8 +261,9 @@ static int big_case(lmk_dtype dt, int B, int H, int T, int d, int causal)
     }
     static const char *names[3] = {"dQ", "dK", "dV"};
     char line[512];
-    int len = snprintf(line, sizeof line, "flash %-8s d=%3d T=%4d causal=%d B·H=%d det vs atomic",
-                       lmk_dtype_name(dt), d, T, causal, B * H);
+    int len = snprintf(line, sizeof line, "flash %-8s d=%3d T=%4d causal=%d B·H=%d det vs %s",
+                       lmk_dtype_name(dt), d, T, causal, B * H,
+                       lmk_flash_wgmma_bwd_usable(&sa) ? "wgmma " : "atomic");
     int nondet = 0, bad = 0;
     for (int i = 0; i < 3; i++) {
         double worst;
@@ -351,6 +355,17 @@ int main(int argc, char **argv)
             for (int c = 0; c < 2 && (dts[di] != LMK_F32 || ds[dj] % 64 == 0); c++) {
                 fails += big_case(dts[di], 2, 16, 2100 + 37 * dj, ds[dj], c) != 0;
                 cases++;
+            }
+    /* the wgmma single pass (sm 9.0, fp16/bf16, d 64/128; "wgmma" in the
+     * line where it runs): partial key and query tiles, several heads, then
+     * 33 key blocks against the deterministic two passes */
+    for (int di = 1; di < 3; di++)
+        for (int d = 64; d <= 128 && (!filter || dts[di] == only); d += 64)
+            for (int c = 0; c < 2; c++) {
+                fails += run_case(LMK_ATTN_FLASH, dts[di], 2, 3, 17, d, c, 1, hb) != 0;
+                fails += run_case(LMK_ATTN_FLASH, dts[di], 1, 2, 100, d, c, 1, hb) != 0;
+                fails += big_case(dts[di], 1, 4, 4097, d, c) != 0;
+                cases += 3;
             }
     cublasDestroy(hb);
     printf("%d of %d cases failed\n", fails, cases);

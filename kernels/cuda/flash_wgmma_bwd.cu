@@ -1,0 +1,519 @@
+/* Flash attention backward on Hopper's warpgroup MMA (wgmma.mma_async and the
+ * tensor memory accelerator, sm_90a only: compiled alone for compute_90a like
+ * flash_wgmma.cu, see kernels/meson.build), fp16/bf16, head dim 64 or 128,
+ * the single pass with dQ added by float32 atomics (lmk_attn_shape.atomic_dq;
+ * attention.h has the math). FlashAttention-3's plan for the backward, own
+ * code:
+ *
+ * Block: 128 keys of one (b, h), 384 threads = one producer warpgroup and two
+ * consumer warpgroups of 64 keys each.
+ *   warpgroup 0, the producer: one thread loads the block's K and V tiles
+ *     once, then for each query tile of 64 rows Q, dO (3-D TMA, 128-byte
+ *     swizzle, rows past T read as zeros) and the tile's lse and D =
+ *     rowsum(dO∘O) (1-D TMA over the (B·H·T) vectors) into a ring of STAGES
+ *     buffers: "q full" (Q, lse) and "do full" (dO, D) mbarriers, refilled
+ *     once all 8 consumer warps arrive on the stage's "empty" mbarrier.
+ *   warpgroups 1, 2, the consumers, keys k0+64c…k0+64c+63 (c = 0, 1). Per
+ *     query tile (queries q0…q0+63):
+ *       Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ (wgmma m64n64k16, both operands from
+ *         shared memory, K-major);
+ *       Pᵀ = 2^(Sᵀ·scale·log2 e − lse·log2 e) (masked: queries ≥ T, causal
+ *         keys after the query), dSᵀ = Pᵀ∘(dPᵀ − D), both rounded to T;
+ *       dV_c += Pᵀ·dO and dK_c += dSᵀ·Q (m64nDk16, Pᵀ / dSᵀ from registers
+ *         in the accumulator layout, dO / Q as MN-major B operands);
+ *       dSᵀ to shared memory (a 128-key × 64-query tile in the 128-byte
+ *         swizzle, double-buffered), then dQ_tile = dS·K (A = dS and B = K
+ *         both MN-major): SPLITN (default) consumer c computes the D/2
+ *         columns c·D/2… over all 128 keys after a barrier of the two
+ *         consumers; otherwise (LMK_FLASH_WGMMA_BWD_SPLITN 0) each consumer
+ *         computes all D columns over its own 64 keys (twice the atomics, no
+ *         barrier between the consumers);
+ *       dQ_tile added to the float32 workspace with red.global.add.v4.f32
+ *         (lane pairs exchange halves so that each lane adds 4 adjacent
+ *         columns); the order of the adds varies between runs.
+ *     Causal: the first query tile is the block's diagonal tile (q0 = k0).
+ * After the loop dK = scale·dK_c, dV_c are stored; a small kernel converts
+ * the workspace (dq = T(scale·dqacc), row-major (B, H, T, D)). */
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "flash_wgmma_bwd.h"
+#include "wgmma_sm90.cuh"
+extern "C" {
+#include "../status.h"
+}
+
+/* Build-time knobs (defaults are the shipped configuration):
+ *   LMK_FLASH_WGMMA_BWD         1: flash_attn.cu's single-pass backward calls
+ *                               this kernel for the shapes
+ *                               lmk_flash_wgmma_bwd_usable takes; 0: never.
+ *   LMK_FLASH_WGMMA_BWD_SPLITN  1: the two consumers split dQ's columns
+ *                               (one dQ add per query tile and 128 keys);
+ *                               0: its keys (two adds). */
+#ifndef LMK_FLASH_WGMMA_BWD
+#define LMK_FLASH_WGMMA_BWD 1
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_SPLITN
+#define LMK_FLASH_WGMMA_BWD_SPLITN 1
+#endif
+
+namespace {
+
+constexpr float WB_LOG2E = 1.4426950408889634f;
+
+/* Block plan for head dim D: shared memory offsets (bytes from a
+ * 1024-aligned base; every tile 1024-aligned, as the swizzle needs). */
+template <int D> struct wb_plan {
+    static constexpr int BN = 128;                  /* keys per block */
+    static constexpr int BM = 64;                   /* queries per tile */
+    static constexpr int THREADS = 384;
+    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
+    static constexpr int NB = D / FW_BOX;           /* 64-column boxes per row */
+    static constexpr int STAGES = D <= 64 ? 3 : 2;  /* Q/dO ring depth */
+    static constexpr int KV_TILE = BN * D * 2;
+    static constexpr int Q_TILE = BM * D * 2;
+    static constexpr int VEC = BM * 4;              /* one tile's lse or D */
+    static constexpr int DS_TILE = BN * BM * 2;     /* dSᵀ: 128 keys × 64 queries */
+    static constexpr int OFF_K = 0;
+    static constexpr int OFF_V = KV_TILE;
+    static constexpr int OFF_Q = 2 * KV_TILE;
+    static constexpr int OFF_DO = OFF_Q + STAGES * Q_TILE;
+    static constexpr int OFF_DS = OFF_DO + STAGES * Q_TILE; /* two buffers */
+    static constexpr int OFF_L = OFF_DS + 2 * DS_TILE;
+    static constexpr int OFF_DD = OFF_L + STAGES * VEC;
+    static constexpr int OFF_BAR = OFF_DD + STAGES * VEC; /* kv_full, q_full[S], do_full[S], empty[S] */
+    static constexpr int BYTES = OFF_BAR + 8 * (1 + 3 * STAGES);
+    static constexpr size_t SMEM = BYTES + 1024;    /* slack to align the base */
+};
+
+/* SS wgmma wrappers the forward does not need (m64n32/64/128k16, both
+ * operands in shared memory, either of them transposed); accumulator layout
+ * as wg_mma's (wgmma_sm90.cuh). */
+template <typename T> struct wb_mma;
+#define LMK_WB_MMA_SPECIALISATION(T_, AB) \
+template <> struct wb_mma<T_> { \
+    /* d (64×32) = (scale_d ? d : 0) + A·B, A and B in shared memory;
+     * TA / TB 1: that operand is MN-major (transposed) */ \
+    template <int TA, int TB> \
+    static __device__ __forceinline__ void ss32(float (&d)[4][4], uint64_t da, uint64_t db, int scale_d) \
+    { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." AB "." AB " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, " \
+                     "%16, %17, p, 1, 1, %19, %20;\n}\n" \
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]) \
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB)); \
+    } \
+    /* d (64×64) = (scale_d ? d : 0) + A·B, A and B in shared memory;
+     * TA / TB 1: that operand is MN-major (transposed) */ \
+    template <int TA, int TB> \
+    static __device__ __forceinline__ void ss64(float (&d)[8][4], uint64_t da, uint64_t db, int scale_d) \
+    { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+                     "%32, %33, p, 1, 1, %35, %36;\n}\n" \
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]) \
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB)); \
+    } \
+    /* d (64×128) = (scale_d ? d : 0) + A·B, A and B in shared memory;
+     * TA / TB 1: that operand is MN-major (transposed) */ \
+    template <int TA, int TB> \
+    static __device__ __forceinline__ void ss128(float (&d)[16][4], uint64_t da, uint64_t db, int scale_d) \
+    { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+                     "%64, %65, p, 1, 1, %67, %68;\n}\n" \
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]) \
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB)); \
+    } \
+};
+LMK_WB_MMA_SPECIALISATION(__nv_bfloat16, "bf16")
+LMK_WB_MMA_SPECIALISATION(__half, "f16")
+#undef LMK_WB_MMA_SPECIALISATION
+
+__device__ __forceinline__ void wb_fence_async() /* generic smem writes → wgmma reads */
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* named barrier id among n threads */
+__device__ __forceinline__ void wb_bar_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void wb_st_shared(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ float2 wb_ld_shared2(uint32_t addr)
+{
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+    return v;
+}
+/* TMA: box at element c0 of the 1-D map → shared dst, completing on bar */
+__device__ __forceinline__ void wb_tma_load_1d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                               int c0)
+{
+    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2}], [%3];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(bar)
+                 : "memory");
+}
+
+/* accumulator (64 × 64, this thread's rows g, g+8) → A fragments (rounded to T) */
+template <typename T>
+__device__ __forceinline__ void wb_to_a(uint32_t (&a)[4][4], const float (&x)[8][4])
+{
+#pragma unroll
+    for (int kq = 0; kq < 4; kq++) {
+        a[kq][0] = fw_pack<T>::pack(x[2 * kq][0], x[2 * kq][1]);
+        a[kq][1] = fw_pack<T>::pack(x[2 * kq][2], x[2 * kq][3]);
+        a[kq][2] = fw_pack<T>::pack(x[2 * kq + 1][0], x[2 * kq + 1][1]);
+        a[kq][3] = fw_pack<T>::pack(x[2 * kq + 1][2], x[2 * kq + 1][3]);
+    }
+}
+
+/* dk, dv: (B, H, T, D) out; dqacc: (B, H, T, D) float32, zeroed, gets dS·K
+ * added (unscaled); Q, K, V, dO through 3-D tensor maps (columns D, rows T,
+ * heads B·H; Q/dO boxes 64 × 64 rows, K/V boxes 64 × 128 rows); lse and D
+ * through 1-D maps over B·H·T floats (boxes of 64). grid (ceil(T/128), B·H),
+ * 384 threads; block x = keys 128x… (the causal blocks with most query tiles
+ * first). */
+template <typename T, int D, bool SPLITN>
+__global__ void __launch_bounds__(wb_plan<D>::THREADS, 1)
+    flash_bwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
+                           const __grid_constant__ CUtensorMap tmk,
+                           const __grid_constant__ CUtensorMap tmv,
+                           const __grid_constant__ CUtensorMap tmdo,
+                           const __grid_constant__ CUtensorMap tml,
+                           const __grid_constant__ CUtensorMap tmdd, T *dk, T *dv, float *dqacc,
+                           int Tn, int causal, float scale_log2, float scale)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using P = wb_plan<D>;
+    constexpr int S = P::STAGES, NB = P::NB, BN = P::BN, BM = P::BM;
+    constexpr int NQ = SPLITN ? D / 2 : D; /* dQ columns per consumer */
+    extern __shared__ __align__(1024) unsigned char smraw[];
+    const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
+    const uint32_t sK = base + P::OFF_K, sV = base + P::OFF_V;
+    const uint32_t kv_full = base + P::OFF_BAR;
+    auto q_full = [&](int s) { return kv_full + 8u * (1 + s); };
+    auto do_full = [&](int s) { return kv_full + 8u * (1 + S + s); };
+    auto empty = [&](int s) { return kv_full + 8u * (1 + 2 * S + s); };
+    auto sQ = [&](int s) { return base + P::OFF_Q + (uint32_t)(s * P::Q_TILE); };
+    auto sdO = [&](int s) { return base + P::OFF_DO + (uint32_t)(s * P::Q_TILE); };
+    auto sL = [&](int s) { return base + P::OFF_L + (uint32_t)(s * P::VEC); };
+    auto sDD = [&](int s) { return base + P::OFF_DD + (uint32_t)(s * P::VEC); };
+
+    const int k0 = blockIdx.x * BN, bh = blockIdx.y;
+    const int qs = causal ? k0 : 0, nq = (Tn - qs + BM - 1) / BM;
+    const int wg = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        mbar_init(kv_full, 1);
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            mbar_init(q_full(s), 1);
+            mbar_init(do_full(s), 1);
+            mbar_init(empty(s), 8); /* one arrival per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) { /* producer */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(P::REG_PRODUCER) : "memory");
+        if (threadIdx.x == 0) {
+            mbar_expect_tx(kv_full, 2 * P::KV_TILE);
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                tma_load(sK + b * BN * 128, &tmk, kv_full, FW_BOX * b, k0, bh);
+                tma_load(sV + b * BN * 128, &tmv, kv_full, FW_BOX * b, k0, bh);
+            }
+            for (int i = 0; i < nq; i++) {
+                const int s = i % S, q0 = qs + i * BM;
+                mbar_wait(empty(s), ((i / S) & 1) ^ 1); /* a fresh barrier passes parity 1 */
+                mbar_expect_tx(q_full(s), P::Q_TILE + P::VEC);
+#pragma unroll
+                for (int b = 0; b < NB; b++)
+                    tma_load(sQ(s) + b * BM * 128, &tmq, q_full(s), FW_BOX * b, q0, bh);
+                wb_tma_load_1d(sL(s), &tml, q_full(s), bh * Tn + q0);
+                mbar_expect_tx(do_full(s), P::Q_TILE + P::VEC);
+#pragma unroll
+                for (int b = 0; b < NB; b++)
+                    tma_load(sdO(s) + b * BM * 128, &tmdo, do_full(s), FW_BOX * b, q0, bh);
+                wb_tma_load_1d(sDD(s), &tmdd, do_full(s), bh * Tn + q0);
+            }
+        }
+        return;
+    }
+
+    /* consumers: c = 0, 1 own keys k0+64c…; warp w of the consumer its rows
+     * 16w…, this lane keys key0 and key0 + 8 (accumulator layout) */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(P::REG_CONSUMER) : "memory");
+    const int c = wg - 1, w = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int wkey = k0 + 64 * c + 16 * w, key0 = wkey + g;
+    const uint32_t kc = sK + 64 * c * 128, vc = sV + 64 * c * 128; /* this consumer's K, V rows */
+
+    float adk[D / 8][4], adv[D / 8][4];
+#pragma unroll
+    for (int j = 0; j < D / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            adk[j][e] = adv[j][e] = 0.f;
+
+    mbar_wait(kv_full, 0);
+    for (int i = 0; i < nq; i++) {
+        const int s = i % S, q0 = qs + i * BM;
+        const uint32_t ph = (i / S) & 1;
+        const uint32_t sds = base + P::OFF_DS + (uint32_t)((i & 1) * P::DS_TILE);
+        float st[BM / 8][4], dpt[BM / 8][4];
+        uint32_t pa[BM / 16][4], dsa[BM / 16][4];
+
+        mbar_wait(q_full(s), ph);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) /* Sᵀ = K_c·Qᵀ */
+            wb_mma<T>::template ss64<0, 0>(
+                st, sw128_desc(kc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
+                sw128_desc(sQ(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
+        wg_commit();
+        mbar_wait(do_full(s), ph);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) /* dPᵀ = V_c·dOᵀ */
+            wb_mma<T>::template ss64<0, 0>(
+                dpt, sw128_desc(vc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
+                sw128_desc(sdO(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
+        wg_commit();
+
+        /* the warp's keys reach past a query of the tile, or the tile past T */
+        const bool mask = q0 + BM > Tn || (causal && wkey + 15 > q0); /* warp-uniform */
+        wg_wait<1>();
+        pin(st);
+#pragma unroll
+        for (int j = 0; j < BM / 8; j++) {
+            const float2 l = wb_ld_shared2(sL(s) + 4 * (8 * j + 2 * t));
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = fw_exp2(fmaf(st[j][e], scale_log2, -(e & 1 ? l.y : l.x) * WB_LOG2E));
+                if (mask) {
+                    const int col = q0 + 8 * j + 2 * t + (e & 1), key = key0 + 8 * (e >> 1);
+                    if (col >= Tn || (causal && key > col))
+                        p = 0.f;
+                }
+                st[j][e] = p;
+            }
+        }
+        wb_to_a<T>(pa, st);
+        wg_wait<0>();
+        pin(dpt);
+#pragma unroll
+        for (int j = 0; j < BM / 8; j++) {
+            const float2 dd = wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                dpt[j][e] = st[j][e] * (dpt[j][e] - (e & 1 ? dd.y : dd.x));
+        }
+        wb_to_a<T>(dsa, dpt);
+        /* dSᵀ rows 64c + 16w + g (+8) to the swizzled tile: 16-byte chunk
+         * (column / 8) ^ (row % 8) of the row's 128 bytes */
+        {
+            const uint32_t r0 = sds + (uint32_t)(64 * c + 16 * w + g) * 128 + 4 * t;
+#pragma unroll
+            for (int kq = 0; kq < BM / 16; kq++)
+#pragma unroll
+                for (int hb = 0; hb < 2; hb++) {
+                    const uint32_t off = (uint32_t)(((2 * kq + hb) ^ g) << 4);
+                    wb_st_shared(r0 + off, dsa[kq][2 * hb]);
+                    wb_st_shared(r0 + 8 * 128 + off, dsa[kq][2 * hb + 1]);
+                }
+        }
+        wb_fence_async();
+
+        wg_fence();
+#pragma unroll
+        for (int kq = 0; kq < BM / 16; kq++) { /* dV_c += Pᵀ·dO, dK_c += dSᵀ·Q */
+            const uint64_t ddo = sw128_desc(sdO(s) + kq * 16 * 128, BM * 128);
+            const uint64_t dq_ = sw128_desc(sQ(s) + kq * 16 * 128, BM * 128);
+            if constexpr (D == 64) {
+                wg_mma<T>::rs64(adv, pa[kq], ddo);
+                wg_mma<T>::rs64(adk, dsa[kq], dq_);
+            } else {
+                wg_mma<T>::rs128(adv, pa[kq], ddo);
+                wg_mma<T>::rs128(adk, dsa[kq], dq_);
+            }
+        }
+        wg_commit();
+
+        /* dQ_tile (64 queries × NQ columns from cq0) = dS·K */
+        float adq[NQ / 8][4];
+        int cq0 = 0;
+        if constexpr (SPLITN) {
+            wb_bar_sync(1, 256); /* both consumers' dSᵀ written */
+            cq0 = c * NQ;
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                const uint64_t da = sw128_desc(sds + kk * 16 * 128, BN * 128);
+                const uint64_t db = sw128_desc(sK + kk * 16 * 128 + (D == 64 ? 64 * c : c * BN * 128),
+                                               BN * 128);
+                if constexpr (NQ == 32)
+                    wb_mma<T>::template ss32<1, 1>(adq, da, db, kk > 0);
+                else
+                    wb_mma<T>::template ss64<1, 1>(adq, da, db, kk > 0);
+            }
+        } else {
+            wb_bar_sync(2 + c, 128); /* this consumer's dSᵀ written */
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 64 / 16; kk++) {
+                const uint64_t da = sw128_desc(sds + (64 * c + kk * 16) * 128, BN * 128);
+                const uint64_t db = sw128_desc(kc + kk * 16 * 128, BN * 128);
+                if constexpr (NQ == 64)
+                    wb_mma<T>::template ss64<1, 1>(adq, da, db, kk > 0);
+                else
+                    wb_mma<T>::template ss128<1, 1>(adq, da, db, kk > 0);
+            }
+        }
+        wg_commit();
+        wg_wait<0>();
+        pin(adq);
+        pin(adk);
+        pin(adv);
+        pin(pa);
+        pin(dsa);
+        if (lane == 0)
+            mbar_arrive(empty(s));
+
+        /* lane pairs (t, t^1) swap halves: even t adds row g columns
+         * 8j+2t…+3, odd t row g+8 columns 8j+2t−2…+1 */
+        const bool odd = t & 1;
+        const int row = q0 + 16 * w + g + (odd ? 8 : 0);
+        float *dst = dqacc + ((size_t)bh * Tn + row) * D + cq0 + 2 * (t & ~1);
+#pragma unroll
+        for (int j = 0; j < NQ / 8; j++) {
+            const float x = odd ? adq[j][0] : adq[j][2], y = odd ? adq[j][1] : adq[j][3];
+            const float rx = __shfl_xor_sync(0xffffffffu, x, 1);
+            const float ry = __shfl_xor_sync(0xffffffffu, y, 1);
+            const float4 v = odd ? make_float4(rx, ry, adq[j][2], adq[j][3])
+                                 : make_float4(adq[j][0], adq[j][1], rx, ry);
+            if (row < Tn)
+                atomicAdd(reinterpret_cast<float4 *>(dst + 8 * j), v);
+        }
+    }
+
+    /* dK = scale·dK_c, dV_c: rows key0, key0 + 8 */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int key = key0 + 8 * h;
+        if (key >= Tn)
+            continue;
+        const size_t r = ((size_t)bh * Tn + key) * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            *reinterpret_cast<uint32_t *>(dk + r + 8 * j + 2 * t) =
+                fw_pack<T>::pack(adk[j][2 * h] * scale, adk[j][2 * h + 1] * scale);
+            *reinterpret_cast<uint32_t *>(dv + r + 8 * j + 2 * t) =
+                fw_pack<T>::pack(adv[j][2 * h], adv[j][2 * h + 1]);
+        }
+    }
+#endif
+}
+
+/* dq (n elements) = T(scale · dqacc); n a multiple of 4, both 16-byte aligned */
+template <typename T>
+__global__ void flash_bwd_wgmma_dq_kernel(T *dq, const float *dqacc, size_t n, float scale)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n / 4; i += stride) {
+        const float4 a = reinterpret_cast<const float4 *>(dqacc)[i];
+        uint2 o;
+        o.x = fw_pack<T>::pack(a.x * scale, a.y * scale);
+        o.y = fw_pack<T>::pack(a.z * scale, a.w * scale);
+        reinterpret_cast<uint2 *>(dq)[i] = o;
+    }
+}
+
+/* 1-D map over n float32 values, boxes of 64, out-of-range reads as zeros */
+bool wb_map_1d(fw_encode_fn enc, CUtensorMap *map, const float *x, size_t n)
+{
+    const cuuint64_t dims[1] = {(cuuint64_t)n}, strides[1] = {(cuuint64_t)n * 4};
+    const cuuint32_t box[1] = {64}, es[1] = {1};
+    return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float *>(x), dims, strides, box,
+               es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int D>
+int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const void *dout,
+           const void *q, const void *k, const void *v, const float *lse, const lmk_attn_shape *s,
+           cudaStream_t st)
+{
+    using P = wb_plan<D>;
+    const fw_encode_fn enc = fw_encoder();
+    const size_t rows = (size_t)s->B * s->H * s->T;
+    CUtensorMap mq, mk, mv, mdo, ml, mdd;
+    if (!enc || !fw_map(enc, &mq, q, s, P::BM) || !fw_map(enc, &mk, k, s, P::BN) ||
+        !fw_map(enc, &mv, v, s, P::BN) || !fw_map(enc, &mdo, dout, s, P::BM) ||
+        !wb_map_1d(enc, &ml, lse, rows) || !wb_map_1d(enc, &mdd, dsum, rows))
+        return LMK_DEVICE;
+    auto kern = flash_bwd_wgmma_kernel<T, D, LMK_FLASH_WGMMA_BWD_SPLITN != 0>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)P::SMEM) !=
+        cudaSuccess)
+        return LMK_DEVICE;
+    const float scale = 1.f / sqrtf((float)D);
+    dim3 grid((s->T + P::BN - 1) / P::BN, s->B * s->H);
+    kern<<<grid, P::THREADS, P::SMEM, st>>>(mq, mk, mv, mdo, ml, mdd, (T *)dk, (T *)dv, dqacc,
+                                            s->T, s->causal, scale * WB_LOG2E, scale);
+    if (cudaGetLastError() != cudaSuccess)
+        return LMK_DEVICE;
+    const size_t n = rows * D, blocks = (n / 4 + 255) / 256;
+    flash_bwd_wgmma_dq_kernel<T><<<(unsigned)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0, st>>>(
+        (T *)dq, dqacc, n, scale);
+    return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+}
+
+} // namespace
+
+extern "C" int lmk_flash_wgmma_bwd_usable(const lmk_attn_shape *s)
+{
+    if (!LMK_FLASH_WGMMA_BWD || !s || !s->atomic_dq || (s->d != 64 && s->d != 128) ||
+        (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 1 || s->B < 1 || s->H < 1 ||
+        (long long)s->B * s->H > 65535 || (long long)s->B * s->H * s->T + 64 > INT32_MAX)
+        return 0;
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return 0;
+    return major == 9 && minor == 0; /* sm_90a code runs on compute capability 9.0 only */
+}
+
+extern "C" int lmk_flash_wgmma_bwd(void *dq, void *dk, void *dv, float *dqacc, const float *dsum,
+                                   const void *dout, const void *q, const void *k, const void *v,
+                                   const float *lse, const lmk_attn_shape *s, void *stream)
+{
+    if (!lmk_flash_wgmma_bwd_usable(s) || !dq || !dk || !dv || !dqacc || !dsum || !dout || !q ||
+        !k || !v || !lse)
+        return LMK_INVALID;
+    for (const void *p : {(const void *)dq, (const void *)dk, (const void *)dv, (const void *)dqacc,
+                          (const void *)dsum, dout, q, k, v, (const void *)lse})
+        if ((uintptr_t)p & 15)
+            return LMK_INVALID;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (s->d == 64)
+        return s->dtype == LMK_BF16
+                   ? launch<__nv_bfloat16, 64>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st)
+                   : launch<__half, 64>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
+    return s->dtype == LMK_BF16
+               ? launch<__nv_bfloat16, 128>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st)
+               : launch<__half, 128>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
+}

@@ -1548,8 +1548,9 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
                                                                  (const T *)o, rows, D);
             if (cudaGetLastError() != cudaSuccess)
                 return LMK_DEVICE;
-            /* flash_wgmma_bwd.cu decides which shapes it takes (sm 9.0, d 64/128) */
-            if (lmk_flash_wgmma_bwd_usable(s) && aligned16({lse}))
+            /* flash_wgmma_bwd.cu decides which shapes it takes (sm 9.0, d 64/128,
+             * grids of ≥ 2 blocks per SM) */
+            if (lmk_flash_wgmma_bwd_preferred(s) && aligned16({lse}))
                 return lmk_flash_wgmma_bwd(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
             const long long blocks = (long long)s->B * s->H * ((s->T + BKV - 1) / BKV);
             const int sms = sm_count();

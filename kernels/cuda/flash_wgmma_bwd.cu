@@ -60,6 +60,12 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_SPLITN
 #define LMK_FLASH_WGMMA_BWD_SPLITN 1
 #endif
+/*   LMK_FLASH_WGMMA_BWD_D64_BM  queries per tile at d 64: 64, or 128 (dQ then
+ *                               split by query rows between the consumers;
+ *                               Sᵀ, dPᵀ as m64n128k16). d 128 always 64. */
+#ifndef LMK_FLASH_WGMMA_BWD_D64_BM
+#define LMK_FLASH_WGMMA_BWD_D64_BM 64
+#endif
 
 namespace {
 
@@ -67,17 +73,18 @@ constexpr float WB_LOG2E = 1.4426950408889634f;
 
 /* Block plan for head dim D: shared memory offsets (bytes from a
  * 1024-aligned base; every tile 1024-aligned, as the swizzle needs). */
-template <int D> struct wb_plan {
+template <int D, int BM_> struct wb_plan {
+    static_assert(BM_ == 64 || (BM_ == 128 && D == 64), "query tiles of 64, or 128 at d 64");
     static constexpr int BN = 128;                  /* keys per block */
-    static constexpr int BM = 64;                   /* queries per tile */
+    static constexpr int BM = BM_;                  /* queries per tile */
     static constexpr int THREADS = 384;
     static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
     static constexpr int NB = D / FW_BOX;           /* 64-column boxes per row */
-    static constexpr int STAGES = D <= 64 ? 3 : 2;  /* Q/dO ring depth */
+    static constexpr int STAGES = D * BM <= 64 * 64 ? 3 : 2; /* Q/dO ring depth */
     static constexpr int KV_TILE = BN * D * 2;
     static constexpr int Q_TILE = BM * D * 2;
     static constexpr int VEC = BM * 4;              /* one tile's lse or D */
-    static constexpr int DS_TILE = BN * BM * 2;     /* dSᵀ: 128 keys × 64 queries */
+    static constexpr int DS_TILE = BN * BM * 2;     /* dSᵀ: 128 keys × BM queries (64-column boxes) */
     static constexpr int OFF_K = 0;
     static constexpr int OFF_V = KV_TILE;
     static constexpr int OFF_Q = 2 * KV_TILE;
@@ -166,17 +173,15 @@ __device__ __forceinline__ void wb_tma_load_1d(uint32_t dst, const CUtensorMap *
                  : "memory");
 }
 
-/* accumulator (64 × 64, this thread's rows g, g+8) → A fragments (rounded to T) */
-template <typename T>
-__device__ __forceinline__ void wb_to_a(uint32_t (&a)[4][4], const float (&x)[8][4])
+/* columns 16kq…16kq+15 of an accumulator (this thread's rows g, g+8) → the
+ * A fragment of that K step (rounded to T) */
+template <typename T, int R>
+__device__ __forceinline__ void wb_to_a(uint32_t (&a)[4], const float (&x)[R][4], int kq)
 {
-#pragma unroll
-    for (int kq = 0; kq < 4; kq++) {
-        a[kq][0] = fw_pack<T>::pack(x[2 * kq][0], x[2 * kq][1]);
-        a[kq][1] = fw_pack<T>::pack(x[2 * kq][2], x[2 * kq][3]);
-        a[kq][2] = fw_pack<T>::pack(x[2 * kq + 1][0], x[2 * kq + 1][1]);
-        a[kq][3] = fw_pack<T>::pack(x[2 * kq + 1][2], x[2 * kq + 1][3]);
-    }
+    a[0] = fw_pack<T>::pack(x[2 * kq][0], x[2 * kq][1]);
+    a[1] = fw_pack<T>::pack(x[2 * kq][2], x[2 * kq][3]);
+    a[2] = fw_pack<T>::pack(x[2 * kq + 1][0], x[2 * kq + 1][1]);
+    a[3] = fw_pack<T>::pack(x[2 * kq + 1][2], x[2 * kq + 1][3]);
 }
 
 /* dk, dv: (B, H, T, D) out; dqacc: (B, H, T, D) float32, zeroed, gets dS·K
@@ -185,8 +190,8 @@ __device__ __forceinline__ void wb_to_a(uint32_t (&a)[4][4], const float (&x)[8]
  * through 1-D maps over B·H·T floats (boxes of 64). grid (ceil(T/128), B·H),
  * 384 threads; block x = keys 128x… (the causal blocks with most query tiles
  * first). */
-template <typename T, int D, bool SPLITN>
-__global__ void __launch_bounds__(wb_plan<D>::THREADS, 1)
+template <typename T, int D, int BM_, bool SPLITN>
+__global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
                            const __grid_constant__ CUtensorMap tmk,
                            const __grid_constant__ CUtensorMap tmv,
@@ -196,9 +201,12 @@ __global__ void __launch_bounds__(wb_plan<D>::THREADS, 1)
                            int Tn, int causal, float scale_log2, float scale)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using P = wb_plan<D>;
+    using P = wb_plan<D, BM_>;
     constexpr int S = P::STAGES, NB = P::NB, BN = P::BN, BM = P::BM;
-    constexpr int NQ = SPLITN ? D / 2 : D; /* dQ columns per consumer */
+    /* dQ per consumer: BM 128: queries 64c…, all D columns (split M); BM 64:
+     * SPLITN the D/2 columns c·D/2…, else all D columns over its own keys */
+    constexpr bool SPLITM = BM == 128;
+    constexpr int NQ = SPLITM ? D : SPLITN ? D / 2 : D;
     extern __shared__ __align__(1024) unsigned char smraw[];
     const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
     const uint32_t sK = base + P::OFF_K, sV = base + P::OFF_V;
@@ -276,22 +284,26 @@ __global__ void __launch_bounds__(wb_plan<D>::THREADS, 1)
         const uint32_t sds = base + P::OFF_DS + (uint32_t)((i & 1) * P::DS_TILE);
         float st[BM / 8][4], dpt[BM / 8][4];
         uint32_t pa[BM / 16][4], dsa[BM / 16][4];
+        auto ss_bm = [&](float (&d)[BM / 8][4], uint64_t da, uint64_t db, int scale_d) {
+            if constexpr (BM == 64)
+                wb_mma<T>::template ss64<0, 0>(d, da, db, scale_d);
+            else
+                wb_mma<T>::template ss128<0, 0>(d, da, db, scale_d);
+        };
 
         mbar_wait(q_full(s), ph);
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) /* Sᵀ = K_c·Qᵀ */
-            wb_mma<T>::template ss64<0, 0>(
-                st, sw128_desc(kc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
-                sw128_desc(sQ(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
+            ss_bm(st, sw128_desc(kc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
+                  sw128_desc(sQ(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
         wg_commit();
         mbar_wait(do_full(s), ph);
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) /* dPᵀ = V_c·dOᵀ */
-            wb_mma<T>::template ss64<0, 0>(
-                dpt, sw128_desc(vc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
-                sw128_desc(sdO(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
+            ss_bm(dpt, sw128_desc(vc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
+                  sw128_desc(sdO(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
         wg_commit();
 
         /* the warp's keys reach past a query of the tile, or the tile past T */
@@ -312,26 +324,32 @@ __global__ void __launch_bounds__(wb_plan<D>::THREADS, 1)
                 st[j][e] = p;
             }
         }
-        wb_to_a<T>(pa, st);
         wg_wait<0>();
         pin(dpt);
+        /* dSᵀ = Pᵀ∘(dPᵀ − D); Pᵀ and dSᵀ packed 16 columns at a time (their
+         * float32 registers die as the fragments fill) */
 #pragma unroll
-        for (int j = 0; j < BM / 8; j++) {
-            const float2 dd = wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
+        for (int kq = 0; kq < BM / 16; kq++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                dpt[j][e] = st[j][e] * (dpt[j][e] - (e & 1 ? dd.y : dd.x));
+            for (int j = 2 * kq; j < 2 * kq + 2; j++) {
+                const float2 dd = wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    dpt[j][e] = st[j][e] * (dpt[j][e] - (e & 1 ? dd.y : dd.x));
+            }
+            wb_to_a<T>(pa[kq], st, kq);
+            wb_to_a<T>(dsa[kq], dpt, kq);
         }
-        wb_to_a<T>(dsa, dpt);
-        /* dSᵀ rows 64c + 16w + g (+8) to the swizzled tile: 16-byte chunk
-         * (column / 8) ^ (row % 8) of the row's 128 bytes */
+        /* dSᵀ rows 64c + 16w + g (+8) to the swizzled tile: query column q in
+         * box q / 64, 16-byte chunk (q % 64 / 8) ^ (row % 8) of the row's 128 bytes */
         {
             const uint32_t r0 = sds + (uint32_t)(64 * c + 16 * w + g) * 128 + 4 * t;
 #pragma unroll
             for (int kq = 0; kq < BM / 16; kq++)
 #pragma unroll
                 for (int hb = 0; hb < 2; hb++) {
-                    const uint32_t off = (uint32_t)(((2 * kq + hb) ^ g) << 4);
+                    const uint32_t off = (uint32_t)((kq / 4) * BN * 128) +
+                                         (uint32_t)(((2 * (kq % 4) + hb) ^ g) << 4);
                     wb_st_shared(r0 + off, dsa[kq][2 * hb]);
                     wb_st_shared(r0 + 8 * 128 + off, dsa[kq][2 * hb + 1]);
                 }
@@ -353,10 +371,19 @@ __global__ void __launch_bounds__(wb_plan<D>::THREADS, 1)
         }
         wg_commit();
 
-        /* dQ_tile (64 queries × NQ columns from cq0) = dS·K */
+        /* dQ_tile (64 queries from rq0 × NQ columns from cq0) = dS·K */
         float adq[NQ / 8][4];
-        int cq0 = 0;
-        if constexpr (SPLITN) {
+        int cq0 = 0, rq0 = 0;
+        if constexpr (SPLITM) {
+            wb_bar_sync(1, 256); /* both consumers' dSᵀ written */
+            rq0 = 64 * c;
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++)
+                wb_mma<T>::template ss64<1, 1>(
+                    adq, sw128_desc(sds + c * BN * 128 + kk * 16 * 128, BN * 128),
+                    sw128_desc(sK + kk * 16 * 128, BN * 128), kk > 0);
+        } else if constexpr (SPLITN) {
             wb_bar_sync(1, 256); /* both consumers' dSᵀ written */
             cq0 = c * NQ;
             wg_fence();
@@ -396,7 +423,7 @@ __global__ void __launch_bounds__(wb_plan<D>::THREADS, 1)
         /* lane pairs (t, t^1) swap halves: even t adds row g columns
          * 8j+2t…+3, odd t row g+8 columns 8j+2t−2…+1 */
         const bool odd = t & 1;
-        const int row = q0 + 16 * w + g + (odd ? 8 : 0);
+        const int row = q0 + rq0 + 16 * w + g + (odd ? 8 : 0);
         float *dst = dqacc + ((size_t)bh * Tn + row) * D + cq0 + 2 * (t & ~1);
 #pragma unroll
         for (int j = 0; j < NQ / 8; j++) {
@@ -442,11 +469,11 @@ __global__ void flash_bwd_wgmma_dq_kernel(T *dq, const float *dqacc, size_t n, f
     }
 }
 
-/* 1-D map over n float32 values, boxes of 64, out-of-range reads as zeros */
-bool wb_map_1d(fw_encode_fn enc, CUtensorMap *map, const float *x, size_t n)
+/* 1-D map over n float32 values, boxes of box_n (≤ n), out-of-range reads as zeros */
+bool wb_map_1d(fw_encode_fn enc, CUtensorMap *map, const float *x, size_t n, int box_n)
 {
     const cuuint64_t dims[1] = {(cuuint64_t)n}, strides[1] = {(cuuint64_t)n * 4};
-    const cuuint32_t box[1] = {64}, es[1] = {1};
+    const cuuint32_t box[1] = {(cuuint32_t)box_n}, es[1] = {1};
     return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float *>(x), dims, strides, box,
                es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -457,15 +484,16 @@ int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const 
            const void *q, const void *k, const void *v, const float *lse, const lmk_attn_shape *s,
            cudaStream_t st)
 {
-    using P = wb_plan<D>;
+    constexpr int BM = D == 64 ? LMK_FLASH_WGMMA_BWD_D64_BM : 64;
+    using P = wb_plan<D, BM>;
     const fw_encode_fn enc = fw_encoder();
     const size_t rows = (size_t)s->B * s->H * s->T;
     CUtensorMap mq, mk, mv, mdo, ml, mdd;
     if (!enc || !fw_map(enc, &mq, q, s, P::BM) || !fw_map(enc, &mk, k, s, P::BN) ||
         !fw_map(enc, &mv, v, s, P::BN) || !fw_map(enc, &mdo, dout, s, P::BM) ||
-        !wb_map_1d(enc, &ml, lse, rows) || !wb_map_1d(enc, &mdd, dsum, rows))
+        !wb_map_1d(enc, &ml, lse, rows, BM) || !wb_map_1d(enc, &mdd, dsum, rows, BM))
         return LMK_DEVICE;
-    auto kern = flash_bwd_wgmma_kernel<T, D, LMK_FLASH_WGMMA_BWD_SPLITN != 0>;
+    auto kern = flash_bwd_wgmma_kernel<T, D, BM, LMK_FLASH_WGMMA_BWD_SPLITN != 0>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)P::SMEM) !=
         cudaSuccess)
         return LMK_DEVICE;
@@ -486,7 +514,7 @@ int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const 
 extern "C" int lmk_flash_wgmma_bwd_usable(const lmk_attn_shape *s)
 {
     if (!LMK_FLASH_WGMMA_BWD || !s || !s->atomic_dq || (s->d != 64 && s->d != 128) ||
-        (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 1 || s->B < 1 || s->H < 1 ||
+        (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 128 || s->B < 1 || s->H < 1 ||
         (long long)s->B * s->H > 65535 || (long long)s->B * s->H * s->T + 64 > INT32_MAX)
         return 0;
     int dev = 0, major = 0, minor = 0;
@@ -495,6 +523,17 @@ extern "C" int lmk_flash_wgmma_bwd_usable(const lmk_attn_shape *s)
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
         return 0;
     return major == 9 && minor == 0; /* sm_90a code runs on compute capability 9.0 only */
+}
+
+extern "C" int lmk_flash_wgmma_bwd_preferred(const lmk_attn_shape *s)
+{
+    if (!lmk_flash_wgmma_bwd_usable(s))
+        return 0;
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 0;
+    return (long long)s->B * s->H * ((s->T + 127) / 128) >= 2LL * sms;
 }
 
 extern "C" int lmk_flash_wgmma_bwd(void *dq, void *dk, void *dv, float *dqacc, const float *dsum,

@@ -12,9 +12,17 @@ extern "C" {
 
 /* Non-zero when the kernel is switched on (LMK_FLASH_WGMMA_BWD in
  * flash_wgmma_bwd.cu) and s can run here: the single pass (s->atomic_dq),
- * fp16/bf16, d 64 or 128, B·H ≤ 65535, B·H·T < 2^31, on a device of compute
+ * fp16/bf16, d 64 or 128, T ≥ 128 (a tensor map's box may not exceed its
+ * tensor), B·H ≤ 65535, B·H·T < 2^31, on a device of compute
  * capability 9.0 (the only one sm_90a code runs on). */
 int lmk_flash_wgmma_bwd_usable(const lmk_attn_shape *s);
+
+/* Non-zero when s is usable and its grid has at least two 128-key blocks
+ * per multiprocessor: the shapes flash_attn.cu's single pass hands to this
+ * kernel. On smaller grids the longest causal block sets the time and the
+ * mma.sync single pass (64-key blocks, split query loop) is as fast or
+ * faster (PERF.md). */
+int lmk_flash_wgmma_bwd_preferred(const lmk_attn_shape *s);
 
 /* The single-pass backward for shapes lmk_flash_wgmma_bwd_usable accepts.
  * dq, dk, dv: (B, H, T, d) out; dqacc: (B, H, T, d) float32, zeroed by the

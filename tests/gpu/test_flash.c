@@ -7,8 +7,9 @@
  * (atomic_dq 1: within tolerance; outputs poisoned with NaN first). Grids of
  * many blocks (the unsplit kernels) are checked without the CPU reference:
  * deterministic reruns bit-equal, the single pass within tolerance of the
- * deterministic result. Lines of single-pass cases that run the wgmma
- * backward (flash_wgmma_bwd.cu) say "wgmma". Exit 77 without a GPU.
+ * deterministic result. The wgmma single pass (flash_wgmma_bwd.cu, Hopper)
+ * runs where flash_attn.cu routes to it (the many-block lines say "wgmma")
+ * and directly on small grids ("wgmma*"). Exit 77 without a GPU.
  * `test_flash only DTYPE` runs the checks of one dtype (float32, bfloat16,
  * float16); `test_flash bench [impl dtype B H T d causal]...` prints timing points
  * (JSON lines) instead (impl naive, flash, or flash_det: the deterministic
@@ -99,7 +100,37 @@ static size_t compare(const float *gpu, const float *ref, size_t n, tol t, doubl
         }                                                                       \
     } while (0)
 
-/* One case; returns the number of failed tensors. */
+/* The wgmma single pass called directly (what lmk_flash_attn_bwd does
+ * before it on large grids): D = rowsum(dO∘O) on the host from the GPU's O,
+ * the dQ workspace zeroed. dev: q k v o dout dq dk dv (lmk_flash_wgmma_bwd's
+ * order below); dout: the rounded dO. Returns a status. */
+static int wgmma_bwd_direct(void **dev, float *dlse, float *dwork, const float *dout,
+                            const lmk_attn_shape *s)
+{
+    size_t rows = (size_t)s->B * s->H * s->T, n = rows * s->d, es = lmk_dtype_size(s->dtype);
+    void *hx = malloc(n * es);
+    float *o = malloc(n * 4), *dsum = malloc(rows * 4);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(hx, dev[3], n * es, cudaMemcpyDeviceToHost));
+    from_dtype(o, hx, n, s->dtype);
+    for (size_t r = 0; r < rows; r++) {
+        double acc = 0;
+        for (int c = 0; c < s->d; c++)
+            acc += (double)dout[r * s->d + c] * o[r * s->d + c];
+        dsum[r] = (float)acc;
+    }
+    CK(cudaMemset(dwork, 0, n * 4));
+    CK(cudaMemcpy(dwork + n, dsum, rows * 4, cudaMemcpyHostToDevice));
+    int rc = lmk_flash_wgmma_bwd(dev[5], dev[6], dev[7], dwork, dwork + n, dev[4], dev[0], dev[1],
+                                 dev[2], dlse, s, NULL);
+    free(hx);
+    free(o);
+    free(dsum);
+    return rc;
+}
+
+/* One case (atomic: 0 deterministic, 1 the single pass, 2 the wgmma single
+ * pass called directly); returns the number of failed tensors. */
 static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d, int causal,
                     int atomic, cublasHandle_t hb)
 {
@@ -144,7 +175,9 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
         for (int i = 5; i < 8; i++)
             CK(cudaMemset(dev[i], 0xff, n * es)); /* NaN in every dtype */
         rc = lmk_flash_attn_fwd(dev[3], dlse, dev[0], dev[1], dev[2], &s, NULL);
-        if (!rc)
+        if (!rc && atomic == 2)
+            rc = wgmma_bwd_direct(dev, dlse, dwork, h[3], &s);
+        else if (!rc)
             rc = lmk_flash_attn_bwd(dev[5], dev[6], dev[7], dwork, dev[4], dev[0], dev[1], dev[2],
                                     dev[3], dlse, &s, NULL);
     } else {
@@ -189,7 +222,7 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
     char line[512];
     int len = snprintf(line, sizeof line, "%-5s %-8s d=%3d T=%4d causal=%d %s", impl ? "flash" : "naive",
                        lmk_dtype_name(dt), d, T, causal,
-                       !atomic ? "det   " : lmk_flash_wgmma_bwd_usable(&s) ? "wgmma " : "atomic");
+                       !atomic ? "det   " : atomic == 2 ? "wgmma*" : "atomic");
     for (int t = 0; t < 5; t++) {
         if (t == 4 && impl != LMK_ATTN_FLASH)
             continue;
@@ -263,7 +296,7 @@ static int big_case(lmk_dtype dt, int B, int H, int T, int d, int causal)
     char line[512];
     int len = snprintf(line, sizeof line, "flash %-8s d=%3d T=%4d causal=%d B·H=%d det vs %s",
                        lmk_dtype_name(dt), d, T, causal, B * H,
-                       lmk_flash_wgmma_bwd_usable(&sa) ? "wgmma " : "atomic");
+                       lmk_flash_wgmma_bwd_preferred(&sa) ? "wgmma " : "atomic");
     int nondet = 0, bad = 0;
     for (int i = 0; i < 3; i++) {
         double worst;
@@ -356,16 +389,22 @@ int main(int argc, char **argv)
                 fails += big_case(dts[di], 2, 16, 2100 + 37 * dj, ds[dj], c) != 0;
                 cases++;
             }
-    /* the wgmma single pass (sm 9.0, fp16/bf16, d 64/128; "wgmma" in the
-     * line where it runs): partial key and query tiles, several heads, then
-     * 33 key blocks against the deterministic two passes */
+    /* the wgmma single pass (flash_wgmma_bwd.cu: sm 9.0, fp16/bf16, d 64/128,
+     * T ≥ 128): called directly on small grids ("wgmma*": flash_attn.cu routes
+     * only grids of ≥ 2 blocks per SM to it) with partial key and query
+     * tiles and several heads, then through lmk_flash_attn_bwd on 528 blocks
+     * against the deterministic two passes */
     for (int di = 1; di < 3; di++)
         for (int d = 64; d <= 128 && (!filter || dts[di] == only); d += 64)
             for (int c = 0; c < 2; c++) {
-                fails += run_case(LMK_ATTN_FLASH, dts[di], 2, 3, 17, d, c, 1, hb) != 0;
-                fails += run_case(LMK_ATTN_FLASH, dts[di], 1, 2, 100, d, c, 1, hb) != 0;
-                fails += big_case(dts[di], 1, 4, 4097, d, c) != 0;
-                cases += 3;
+                const lmk_attn_shape probe = {1, 1, 128, d, c, dts[di], 1};
+                if (!lmk_flash_wgmma_bwd_usable(&probe))
+                    break;
+                fails += run_case(LMK_ATTN_FLASH, dts[di], 2, 3, 129, d, c, 2, hb) != 0;
+                fails += run_case(LMK_ATTN_FLASH, dts[di], 2, 3, 200, d, c, 2, hb) != 0;
+                fails += run_case(LMK_ATTN_FLASH, dts[di], 1, 2, 1000, d, c, 2, hb) != 0;
+                fails += big_case(dts[di], 2, 8, 4097, d, c) != 0;
+                cases += 4;
             }
     cublasDestroy(hb);
     printf("%d of %d cases failed\n", fails, cases);

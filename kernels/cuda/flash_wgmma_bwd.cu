@@ -8,32 +8,34 @@
  * Block: 128 keys of one (b, h), 384 threads = one producer warpgroup and two
  * consumer warpgroups of 64 keys each.
  *   warpgroup 0, the producer: one thread loads the block's K and V tiles
- *     once, then for each query tile of 64 rows Q, dO (3-D TMA, 128-byte
- *     swizzle, rows past T read as zeros) and the tile's lse and D =
- *     rowsum(dO∘O) (1-D TMA over the (B·H·T) vectors) into a ring of STAGES
- *     buffers: "q full" (Q, lse) and "do full" (dO, D) mbarriers, refilled
- *     once all 8 consumer warps arrive on the stage's "empty" mbarrier.
+ *     once, then for each query tile of BM rows Q, dO (3-D TMA, 128-byte
+ *     swizzle, rows past T read as zeros) into a ring of STAGES buffers,
+ *     while the 32 lanes of its warp copy the tile's lse and D =
+ *     rowsum(dO∘O) (0 past T; a 1-D tensor map whose box crossed the end of
+ *     the (B·H·T) vector faulted on the H100): "q full" (Q, lse) and "do
+ *     full" (dO, D) mbarriers, refilled once all 8 consumer warps arrive on
+ *     the stage's "empty" mbarrier.
  *   warpgroups 1, 2, the consumers, keys k0+64c…k0+64c+63 (c = 0, 1). Per
- *     query tile (queries q0…q0+63):
- *       Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ (wgmma m64n64k16, both operands from
+ *     query tile (queries q0…q0+BM−1; BM 128 at d 64, 64 at d 128):
+ *       Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ (wgmma m64nBMk16, both operands from
  *         shared memory, K-major);
  *       Pᵀ = 2^(Sᵀ·scale·log2 e − lse·log2 e) (masked: queries ≥ T, causal
  *         keys after the query), dSᵀ = Pᵀ∘(dPᵀ − D), both rounded to T;
  *       dV_c += Pᵀ·dO and dK_c += dSᵀ·Q (m64nDk16, Pᵀ / dSᵀ from registers
  *         in the accumulator layout, dO / Q as MN-major B operands);
- *       dSᵀ to shared memory (a 128-key × 64-query tile in the 128-byte
- *         swizzle, double-buffered), then dQ_tile = dS·K (A = dS and B = K
- *         both MN-major): SPLITN (default) consumer c computes the D/2
- *         columns c·D/2… over all 128 keys after a barrier of the two
- *         consumers; otherwise (LMK_FLASH_WGMMA_BWD_SPLITN 0) each consumer
- *         computes all D columns over its own 64 keys (twice the atomics, no
- *         barrier between the consumers);
+ *       dSᵀ to shared memory (128 keys × BM queries in 64-column boxes, the
+ *         128-byte swizzle, double-buffered) and, after a barrier of the two
+ *         consumers, dQ_tile = dS·K (A = dS and B = K both MN-major, over
+ *         all 128 keys): BM 128: consumer c takes queries 64c…; BM 64: the
+ *         D/2 columns c·D/2… (LMK_FLASH_WGMMA_BWD_SPLITN 0: all columns over
+ *         its own 64 keys instead, twice the atomics, no shared barrier);
  *       dQ_tile added to the float32 workspace with red.global.add.v4.f32
  *         (lane pairs exchange halves so that each lane adds 4 adjacent
  *         columns); the order of the adds varies between runs.
  *     Causal: the first query tile is the block's diagonal tile (q0 = k0).
  * After the loop dK = scale·dK_c, dV_c are stored; a small kernel converts
- * the workspace (dq = T(scale·dqacc), row-major (B, H, T, D)). */
+ * the workspace (dq = T(scale·dqacc), row-major (B, H, T, D)). T ≥ 128: the
+ * tensor maps' boxes (64 or 128 rows) stay within the tensor. */
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -60,11 +62,13 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_SPLITN
 #define LMK_FLASH_WGMMA_BWD_SPLITN 1
 #endif
-/*   LMK_FLASH_WGMMA_BWD_D64_BM  queries per tile at d 64: 64, or 128 (dQ then
- *                               split by query rows between the consumers;
- *                               Sᵀ, dPᵀ as m64n128k16). d 128 always 64. */
+/*   LMK_FLASH_WGMMA_BWD_D64_BM  queries per tile at d 64: 128 (dQ split by
+ *                               query rows between the consumers; Sᵀ, dPᵀ as
+ *                               m64n128k16; 3.7 against 4.0 ms for 64 at the
+ *                               leaderboard shape on the H100, PERF.md) or 64.
+ *                               d 128 always 64 (registers). */
 #ifndef LMK_FLASH_WGMMA_BWD_D64_BM
-#define LMK_FLASH_WGMMA_BWD_D64_BM 64
+#define LMK_FLASH_WGMMA_BWD_D64_BM 128
 #endif
 
 namespace {
@@ -78,7 +82,7 @@ template <int D, int BM_> struct wb_plan {
     static constexpr int BN = 128;                  /* keys per block */
     static constexpr int BM = BM_;                  /* queries per tile */
     static constexpr int THREADS = 384;
-    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
+    static constexpr int REG_PRODUCER = 32, REG_CONSUMER = 240;
     static constexpr int NB = D / FW_BOX;           /* 64-column boxes per row */
     static constexpr int STAGES = D * BM <= 64 * 64 ? 3 : 2; /* Q/dO ring depth */
     static constexpr int KV_TILE = BN * D * 2;
@@ -163,14 +167,9 @@ __device__ __forceinline__ float2 wb_ld_shared2(uint32_t addr)
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
     return v;
 }
-/* TMA: box at element c0 of the 1-D map → shared dst, completing on bar */
-__device__ __forceinline__ void wb_tma_load_1d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                               int c0)
+__device__ __forceinline__ void wb_st_shared_f32(uint32_t addr, float v)
 {
-    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2}], [%3];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(bar)
-                 : "memory");
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
 
 /* columns 16kq…16kq+15 of an accumulator (this thread's rows g, g+8) → the
@@ -196,8 +195,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
                            const __grid_constant__ CUtensorMap tmk,
                            const __grid_constant__ CUtensorMap tmv,
                            const __grid_constant__ CUtensorMap tmdo,
-                           const __grid_constant__ CUtensorMap tml,
-                           const __grid_constant__ CUtensorMap tmdd, T *dk, T *dv, float *dqacc,
+                           const float *__restrict__ lse, const float *__restrict__ dsum,
+                           T *dk, T *dv, float *dqacc,
                            int Tn, int causal, float scale_log2, float scale)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -227,8 +226,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
         mbar_init(kv_full, 1);
 #pragma unroll
         for (int s = 0; s < S; s++) {
-            mbar_init(q_full(s), 1);
-            mbar_init(do_full(s), 1);
+            mbar_init(q_full(s), 33); /* the TMA thread's expect_tx + the warp's 32 lanes */
+            mbar_init(do_full(s), 33);
             mbar_init(empty(s), 8); /* one arrival per consumer warp */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -237,26 +236,42 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
 
     if (wg == 0) { /* producer */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(P::REG_PRODUCER) : "memory");
-        if (threadIdx.x == 0) {
-            mbar_expect_tx(kv_full, 2 * P::KV_TILE);
+        /* warp 0: lane 0 issues the TMA copies; every lane copies BM/32 of
+         * the tile's lse and D values (0 past T) and arrives */
+        if (threadIdx.x < 32) {
+            const int lane = threadIdx.x;
+            const float *lrow = lse + (size_t)bh * Tn, *drow = dsum + (size_t)bh * Tn;
+            if (lane == 0) {
+                mbar_expect_tx(kv_full, 2 * P::KV_TILE);
 #pragma unroll
-            for (int b = 0; b < NB; b++) {
-                tma_load(sK + b * BN * 128, &tmk, kv_full, FW_BOX * b, k0, bh);
-                tma_load(sV + b * BN * 128, &tmv, kv_full, FW_BOX * b, k0, bh);
+                for (int b = 0; b < NB; b++) {
+                    tma_load(sK + b * BN * 128, &tmk, kv_full, FW_BOX * b, k0, bh);
+                    tma_load(sV + b * BN * 128, &tmv, kv_full, FW_BOX * b, k0, bh);
+                }
             }
             for (int i = 0; i < nq; i++) {
                 const int s = i % S, q0 = qs + i * BM;
                 mbar_wait(empty(s), ((i / S) & 1) ^ 1); /* a fresh barrier passes parity 1 */
-                mbar_expect_tx(q_full(s), P::Q_TILE + P::VEC);
+                if (lane == 0) {
+                    mbar_expect_tx(q_full(s), P::Q_TILE);
 #pragma unroll
-                for (int b = 0; b < NB; b++)
-                    tma_load(sQ(s) + b * BM * 128, &tmq, q_full(s), FW_BOX * b, q0, bh);
-                wb_tma_load_1d(sL(s), &tml, q_full(s), bh * Tn + q0);
-                mbar_expect_tx(do_full(s), P::Q_TILE + P::VEC);
+                    for (int b = 0; b < NB; b++)
+                        tma_load(sQ(s) + b * BM * 128, &tmq, q_full(s), FW_BOX * b, q0, bh);
+                }
 #pragma unroll
-                for (int b = 0; b < NB; b++)
-                    tma_load(sdO(s) + b * BM * 128, &tmdo, do_full(s), FW_BOX * b, q0, bh);
-                wb_tma_load_1d(sDD(s), &tmdd, do_full(s), bh * Tn + q0);
+                for (int r = lane; r < BM; r += 32)
+                    wb_st_shared_f32(sL(s) + 4 * r, q0 + r < Tn ? __ldg(lrow + q0 + r) : 0.f);
+                mbar_arrive(q_full(s));
+                if (lane == 0) {
+                    mbar_expect_tx(do_full(s), P::Q_TILE);
+#pragma unroll
+                    for (int b = 0; b < NB; b++)
+                        tma_load(sdO(s) + b * BM * 128, &tmdo, do_full(s), FW_BOX * b, q0, bh);
+                }
+#pragma unroll
+                for (int r = lane; r < BM; r += 32)
+                    wb_st_shared_f32(sDD(s) + 4 * r, q0 + r < Tn ? __ldg(drow + q0 + r) : 0.f);
+                mbar_arrive(do_full(s));
             }
         }
         return;
@@ -469,16 +484,6 @@ __global__ void flash_bwd_wgmma_dq_kernel(T *dq, const float *dqacc, size_t n, f
     }
 }
 
-/* 1-D map over n float32 values, boxes of box_n (≤ n), out-of-range reads as zeros */
-bool wb_map_1d(fw_encode_fn enc, CUtensorMap *map, const float *x, size_t n, int box_n)
-{
-    const cuuint64_t dims[1] = {(cuuint64_t)n}, strides[1] = {(cuuint64_t)n * 4};
-    const cuuint32_t box[1] = {(cuuint32_t)box_n}, es[1] = {1};
-    return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float *>(x), dims, strides, box,
-               es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <typename T, int D>
 int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const void *dout,
            const void *q, const void *k, const void *v, const float *lse, const lmk_attn_shape *s,
@@ -488,10 +493,9 @@ int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const 
     using P = wb_plan<D, BM>;
     const fw_encode_fn enc = fw_encoder();
     const size_t rows = (size_t)s->B * s->H * s->T;
-    CUtensorMap mq, mk, mv, mdo, ml, mdd;
+    CUtensorMap mq, mk, mv, mdo;
     if (!enc || !fw_map(enc, &mq, q, s, P::BM) || !fw_map(enc, &mk, k, s, P::BN) ||
-        !fw_map(enc, &mv, v, s, P::BN) || !fw_map(enc, &mdo, dout, s, P::BM) ||
-        !wb_map_1d(enc, &ml, lse, rows, BM) || !wb_map_1d(enc, &mdd, dsum, rows, BM))
+        !fw_map(enc, &mv, v, s, P::BN) || !fw_map(enc, &mdo, dout, s, P::BM))
         return LMK_DEVICE;
     auto kern = flash_bwd_wgmma_kernel<T, D, BM, LMK_FLASH_WGMMA_BWD_SPLITN != 0>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)P::SMEM) !=
@@ -499,7 +503,7 @@ int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const 
         return LMK_DEVICE;
     const float scale = 1.f / sqrtf((float)D);
     dim3 grid((s->T + P::BN - 1) / P::BN, s->B * s->H);
-    kern<<<grid, P::THREADS, P::SMEM, st>>>(mq, mk, mv, mdo, ml, mdd, (T *)dk, (T *)dv, dqacc,
+    kern<<<grid, P::THREADS, P::SMEM, st>>>(mq, mk, mv, mdo, lse, dsum, (T *)dk, (T *)dv, dqacc,
                                             s->T, s->causal, scale * WB_LOG2E, scale);
     if (cudaGetLastError() != cudaSuccess)
         return LMK_DEVICE;

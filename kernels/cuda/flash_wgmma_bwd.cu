@@ -167,6 +167,16 @@ __device__ __forceinline__ float2 wb_ld_shared2(uint32_t addr)
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
     return v;
 }
+/* *p += v (16-byte aligned) where ok, as a predicated instruction: no
+ * branch, so the warp stays converged for the .aligned wgmma and barrier
+ * instructions that follow */
+__device__ __forceinline__ void wb_red_add4(float *p, float4 v, bool ok)
+{
+    asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
+                 "@q red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n}\n" ::"l"(p),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"((int)ok)
+                 : "memory");
+}
 __device__ __forceinline__ void wb_st_shared_f32(uint32_t addr, float v)
 {
     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
@@ -293,6 +303,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
             adk[j][e] = adv[j][e] = 0.f;
 
     mbar_wait(kv_full, 0);
+    __syncwarp();
     for (int i = 0; i < nq; i++) {
         const int s = i % S, q0 = qs + i * BM;
         const uint32_t ph = (i / S) & 1;
@@ -307,6 +318,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
         };
 
         mbar_wait(q_full(s), ph);
+        __syncwarp(); /* the spin loops may leave lanes apart: .aligned ops follow */
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) /* Sᵀ = K_c·Qᵀ */
@@ -314,6 +326,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
                   sw128_desc(sQ(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
         wg_commit();
         mbar_wait(do_full(s), ph);
+        __syncwarp();
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) /* dPᵀ = V_c·dOᵀ */
@@ -333,8 +346,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
                 float p = fw_exp2(fmaf(st[j][e], scale_log2, -(e & 1 ? l.y : l.x) * WB_LOG2E));
                 if (mask) {
                     const int col = q0 + 8 * j + 2 * t + (e & 1), key = key0 + 8 * (e >> 1);
-                    if (col >= Tn || (causal && key > col))
-                        p = 0.f;
+                    p = (col >= Tn) | ((causal != 0) & (key > col)) ? 0.f : p;
                 }
                 st[j][e] = p;
             }
@@ -370,6 +382,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
                 }
         }
         wb_fence_async();
+        __syncwarp();
 
         wg_fence();
 #pragma unroll
@@ -434,6 +447,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
         pin(dsa);
         if (lane == 0)
             mbar_arrive(empty(s));
+        __syncwarp();
 
         /* lane pairs (t, t^1) swap halves: even t adds row g columns
          * 8j+2t…+3, odd t row g+8 columns 8j+2t−2…+1 */
@@ -447,8 +461,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
             const float ry = __shfl_xor_sync(0xffffffffu, y, 1);
             const float4 v = odd ? make_float4(rx, ry, adq[j][2], adq[j][3])
                                  : make_float4(adq[j][0], adq[j][1], rx, ry);
-            if (row < Tn)
-                atomicAdd(reinterpret_cast<float4 *>(dst + 8 * j), v);
+            wb_red_add4(dst + 8 * j, v, row < Tn);
         }
     }
 

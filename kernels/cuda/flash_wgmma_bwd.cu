@@ -11,8 +11,9 @@
  *     once, then for each query tile of BM rows Q, dO (3-D TMA, 128-byte
  *     swizzle, rows past T read as zeros) into a ring of STAGES buffers,
  *     while the 32 lanes of its warp copy the tile's lse and D =
- *     rowsum(dO∘O) (0 past T; a 1-D tensor map whose box crossed the end of
- *     the (B·H·T) vector faulted on the H100): "q full" (Q, lse) and "do
+ *     rowsum(dO∘O) (0 past T; with 1-D tensor maps over the (B·H·T) vectors
+ *     instead, the H100 raised an illegal instruction on every shape whose
+ *     last box crossed the vector's end): "q full" (Q, lse) and "do
  *     full" (dO, D) mbarriers, refilled once all 8 consumer warps arrive on
  *     the stage's "empty" mbarrier.
  *   warpgroups 1, 2, the consumers, keys k0+64c…k0+64c+63 (c = 0, 1). Per
@@ -52,12 +53,21 @@ extern "C" {
 /* Build-time knobs (defaults are the shipped configuration):
  *   LMK_FLASH_WGMMA_BWD         1: flash_attn.cu's single-pass backward calls
  *                               this kernel for the shapes
- *                               lmk_flash_wgmma_bwd_usable takes; 0: never.
+ *                               lmk_flash_wgmma_bwd_preferred takes; 0 (the
+ *                               default): never, and _usable says 0. OFF until
+ *                               a GPU run of this source passes test_flash and
+ *                               flash_vs_torch: the H100 calls timed it on full
+ *                               tiles (leaderboard backward 3.7 ms against the
+ *                               mma.sync single pass's 6.0, PERF.md) but every
+ *                               correctness run failed — an illegal instruction
+ *                               with the 1-D lse/D tensor maps of that time,
+ *                               then a hang with an unbalanced setmaxnreg split
+ *                               (both since replaced, unverified).
  *   LMK_FLASH_WGMMA_BWD_SPLITN  1: the two consumers split dQ's columns
  *                               (one dQ add per query tile and 128 keys);
  *                               0: its keys (two adds). */
 #ifndef LMK_FLASH_WGMMA_BWD
-#define LMK_FLASH_WGMMA_BWD 1
+#define LMK_FLASH_WGMMA_BWD 0
 #endif
 #ifndef LMK_FLASH_WGMMA_BWD_SPLITN
 #define LMK_FLASH_WGMMA_BWD_SPLITN 1
@@ -82,7 +92,13 @@ template <int D, int BM_> struct wb_plan {
     static constexpr int BN = 128;                  /* keys per block */
     static constexpr int BM = BM_;                  /* queries per tile */
     static constexpr int THREADS = 384;
-    static constexpr int REG_PRODUCER = 32, REG_CONSUMER = 240;
+    /* setmaxnreg: the producer's release must cover the consumers' raise
+     * exactly (launch bounds give every thread 168 = 65536 / 384 rounded down
+     * to 8; .inc waits for registers the CTA has released — 32 / 240 asked
+     * 1024 more than 32 released, and the kernel hung on the H100) */
+    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
+    static_assert(REG_PRODUCER * 128 + REG_CONSUMER * 256 == (65536 / THREADS) / 8 * 8 * THREADS,
+                  "setmaxnreg split balances the launch allocation");
     static constexpr int NB = D / FW_BOX;           /* 64-column boxes per row */
     static constexpr int STAGES = D * BM <= 64 * 64 ? 3 : 2; /* Q/dO ring depth */
     static constexpr int KV_TILE = BN * D * 2;

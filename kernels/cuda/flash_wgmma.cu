@@ -77,12 +77,16 @@ extern "C" {
  *   LMK_FLASH_WGMMA_SPLIT_DIMS  the same for smaller grids (few heads, short T),
  *                             as 64-query blocks whose consumers split the key
  *                             tiles (fw_plan SPLIT; route()). The others go to
- *                             flash_attn.cu's mma.sync kernels. */
+ *                             flash_attn.cu's mma.sync kernels. All of them,
+ *                             both ways (H100, bf16, causal, against the mma.sync
+ *                             forward: one head T 16384 d 128 0.148 against
+ *                             0.352 ms, d 32 T 32768 0.344 against 0.409; B 8
+ *                             T 16384 d 80 0.835 against 1.764; PERF.md). */
 #ifndef LMK_FLASH_WGMMA_DIMS
 #define LMK_FLASH_WGMMA_DIMS 31
 #endif
 #ifndef LMK_FLASH_WGMMA_SPLIT_DIMS
-#define LMK_FLASH_WGMMA_SPLIT_DIMS 28
+#define LMK_FLASH_WGMMA_SPLIT_DIMS 31
 #endif
 
 namespace {

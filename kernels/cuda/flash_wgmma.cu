@@ -77,16 +77,22 @@ extern "C" {
  *   LMK_FLASH_WGMMA_SPLIT_DIMS  the same for smaller grids (few heads, short T),
  *                             as 64-query blocks whose consumers split the key
  *                             tiles (fw_plan SPLIT; route()). The others go to
- *                             flash_attn.cu's mma.sync kernels. All of them,
- *                             both ways (H100, bf16, causal, against the mma.sync
- *                             forward: one head T 16384 d 128 0.148 against
- *                             0.352 ms, d 32 T 32768 0.344 against 0.409; B 8
- *                             T 16384 d 80 0.835 against 1.764; PERF.md). */
+ *                             flash_attn.cu's mma.sync kernels. Defaults: every
+ *                             d unsplit, split at d 64, 80, 128 (H100, bf16,
+ *                             causal, against the mma.sync forward: one head
+ *                             T 16384 d 128 0.148 against 0.352 ms; B 8 T 16384
+ *                             d 80 0.835 against 1.764; PERF.md). Split at d 16,
+ *                             32 too (31) was faster (d 32 one head T 32768
+ *                             0.344 against 0.409) and passed test_flash and
+ *                             flash_vs_torch, but the attention job's one-head
+ *                             sweep stopped answering at its first points (d 16,
+ *                             T 4096…) in the call that had it on: off until a
+ *                             device call runs that sweep with it. */
 #ifndef LMK_FLASH_WGMMA_DIMS
 #define LMK_FLASH_WGMMA_DIMS 31
 #endif
 #ifndef LMK_FLASH_WGMMA_SPLIT_DIMS
-#define LMK_FLASH_WGMMA_SPLIT_DIMS 31
+#define LMK_FLASH_WGMMA_SPLIT_DIMS 28
 #endif
 
 namespace {

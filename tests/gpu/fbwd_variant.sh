@@ -1,5 +1,5 @@
 #!/bin/bash
-# A variant build of test_flash whose flash_wgmma_bwd.o (the wgmma flash
+# A variant build of test_flash and flash_dump whose flash_wgmma_bwd.o (the wgmma flash
 # backward) is compiled with extra flags, e.g. -DLMK_FLASH_WGMMA_BWD=1 (switch
 # it on) or -DLMK_FLASH_WGMMA_BWD_D64_BM=64, next to an existing build: same
 # objects and link line as BUILD, one object swapped (tests/gpu/ffwd_variant.sh
@@ -18,7 +18,7 @@ objs=$(ninja -t commands kernels/liblmperf_kernels.a | grep -F 'gcc-ar csrDT ker
     sed 's/.*gcc-ar csrDT kernels\/liblmperf_kernels.a //; s/kernels\/flash_wgmma_bwd.o //')
 rm -f "$OUT/libkernels.a"
 gcc-ar csrD "$OUT/libkernels.a" "$OUT/flash_wgmma_bwd.o" $objs
-for t in tests/attention/test_flash; do
+for t in tests/attention/test_flash tests/gpu/flash_dump; do
     link=$(ninja -t commands "$t" | tail -1)
     link=${link/-Xlinker=kernels\/liblmperf_kernels.a/-Xlinker=$OUT/libkernels.a}
     eval "${link/ -o $t / -o $OUT/$(basename $t) }"

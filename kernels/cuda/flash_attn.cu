@@ -1443,6 +1443,290 @@ __global__ void flash_bwd_dq_convert_kernel(T *dq, const float *dqacc, size_t n,
     }
 }
 
+/* --- fp32 forward, pipelined (CUDA cores; 16-byte aligned q, k, v) ---------
+ * flash_fwd_f32_kernel computes what flash_fwd_kernel does (true fp32
+ * products, the same thread map: thread t of a 256-thread group owns S rows
+ * ra…ra+3 = 4·(t/16)… and columns cb+16j, cb = t%16, and O rows ra…ra+3,
+ * columns pb_col(cb, ·)), and differs in how it keeps the SM busy:
+ *  - K and V tiles arrive by cp.async into one buffer each, staggered: the
+ *    next K tile loads while P·V runs, the next V tile while Q·Kᵀ runs; two
+ *    barriers per key tile;
+ *  - shared tiles have no padding; bank conflicts are avoided by the layouts
+ *    below instead (d 128: 112 KiB per block, two blocks per SM);
+ *  - block x runs query tile gridDim.x−1−x (the longest causal rows first);
+ *  - SP = 2 (grids of fewer blocks than two per SM, where the longest block
+ *    sets the time): two groups of 256 threads take alternate key tiles and
+ *    merge (m, l, acc) at the end;
+ *  - masks only on key tiles that cross the diagonal or T; the scale folded
+ *    into the exponent's FFMA; each thread keeps a partial row sum l, reduced
+ *    across the row's 16 threads once at the end. */
+
+/* Shared (64, W) float tiles, laid out by how they are read.
+ * rot_tile: rows read by float4 along the row, two rows per warp (r and
+ *   r+4: mm_abt_f32's A, mm_pb_f32's P): row r's columns rotated by
+ *   R·((r/4) mod 2) (mod W), so that the warp's two rows use different banks
+ *   (R = 4: 4 banks apart; R = 16 for P, whose scalar writes then also are
+ *   conflict-free). W a multiple of 4.
+ * xor_tile: rows read by float4 at one column, rows cb+16j of 16 threads
+ *   (mm_abt_f32's B): W a multiple of 32: the float4 chunk index XOR r mod 8;
+ *   other W: rows padded to W+4.
+ * Plain (64, W) rows: one row read at 16 distinct chunks (mm_pb_f32's B). */
+template <int W, int R> struct rot_tile {
+    static constexpr int FLOATS = BT * W;
+    static __device__ __forceinline__ int off(int r, int c)
+    {
+        const int x = c + R * ((r >> 2) & 1);
+        return r * W + (x >= W ? x - W : x);
+    }
+};
+template <int W> struct xor_tile {
+    static constexpr bool SWZ = W % 32 == 0;
+    static constexpr int LD = SWZ ? W : W + 4;
+    static constexpr int FLOATS = BT * LD;
+    static __device__ __forceinline__ int off(int r, int c)
+    {
+        return SWZ ? r * W + ((((c >> 2) ^ (r & 7)) << 2) | (c & 3)) : r * LD + c;
+    }
+};
+template <int W> struct plain_tile {
+    static constexpr int FLOATS = BT * W;
+    static __device__ __forceinline__ int off(int r, int c) { return r * W + c; }
+};
+
+/* Tile sm (64, W) in layout L ← rows row0… of g (Tn, W) by 16-byte cp.async,
+ * issued by NTH threads of which this is tid; rows past Tn are zero. */
+template <class L, int W, int NTH>
+__device__ __forceinline__ void f32_tile_async(float *sm, const float *g, int row0, int Tn,
+                                               int tid)
+{
+    constexpr int CH = W / 4; /* 16-byte chunks per row */
+#pragma unroll
+    for (int idx = tid; idx < BT * CH; idx += NTH) {
+        const int r = idx / CH, c = (idx - r * CH) * 4, gr = row0 + r;
+        cp_async16(sm + L::off(r, c), g + (size_t)(gr < Tn ? gr : 0) * W + c, gr < Tn);
+    }
+}
+
+/* acc[i][j] += Σ_c A[ra+i][c]·B[cb+16j][c];  A: rot_tile<D, 4>, B: xor_tile<D>.
+ * Four c per step (8 float4 loads per 64 FMA); c in order, except for the
+ * swizzled B (D a multiple of 32): chunk u (mod 8) of every 32 columns first,
+ * u outer, so that each u needs one row pointer (u XOR cb mod 8). */
+template <int D>
+__device__ __forceinline__ void mm_abt_f32(float acc[4][4], const float *A, const float *B,
+                                           int ra, int cb)
+{
+    using BL = xor_tile<D>;
+    const int sa = 4 * ((ra >> 2) & 1);
+    const float *alo = A + ra * D + sa, *awrap = sa ? alo - D : alo; /* columns < D−4, the last */
+    auto step = [&](int c, const float *brow) { /* brow: B[cb][c…] */
+        float4 a[4], b[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            a[i] = lds4((c < D - 4 ? alo : awrap) + i * D + c);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            b[j] = lds4(brow + 16 * j * BL::LD);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] = fmaf(comp(a[i], e), comp(b[j], e), acc[i][j]);
+    };
+    if constexpr (BL::SWZ) {
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const float *bu = B + cb * D + 4 * (u ^ (cb & 7));
+#pragma unroll
+            for (int g = 0; g < D / 32; g++)
+                step(32 * g + 4 * u, bu + 32 * g);
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < D; c += 4)
+            step(c, B + cb * BL::LD + c);
+    }
+}
+
+/* acc[i][e] += Σ_k P[ra+i][k]·B[k][pb_col(cb, e)];  P: rot_tile<64, 16>,
+ * B: plain (64, D). k in order, P four k at a time by float4. */
+template <int D>
+__device__ __forceinline__ void mm_pb_f32(float acc[4][D / 16], const float *P, const float *B,
+                                          int ra, int cb)
+{
+    const int sp = 16 * ((ra >> 2) & 1);
+    const float *plo = P + ra * BT + sp, *pwrap = sp ? plo - BT : plo; /* k < 48, k ≥ 48 */
+#pragma unroll
+    for (int k = 0; k < BT; k += 4) {
+        float4 p[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            p[i] = lds4((k < BT - 16 ? plo : pwrap) + i * BT + k);
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            float b[D / 16];
+            ld_brow<D>(b, B + (k + kk) * D, cb);
+#pragma unroll
+            for (int e = 0; e < D / 16; e++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc[i][e] = fmaf(comp(p[i], kk), b[e], acc[i][e]);
+        }
+    }
+}
+
+/* Floats of shared memory of the pipelined forward: the Q tile, then per
+ * group K, V, P. */
+template <int D> constexpr int f32_fwd_group_floats()
+{
+    return xor_tile<D>::FLOATS + plain_tile<D>::FLOATS + rot_tile<BT, 16>::FLOATS;
+}
+template <int D, int SP> constexpr size_t f32_fwd_smem()
+{
+    return sizeof(float) * (rot_tile<D, 4>::FLOATS + SP * f32_fwd_group_floats<D>());
+}
+
+#ifndef LMK_FLASH_F32_FWD_MINB /* build-time knob: resident blocks per SM (register cap), SP = 1 */
+#define LMK_FLASH_F32_FWD_MINB 2
+#endif
+
+// o: (B, H, T, D); lse: (B, H, T); q, k, v: (B, H, T, D) float32, 16-byte
+// aligned. grid (ceil(T/64), B·H), SP·256 threads.
+template <int D, int SP>
+__global__ void __launch_bounds__(SP *NT, SP == 1 ? LMK_FLASH_F32_FWD_MINB : 1)
+    flash_fwd_f32_kernel(float *o, float *lse, const float *q, const float *k, const float *v,
+                         int Tn, int causal, float scale_log2)
+{
+    static_assert(SP == 1 || SP == 2, "split in 1 or 2");
+    using QL = rot_tile<D, 4>;
+    using KL = xor_tile<D>;
+    using VL = plain_tile<D>;
+    using PL = rot_tile<BT, 16>;
+    extern __shared__ __align__(16) float sm[];
+    const int grp = SP == 1 ? 0 : threadIdx.x / NT, t = threadIdx.x % NT;
+    float *sQ = sm, *sK = sQ + QL::FLOATS + grp * f32_fwd_group_floats<D>();
+    float *sV = sK + KL::FLOATS, *sP = sV + VL::FLOATS;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BT;
+    const size_t bh = blockIdx.y, base = bh * Tn * D;
+    const int ra = (t >> 4) * 4, cb = t & 15;
+    const int kend = causal ? min(Tn, q0 + BT) : Tn, nk = (kend + BT - 1) / BT;
+
+    f32_tile_async<QL, D, SP * NT>(sQ, q + base, q0, Tn, threadIdx.x);
+    if (grp < nk)
+        f32_tile_async<KL, D, NT>(sK, k + base, grp * BT, Tn, t);
+    cp_commit();
+    if (grp < nk)
+        f32_tile_async<VL, D, NT>(sV, v + base, grp * BT, Tn, t);
+    cp_commit();
+    cp_wait<1>(); /* Q and the first K tile */
+    __syncthreads();
+
+    /* m: running row max of the scores in log2 units; l: this thread's part
+     * of the row sum (its 4 columns of each tile), both scaled by 2^−m */
+    float m[4], l[4], acc[4][D / 16];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.f;
+#pragma unroll
+        for (int j = 0; j < D / 16; j++)
+            acc[i][j] = 0.f;
+    }
+    const int pxq = 16 * ((ra >> 2) & 1); /* P's rotation for this thread's rows */
+    for (int it = grp; it < nk; it += SP) {
+        const int k0 = it * BT;
+        float s[4][4] = {};
+        mm_abt_f32<D>(s, sQ, sK, ra, cb);
+        if (k0 + BT > Tn || (causal && k0 + BT - 1 > q0)) { /* tile crosses T or the diagonal */
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int kj = k0 + cb + 16 * j;
+                    if (kj >= Tn || (causal && kj > q0 + ra + i))
+                        s[i][j] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float rmax = fmaxf(fmaxf(s[i][0], s[i][1]), fmaxf(s[i][2], s[i][3]));
+            const float mnew = fmaxf(m[i], max16(rmax) * scale_log2);
+            const float msub = mnew == -INFINITY ? 0.f : mnew;
+            const float alpha = exp2f(m[i] - msub);
+            float rs = 0.f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float p = exp2f(fmaf(s[i][j], scale_log2, -msub));
+                sP[(ra + i) * BT + ((cb + 16 * j + pxq) & (BT - 1))] = p; /* PL::off */
+                rs += p;
+            }
+            l[i] = l[i] * alpha + rs;
+            m[i] = mnew;
+#pragma unroll
+            for (int j = 0; j < D / 16; j++)
+                acc[i][j] *= alpha;
+        }
+        cp_wait<0>(); /* V of this tile */
+        group_sync<SP, NT>(grp); /* P complete, V visible, K read by all */
+        if (it + SP < nk)
+            f32_tile_async<KL, D, NT>(sK, k + base, k0 + SP * BT, Tn, t);
+        cp_commit();
+        mm_pb_f32<D>(acc, sP, sV, ra, cb);
+        cp_wait<0>(); /* the next K tile */
+        group_sync<SP, NT>(grp); /* P and V read by all, the next K visible */
+        if (it + SP < nk)
+            f32_tile_async<VL, D, NT>(sV, v + base, k0 + SP * BT, Tn, t);
+        cp_commit();
+    }
+    if constexpr (SP == 2) { /* group 1's (m, l, acc) through its own buffers into group 0 */
+        constexpr int NV = 8 + 4 * (D / 16);
+        static_assert(NV * NT <= f32_fwd_group_floats<D>(), "merge buffer fits group 1's tiles");
+        float *x = sm + QL::FLOATS + f32_fwd_group_floats<D>();
+        __syncthreads(); /* both loops done: group 1's tiles are free */
+        if (grp == 1) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                x[i * NT + t] = m[i];
+                x[(4 + i) * NT + t] = l[i];
+#pragma unroll
+                for (int j = 0; j < D / 16; j++)
+                    x[(8 + i * (D / 16) + j) * NT + t] = acc[i][j];
+            }
+        }
+        __syncthreads();
+        if (grp == 1)
+            return;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float m1 = x[i * NT + t], mn = fmaxf(m[i], m1);
+            const float msub = mn == -INFINITY ? 0.f : mn;
+            const float a0 = exp2f(m[i] - msub), a1 = exp2f(m1 - msub);
+            l[i] = l[i] * a0 + x[(4 + i) * NT + t] * a1;
+            m[i] = mn;
+#pragma unroll
+            for (int j = 0; j < D / 16; j++)
+                acc[i][j] = acc[i][j] * a0 + x[(8 + i * (D / 16) + j) * NT + t] * a1;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        l[i] = sum16(l[i]);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int qi = q0 + ra + i;
+        if (qi >= Tn)
+            continue;
+        const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+#pragma unroll
+        for (int j = 0; j < D / 16; j++)
+            o[base + (size_t)qi * D + pb_col<D>(cb, j)] = acc[i][j] * inv;
+        if (cb == 0)
+            lse[bh * Tn + qi] = (m[i] + log2f(l[i])) * LN2;
+    }
+}
+
+
 /* Non-zero when every pointer is 16-byte aligned (cp.async needs it). */
 bool aligned16(std::initializer_list<const void *> ps)
 {
@@ -1496,6 +1780,22 @@ int fwd_mma_launch(void *o, float *lse, const void *q, const void *k, const void
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
 
+template <int D>
+int fwd_f32_launch(float *o, float *lse, const float *q, const float *k, const float *v,
+                   const lmk_attn_shape *s, float scale_log2, cudaStream_t st)
+{
+    /* fewer blocks than two per SM: the longest block sets the time, so its
+     * key loop splits in two (512 threads) */
+    const bool split = (long long)s->B * s->H * ((s->T + BT - 1) / BT) < 2LL * sm_count();
+    auto kern = split ? flash_fwd_f32_kernel<D, 2> : flash_fwd_f32_kernel<D, 1>;
+    const size_t smem = split ? f32_fwd_smem<D, 2>() : f32_fwd_smem<D, 1>();
+    if (set_smem(kern, smem) != LMK_OK)
+        return LMK_DEVICE;
+    dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
+    kern<<<grid, split ? 2 * NT : NT, smem, st>>>(o, lse, q, k, v, s->T, s->causal, scale_log2);
+    return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+}
+
 template <typename T, int D>
 int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                const lmk_attn_shape *s, cudaStream_t st)
@@ -1523,6 +1823,10 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                                                                        scale * LOG2E, st);
         }
     }
+    if constexpr (sizeof(T) == 4) /* fp32: the pipelined kernel (cp.async) */
+        if (aligned16({q, k, v}))
+            return fwd_f32_launch<D>((float *)o, lse, (const float *)q, (const float *)k,
+                                     (const float *)v, s, scale * LOG2E, st);
     dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
     const size_t smem = smem_bytes<D>(3, 1);
     auto kern = flash_fwd_kernel<T, D>;

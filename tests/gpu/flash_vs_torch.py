@@ -65,6 +65,9 @@ def cases(quick):
     # the wgmma backward (flash_wgmma_bwd.cu, when switched on; grids of ≥ 2
     # blocks of 128 keys per SM, d 64 and 128 — several cases above too)
     out += ["bf16:2:16:1999:128:1", "fp16:2:16:2222:128:1", "bf16:2:16:2100:128:0"]
+    # fp32 grids of two or more blocks per SM: the pipelined forward unsplit
+    out += ["fp32:1:16:2100:64:1", "fp32:2:8:1500:128:0", "fp32:1:12:2000:16:1",
+            "fp32:2:8:1100:32:0", "fp32:1:12:1777:80:1", "fp32:4:8:1000:128:1"]
     # the backward's deterministic two passes (the cases above take the
     # single pass with dQ by atomics where it applies: fp16/bf16, fp32 at
     # d 64, 128)

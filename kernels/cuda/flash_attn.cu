@@ -1726,6 +1726,137 @@ __global__ void __launch_bounds__(SP *NT, SP == 1 ? LMK_FLASH_F32_FWD_MINB : 1)
     }
 }
 
+/* --- fp32 single-pass backward, pipelined (CUDA cores; 16-byte aligned) ----
+ * flash_bwd_f32_kernel computes what flash_bwd_dkdv_kernel<float, D, true>
+ * does (same tiles, thread map, products and summation order; (64, D+4)
+ * shared tiles), with the next Q and dO tiles loaded by cp.async while the
+ * current tile's dQ += dS·K runs (still three barriers per query tile),
+ * masks only on the tiles that cross the diagonal or T, and the scale folded
+ * into the exponent's FFMA. */
+
+/* sm (64, D+4) ← rows row0… of g (Tn, D) float32 by 16-byte cp.async (256
+ * threads); rows past Tn are zero. */
+template <int D>
+__device__ __forceinline__ void pad_tile_async(float *sm, const float *g, int row0, int Tn)
+{
+    constexpr int CH = D / 4;
+#pragma unroll
+    for (int idx = threadIdx.x; idx < BT * CH; idx += NT) {
+        const int r = idx / CH, c = (idx - r * CH) * 4, gr = row0 + r;
+        cp_async16(sm + r * ldf<D>() + c, g + (size_t)(gr < Tn ? gr : 0) * D + c, gr < Tn);
+    }
+}
+
+#ifndef LMK_FLASH_F32_BWD_ASYNC /* build-time knob: 1 = the fp32 single pass runs flash_bwd_f32_kernel */
+#define LMK_FLASH_F32_BWD_ASYNC 0
+#endif
+
+// dk, dv: (B, H, T, D) out; dq: (B, H, T, D) float32, zeroed, gets scale·dS·K
+// of each tile added by float4 atomics (as flash_bwd_dkdv_kernel's DQ);
+// dout, q, k, v: (B, H, T, D), 16-byte aligned; lse, dsum: (B, H, T).
+// grid (ceil(T/64), B·H): block = 64 keys.
+template <int D>
+__global__ void __launch_bounds__(NT) flash_bwd_f32_kernel(float *dk, float *dv, float *dq,
+                                                            const float *dout, const float *q,
+                                                            const float *k, const float *v,
+                                                            const float *lse, const float *dsum,
+                                                            int Tn, int causal, float scale_log2,
+                                                            float scale)
+{
+    static_assert(D % 64 == 0, "16 threads × 4 dQ columns");
+    extern __shared__ __align__(16) float sm[];
+    float *sK = sm, *sV = sK + BT * ldf<D>(), *sQ = sV + BT * ldf<D>(), *sdO = sQ + BT * ldf<D>();
+    float *sP = sdO + BT * ldf<D>(), *sdS = sP + BT * PS;
+    const int k0 = blockIdx.x * BT;
+    const size_t bh = blockIdx.y, base = bh * Tn * D;
+    const int t = threadIdx.x, ra = (t >> 4) * 4, cb = t & 15;
+    const int qbeg = causal ? k0 : 0;
+
+    pad_tile_async<D>(sK, k + base, k0, Tn);
+    pad_tile_async<D>(sV, v + base, k0, Tn);
+    pad_tile_async<D>(sQ, q + base, qbeg, Tn);
+    pad_tile_async<D>(sdO, dout + base, qbeg, Tn);
+    cp_commit();
+    float adk[4][D / 16] = {}, adv[4][D / 16] = {};
+    for (int q0 = qbeg; q0 < Tn; q0 += BT) {
+        float L[4], Dq[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int qj = q0 + cb + 16 * j;
+            L[j] = qj < Tn ? lse[bh * Tn + qj] * LOG2E : 0.f;
+            Dq[j] = qj < Tn ? dsum[bh * Tn + qj] : 0.f;
+        }
+        cp_wait<0>();
+        __syncthreads(); /* this Q, dO tile visible; the last tile's dS read by all */
+        float s[4][4] = {}, dp[4][4] = {};
+        mm_abt<D>(s, sK, sQ, ra, cb);   /* s[i][j]  = K[key]·Q[query] */
+        mm_abt<D>(dp, sV, sdO, ra, cb); /* dp[i][j] = V[key]·dO[query] */
+        const bool edge = q0 + BT > Tn || k0 + BT > Tn || (causal && q0 == k0);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float p = exp2f(fmaf(s[i][j], scale_log2, -L[j]));
+                if (edge) {
+                    const int qj = q0 + cb + 16 * j, ki = k0 + ra + i;
+                    if (qj >= Tn || ki >= Tn || (causal && ki > qj))
+                        p = 0.f;
+                }
+                sP[(ra + i) * PS + cb + 16 * j] = p;
+                sdS[(ra + i) * PS + cb + 16 * j] = p * (dp[i][j] - Dq[j]);
+            }
+        }
+        __syncthreads();
+        mm_pb<D>(adv, sP, sdO, ra, cb);
+        mm_pb<D>(adk, sdS, sQ, ra, cb);
+        __syncthreads(); /* Q, dO read by all: the next tile loads during dQ */
+        if (q0 + BT < Tn) {
+            pad_tile_async<D>(sQ, q + base, q0 + BT, Tn);
+            pad_tile_async<D>(sdO, dout + base, q0 + BT, Tn);
+        }
+        cp_commit();
+        /* dq (queries q0 + ra…, columns 4·cb + 64·jj…) += s·dS·K */
+        float aq[4][D / 16];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < D / 16; j++)
+                aq[i][j] = 0.f;
+#pragma unroll 2
+        for (int kk = 0; kk < BT; kk++) {
+            const float4 p = lds4(sdS + kk * PS + ra); /* dS[queries ra…ra+3][key kk] */
+            float b[D / 16];
+            ld_brow<D>(b, sK + kk * ldf<D>(), cb); /* columns pb_col(cb, j) */
+#pragma unroll
+            for (int j = 0; j < D / 16; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    aq[i][j] = fmaf(comp(p, i), b[j], aq[i][j]);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int qi = q0 + ra + i;
+            if (qi >= Tn)
+                continue;
+#pragma unroll
+            for (int jj = 0; jj < D / 64; jj++)
+                atomicAdd(reinterpret_cast<float4 *>(dq + base + (size_t)qi * D + 4 * cb + 64 * jj),
+                          make_float4(aq[i][4 * jj] * scale, aq[i][4 * jj + 1] * scale,
+                                      aq[i][4 * jj + 2] * scale, aq[i][4 * jj + 3] * scale));
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int ki = k0 + ra + i;
+        if (ki >= Tn)
+            continue;
+#pragma unroll
+        for (int j = 0; j < D / 16; j++) {
+            dk[base + (size_t)ki * D + pb_col<D>(cb, j)] = adk[i][j] * scale;
+            dv[base + (size_t)ki * D + pb_col<D>(cb, j)] = adv[i][j];
+        }
+    }
+}
 
 /* Non-zero when every pointer is 16-byte aligned (cp.async needs it). */
 bool aligned16(std::initializer_list<const void *> ps)
@@ -1899,6 +2030,16 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
                 return LMK_DEVICE;
             dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
             const size_t smem_kv = smem_bytes<D>(4, 2);
+            if (LMK_FLASH_F32_BWD_ASYNC && aligned16({dout, q, k, v})) { /* pipelined */
+                auto kp = flash_bwd_f32_kernel<D>;
+                if (set_smem(kp, smem_kv) != LMK_OK)
+                    return LMK_DEVICE;
+                kp<<<grid, NT, smem_kv, st>>>((float *)dk, (float *)dv, (float *)dq,
+                                              (const float *)dout, (const float *)q,
+                                              (const float *)k, (const float *)v, lse, work,
+                                              s->T, s->causal, scale * LOG2E, scale);
+                return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+            }
             auto kkv = flash_bwd_dkdv_kernel<T, D, true>;
             if (set_smem(kkv, smem_kv) != LMK_OK)
                 return LMK_DEVICE;

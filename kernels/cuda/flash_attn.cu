@@ -1728,11 +1728,18 @@ __global__ void __launch_bounds__(SP *NT, SP == 1 ? LMK_FLASH_F32_FWD_MINB : 1)
 
 /* --- fp32 single-pass backward, pipelined (CUDA cores; 16-byte aligned) ----
  * flash_bwd_f32_kernel computes what flash_bwd_dkdv_kernel<float, D, true>
- * does (same tiles, thread map, products and summation order; (64, D+4)
- * shared tiles), with the next Q and dO tiles loaded by cp.async while the
- * current tile's dQ += dS·K runs (still three barriers per query tile),
- * masks only on the tiles that cross the diagonal or T, and the scale folded
- * into the exponent's FFMA. */
+ * does (64 keys per block, 64-query tiles, (64, D+4) shared tiles, the five
+ * products in true fp32, each sum in order) with
+ *  - a thread map under which every shared-memory load of a warp touches at
+ *    most 128 bytes (one wavefront; the dK/dV kernel's operand-B loads take
+ *    two): thread t (lane l, warp w) owns S/dP rows (keys) 32·(w/4) + l/4 +
+ *    8i and columns (queries) 16·(w%4) + l%4 + 4j, i, j < 4; dK, dV rows
+ *    32·(w/4) + l/4 + 8i and dQ rows (queries) 32·(w/4) + 4·(l/4) + i, both
+ *    at columns 4·(l%4) + 16·(w%4) + 64·jj … +3;
+ *  - the next Q and dO tiles loaded by cp.async while the current tile's
+ *    dQ += dS·K runs (three barriers per query tile, as before);
+ *  - masks only on tiles that cross the diagonal or T, and the scale folded
+ *    into the exponent's FFMA. */
 
 /* sm (64, D+4) ← rows row0… of g (Tn, D) float32 by 16-byte cp.async (256
  * threads); rows past Tn are zero. */
@@ -1747,14 +1754,69 @@ __device__ __forceinline__ void pad_tile_async(float *sm, const float *g, int ro
     }
 }
 
+/* acc[i][j] += Σ_c A[ar+8i][c]·B[bc+4j][c];  A, B: (64, D+4). c in order. */
+template <int D>
+__device__ __forceinline__ void mm_abt_rc(float acc[4][4], const float *A, const float *B, int ar,
+                                          int bc)
+{
+#pragma unroll 4
+    for (int c = 0; c < D; c += 4) {
+        float4 a[4], b[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            a[i] = lds4(A + (ar + 8 * i) * ldf<D>() + c);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            b[j] = lds4(B + (bc + 4 * j) * ldf<D>() + c);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] = fmaf(comp(a[i], e), comp(b[j], e), acc[i][j]);
+    }
+}
+
+/* acc[i][4·jj+e] += Σ_k P[ar+8i][k]·B[k][bc + 64·jj + e];  P: (64, 68),
+ * B: (64, D+4), bc a multiple of 4. k in order. */
+template <int D>
+__device__ __forceinline__ void mm_pb_rc(float acc[4][D / 16], const float *P, const float *B,
+                                         int ar, int bc)
+{
+#pragma unroll 2
+    for (int k = 0; k < BT; k += 4) {
+        float4 p[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            p[i] = lds4(P + (ar + 8 * i) * PS + k);
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+#pragma unroll
+            for (int jj = 0; jj < D / 64; jj++) {
+                const float4 b = lds4(B + (k + kk) * ldf<D>() + bc + 64 * jj);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float x = comp(p[i], kk);
+                    acc[i][4 * jj] = fmaf(x, b.x, acc[i][4 * jj]);
+                    acc[i][4 * jj + 1] = fmaf(x, b.y, acc[i][4 * jj + 1]);
+                    acc[i][4 * jj + 2] = fmaf(x, b.z, acc[i][4 * jj + 2]);
+                    acc[i][4 * jj + 3] = fmaf(x, b.w, acc[i][4 * jj + 3]);
+                }
+            }
+        }
+    }
+}
+
 #ifndef LMK_FLASH_F32_BWD_ASYNC /* build-time knob: 1 = the fp32 single pass runs flash_bwd_f32_kernel */
 #define LMK_FLASH_F32_BWD_ASYNC 0
 #endif
 
 // dk, dv: (B, H, T, D) out; dq: (B, H, T, D) float32, zeroed, gets scale·dS·K
-// of each tile added by float4 atomics (as flash_bwd_dkdv_kernel's DQ);
-// dout, q, k, v: (B, H, T, D), 16-byte aligned; lse, dsum: (B, H, T).
-// grid (ceil(T/64), B·H): block = 64 keys.
+// of each tile added by float4 atomics (the order of the adds, and so dq's
+// rounding, varies between runs); dout, q, k, v: (B, H, T, D), 16-byte
+// aligned, D a multiple of 64; lse, dsum: (B, H, T). grid (ceil(T/64), B·H):
+// block = 64 keys.
 template <int D>
 __global__ void __launch_bounds__(NT) flash_bwd_f32_kernel(float *dk, float *dv, float *dq,
                                                             const float *dout, const float *q,
@@ -1763,13 +1825,17 @@ __global__ void __launch_bounds__(NT) flash_bwd_f32_kernel(float *dk, float *dv,
                                                             int Tn, int causal, float scale_log2,
                                                             float scale)
 {
-    static_assert(D % 64 == 0, "16 threads × 4 dQ columns");
+    static_assert(D % 64 == 0, "4 columns × 4 lanes × 4 warps per 64 columns");
     extern __shared__ __align__(16) float sm[];
     float *sK = sm, *sV = sK + BT * ldf<D>(), *sQ = sV + BT * ldf<D>(), *sdO = sQ + BT * ldf<D>();
     float *sP = sdO + BT * ldf<D>(), *sdS = sP + BT * PS;
     const int k0 = blockIdx.x * BT;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
-    const int t = threadIdx.x, ra = (t >> 4) * 4, cb = t & 15;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int ar = 32 * (w >> 2) + (lane >> 2);   /* S rows ar + 8i; dK, dV rows too */
+    const int sc = 16 * (w & 3) + (lane & 3);     /* S columns sc + 4j */
+    const int oc = 4 * (lane & 3) + 16 * (w & 3); /* output columns oc + 64·jj … +3 */
+    const int qr = 32 * (w >> 2) + 4 * (lane >> 2); /* dQ rows qr + i */
     const int qbeg = causal ? k0 : 0;
 
     pad_tile_async<D>(sK, k + base, k0, Tn);
@@ -1782,40 +1848,40 @@ __global__ void __launch_bounds__(NT) flash_bwd_f32_kernel(float *dk, float *dv,
         float L[4], Dq[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int qj = q0 + cb + 16 * j;
+            const int qj = q0 + sc + 4 * j;
             L[j] = qj < Tn ? lse[bh * Tn + qj] * LOG2E : 0.f;
             Dq[j] = qj < Tn ? dsum[bh * Tn + qj] : 0.f;
         }
         cp_wait<0>();
         __syncthreads(); /* this Q, dO tile visible; the last tile's dS read by all */
         float s[4][4] = {}, dp[4][4] = {};
-        mm_abt<D>(s, sK, sQ, ra, cb);   /* s[i][j]  = K[key]·Q[query] */
-        mm_abt<D>(dp, sV, sdO, ra, cb); /* dp[i][j] = V[key]·dO[query] */
+        mm_abt_rc<D>(s, sK, sQ, ar, sc);   /* s[i][j]  = K[key]·Q[query] */
+        mm_abt_rc<D>(dp, sV, sdO, ar, sc); /* dp[i][j] = V[key]·dO[query] */
         const bool edge = q0 + BT > Tn || k0 + BT > Tn || (causal && q0 == k0);
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+        for (int i = 0; i < 4; i++) {
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
+            for (int j = 0; j < 4; j++) {
                 float p = exp2f(fmaf(s[i][j], scale_log2, -L[j]));
                 if (edge) {
-                    const int qj = q0 + cb + 16 * j, ki = k0 + ra + i;
+                    const int qj = q0 + sc + 4 * j, ki = k0 + ar + 8 * i;
                     if (qj >= Tn || ki >= Tn || (causal && ki > qj))
                         p = 0.f;
                 }
-                sP[(ra + i) * PS + cb + 16 * j] = p;
-                sdS[(ra + i) * PS + cb + 16 * j] = p * (dp[i][j] - Dq[j]);
+                sP[(ar + 8 * i) * PS + sc + 4 * j] = p;
+                sdS[(ar + 8 * i) * PS + sc + 4 * j] = p * (dp[i][j] - Dq[j]);
             }
         }
         __syncthreads();
-        mm_pb<D>(adv, sP, sdO, ra, cb);
-        mm_pb<D>(adk, sdS, sQ, ra, cb);
+        mm_pb_rc<D>(adv, sP, sdO, ar, oc);
+        mm_pb_rc<D>(adk, sdS, sQ, ar, oc);
         __syncthreads(); /* Q, dO read by all: the next tile loads during dQ */
         if (q0 + BT < Tn) {
             pad_tile_async<D>(sQ, q + base, q0 + BT, Tn);
             pad_tile_async<D>(sdO, dout + base, q0 + BT, Tn);
         }
         cp_commit();
-        /* dq (queries q0 + ra…, columns 4·cb + 64·jj…) += s·dS·K */
+        /* dq (queries q0 + qr + i, columns oc + 64·jj…) += s·dS·K */
         float aq[4][D / 16];
 #pragma unroll
         for (int i = 0; i < 4; i++)
@@ -1824,36 +1890,45 @@ __global__ void __launch_bounds__(NT) flash_bwd_f32_kernel(float *dk, float *dv,
                 aq[i][j] = 0.f;
 #pragma unroll 2
         for (int kk = 0; kk < BT; kk++) {
-            const float4 p = lds4(sdS + kk * PS + ra); /* dS[queries ra…ra+3][key kk] */
-            float b[D / 16];
-            ld_brow<D>(b, sK + kk * ldf<D>(), cb); /* columns pb_col(cb, j) */
+            const float4 p = lds4(sdS + kk * PS + qr); /* dS[queries qr…qr+3][key kk] */
 #pragma unroll
-            for (int j = 0; j < D / 16; j++)
+            for (int jj = 0; jj < D / 64; jj++) {
+                const float4 b = lds4(sK + kk * ldf<D>() + oc + 64 * jj);
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    aq[i][j] = fmaf(comp(p, i), b[j], aq[i][j]);
+                for (int i = 0; i < 4; i++) {
+                    const float x = comp(p, i);
+                    aq[i][4 * jj] = fmaf(x, b.x, aq[i][4 * jj]);
+                    aq[i][4 * jj + 1] = fmaf(x, b.y, aq[i][4 * jj + 1]);
+                    aq[i][4 * jj + 2] = fmaf(x, b.z, aq[i][4 * jj + 2]);
+                    aq[i][4 * jj + 3] = fmaf(x, b.w, aq[i][4 * jj + 3]);
+                }
+            }
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int qi = q0 + ra + i;
+            const int qi = q0 + qr + i;
             if (qi >= Tn)
                 continue;
 #pragma unroll
             for (int jj = 0; jj < D / 64; jj++)
-                atomicAdd(reinterpret_cast<float4 *>(dq + base + (size_t)qi * D + 4 * cb + 64 * jj),
+                atomicAdd(reinterpret_cast<float4 *>(dq + base + (size_t)qi * D + oc + 64 * jj),
                           make_float4(aq[i][4 * jj] * scale, aq[i][4 * jj + 1] * scale,
                                       aq[i][4 * jj + 2] * scale, aq[i][4 * jj + 3] * scale));
         }
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int ki = k0 + ra + i;
+        const int ki = k0 + ar + 8 * i;
         if (ki >= Tn)
             continue;
 #pragma unroll
-        for (int j = 0; j < D / 16; j++) {
-            dk[base + (size_t)ki * D + pb_col<D>(cb, j)] = adk[i][j] * scale;
-            dv[base + (size_t)ki * D + pb_col<D>(cb, j)] = adv[i][j];
+        for (int jj = 0; jj < D / 64; jj++) {
+            float4 *pk = reinterpret_cast<float4 *>(dk + base + (size_t)ki * D + oc + 64 * jj);
+            float4 *pv = reinterpret_cast<float4 *>(dv + base + (size_t)ki * D + oc + 64 * jj);
+            *pk = make_float4(adk[i][4 * jj] * scale, adk[i][4 * jj + 1] * scale,
+                              adk[i][4 * jj + 2] * scale, adk[i][4 * jj + 3] * scale);
+            *pv = make_float4(adv[i][4 * jj], adv[i][4 * jj + 1], adv[i][4 * jj + 2],
+                              adv[i][4 * jj + 3]);
         }
     }
 }
@@ -2030,7 +2105,7 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
                 return LMK_DEVICE;
             dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
             const size_t smem_kv = smem_bytes<D>(4, 2);
-            if (LMK_FLASH_F32_BWD_ASYNC && aligned16({dout, q, k, v})) { /* pipelined */
+            if (LMK_FLASH_F32_BWD_ASYNC && aligned16({dk, dv, dout, q, k, v})) {
                 auto kp = flash_bwd_f32_kernel<D>;
                 if (set_smem(kp, smem_kv) != LMK_OK)
                     return LMK_DEVICE;

@@ -15,8 +15,11 @@
  *
  * fp16/bf16 (16-byte aligned tensors): forward and both backward kernels
  * run on tensor cores (mma.sync m16n8k16, fp32 accumulate; the section
- * "tensor-core path" below). fp32, and fp16/bf16 tensors that are not
- * 16-byte aligned, run the CUDA-core kernels that follow: float32 math
+ * "tensor-core path" below). fp32 with 16-byte aligned tensors runs the
+ * pipelined CUDA-core forward and single-pass backward (sections "fp32
+ * forward, pipelined" and "fp32 single-pass backward, pipelined"); the
+ * deterministic fp32 backward, unaligned fp32, and fp16/bf16 tensors that
+ * are not 16-byte aligned run the CUDA-core kernels that follow: float32 math
  * (fp16/bf16 converted on load, rounded on store), 256 threads; thread t
  * owns rows 4·(t/16)…+3 of a 64-row tile and columns t%16 + 16·j, so row
  * reductions are shuffles over 16 lanes. Shared tiles are (64, d+1) floats
@@ -1445,9 +1448,13 @@ __global__ void flash_bwd_dq_convert_kernel(T *dq, const float *dqacc, size_t n,
 
 /* --- fp32 forward, pipelined (CUDA cores; 16-byte aligned q, k, v) ---------
  * flash_fwd_f32_kernel computes what flash_fwd_kernel does (true fp32
- * products, the same thread map: thread t of a 256-thread group owns S rows
- * ra…ra+3 = 4·(t/16)… and columns cb+16j, cb = t%16, and O rows ra…ra+3,
- * columns pb_col(cb, ·)), and differs in how it keeps the SM busy:
+ * products, 64 queries per 256-thread group, 64-key tiles; thread t owns S
+ * rows ra…ra+3 = 4·(t/16)… and columns cb+16j, cb = t%16), and differs in
+ * how it keeps the SM busy:
+ *  - at D 64, 128 the O accumulators take their own thread map (rows
+ *    16·(w/2) + l/4 + 4i, columns 4·(l%8) + 32·(w%2) + 64·jj … +3 for lane
+ *    l of warp w), under which P·V's shared loads are one wavefront each;
+ *    the row factors (alpha, the final l) pass through shared memory;
  *  - K and V tiles arrive by cp.async into one buffer each, staggered: the
  *    next K tile loads while P·V runs, the next V tile while Q·Kᵀ runs; two
  *    barriers per key tile;
@@ -1463,14 +1470,14 @@ __global__ void flash_bwd_dq_convert_kernel(T *dq, const float *dqacc, size_t n,
 
 /* Shared (64, W) float tiles, laid out by how they are read.
  * rot_tile: rows read by float4 along the row, two rows per warp (r and
- *   r+4: mm_abt_f32's A, mm_pb_f32's P): row r's columns rotated by
- *   R·((r/4) mod 2) (mod W), so that the warp's two rows use different banks
- *   (R = 4: 4 banks apart; R = 16 for P, whose scalar writes then also are
- *   conflict-free). W a multiple of 4.
+ *   r+4: mm_abt_f32's A): row r's columns rotated by R·((r/4) mod 2)
+ *   (mod W), so that the warp's two rows use different banks. W a multiple
+ *   of 4.
  * xor_tile: rows read by float4 at one column, rows cb+16j of 16 threads
  *   (mm_abt_f32's B): W a multiple of 32: the float4 chunk index XOR r mod 8;
  *   other W: rows padded to W+4.
- * Plain (64, W) rows: one row read at 16 distinct chunks (mm_pb_f32's B). */
+ * Plain (64, W) rows: one row read at 16 distinct chunks (mm_pb_f32's B)
+ *   or 8 (mm_pv_f32's B). The P tile: p_off below. */
 template <int W, int R> struct rot_tile {
     static constexpr int FLOATS = BT * W;
     static __device__ __forceinline__ int off(int r, int c)
@@ -1549,8 +1556,9 @@ __device__ __forceinline__ void mm_abt_f32(float acc[4][4], const float *A, cons
     }
 }
 
-/* acc[i][e] += Σ_k P[ra+i][k]·B[k][pb_col(cb, e)];  P: rot_tile<64, 16>,
- * B: plain (64, D). k in order, P four k at a time by float4. */
+/* acc[i][e] += Σ_k P[ra+i][k]·B[k][pb_col(cb, e)];  P: p_tile<64, false>,
+ * B: plain (64, D). k in order, P four k at a time by float4. The O map of
+ * D 16, 32, 80 (O rows = S rows). */
 template <int D>
 __device__ __forceinline__ void mm_pb_f32(float acc[4][D / 16], const float *P, const float *B,
                                           int ra, int cb)
@@ -1576,11 +1584,53 @@ __device__ __forceinline__ void mm_pb_f32(float acc[4][D / 16], const float *P, 
     }
 }
 
+/* acc[i][4·jj+e] += Σ_k P[orow+4i][k]·B[k][ocol + 64·jj + e];  P:
+ * p_tile<64, true>, B: plain (64, D), D a multiple of 64. The O map of D 64,
+ * 128: a warp's loads read 4 rows of P (broadcast) and 8 float4 of a row of
+ * B, one wavefront each. k in order. */
+template <int D>
+__device__ __forceinline__ void mm_pv_f32(float acc[4][D / 16], const float *P, const float *B,
+                                          int orow, int ocol)
+{
+    const int rs = 4 * (orow & 3); /* p_tile's rotation of rows orow + 4i, less 16·(i%2) */
+#pragma unroll
+    for (int k = 0; k < BT; k += 4) {
+        float4 p[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            p[i] = lds4(P + (orow + 4 * i) * BT + ((k + rs + 16 * (i & 1)) & (BT - 1)));
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+#pragma unroll
+            for (int jj = 0; jj < D / 64; jj++) {
+                const float4 b = lds4(B + (k + kk) * D + ocol + 64 * jj);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float x = comp(p[i], kk);
+                    acc[i][4 * jj] = fmaf(x, b.x, acc[i][4 * jj]);
+                    acc[i][4 * jj + 1] = fmaf(x, b.y, acc[i][4 * jj + 1]);
+                    acc[i][4 * jj + 2] = fmaf(x, b.z, acc[i][4 * jj + 2]);
+                    acc[i][4 * jj + 3] = fmaf(x, b.w, acc[i][4 * jj + 3]);
+                }
+            }
+        }
+    }
+}
+
+/* Offset of P[r][c] in the (64, 64) P tile: row r's columns rotated by
+ * 16·((r/4) mod 2) (the S map's scalar writes, rows r and r+4 of a warp, are
+ * conflict-free; so are its float4 reads of rows r, r+4), plus 4·(r mod 4)
+ * when OM (mm_pv_f32 reads rows r…r+3 of a 4-row group at one column). */
+template <bool OM> __device__ __forceinline__ int p_off(int r, int c)
+{
+    return r * BT + ((c + (OM ? 4 * (r & 3) : 0) + 16 * ((r >> 2) & 1)) & (BT - 1));
+}
+
 /* Floats of shared memory of the pipelined forward: the Q tile, then per
- * group K, V, P. */
+ * group K, V, P and 3 × 64 row factors. */
 template <int D> constexpr int f32_fwd_group_floats()
 {
-    return xor_tile<D>::FLOATS + plain_tile<D>::FLOATS + rot_tile<BT, 16>::FLOATS;
+    return xor_tile<D>::FLOATS + plain_tile<D>::FLOATS + BT * BT + 3 * BT;
 }
 template <int D, int SP> constexpr size_t f32_fwd_smem()
 {
@@ -1592,24 +1642,32 @@ template <int D, int SP> constexpr size_t f32_fwd_smem()
 #endif
 
 // o: (B, H, T, D); lse: (B, H, T); q, k, v: (B, H, T, D) float32, 16-byte
-// aligned. grid (ceil(T/64), B·H), SP·256 threads.
+// aligned (o too where D is a multiple of 64). grid (ceil(T/64), B·H),
+// SP·256 threads.
 template <int D, int SP>
 __global__ void __launch_bounds__(SP *NT, SP == 1 ? LMK_FLASH_F32_FWD_MINB : 1)
     flash_fwd_f32_kernel(float *o, float *lse, const float *q, const float *k, const float *v,
                          int Tn, int causal, float scale_log2)
 {
     static_assert(SP == 1 || SP == 2, "split in 1 or 2");
+    /* OM (D 64, 128): O rows orow + 4i, columns ocol + 64·jj … +3 (mm_pv_f32);
+     * else O rows = S rows ra + i, columns pb_col(cb, ·) (mm_pb_f32) */
+    constexpr bool OM = D % 64 == 0;
+    constexpr int OS = OM ? 4 : 1;
     using QL = rot_tile<D, 4>;
     using KL = xor_tile<D>;
     using VL = plain_tile<D>;
-    using PL = rot_tile<BT, 16>;
     extern __shared__ __align__(16) float sm[];
     const int grp = SP == 1 ? 0 : threadIdx.x / NT, t = threadIdx.x % NT;
     float *sQ = sm, *sK = sQ + QL::FLOATS + grp * f32_fwd_group_floats<D>();
     float *sV = sK + KL::FLOATS, *sP = sV + VL::FLOATS;
+    float *sA = sP + BT * BT, *sA1 = sA + BT, *sL = sA1 + BT; /* per row: alpha (a0), a1, l */
     const int q0 = (gridDim.x - 1 - blockIdx.x) * BT;
     const size_t bh = blockIdx.y, base = bh * Tn * D;
-    const int ra = (t >> 4) * 4, cb = t & 15;
+    const int ra = (t >> 4) * 4, cb = t & 15; /* S map */
+    const int lane = t & 31, w = t >> 5;
+    const int orow = OM ? 16 * (w >> 1) + (lane >> 3) : ra; /* O map */
+    const int ocol = OM ? 4 * (lane & 7) + 32 * (w & 1) : cb;
     const int kend = causal ? min(Tn, q0 + BT) : Tn, nk = (kend + BT - 1) / BT;
 
     f32_tile_async<QL, D, SP * NT>(sQ, q + base, q0, Tn, threadIdx.x);
@@ -1622,8 +1680,9 @@ __global__ void __launch_bounds__(SP *NT, SP == 1 ? LMK_FLASH_F32_FWD_MINB : 1)
     cp_wait<1>(); /* Q and the first K tile */
     __syncthreads();
 
-    /* m: running row max of the scores in log2 units; l: this thread's part
-     * of the row sum (its 4 columns of each tile), both scaled by 2^−m */
+    /* S map: m: running row max of the scores in log2 units; l: this thread's
+     * part of the row sum (its 4 columns of each tile), scaled by 2^−m.
+     * O map: acc, scaled by 2^−m of its rows. */
     float m[4], l[4], acc[4][D / 16];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -1633,7 +1692,6 @@ __global__ void __launch_bounds__(SP *NT, SP == 1 ? LMK_FLASH_F32_FWD_MINB : 1)
         for (int j = 0; j < D / 16; j++)
             acc[i][j] = 0.f;
     }
-    const int pxq = 16 * ((ra >> 2) & 1); /* P's rotation for this thread's rows */
     for (int it = grp; it < nk; it += SP) {
         const int k0 = it * BT;
         float s[4][4] = {};
@@ -1658,28 +1716,45 @@ __global__ void __launch_bounds__(SP *NT, SP == 1 ? LMK_FLASH_F32_FWD_MINB : 1)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const float p = exp2f(fmaf(s[i][j], scale_log2, -msub));
-                sP[(ra + i) * BT + ((cb + 16 * j + pxq) & (BT - 1))] = p; /* PL::off */
+                sP[p_off<OM>(ra + i, cb + 16 * j)] = p;
                 rs += p;
             }
             l[i] = l[i] * alpha + rs;
             m[i] = mnew;
+            if constexpr (OM) {
+                if (cb == 0)
+                    sA[ra + i] = alpha;
+            } else {
 #pragma unroll
-            for (int j = 0; j < D / 16; j++)
-                acc[i][j] *= alpha;
+                for (int j = 0; j < D / 16; j++)
+                    acc[i][j] *= alpha;
+            }
         }
         cp_wait<0>(); /* V of this tile */
-        group_sync<SP, NT>(grp); /* P complete, V visible, K read by all */
+        group_sync<SP, NT>(grp); /* P and alpha complete, V visible, K read by all */
         if (it + SP < nk)
             f32_tile_async<KL, D, NT>(sK, k + base, k0 + SP * BT, Tn, t);
         cp_commit();
-        mm_pb_f32<D>(acc, sP, sV, ra, cb);
+        if constexpr (OM) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float alpha = sA[orow + 4 * i];
+#pragma unroll
+                for (int j = 0; j < D / 16; j++)
+                    acc[i][j] *= alpha;
+            }
+            mm_pv_f32<D>(acc, sP, sV, orow, ocol);
+        } else {
+            mm_pb_f32<D>(acc, sP, sV, ra, cb);
+        }
         cp_wait<0>(); /* the next K tile */
-        group_sync<SP, NT>(grp); /* P and V read by all, the next K visible */
+        group_sync<SP, NT>(grp); /* P, alpha and V read by all, the next K visible */
         if (it + SP < nk)
             f32_tile_async<VL, D, NT>(sV, v + base, k0 + SP * BT, Tn, t);
         cp_commit();
     }
-    if constexpr (SP == 2) { /* group 1's (m, l, acc) through its own buffers into group 0 */
+    /* per row: a0 (this group's factor), a1 (group 1's), l (the full row sum) */
+    if constexpr (SP == 2) { /* group 1's (m, l, acc) through its own tiles into group 0 */
         constexpr int NV = 8 + 4 * (D / 16);
         static_assert(NV * NT <= f32_fwd_group_floats<D>(), "merge buffer fits group 1's tiles");
         float *x = sm + QL::FLOATS + f32_fwd_group_floats<D>();
@@ -1697,32 +1772,64 @@ __global__ void __launch_bounds__(SP *NT, SP == 1 ? LMK_FLASH_F32_FWD_MINB : 1)
         __syncthreads();
         if (grp == 1)
             return;
+        float a1[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const float m1 = x[i * NT + t], mn = fmaxf(m[i], m1);
             const float msub = mn == -INFINITY ? 0.f : mn;
-            const float a0 = exp2f(m[i] - msub), a1 = exp2f(m1 - msub);
-            l[i] = l[i] * a0 + x[(4 + i) * NT + t] * a1;
+            const float a0 = exp2f(m[i] - msub);
+            a1[i] = exp2f(m1 - msub);
+            l[i] = l[i] * a0 + x[(4 + i) * NT + t] * a1[i];
             m[i] = mn;
+            if (cb == 0) {
+                sA[ra + i] = a0;
+                sA1[ra + i] = a1[i];
+            }
+            if constexpr (!OM)
 #pragma unroll
-            for (int j = 0; j < D / 16; j++)
-                acc[i][j] = acc[i][j] * a0 + x[(8 + i * (D / 16) + j) * NT + t] * a1;
+                for (int j = 0; j < D / 16; j++)
+                    acc[i][j] = acc[i][j] * a0 + x[(8 + i * (D / 16) + j) * NT + t] * a1[i];
+        }
+        if constexpr (OM) {
+            group_sync<SP, NT>(0);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float a0 = sA[orow + 4 * i], b1 = sA1[orow + 4 * i];
+#pragma unroll
+                for (int j = 0; j < D / 16; j++)
+                    acc[i][j] = acc[i][j] * a0 + x[(8 + i * (D / 16) + j) * NT + t] * b1;
+            }
         }
     }
 #pragma unroll
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
         l[i] = sum16(l[i]);
+        if (cb == 0) {
+            sL[ra + i] = l[i];
+            if (q0 + ra + i < Tn)
+                lse[bh * Tn + q0 + ra + i] = (m[i] + log2f(l[i])) * LN2;
+        }
+    }
+    if constexpr (OM)
+        group_sync<SP, NT>(grp); /* sL */
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int qi = q0 + ra + i;
+        const int r = orow + OS * i, qi = q0 + r;
         if (qi >= Tn)
             continue;
-        const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+        const float lr = OM ? sL[r] : l[i];
+        const float inv = lr > 0.f ? 1.f / lr : 0.f;
+        if constexpr (OM) {
 #pragma unroll
-        for (int j = 0; j < D / 16; j++)
-            o[base + (size_t)qi * D + pb_col<D>(cb, j)] = acc[i][j] * inv;
-        if (cb == 0)
-            lse[bh * Tn + qi] = (m[i] + log2f(l[i])) * LN2;
+            for (int jj = 0; jj < D / 64; jj++)
+                *reinterpret_cast<float4 *>(o + base + (size_t)qi * D + ocol + 64 * jj) =
+                    make_float4(acc[i][4 * jj] * inv, acc[i][4 * jj + 1] * inv,
+                                acc[i][4 * jj + 2] * inv, acc[i][4 * jj + 3] * inv);
+        } else {
+#pragma unroll
+            for (int j = 0; j < D / 16; j++)
+                o[base + (size_t)qi * D + pb_col<D>(cb, j)] = acc[i][j] * inv;
+        }
     }
 }
 
@@ -1807,10 +1914,6 @@ __device__ __forceinline__ void mm_pb_rc(float acc[4][D / 16], const float *P, c
         }
     }
 }
-
-#ifndef LMK_FLASH_F32_BWD_ASYNC /* build-time knob: 1 = the fp32 single pass runs flash_bwd_f32_kernel */
-#define LMK_FLASH_F32_BWD_ASYNC 0
-#endif
 
 // dk, dv: (B, H, T, D) out; dq: (B, H, T, D) float32, zeroed, gets scale·dS·K
 // of each tile added by float4 atomics (the order of the adds, and so dq's
@@ -2030,7 +2133,7 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
         }
     }
     if constexpr (sizeof(T) == 4) /* fp32: the pipelined kernel (cp.async) */
-        if (aligned16({q, k, v}))
+        if (aligned16({o, q, k, v}))
             return fwd_f32_launch<D>((float *)o, lse, (const float *)q, (const float *)k,
                                      (const float *)v, s, scale * LOG2E, st);
     dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
@@ -2105,7 +2208,7 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
                 return LMK_DEVICE;
             dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
             const size_t smem_kv = smem_bytes<D>(4, 2);
-            if (LMK_FLASH_F32_BWD_ASYNC && aligned16({dk, dv, dout, q, k, v})) {
+            if (aligned16({dk, dv, dout, q, k, v})) { /* pipelined */
                 auto kp = flash_bwd_f32_kernel<D>;
                 if (set_smem(kp, smem_kv) != LMK_OK)
                     return LMK_DEVICE;

@@ -51,23 +51,20 @@ extern "C" {
 }
 
 /* Build-time knobs (defaults are the shipped configuration):
- *   LMK_FLASH_WGMMA_BWD         1: flash_attn.cu's single-pass backward calls
- *                               this kernel for the shapes
- *                               lmk_flash_wgmma_bwd_preferred takes; 0 (the
- *                               default): never, and _usable says 0. OFF until
- *                               a GPU run of this source passes test_flash and
- *                               flash_vs_torch: the H100 calls timed it on full
- *                               tiles (leaderboard backward 3.7 ms against the
- *                               mma.sync single pass's 6.0, PERF.md) but every
- *                               correctness run failed — an illegal instruction
- *                               with the 1-D lse/D tensor maps of that time,
- *                               then a hang with an unbalanced setmaxnreg split
- *                               (both since replaced, unverified).
+ *   LMK_FLASH_WGMMA_BWD         1 (the default): flash_attn.cu's
+ *                               single-pass backward calls this kernel for
+ *                               the shapes lmk_flash_wgmma_bwd_preferred
+ *                               takes; 0: never, and _usable says 0. Switched
+ *                               on after the lent H100 ran this source with it
+ *                               on: test_flash 232/232 (bf16, fp16) and
+ *                               flash_vs_torch 126/126 passed; leaderboard
+ *                               backward 3.63-3.64 ms against the mma.sync
+ *                               single pass's 6.0 (PERF.md).
  *   LMK_FLASH_WGMMA_BWD_SPLITN  1: the two consumers split dQ's columns
  *                               (one dQ add per query tile and 128 keys);
  *                               0: its keys (two adds). */
 #ifndef LMK_FLASH_WGMMA_BWD
-#define LMK_FLASH_WGMMA_BWD 0
+#define LMK_FLASH_WGMMA_BWD 1
 #endif
 #ifndef LMK_FLASH_WGMMA_BWD_SPLITN
 #define LMK_FLASH_WGMMA_BWD_SPLITN 1

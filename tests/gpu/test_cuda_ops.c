@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "../engine/check.h"
+#include "gpu_test.h"
 #include "backend.h"
 #include "cuda/backend_cuda.h"
 #include "model.h"
@@ -889,15 +890,9 @@ out:
 
 int main(void)
 {
-    if (lmk_cuda_device_count() == 0) {
-        printf("test_cuda_ops: no CUDA device visible, skipped\n");
-        return 77;
-    }
-    char err[256] = "";
-    if (lmk_backend_cuda_create(0, &gpu, err, sizeof err) != LMK_OK) {
-        fprintf(stderr, "FAIL lmk_backend_cuda_create: %s\n", err);
-        return 1;
-    }
+    int open_rc = gpu_test_open("test_cuda_ops", &gpu);
+    if (open_rc != 0)
+        return open_rc;
     MUST(lmk_backend_cpu_create(&cpu));
 
     printf("ops:\n");

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "../engine/check.h"
+#include "gpu_test.h"
 #include "alloc.h"
 #include "backend.h"
 #include "cuda/backend_cuda.h"
@@ -300,15 +301,9 @@ static void test_timer(void)
 
 int main(void)
 {
-    if (lmk_cuda_device_count() == 0) {
-        printf("test_graph_step: no CUDA device visible, skipped\n");
-        return 77;
-    }
-    char err[256];
-    if (lmk_backend_cuda_create(0, &gpu, err, sizeof err) != LMK_OK) {
-        fprintf(stderr, "cuda backend: %s\n", err);
-        return 1;
-    }
+    int open_rc = gpu_test_open("test_graph_step", &gpu);
+    if (open_rc != 0)
+        return open_rc;
     lmk_model_config tiny, odd = {.name = "odd", .vocab_size = 10007, .context_length = 128, .d_model = 160,
                                   .d_ff = 432, .num_layers = 2, .num_heads = 2, .rope_theta = 10000.0f};
     MUST(lmk_model_preset("tiny", &tiny));

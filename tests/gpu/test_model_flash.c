@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../engine/check.h"
+#include "gpu_test.h"
 #include "alloc.h"
 #include "backend.h"
 #include "cuda/backend_cuda.h"
@@ -231,15 +232,9 @@ out:
 
 int main(void)
 {
-    if (lmk_cuda_device_count() == 0) {
-        printf("test_model_flash: no CUDA device visible, skipped\n");
-        return 77;
-    }
-    char err[256];
-    if (lmk_backend_cuda_create(0, &gpu, err, sizeof err) != LMK_OK) {
-        fprintf(stderr, "cuda backend: %s\n", err);
-        return 1;
-    }
+    int open_rc = gpu_test_open("test_model_flash", &gpu);
+    if (open_rc != 0)
+        return open_rc;
     MUST(lmk_backend_cpu_create(&cpu));
     lmk_model_config h64 = {.name = "dh64", .vocab_size = 1000, .context_length = 256, .d_model = 256,
                             .d_ff = 640, .num_layers = 2, .num_heads = 4, .rope_theta = 10000.0f};

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "../engine/check.h"
+#include "../gpu/gpu_test.h"
 #include "backend.h"
 #include "cuda/backend_cuda.h"
 #include "cuda/timing.h"
@@ -43,15 +44,9 @@ static void sleep_ms(int ms)
 
 int main(void)
 {
-    if (lmk_cuda_device_count() == 0) {
-        printf("test_gate: no CUDA device visible, skipped\n");
-        return 77;
-    }
-    char err[256];
-    if (lmk_backend_cuda_create(0, &gpu, err, sizeof err) != LMK_OK) {
-        fprintf(stderr, "cuda backend: %s\n", err);
-        return 1;
-    }
+    int open_rc = gpu_test_open("test_gate", &gpu);
+    if (open_rc != 0)
+        return open_rc;
     lmk_cuda_timer *t = NULL;
     lmk_cuda_gate *hold = NULL, *brief = NULL, *bad = NULL;
     GPU(lmk_cuda_timer_create(gpu, 2, &t));

@@ -203,11 +203,17 @@ struct lmk_model {
     int good_steps;
     int64_t step_calls;     /* lmk_model_step calls that ran the optimizer */
     int64_t skipped;        /* fp16 steps skipped on overflow (host-decided) */
+    int persistent_copies;  /* the 16-bit weight copies live from create on and AdamW
+                             * rewrites them (bf16/fp16 with optimizer state) */
+    int copies_stale;       /* parameters may have been written since the copies were
+                             * made (lmk_model_tensor handed one out): forward re-casts */
     int tracing;            /* precision report on */
     const char *phase;      /* "forward", "backward", "optimizer" */
     lmk_precision_row *prec_rows; /* (PREC_ROWS_MAX) when tracing was ever on */
     size_t n_prec_rows;
 };
+
+static int make_persistent_copies(lmk_model *m);
 
 #define TRY(x)                   \
     do {                         \
@@ -339,15 +345,19 @@ static void release_layer(lmk_model *m, layer_acts *la)
         lmk_tensor_release(m->a, ts[i]);
 }
 
-static void release_param_copies(lmk_model *m)
+/* Releases the 16-bit weight copies: all of them (model_free), or only
+ * per-step ones (persistent copies stay). */
+static void release_param_copies(lmk_model *m, int persistent_too)
 {
+    if (m->persistent_copies && !persistent_too)
+        return;
     for (size_t i = 0; m->params && i < m->nparams; i++)
         lmk_tensor_release(m->a, &m->params[i].h);
 }
 
 static void release_activations(lmk_model *m)
 {
-    release_param_copies(m);
+    release_param_copies(m, 0);
     for (int l = 0; l < m->c.num_layers; l++)
         release_layer(m, &m->acts[l]);
     for (int l = 0; l <= m->c.num_layers; l++)
@@ -365,6 +375,7 @@ void lmk_model_free(lmk_model *m)
         return;
     if (m->acts && m->resid)
         release_activations(m);
+    release_param_copies(m, 1);
     for (size_t i = 0; m->params && i < m->nparams; i++) {
         lmk_tensor_release(m->a, &m->params[i].p);
         lmk_tensor_release(m->a, &m->params[i].g);
@@ -416,6 +427,7 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     m->half = m->in_round == LMK_ROUND_BF16 || m->in_round == LMK_ROUND_FP16 ? m->in_round
                                                                             : LMK_ROUND_NONE;
     m->adt = m->half == LMK_ROUND_BF16 ? LMK_BF16 : m->half == LMK_ROUND_FP16 ? LMK_F16 : LMK_F32;
+    m->persistent_copies = m->half != LMK_ROUND_NONE && training && training != LMK_MODEL_GRADIENTS;
 
     int L = c->num_layers, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
     m->nparams = 3 + (size_t)L * P_PER_LAYER;
@@ -479,6 +491,8 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     TRY(b->mem_zero(b, m->targets.data, m->targets.bytes));
     TRY(build_rope_table(m));
     TRY(init_params(m, seed));
+    m->copies_stale = 1;
+    TRY(make_persistent_copies(m));
 out:
     if (rc != LMK_OK) {
         lmk_model_free(m);
@@ -699,10 +713,49 @@ static int param_copy(lmk_model *m, param_slot *s)
     return rc;
 }
 
+/* Releases s's per-step 16-bit copy (persistent copies stay). */
+static void release_copy(lmk_model *m, param_slot *s)
+{
+    if (!m->persistent_copies)
+        lmk_tensor_release(m->a, &s->h);
+}
+
 static void release_layer_copies(lmk_model *m, int l)
 {
     for (int j = 0; j < P_PER_LAYER; j++)
-        lmk_tensor_release(m->a, &layer_param(m, l, j)->h);
+        release_copy(m, layer_param(m, l, j));
+}
+
+/* Persistent copies (bf16/fp16 training with AdamW): every weight matrix's
+ * 16-bit copy exists from create on (category parameter_copy) and each
+ * lmk_model_step rewrites it from the updated parameter inside the AdamW
+ * kernel (2 bytes per parameter there instead of a 6-byte cast per step in
+ * forward); the values are those of the per-step cast, bit for bit. When
+ * the copies may be stale (after create, or once lmk_model_tensor handed a
+ * parameter out for writing), this casts them all again. */
+static int make_persistent_copies(lmk_model *m)
+{
+    if (!m->persistent_copies || !m->copies_stale)
+        return LMK_OK;
+    lmk_dtype dt = half_dtype(m);
+    for (size_t i = 1; i < m->nparams; i++) {
+        param_slot *s = &m->params[i];
+        if (s->rows == 1)
+            continue;
+        int rc = LMK_OK;
+        if (!s->h.data)
+            rc = lmk_tensor_alloc(m->a, &s->h, dt, s->p.numel, LMK_MEM_PARAMETER_COPY, "%s.%s", s->name,
+                                  lmk_dtype_name(dt));
+        if (rc == LMK_OK) {
+            rec(m, "weights (cast_half, parameters written)", F32, fmt_of(m->half), "-",
+                "parameter_copy, persistent");
+            rc = m->b->cast_half(m->b, s->h.data, LMK_F(s->p), s->p.numel, m->half);
+        }
+        if (rc != LMK_OK)
+            return rc;
+    }
+    m->copies_stale = 0;
+    return LMK_OK;
 }
 
 /* The gradient of s for a GEMM that writes all of it (dW = dyᵀ x): *beta = 0
@@ -1108,6 +1161,7 @@ static int model_forward(lmk_model *m, int with_backward)
         return LMK_INVALID;
     release_activations(m);
     m->have_grads = 0;
+    TRY(make_persistent_copies(m));
     ACT(m->resid[0], (size_t)N * d, "%s", "token_embeddings.out");
     REC("token_embeddings (lookup)", F32, "-", "int32", F32);
     TRY(b->embedding_fwd(b, LMK_F(m->resid[0]), LMK_I(m->inputs), LMK_F(m->params[0].p), N, d, V));
@@ -1128,7 +1182,7 @@ static int model_forward(lmk_model *m, int with_backward)
     TRY(linear_fwd(m, "lm_head", &m->logits, op_x(&m->lnf_out), param_lm_head(m), N, d, V));
     if (!with_backward) {
         DROP(m->lnf_out);
-        DROP(param_lm_head(m)->h);
+        release_copy(m, param_lm_head(m));
     }
     /* loss; with backward, the logits become their gradient in place */
     REC(with_backward ? "cross-entropy loss + dlogits" : "cross-entropy loss", F32, acc_reduce(m, 0),
@@ -1354,7 +1408,7 @@ static int model_backward(lmk_model *m)
     TRY(linear_bwd(m, "lm_head", &t, 0, lm, &m->logits, NULL, op_x(&m->lnf_out), N, d, V));
     DROP(m->logits);
     DROP(m->lnf_out);
-    DROP(lm->h);
+    release_copy(m, lm);
     TMP(dres, (size_t)N * d, "layers.%d.out.grad", L - 1);
     TRY(half_tensor(m, &dres16, (size_t)N * d, L - 1, "out.grad"));
     TRY(grad_ready(m, lnf));
@@ -1412,10 +1466,12 @@ typedef struct est_shape {
     int64_t nd, n4, nda, nffa, scoresa, lse, d, dd, dff;
     int64_t h16; /* a 16-bit copy of an (N, d) float32 tensor under bf16/fp16, else 0 */
     int hp, flash;
+    int persist; /* the weight copies persist (made at create; model.c's persistent_copies) */
 } est_shape;
 
 #define ACTB(x) put(g, E_ACT, (x))
-#define COPY(elems) put(g, E_COPY, z->hp ? 2 * (int64_t)(elems) : 0)
+/* per-step weight copies made (positive) or released (negative) */
+#define COPY(elems) put(g, E_COPY, z->hp && !z->persist ? 2 * (int64_t)(elems) : 0)
 
 /* first: layer 0 (computes its ln1); last: its residual add computes
  * ln_final (else the next layer's ln1) */
@@ -1554,12 +1610,14 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     est_shape zs = {.nd = 4 * N * d, .n4 = 4 * N, .nda = ea * N * d, .nffa = ea * N * ff,
                     .scoresa = ea * (int64_t)batch * H * T * T, .lse = 4 * N * H, .d = d, .dd = d * d,
                     .dff = d * ff, .h16 = hp ? 2 * N * d : 0, .hp = hp,
-                    .flash = c->attention == LMK_ATTN_FLASH};
+                    .flash = c->attention == LMK_ATTN_FLASH, .persist = hp && adamw};
     const est_shape *z = &zs;
     ledger lg = {0}, *g = &lg;
     put(g, E_PARAM, 4 * P);
     if (adamw)
         put(g, E_OPT, 8 * P);
+    if (zs.persist) /* every matrix but the embedding */
+        put(g, E_COPY, 2 * (P - V * d - (2 * L + 1) * d));
     /* inputs, targets, rope table, loss/norm scalars, step counter */
     put(g, E_INPUT, 8 * N + 4 * T * dh + 16 + (adamw ? 8 : 0));
     int keep = training != 0;
@@ -1613,7 +1671,8 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
     for (size_t i = 0; i < m->nparams; i++) {
         param_slot *s = &m->params[i];
         m->opt[i] = (lmk_opt_tensor){.p = LMK_F(s->p), .g = LMK_F(s->g), .m = LMK_F(s->m),
-                                     .v = LMK_F(s->v), .n = s->p.numel};
+                                     .v = LMK_F(s->v), .n = s->p.numel,
+                                     .h = m->persistent_copies ? s->h.data : NULL};
     }
     if (need_factor) {
         TRY(b->mem_zero(b, sumsq, sizeof(float)));
@@ -1624,10 +1683,14 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
     /* the step number lives on the device: the whole step can be replayed
      * from a CUDA graph with the right bias correction */
     lmk_adamw_hp hp = {.lr = cfg->lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->eps,
-                       .weight_decay = cfg->weight_decay, .t = 0, .alpha = alpha};
+                       .weight_decay = cfg->weight_decay, .t = 0, .alpha = alpha,
+                       .copy_fmt = m->half};
     REC("AdamW step counter and alpha_t", F32, "float64", "int64");
     TRY(b->adamw_begin(b, (int64_t *)m->step.data, alpha, need_factor ? factor : NULL, &hp));
     REC("AdamW (p, m, v master copies)", F32, F32, F32, F32, F32, F32);
+    if (m->persistent_copies)
+        rec(m, "weights (16-bit copies written by AdamW)", F32, fmt_of(m->half), "-",
+            "parameter_copy, rewritten by each step");
     TRY(b->adamw_multi(b, m->opt, m->nparams, &hp, need_factor ? factor : NULL));
     m->step_calls++;
     if (m->prec != LMK_PREC_FP16)
@@ -1697,8 +1760,10 @@ int lmk_model_tensor(lmk_model *m, size_t i, const char **name, lmk_tensor **par
         return LMK_INVALID;
     if (name)
         *name = m->params[i].name;
-    if (param)
+    if (param) {
         *param = &m->params[i].p;
+        m->copies_stale = 1; /* the caller may write it: the next forward re-casts */
+    }
     if (grad)
         *grad = &m->params[i].g;
     return LMK_OK;

@@ -395,10 +395,14 @@ static void test_flops(void)
     CHECK(f.backward == 2 * f.forward, "backward flops");
 }
 
-/* Autocast: the 16-bit weight copies live from forward to the end of
- * backward (2 bytes per matrix element but the embedding), an inference
- * forward frees them layer by layer (never more than one layer's and the
- * LM head's); the step counter and the loss-scale reports. */
+/* Autocast: a training model (AdamW) keeps its 16-bit weight copies from
+ * create on (2 bytes per matrix element but the embedding) and each step
+ * rewrites them; the steps then equal those of a model whose copies are
+ * re-cast before every forward (lmk_model_tensor marks them stale), bit for
+ * bit. A gradients-only model makes them per step (forward to the end of
+ * backward); an inference model frees them layer by layer (never more than
+ * one layer's and the LM head's). The step counter and the loss-scale
+ * reports. */
 static void test_autocast(void)
 {
     lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
@@ -406,28 +410,60 @@ static void test_autocast(void)
     uint64_t matrices = P - (uint64_t)c.vocab_size * c.d_model - (2 * c.num_layers + 1) * c.d_model;
     for (int k = 0; k < 3; k++) {
         lmk_precision prec = k == 0 ? LMK_PREC_BF16 : k == 1 ? LMK_PREC_FP16 : LMK_PREC_FP32;
-        fixture f;
+        const char *pn = lmk_precision_name(prec);
+        fixture f, fr;
         fixture_open(&f, &c, 2, 16, prec, 3, LMK_MODEL_TRAIN);
+        fixture_open(&fr, &c, 2, 16, prec, 3, LMK_MODEL_TRAIN);
         uint64_t want = prec == LMK_PREC_FP32 ? 0 : 2 * matrices;
+        CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == want, "%s: parameter_copy %llu bytes after create, want %llu",
+              pn, (unsigned long long)lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY), (unsigned long long)want);
         lmk_adamw_config opt = lmk_adamw_defaults();
         for (int s = 0; s < 3; s++) {
             lmk_allocator_reset_peak(f.a);
             MUST(lmk_model_forward(f.m, 1));
-            CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == want,
-                  "%s: parameter_copy %llu bytes after forward, want %llu", lmk_precision_name(prec),
+            MUST(lmk_model_backward(f.m));
+            MUST(lmk_model_step(f.m, &opt));
+            CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == want &&
+                      lmk_allocator_peak(f.a, LMK_MEM_PARAMETER_COPY) == want,
+                  "%s: persistent copies %llu (peak %llu) bytes in step %d, want %llu", pn,
                   (unsigned long long)lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY),
-                  (unsigned long long)want);
+                  (unsigned long long)lmk_allocator_peak(f.a, LMK_MEM_PARAMETER_COPY), s, (unsigned long long)want);
+            for (size_t i = 0; i < lmk_model_tensor_count(fr.m); i++) { /* stale: re-cast */
+                lmk_tensor *p;
+                MUST(lmk_model_tensor(fr.m, i, NULL, &p, NULL));
+            }
+            MUST(lmk_model_forward(fr.m, 1));
+            MUST(lmk_model_backward(fr.m));
+            MUST(lmk_model_step(fr.m, &opt));
+        }
+        float la = 0, lb = 0;
+        MUST(lmk_model_forward(f.m, 1));
+        MUST(lmk_model_loss(f.m, &la));
+        MUST(lmk_model_forward(fr.m, 1));
+        MUST(lmk_model_loss(fr.m, &lb));
+        CHECK(la == lb, "%s: loss after 3 steps with AdamW's copies %.9g vs re-cast copies %.9g", pn, la, lb);
+        CHECK(lmk_model_steps_taken(f.m) == 3, "%s: steps taken %lld", pn, (long long)lmk_model_steps_taken(f.m));
+        CHECK(lmk_model_steps_skipped(f.m) == 0, "skipped steps");
+        CHECK(lmk_model_loss_scale(f.m) == (prec == LMK_PREC_FP16 ? 65536.0f : 1.0f), "%s: loss scale %g", pn,
+              lmk_model_loss_scale(f.m));
+        fixture_close(&f);
+        fixture_close(&fr);
+        /* gradients only: per-step copies, made once by forward, freed by backward */
+        fixture_open(&f, &c, 2, 16, prec, 3, LMK_MODEL_GRADIENTS);
+        for (int s = 0; s < 2; s++) {
+            lmk_allocator_reset_peak(f.a);
+            MUST(lmk_model_forward(f.m, 1));
+            CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == want,
+                  "%s: parameter_copy %llu bytes after forward, want %llu", pn,
+                  (unsigned long long)lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY), (unsigned long long)want);
             MUST(lmk_model_backward(f.m));
             CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == 0 &&
                       lmk_allocator_peak(f.a, LMK_MEM_PARAMETER_COPY) == want,
-                  "%s: parameter copies not made once and freed by backward", lmk_precision_name(prec));
-            MUST(lmk_model_step(f.m, &opt));
+                  "%s: parameter copies not made once and freed by backward", pn);
         }
-        CHECK(lmk_model_steps_taken(f.m) == 3, "%s: steps taken %lld", lmk_precision_name(prec),
-              (long long)lmk_model_steps_taken(f.m));
-        CHECK(lmk_model_steps_skipped(f.m) == 0, "skipped steps");
-        CHECK(lmk_model_loss_scale(f.m) == (prec == LMK_PREC_FP16 ? 65536.0f : 1.0f), "%s: loss scale %g",
-              lmk_precision_name(prec), lmk_model_loss_scale(f.m));
+        fixture_close(&f);
+        /* inference */
+        fixture_open(&f, &c, 2, 16, prec, 3, LMK_MODEL_INFERENCE);
         lmk_allocator_reset_peak(f.a);
         MUST(lmk_model_forward(f.m, 0));
         CHECK(lmk_allocator_live(f.a, LMK_MEM_PARAMETER_COPY) == 0, "copies live after inference");
@@ -435,7 +471,7 @@ static void test_autocast(void)
         uint64_t head = 2ull * c.vocab_size * c.d_model;
         uint64_t most = layer > head ? layer : head;
         CHECK(lmk_allocator_peak(f.a, LMK_MEM_PARAMETER_COPY) == (prec == LMK_PREC_FP32 ? 0 : most),
-              "%s: inference copies peak %llu, want one layer's or the head's %llu", lmk_precision_name(prec),
+              "%s: inference copies peak %llu, want one layer's or the head's %llu", pn,
               (unsigned long long)lmk_allocator_peak(f.a, LMK_MEM_PARAMETER_COPY), (unsigned long long)most);
         fixture_close(&f);
     }

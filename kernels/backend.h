@@ -146,13 +146,16 @@ struct lmk_backend {
      * adjacent pairs (2k, 2k+1) of position t rotated by the angle whose
      * (cos, sin) is table (T, dh/2, 2). table NULL: plain head split. dh even
      * when table is given. Not in place. in and out of dtype dt (rotation
-     * in float32, one rounding to dt). */
+     * in float32, one rounding to dt). ld: the row stride of in's (B·T)
+     * rows in elements, ≥ H·dh (H·dh: contiguous; 3·H·dh: q, k or v inside a
+     * fused (N, 3d) projection output); else LMK_INVALID. */
     int (*rope_fwd)(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,
-                    int B, int T, int H, int dh);
-    /* The adjoint: dout (B, H, T, dh) → din (B, T, H, dh), rotated back.
+                    int B, int T, int H, int dh, int ld);
+    /* The adjoint: dout (B, H, T, dh) → din (B, T, H, dh), rotated back; din's
+     * rows ld elements apart (the elements between them untouched).
      * table NULL: plain head merge (also the forward of merging heads). */
     int (*rope_bwd)(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table,
-                    int B, int T, int H, int dh);
+                    int B, int T, int H, int dh, int ld);
 
     int (*gemm)(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
     /* The same GEMM where an input may already be 16-bit: a_half / b_half

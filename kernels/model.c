@@ -32,6 +32,14 @@ static void range_push_layer(int l)
 }
 
 #define RMS_EPS 1e-5f
+/* Build-time knob: 1 = the q, k, v projections run as one GEMM into an
+ * (N, 3d) output (RoPE and the head split read it with a row stride) and
+ * their backward as one dx GEMM with K = 3d over the (N, 3d) gradient, the
+ * weights' 16-bit copies stacked into one (3d, d) matrix; 0 = three GEMMs
+ * each way (the float32 dx accumulated by two of them). */
+#ifndef LMK_FUSED_QKV
+#define LMK_FUSED_QKV 0
+#endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
 
@@ -153,6 +161,12 @@ typedef struct param_slot {
     lmk_tensor h;          /* 16-bit copy of p (parameter_copy; bf16/fp16 matrices
                             * but the embedding), from its first use in forward
                             * to the end of its layer's backward */
+    int h_view;            /* h points into the copy owned by the first slot of its
+                            * fused group (not released through this slot) */
+    int fuse_n;            /* > 0: the first of a fused group of fuse_n slots whose
+                            * copies are one matrix, rows stacked in fuse[] order */
+    int fuse[3];           /* the group's slots (indices into params) */
+    int fused_into;        /* the group's first slot, or -1 */
     int g_ready;           /* g zeroed (or written) in the current backward */
     int rows, cols;        /* (rows, cols); norms: (1, d) */
     float init_std;        /* 0: ones */
@@ -203,6 +217,7 @@ struct lmk_model {
     int good_steps;
     int64_t step_calls;     /* lmk_model_step calls that ran the optimizer */
     int64_t skipped;        /* fp16 steps skipped on overflow (host-decided) */
+    int fused_qkv;          /* LMK_FUSED_QKV (a model field so both paths stay compiled) */
     int persistent_copies;  /* the 16-bit weight copies live from create on and AdamW
                              * rewrites them (bf16/fp16 with optimizer state) */
     int copies_stale;       /* parameters may have been written since the copies were
@@ -214,6 +229,7 @@ struct lmk_model {
 };
 
 static int make_persistent_copies(lmk_model *m);
+static int group_copy(lmk_model *m, param_slot *first, int persistent);
 
 #define TRY(x)                   \
     do {                         \
@@ -345,6 +361,18 @@ static void release_layer(lmk_model *m, layer_acts *la)
         lmk_tensor_release(m->a, ts[i]);
 }
 
+/* Releases s's 16-bit copy (a view into its group's copy is only forgotten:
+ * the group's first slot owns the memory, released with it). */
+static void copy_drop(lmk_model *m, param_slot *s)
+{
+    if (s->h_view) {
+        s->h = (lmk_tensor){0};
+        s->h_view = 0;
+        return;
+    }
+    lmk_tensor_release(m->a, &s->h);
+}
+
 /* Releases the 16-bit weight copies: all of them (model_free), or only
  * per-step ones (persistent copies stay). */
 static void release_param_copies(lmk_model *m, int persistent_too)
@@ -352,7 +380,7 @@ static void release_param_copies(lmk_model *m, int persistent_too)
     if (m->persistent_copies && !persistent_too)
         return;
     for (size_t i = 0; m->params && i < m->nparams; i++)
-        lmk_tensor_release(m->a, &m->params[i].h);
+        copy_drop(m, &m->params[i]);
 }
 
 static void release_activations(lmk_model *m)
@@ -462,6 +490,18 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     }
     set_slot(param_final_norm(m), "ln_final.weight", 1, d, 0.0f);
     set_slot(param_lm_head(m), "lm_head.weight", V, d, linear_std(d, V));
+    m->fused_qkv = LMK_FUSED_QKV;
+    for (size_t i = 0; i < m->nparams; i++)
+        m->params[i].fused_into = -1;
+    for (int l = 0; m->fused_qkv && l < L; l++) { /* q, k, v: one (3d, d) copy */
+        param_slot *q = layer_param(m, l, P_WQ);
+        static const int members[3] = {P_WQ, P_WK, P_WV};
+        q->fuse_n = 3;
+        for (int j = 0; j < 3; j++) {
+            q->fuse[j] = (int)(layer_param(m, l, members[j]) - m->params);
+            m->params[q->fuse[j]].fused_into = q->fuse[0];
+        }
+    }
 
     for (size_t i = 0; i < m->nparams; i++) {
         param_slot *s = &m->params[i];
@@ -629,6 +669,16 @@ static operand op_x(const lmk_tensor *t)
     return t->dtype == LMK_F32 ? (operand){LMK_F(*t), NULL} : (operand){NULL, t->data};
 }
 
+/* A GEMM operand advanced by off elements of its storage. */
+static operand op_at(operand o, int64_t off)
+{
+    if (o.h)
+        o.h = (const uint16_t *)o.h + off;
+    else
+        o.f += off;
+    return o;
+}
+
 static const char *dtype_fmt(lmk_dtype dt)
 {
     return dt == LMK_BF16 ? "bfloat16" : dt == LMK_F16 ? "float16" : "float32";
@@ -695,6 +745,40 @@ static int half_tensor(lmk_model *m, lmk_tensor *t, size_t n, int l, const char 
     return lmk_tensor_alloc(m->a, t, half_dtype(m), n, LMK_MEM_TEMPORARY, "layers.%d.%s.half", l, what);
 }
 
+/* The 16-bit copies of fused group first's slots as one matrix (rows
+ * stacked in first->fuse order; category parameter_copy, owned by first, the
+ * others' h views into it), allocated when missing, each slot's rows cast
+ * from its parameter (the values of one cast per slot). */
+static int group_copy(lmk_model *m, param_slot *first, int persistent)
+{
+    lmk_dtype dt = half_dtype(m);
+    int rc = LMK_OK;
+    if (!first->h.data) {
+        size_t total = 0;
+        for (int j = 0; j < first->fuse_n; j++)
+            total += m->params[first->fuse[j]].p.numel;
+        rc = lmk_tensor_alloc(m->a, &first->h, dt, total, LMK_MEM_PARAMETER_COPY, "%s+%d.%s", first->name,
+                              first->fuse_n - 1, lmk_dtype_name(dt));
+        if (rc != LMK_OK)
+            return rc;
+        size_t at = first->p.numel;
+        for (int j = 1; j < first->fuse_n; j++) {
+            param_slot *s = &m->params[first->fuse[j]];
+            s->h = (lmk_tensor){.data = (uint16_t *)first->h.data + at, .numel = s->p.numel,
+                                .bytes = 2 * s->p.numel, .dtype = dt, .category = LMK_MEM_PARAMETER_COPY};
+            s->h_view = 1;
+            at += s->p.numel;
+        }
+    }
+    for (int j = 0; j < first->fuse_n && rc == LMK_OK; j++) {
+        param_slot *s = &m->params[first->fuse[j]];
+        rec(m, persistent ? "weights (cast_half, parameters written)" : "weights (cast_half)", F32, fmt_of(m->half),
+            "-", persistent ? "parameter_copy, persistent, stacked" : "parameter_copy, once per step, stacked");
+        rc = m->b->cast_half(m->b, s->h.data, LMK_F(s->p), s->p.numel, m->half);
+    }
+    return rc;
+}
+
 /* The per-step 16-bit copy of weight matrix s (autocast's cast of each
  * weight, made at its first use in forward and reused by backward): every
  * matrix but the embedding (a lookup, which autocast keeps in float32).
@@ -704,6 +788,8 @@ static int param_copy(lmk_model *m, param_slot *s)
 {
     if (m->half == LMK_ROUND_NONE || s->rows == 1 || s->h.data)
         return LMK_OK;
+    if (s->fused_into >= 0)
+        return group_copy(m, &m->params[s->fused_into], 0);
     lmk_dtype dt = half_dtype(m);
     rec(m, "weights (cast_half)", F32, fmt_of(m->half), "-", "parameter_copy, once per step");
     int rc = lmk_tensor_alloc(m->a, &s->h, dt, s->p.numel, LMK_MEM_PARAMETER_COPY, "%s.%s", s->name,
@@ -717,7 +803,7 @@ static int param_copy(lmk_model *m, param_slot *s)
 static void release_copy(lmk_model *m, param_slot *s)
 {
     if (!m->persistent_copies)
-        lmk_tensor_release(m->a, &s->h);
+        copy_drop(m, s);
 }
 
 static void release_layer_copies(lmk_model *m, int l)
@@ -740,8 +826,14 @@ static int make_persistent_copies(lmk_model *m)
     lmk_dtype dt = half_dtype(m);
     for (size_t i = 1; i < m->nparams; i++) {
         param_slot *s = &m->params[i];
-        if (s->rows == 1)
+        if (s->rows == 1 || (s->fused_into >= 0 && s->fused_into != (int)i))
+            continue; /* norms; a fused group's later slots (cast with its first) */
+        if (s->fuse_n) {
+            int rc = group_copy(m, s, 1);
+            if (rc != LMK_OK)
+                return rc;
             continue;
+        }
         int rc = LMK_OK;
         if (!s->h.data)
             rc = lmk_tensor_alloc(m->a, &s->h, dt, s->p.numel, LMK_MEM_PARAMETER_COPY, "%s.%s", s->name,
@@ -850,6 +942,88 @@ static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumula
     return rc;
 }
 
+/* The rows of fused group first's weights together (Σ dout). */
+static int group_rows(const lmk_model *m, const param_slot *first)
+{
+    int rows = 0;
+    for (int j = 0; j < first->fuse_n; j++)
+        rows += m->params[first->fuse[j]].rows;
+    return rows;
+}
+
+/* The projections of fused group first (LMK_FUSED_QKV) at once: y (N, Σ dout)
+ * of its tensor's dtype = x (N, din) · [W_0; W_1; …]ᵀ, W_j (dout_j, din):
+ * one GEMM against the stacked 16-bit copy under bf16/fp16; float32/tf32
+ * (no copy): one GEMM per weight into its columns of y. */
+static int fused_fwd(lmk_model *m, const char *op, lmk_tensor *y, operand x, param_slot *first, int n, int din)
+{
+    int rc = param_copy(m, first);
+    int total = group_rows(m, first);
+    if (rc != LMK_OK)
+        return rc;
+    if (m->half != LMK_ROUND_NONE) {
+        lmk_gemm g = {.trans_b = 1, .m = n, .n = total, .k = din, .batch = 1, .alpha = 1.0f,
+                      .in_round = m->in_round, .out_round = m->out_round};
+        return gemm2(m, op, &g, y, x, op_w(first));
+    }
+    int64_t at = 0;
+    for (int j = 0; j < first->fuse_n && rc == LMK_OK; j++) {
+        param_slot *s = &m->params[first->fuse[j]];
+        lmk_gemm g = {.trans_b = 1, .m = n, .n = s->rows, .k = din, .batch = 1, .alpha = 1.0f, .ldc = total,
+                      .in_round = m->in_round, .out_round = m->out_round};
+        lmk_tensor yj = *y;
+        yj.data = (char *)y->data + at * (int64_t)lmk_dtype_size(y->dtype);
+        rc = gemm2(m, op, &g, &yj, x, op_w(s));
+        at += s->rows;
+    }
+    return rc;
+}
+
+/* fused_fwd's backward: dx (N, din) float32 = dy (N, Σ dout) · [W_0; W_1; …]
+ * — one GEMM with K = Σ dout under bf16/fp16 (float32/tf32: one per weight,
+ * the later ones accumulating) — and dW_j (+)= dy_jᵀ x, one GEMM per weight
+ * reading its columns of dy (rows Σ dout apart). names: the weights' ops
+ * for their dW rows of the precision report. */
+static int fused_bwd(lmk_model *m, const char *op, const char *const *names, lmk_tensor *dx, param_slot *first,
+                     const lmk_tensor *dy, operand x, int n, int din)
+{
+    char name[64];
+    int total = group_rows(m, first), rc = LMK_OK;
+    float beta_w[3];
+    for (int j = 0; j < first->fuse_n && rc == LMK_OK; j++)
+        rc = grad_ready_gemm(m, &m->params[first->fuse[j]], &beta_w[j]);
+    if (rc == LMK_OK)
+        rc = param_copy(m, first); /* made by forward; again only after a failed one */
+    if (rc != LMK_OK)
+        return rc;
+    operand dyo = op_x(dy);
+    snprintf(name, sizeof name, "%s dx = dy W", op);
+    if (m->half != LMK_ROUND_NONE) {
+        lmk_gemm gx = {.m = n, .n = din, .k = total, .batch = 1, .alpha = 1.0f, .in_round = m->in_round,
+                       .out_round = dx->dtype == LMK_F32 ? LMK_ROUND_NONE : m->out_round};
+        rc = gemm2(m, name, &gx, dx, dyo, op_w(first));
+    } else {
+        int64_t at = 0;
+        for (int j = 0; j < first->fuse_n && rc == LMK_OK; j++) {
+            param_slot *s = &m->params[first->fuse[j]];
+            lmk_gemm gx = {.m = n, .n = din, .k = s->rows, .batch = 1, .alpha = 1.0f, .beta = j ? 1.0f : 0.0f,
+                           .lda = total, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
+            rc = gemm2(m, name, &gx, dx, op_at(dyo, at), op_w(s));
+            at += s->rows;
+        }
+    }
+    int64_t at = 0;
+    for (int j = 0; j < first->fuse_n && rc == LMK_OK; j++) {
+        param_slot *s = &m->params[first->fuse[j]];
+        lmk_gemm gw = {.trans_a = 1, .m = s->rows, .n = din, .k = n, .batch = 1, .alpha = 1.0f, .beta = beta_w[j],
+                       .lda = total, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
+        snprintf(name, sizeof name, "%s dW += dy^T x", names[j]);
+        rc = gemm2(m, name, &gw, &s->g, op_at(dyo, at), x);
+        at += s->rows;
+    }
+    return rc;
+}
+
 /* Per (batch, head) GEMM over (B·H) matrices; c of its tensor's dtype. */
 static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, operand bm, int ta, int tb,
                       int M, int Nn, int K, float alpha)
@@ -892,16 +1066,6 @@ typedef enum causal_kind {
     CAUSAL_IN_TT,  /* c (T, dh) by query blocks = a (T, T) · bm (T, dh): P v, dS k */
     CAUSAL_IN_TTT, /* c (T, dh) by key blocks = a (T, T)ᵀ · bm (T, dh): Pᵀ dO, dSᵀ q */
 } causal_kind;
-
-/* A GEMM operand advanced by off elements of its storage. */
-static operand op_at(operand o, int64_t off)
-{
-    if (o.h)
-        o.h = (const uint16_t *)o.h + off;
-    else
-        o.f += off;
-    return o;
-}
 
 /* The causal GEMM of kind over the B·H heads (see causal_block); c, a, bm
  * as for heads_gemm. */
@@ -1027,22 +1191,37 @@ static int layer_forward(lmk_model *m, int l, int keep)
         if (!keep)
             DROP(la->ln1_rstd);
     }
-    TMPA(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
     static const int proj[3] = {P_WQ, P_WK, P_WV};
     static const char *const proj_names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
     static const char *const rope_names[3] = {"attn.q rope + head split", "attn.k rope + head split",
                                               "attn.v head split"};
     static const char *const head_names[3] = {"q", "k", "v"};
     lmk_tensor *heads[3] = {&la->qh, &la->kh, &la->vh};
-    for (int i = 0; i < 3; i++) {
-        ACTA(*heads[i], (size_t)N * d, "layers.%d.attn.%s", l, head_names[i]);
-        TRY(linear_fwd(m, proj_names[i], &tmp, op_x(&la->ln1_out), layer_param(m, l, proj[i]), N, d, d));
-        if (i < 2)
-            REC(rope_names[i], F_ACT, F32, F_ACT, F32);
-        else
-            REC(rope_names[i], F_ACT, "-", F_ACT);
-        TRY(b->rope_fwd(b, heads[i]->data, tmp.data, adt, i < 2 ? LMK_F(m->rope) : NULL, m->B, T, m->H,
-                        m->dh));
+    if (m->fused_qkv) { /* one (N, 3d) projection; RoPE / split read q, k, v with rows 3d apart */
+        size_t es = lmk_dtype_size(adt);
+        TMPA(tmp, (size_t)N * 3 * d, "layers.%d.attn.qkv_proj_out", l);
+        TRY(fused_fwd(m, "attn.qkv_proj", &tmp, op_x(&la->ln1_out), layer_param(m, l, P_WQ), N, d));
+        for (int i = 0; i < 3; i++) {
+            ACTA(*heads[i], (size_t)N * d, "layers.%d.attn.%s", l, head_names[i]);
+            if (i < 2)
+                REC(rope_names[i], F_ACT, F32, F_ACT, F32);
+            else
+                REC(rope_names[i], F_ACT, "-", F_ACT);
+            TRY(b->rope_fwd(b, heads[i]->data, (char *)tmp.data + (size_t)i * d * es, adt,
+                            i < 2 ? LMK_F(m->rope) : NULL, m->B, T, m->H, m->dh, 3 * d));
+        }
+    } else {
+        TMPA(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
+        for (int i = 0; i < 3; i++) {
+            ACTA(*heads[i], (size_t)N * d, "layers.%d.attn.%s", l, head_names[i]);
+            TRY(linear_fwd(m, proj_names[i], &tmp, op_x(&la->ln1_out), layer_param(m, l, proj[i]), N, d, d));
+            if (i < 2)
+                REC(rope_names[i], F_ACT, F32, F_ACT, F32);
+            else
+                REC(rope_names[i], F_ACT, "-", F_ACT);
+            TRY(b->rope_fwd(b, heads[i]->data, tmp.data, adt, i < 2 ? LMK_F(m->rope) : NULL, m->B, T, m->H,
+                            m->dh, d));
+        }
     }
     DROP(tmp);
     if (!keep)
@@ -1085,7 +1264,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
     const lmk_tensor *values = tmp.data ? &tmp : &la->o;
     ACTA(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
     REC("attn head merge", F_ACT, "-", F_ACT);
-    TRY(b->rope_bwd(b, la->merged.data, values->data, adt, NULL, m->B, T, m->H, m->dh));
+    TRY(b->rope_bwd(b, la->merged.data, values->data, adt, NULL, m->B, T, m->H, m->dh, d));
     if (!tmp.data) /* the values were the saved flash output: a new buffer */
         TMPA(tmp, (size_t)N * d, "layers.%d.attn.output_proj.out", l);
     TRY(linear_fwd(m, "attn.output_proj", &tmp, op_x(&la->merged), layer_param(m, l, P_WO), N, d, d));
@@ -1304,7 +1483,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
     TRY(linear_bwd(m, "attn.output_proj", &t1, 0, wo, dres, dres16, op_x(&la->merged), N, d, d));
     DROP(la->merged);
     TMPA(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
-    TRY(b->rope_fwd(b, t2.data, t1.data, adt, NULL, B, T, H, dh)); /* split heads */
+    TRY(b->rope_fwd(b, t2.data, t1.data, adt, NULL, B, T, H, dh, d)); /* split heads */
     DROP(t1);
     if (m->c.attention == LMK_ATTN_FLASH) {
         /* t2 → t1 (dq), t2 (dk), t4 (dv) */
@@ -1349,16 +1528,29 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         DROP(la->kh);
     }
     /* back through RoPE / head split, then the three projections */
-    TMPA(t3, (size_t)N * d, "layers.%d.attn.proj_out.grad", l);
-    TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l); /* float32: q, k, v accumulate */
     static const int proj[3] = {P_WQ, P_WK, P_WV};
     static const char *const proj_names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
     lmk_tensor *src[3] = {&t1, &t2, &t4};
-    for (int i = 0; i < 3; i++) {
-        param_slot *w = layer_param(m, l, proj[i]);
-        TRY(b->rope_bwd(b, t3.data, src[i]->data, adt, i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh));
-        lmk_tensor_release(m->a, src[i]);
-        TRY(linear_bwd(m, proj_names[i], &t5, i > 0, w, &t3, NULL, op_x(&la->ln1_out), N, d, d));
+    if (m->fused_qkv) { /* dq, dk, dv merged into one (N, 3d) gradient: one dx GEMM, K = 3d */
+        size_t es = lmk_dtype_size(adt);
+        TMPA(t3, (size_t)N * 3 * d, "layers.%d.attn.qkv_proj_out.grad", l);
+        for (int i = 0; i < 3; i++) {
+            TRY(b->rope_bwd(b, (char *)t3.data + (size_t)i * d * es, src[i]->data, adt,
+                            i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh, 3 * d));
+            lmk_tensor_release(m->a, src[i]);
+        }
+        TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l); /* float32 */
+        TRY(fused_bwd(m, "attn.qkv_proj", proj_names, &t5, layer_param(m, l, P_WQ), &t3, op_x(&la->ln1_out), N,
+                      d));
+    } else {
+        TMPA(t3, (size_t)N * d, "layers.%d.attn.proj_out.grad", l);
+        TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l); /* float32: q, k, v accumulate */
+        for (int i = 0; i < 3; i++) {
+            param_slot *w = layer_param(m, l, proj[i]);
+            TRY(b->rope_bwd(b, t3.data, src[i]->data, adt, i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh, d));
+            lmk_tensor_release(m->a, src[i]);
+            TRY(linear_bwd(m, proj_names[i], &t5, i > 0, w, &t3, NULL, op_x(&la->ln1_out), N, d, d));
+        }
     }
     DROP(t3);
     DROP(la->ln1_out);
@@ -1467,6 +1659,7 @@ typedef struct est_shape {
     int64_t h16; /* a 16-bit copy of an (N, d) float32 tensor under bf16/fp16, else 0 */
     int hp, flash;
     int persist; /* the weight copies persist (made at create; model.c's persistent_copies) */
+    int fused_qkv; /* LMK_FUSED_QKV */
 } est_shape;
 
 #define ACTB(x) put(g, E_ACT, (x))
@@ -1484,12 +1677,19 @@ static void est_layer_forward(ledger *g, const est_shape *z, int keep, int first
         if (!keep)
             ACTB(-n4);
     }
-    ACTB(nda); /* projection output */
-    for (int i = 0; i < 3; i++) {
-        ACTB(nda); /* q, k, v */
-        COPY(z->dd);
+    if (z->fused_qkv) {
+        ACTB(3 * nda);  /* (N, 3d) projection output */
+        COPY(3 * z->dd); /* the stacked copy */
+        ACTB(3 * nda);  /* q, k, v */
+        ACTB(-3 * nda - (!keep ? nda : 0)); /* projection output, ln1 out */
+    } else {
+        ACTB(nda); /* projection output */
+        for (int i = 0; i < 3; i++) {
+            ACTB(nda); /* q, k, v */
+            COPY(z->dd);
+        }
+        ACTB(-nda - (!keep ? nda : 0)); /* projection output, ln1 out */
     }
-    ACTB(-nda - (!keep ? nda : 0)); /* projection output, ln1 out */
     if (z->flash) {
         ACTB(z->lse);
         ACTB(nda); /* O */
@@ -1586,12 +1786,21 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
         ACTB(-z->scoresa);      /* dS */
         ACTB(-2 * nda);         /* q, k */
     }
-    ACTB(nda + nd); /* proj out grad, ln1 out grad (float32: accumulated) */
-    for (int i = 0; i < 3; i++) {
-        ACTB(-nda); /* dq, dk, dv */
-        est_linear_bwd(g, z, z->dd, 0);
+    if (z->fused_qkv) {
+        ACTB(3 * nda);  /* (N, 3d) projection output grad */
+        ACTB(-3 * nda); /* dq, dk, dv */
+        ACTB(nd);       /* ln1 out grad (float32) */
+        for (int i = 0; i < 3; i++)
+            est_linear_bwd(g, z, z->dd, 0);
+        ACTB(-3 * nda - nda); /* proj out grad, ln1 out */
+    } else {
+        ACTB(nda + nd); /* proj out grad, ln1 out grad (float32: accumulated) */
+        for (int i = 0; i < 3; i++) {
+            ACTB(-nda); /* dq, dk, dv */
+            est_linear_bwd(g, z, z->dd, 0);
+        }
+        ACTB(-2 * nda); /* proj out grad, ln1 out */
     }
-    ACTB(-2 * nda); /* proj out grad, ln1 out */
     COPY(-(4 * z->dd + 3 * z->dff));
     ACTB(nd + (first ? 0 : h16)); /* input grad (and its 16-bit copy) */
     put(g, E_GRAD, 4 * z->d);
@@ -1610,7 +1819,8 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     est_shape zs = {.nd = 4 * N * d, .n4 = 4 * N, .nda = ea * N * d, .nffa = ea * N * ff,
                     .scoresa = ea * (int64_t)batch * H * T * T, .lse = 4 * N * H, .d = d, .dd = d * d,
                     .dff = d * ff, .h16 = hp ? 2 * N * d : 0, .hp = hp,
-                    .flash = c->attention == LMK_ATTN_FLASH, .persist = hp && adamw};
+                    .flash = c->attention == LMK_ATTN_FLASH, .persist = hp && adamw,
+                    .fused_qkv = LMK_FUSED_QKV};
     const est_shape *z = &zs;
     ledger lg = {0}, *g = &lg;
     put(g, E_PARAM, 4 * P);

@@ -146,18 +146,19 @@ static int cpu_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dou
 /* --- rope / head split ------------------------------------------------ */
 
 /* dir > 0: in (B,T,H,dh) → out (B,H,T,dh) rotating by +angle;
- * dir < 0: in (B,H,T,dh) → out (B,T,H,dh) rotating by −angle. */
+ * dir < 0: in (B,H,T,dh) → out (B,T,H,dh) rotating by −angle; the
+ * (B,T,H,dh) side's rows ld elements apart. */
 static int rope_common(lmk_backend *b, void *out, const void *in, lmk_dtype dt,
-                       const float *table, int B, int T, int H, int dh, int dir)
+                       const float *table, int B, int T, int H, int dh, int ld, int dir)
 {
-    if ((table && dh % 2) || !cpu_dt_ok(dt))
+    if ((table && dh % 2) || !cpu_dt_ok(dt) || ld < H * dh)
         return LMK_INVALID;
     size_t es = lmk_dtype_size(dt);
 #pragma omp parallel for collapse(2) num_threads(ST(b)->threads) if ((long)B * T * H * dh > 65536)
     for (int bb = 0; bb < B; bb++) {
         for (int t = 0; t < T; t++) {
             for (int h = 0; h < H; h++) {
-                size_t bthd = (((size_t)bb * T + t) * H + h) * dh;
+                size_t bthd = ((size_t)bb * T + t) * (size_t)ld + (size_t)h * dh;
                 size_t bhtd = (((size_t)bb * H + h) * T + t) * dh;
                 size_t src = dir > 0 ? bthd : bhtd, dst = dir > 0 ? bhtd : bthd;
                 if (!table) {
@@ -178,15 +179,15 @@ static int rope_common(lmk_backend *b, void *out, const void *in, lmk_dtype dt,
 }
 
 static int cpu_rope_fwd(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,
-                        int B, int T, int H, int dh)
+                        int B, int T, int H, int dh, int ld)
 {
-    return rope_common(b, out, in, dt, table, B, T, H, dh, 1);
+    return rope_common(b, out, in, dt, table, B, T, H, dh, ld, 1);
 }
 
 static int cpu_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table,
-                        int B, int T, int H, int dh)
+                        int B, int T, int H, int dh, int ld)
 {
-    return rope_common(b, din, dout, dt, table, B, T, H, dh, -1);
+    return rope_common(b, din, dout, dt, table, B, T, H, dh, ld, -1);
 }
 
 /* --- causal softmax --------------------------------------------------- */

@@ -201,9 +201,9 @@ int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, f
                          const void *dout, lmk_dtype dout_dt, const float *dres, const float *x,
                          const float *w, const float *rstd, int n, int d);
 int cuda_rope_fwd(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table, int B,
-                  int T, int H, int dh);
+                  int T, int H, int dh, int ld);
 int cuda_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table, int B,
-                  int T, int H, int dh);
+                  int T, int H, int dh, int ld);
 int cuda_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
 int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch, int T,
                             int zero_block);

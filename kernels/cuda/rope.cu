@@ -4,6 +4,8 @@
  *             position t rotated by (c, s) = table (T, dh/2, 2)[t, k]:
  *             (x0 c − x1 s, x0 s + x1 c). table NULL: plain split.
  *   backward: dout (B, H, T, dh) → din (B, T, H, dh), rotated by −angle.
+ * The (B, T, H, dh) side has rows of ld elements (ld ≥ H·dh; H·dh when
+ * contiguous, 3·H·dh for q, k or v inside a fused (N, 3d) projection).
  * in and out of one dtype (float, bf16, fp16); the rotation in float32
  * without FMA contraction (as the cpu computes it), one rounding per stored
  * element. One thread per pair (or per element without a table); any dh,
@@ -12,10 +14,11 @@
  * indices in 32 bits (the same values). */
 #include "cuda_internal.cuh"
 
-// dir > 0: in (B,T,H,dh) → out (B,H,T,dh); dir < 0: in (B,H,T,dh) → out (B,T,H,dh); of E
+// dir > 0: in (B,T,H,dh) → out (B,H,T,dh); dir < 0: in (B,H,T,dh) → out (B,T,H,dh); of E;
+// the (B,T,H,dh) side's rows ld elements apart
 template <typename E>
 __global__ void rope_kernel(E *out, const E *in, const float *table, int B, int T, int H, int dh,
-                            int dir)
+                            int64_t ld, int dir)
 {
     int per = table ? dh / 2 : dh; /* work items per (b, t, h) */
     size_t total = (size_t)B * T * H * per;
@@ -27,7 +30,7 @@ __global__ void rope_kernel(E *out, const E *in, const float *table, int B, int 
         r /= H;
         int t = (int)(r % T);
         int bb = (int)(r / T);
-        size_t bthd = (((size_t)bb * T + t) * H + h) * dh;
+        size_t bthd = ((size_t)bb * T + t) * (size_t)ld + (size_t)h * dh;
         size_t bhtd = (((size_t)bb * H + h) * T + t) * dh;
         const E *src = in + (dir > 0 ? bthd : bhtd);
         E *dst = out + (dir > 0 ? bhtd : bthd);
@@ -44,10 +47,10 @@ __global__ void rope_kernel(E *out, const E *in, const float *table, int B, int 
 }
 
 // as rope_kernel, a 16-byte vector (VE elements, VE/2 pairs) per thread;
-// dh % VE == 0, B·T·H·dh/VE < 2³¹
+// dh % VE == 0, ld % VE == 0, B·T·H·dh/VE < 2³¹
 template <typename E>
 __global__ void rope_vec_kernel(E *out, const E *in, const float *table, int B, int T, int H, int dh,
-                                int dir)
+                                int64_t ld, int dir)
 {
     constexpr int VE = vec16<E>::n;
     unsigned vpr = (unsigned)(dh / VE); /* vectors per (b, t, h) row */
@@ -61,7 +64,7 @@ __global__ void rope_vec_kernel(E *out, const E *in, const float *table, int B, 
         } else { /* source (B, H, T) */
             t = r % T, h = (r / T) % H, bb = r / ((unsigned)H * T);
         }
-        size_t bthd = (((size_t)bb * T + t) * H + h) * dh + (size_t)v * VE;
+        size_t bthd = ((size_t)bb * T + t) * (size_t)ld + (size_t)h * dh + (size_t)v * VE;
         size_t bhtd = (((size_t)bb * H + h) * T + t) * dh + (size_t)v * VE;
         float x[VE], y[VE];
         ld_vec(in, dir > 0 ? bthd : bhtd, x);
@@ -83,35 +86,35 @@ __global__ void rope_vec_kernel(E *out, const E *in, const float *table, int B, 
 }
 
 static int rope_launch(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,
-                       int B, int T, int H, int dh, int dir)
+                       int B, int T, int H, int dh, int ld, int dir)
 {
     cuda_state *st = CST(b);
-    if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || (table && dh % 2))
+    if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || (table && dh % 2) || ld < H * dh)
         return LMK_INVALID;
     int ve = dt == LMK_F32 ? 4 : 8;
     size_t vecs = (size_t)B * T * H * (dh / ve);
-    if (dh % ve == 0 && vecs < (1u << 31) && (((uintptr_t)out | (uintptr_t)in) & 15) == 0) {
+    if (dh % ve == 0 && ld % ve == 0 && vecs < (1u << 31) && (((uintptr_t)out | (uintptr_t)in) & 15) == 0) {
         DT_DISPATCH(dt, E, rope_vec_kernel<E><<<grid_for(vecs, 256, 1u << 20), 256, 0, st->stream>>>(
-                               (E *)out, (const E *)in, table, B, T, H, dh, dir));
+                               (E *)out, (const E *)in, table, B, T, H, dh, ld, dir));
         LAUNCH_CHECK(st, "rope_vec_kernel");
         return LMK_OK;
     }
     size_t total = (size_t)B * T * H * (table ? dh / 2 : dh);
     unsigned blocks = grid_for(total, 256, 1u << 20);
     DT_DISPATCH(dt, E, rope_kernel<E><<<blocks, 256, 0, st->stream>>>((E *)out, (const E *)in, table, B, T,
-                                                                     H, dh, dir));
+                                                                     H, dh, ld, dir));
     LAUNCH_CHECK(st, "rope_kernel");
     return LMK_OK;
 }
 
 int cuda_rope_fwd(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table, int B,
-                  int T, int H, int dh)
+                  int T, int H, int dh, int ld)
 {
-    return rope_launch(b, out, in, dt, table, B, T, H, dh, 1);
+    return rope_launch(b, out, in, dt, table, B, T, H, dh, ld, 1);
 }
 
 int cuda_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table, int B,
-                  int T, int H, int dh)
+                  int T, int H, int dh, int ld)
 {
-    return rope_launch(b, din, dout, dt, table, B, T, H, dh, -1);
+    return rope_launch(b, din, dout, dt, table, B, T, H, dh, ld, -1);
 }

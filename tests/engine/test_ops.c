@@ -67,7 +67,7 @@ struct rope_op { float *in, *table; int B, T, H, dh; };
 static void rope_fwd_c(fd_ctx *c)
 {
     struct rope_op *o = c->op;
-    MUST(B->rope_fwd(B, c->out, o->in, LMK_F32, o->table, o->B, o->T, o->H, o->dh));
+    MUST(B->rope_fwd(B, c->out, o->in, LMK_F32, o->table, o->B, o->T, o->H, o->dh, o->H * o->dh));
 }
 
 static void test_rope(void)
@@ -97,14 +97,47 @@ static void test_rope(void)
                     y[2 * k + 1] = (float)(x[2 * k] * sin(a) + x[2 * k + 1] * cos(a));
                 }
     test_allclose("rope fwd", out, want, n, 1e-6, 1e-5);
-    MUST(B->rope_bwd(B, din, w, LMK_F32, o.table, b, T, H, dh));
+    MUST(B->rope_bwd(B, din, w, LMK_F32, o.table, b, T, H, dh, H * dh));
     test_grad_check("rope bwd", J, &c, o.in, din, n, 1000, 1e-2f, 1e-4, 1e-3);
     /* without a table: a pure head split, and rope_bwd(NULL) merges back */
-    MUST(B->rope_fwd(B, out, o.in, LMK_F32, NULL, b, T, H, dh));
-    MUST(B->rope_bwd(B, din, out, LMK_F32, NULL, b, T, H, dh));
+    MUST(B->rope_fwd(B, out, o.in, LMK_F32, NULL, b, T, H, dh, H * dh));
+    MUST(B->rope_bwd(B, din, out, LMK_F32, NULL, b, T, H, dh, H * dh));
     CHECK(memcmp(din, o.in, n * sizeof(float)) == 0, "head split then merge is not the identity");
     CHECK(out[((size_t)(1 * H + 2) * T + 3) * dh + 4] == o.in[((size_t)(1 * T + 3) * H + 2) * dh + 4],
           "head split puts (b,t,h,i) at the wrong place");
+    /* rows ld = 3·H·dh apart (q, k or v inside a fused (N, 3d) projection):
+     * the same values as the contiguous op, and rope_bwd writes only its
+     * columns (the others keep their poison) */
+    int ld = 3 * H * dh;
+    size_t rows = (size_t)b * T;
+    float *wide = test_alloc(rows * ld), *wback = test_alloc(rows * ld), *ref = test_alloc(n);
+    for (int part = 0; part < 3; part++) {
+        test_fill(&rng, wide, rows * ld, -1, 1);
+        for (size_t r = 0; r < rows; r++)
+            memcpy(din + r * H * dh, wide + r * ld + (size_t)part * H * dh, sizeof(float) * H * dh);
+        MUST(B->rope_fwd(B, ref, din, LMK_F32, o.table, b, T, H, dh, H * dh));
+        MUST(B->rope_fwd(B, out, wide + (size_t)part * H * dh, LMK_F32, o.table, b, T, H, dh, ld));
+        CHECK(memcmp(out, ref, n * sizeof(float)) == 0, "rope_fwd with rows %d apart (part %d) differs", ld, part);
+        for (size_t i = 0; i < rows * ld; i++)
+            wback[i] = -7.0f;
+        MUST(B->rope_bwd(B, wback + (size_t)part * H * dh, w, LMK_F32, o.table, b, T, H, dh, ld));
+        MUST(B->rope_bwd(B, din, w, LMK_F32, o.table, b, T, H, dh, H * dh));
+        int same = 1, untouched = 1;
+        for (size_t r = 0; r < rows; r++)
+            for (int j = 0; j < ld; j++) {
+                float v = wback[r * ld + j];
+                int mine = j >= part * H * dh && j < (part + 1) * H * dh;
+                if (mine)
+                    same &= v == din[r * H * dh + (j - part * H * dh)];
+                else
+                    untouched &= v == -7.0f;
+            }
+        CHECK(same && untouched, "rope_bwd with rows %d apart (part %d): values %s, other columns %s", ld, part,
+              same ? "ok" : "differ", untouched ? "untouched" : "written");
+    }
+    CHECK(B->rope_fwd(B, out, o.in, LMK_F32, NULL, b, T, H, dh, H * dh - 1) == LMK_INVALID,
+          "rope with ld < H·dh accepted");
+    free(wide), free(wback), free(ref);
     free(o.in), free(o.table), free(out), free(w), free(din), free(want);
 }
 
@@ -721,11 +754,11 @@ static void test_half_storage(void)
         uint16_t *i16 = half_of(in, n, r);
         for (int tb = 0; tb < 2; tb++) {
             const float *table = tb ? tab : NULL;
-            MUST(B->rope_fwd(B, out, in, LMK_F32, table, Bt, T, H, DH));
-            MUST(B->rope_fwd(B, o16, i16, dt, table, Bt, T, H, DH));
+            MUST(B->rope_fwd(B, out, in, LMK_F32, table, Bt, T, H, DH, D));
+            MUST(B->rope_fwd(B, o16, i16, dt, table, Bt, T, H, DH, D));
             check_rounded_once(tb ? "rope_fwd" : "head split", o16, out, n, r);
-            MUST(B->rope_bwd(B, out, in, LMK_F32, table, Bt, T, H, DH));
-            MUST(B->rope_bwd(B, o16, i16, dt, table, Bt, T, H, DH));
+            MUST(B->rope_bwd(B, out, in, LMK_F32, table, Bt, T, H, DH, D));
+            MUST(B->rope_bwd(B, o16, i16, dt, table, Bt, T, H, DH, D));
             check_rounded_once(tb ? "rope_bwd" : "head merge", o16, out, n, r);
         }
         /* swiglu */
@@ -802,7 +835,7 @@ static void test_half_storage(void)
         gm.beta = 0.0f;
         gm.out_round = LMK_ROUND_NONE;
         CHECK(B->gemm_half(B, &gm, c16, ga, 0, gb, 0) == LMK_INVALID, "c_half without a 16-bit out_round accepted");
-        CHECK(B->rope_fwd(B, o16, i16, LMK_I32, NULL, Bt, T, H, DH) == LMK_INVALID, "rope int32 accepted");
+        CHECK(B->rope_fwd(B, o16, i16, LMK_I32, NULL, Bt, T, H, DH, D) == LMK_INVALID, "rope int32 accepted");
         free(ga), free(gb);
         free(c), free(c16);
         free(in), free(out), free(tab), free(o16), free(i16), free(a), free(g), free(dy), free(da), free(dg);

@@ -46,7 +46,9 @@ def main():
         for g in gemms:
             check(g["inputs"] == f"{want_in}, {want_in}", f"{prec} {g['op']}: inputs {g['inputs']}")
             check(g["accumulate"].startswith("float32"), f"{prec} {g['op']}: accumulate {g['accumulate']}")
-        fwd = by[("forward", "attn.q_proj")]
+        # LMK_FUSED_QKV: q, k, v projected by one GEMM (and one dx GEMM over their gradients)
+        qkv = "attn.qkv_proj" if ("forward", "attn.qkv_proj") in by else "attn.q_proj"
+        fwd = by[("forward", qkv)]
         check(fwd["output"] == half.get(prec, "float32"), f"{prec}: linear output {fwd['output']}")
         # RMSNorm statistics and softmax in float32; under bf16/fp16 their outputs are stored in 16 bits
         # (what autocast's next op reads: the GEMMs' cast of the norm output, P·V's cast of P)
@@ -76,14 +78,17 @@ def main():
         check(adamw["inputs"] == "float32, float32, float32, float32" and adamw["output"] == "float32",
               f"{prec}: adamw {adamw}")
         copies = by.get(("optimizer", "weights (16-bit copies written by AdamW)"))
+        if qkv == "attn.qkv_proj":
+            check(not any(r["op"].startswith(("attn.q_proj", "attn.k_proj", "attn.v_proj")) and " dW " not in r["op"]
+                          for r in rows), f"{prec}: fused q, k, v also ran separately")
         if prec in half:
             # every matrix but the embedding, once per step, by the AdamW step (persistent copies:
             # no cast in forward)
             check(copies is not None and copies["calls"] == 1 and copies["output"] == half[prec]
                   and "parameter_copy" in copies["storage"], f"{prec}: weight copies {copies}")
             check(not any(r["op"].startswith("weights (cast_half") for r in rows), f"{prec}: weights cast per step")
-            check(by[("forward", "attn.q_proj")]["storage"] == "16-bit tensor; 16-bit tensor; 16-bit output",
-                  f"{prec}: q_proj reads 16-bit tensors and writes a 16-bit one {by[('forward', 'attn.q_proj')]}")
+            check(by[("forward", qkv)]["storage"] == "16-bit tensor; 16-bit tensor; 16-bit output",
+                  f"{prec}: {qkv} reads 16-bit tensors and writes a 16-bit one {by[('forward', qkv)]}")
             for op in ("attn.scores = q k^T", "attn.values = p v", "ffn.w2"):
                 check(by[("forward", op)]["storage"] == "16-bit tensor; 16-bit tensor; 16-bit output",
                       f"{prec}: {op} 16-bit in and out {by[('forward', op)]}")
@@ -91,8 +96,11 @@ def main():
                        "attn.output_proj dx = dy W"):
                 check(by[("backward", op)]["storage"] == "16-bit tensor; 16-bit tensor; 16-bit output",
                       f"{prec}: backward {op} 16-bit in and out {by[('backward', op)]}")
-            # gradients that several GEMMs accumulate (of the norm outputs) are float32
-            for op in ("ffn.w1 dx = dy W", "ffn.w3 dx = dy W", "attn.q_proj dx = dy W", "attn.v_proj dx = dy W"):
+            # gradients that several GEMMs accumulate (of the norm outputs) are float32, so is
+            # the one GEMM over q, k, v's gradients when fused
+            dx_ops = ["ffn.w1 dx = dy W", "ffn.w3 dx = dy W"]
+            dx_ops += [f"{qkv} dx = dy W"] if qkv == "attn.qkv_proj" else ["attn.q_proj dx = dy W", "attn.v_proj dx = dy W"]
+            for op in dx_ops:
                 r = by[("backward", op)]
                 check(r["output"] == "float32" and r["storage"] == "16-bit tensor; 16-bit tensor",
                       f"{prec}: backward {op} accumulates in float32 {r}")

@@ -180,13 +180,36 @@ static void test_rope(int with_table, int dh)
     void *d_out = d_alloc(n * sizeof(float)), *d_back = d_alloc(n * sizeof(float));
     const float *tab = with_table ? table : NULL;
     const float *dtab = with_table ? d_table : NULL;
-    MUST(cpu->rope_fwd(cpu, out, in, LMK_F32, tab, B, T, H, dh));
-    GPU(gpu->rope_fwd(gpu, d_out, d_in, LMK_F32, dtab, B, T, H, dh));
+    int D = H * dh;
+    MUST(cpu->rope_fwd(cpu, out, in, LMK_F32, tab, B, T, H, dh, D));
+    GPU(gpu->rope_fwd(gpu, d_out, d_in, LMK_F32, dtab, B, T, H, dh, D));
     snprintf(name, sizeof name, "%s (B2 T100 H25 dh%d)", with_table ? "rope_fwd" : "head split", dh);
     compare(name, d_out, out, n, 1e-6, 1e-6);
-    MUST(cpu->rope_bwd(cpu, back, in, LMK_F32, tab, B, T, H, dh));
-    GPU(gpu->rope_bwd(gpu, d_back, d_in, LMK_F32, dtab, B, T, H, dh));
+    MUST(cpu->rope_bwd(cpu, back, in, LMK_F32, tab, B, T, H, dh, D));
+    GPU(gpu->rope_bwd(gpu, d_back, d_in, LMK_F32, dtab, B, T, H, dh, D));
     compare(with_table ? "rope_bwd" : "head merge", d_back, back, n, 1e-6, 1e-6);
+    /* rows 3·D apart (q, k, v inside a fused (N, 3d) projection); rope_bwd
+     * leaves the other columns as they were */
+    size_t wn = (size_t)B * T * 3 * D;
+    float *wide = h_rand(wn, -1, 1), *wback = malloc(wn * sizeof *wback);
+    void *d_wide = d_from(wide, wn * sizeof *wide);
+    for (int part = 0; part < 3; part++) {
+        MUST(cpu->rope_fwd(cpu, out, wide + (size_t)part * D, LMK_F32, tab, B, T, H, dh, 3 * D));
+        GPU(gpu->rope_fwd(gpu, d_out, (float *)d_wide + (size_t)part * D, LMK_F32, dtab, B, T, H, dh, 3 * D));
+        snprintf(name, sizeof name, "%s rows 3d apart, part %d (dh%d)", with_table ? "rope_fwd" : "head split",
+                 part, dh);
+        compare(name, d_out, out, n, 1e-6, 1e-6);
+        memcpy(wback, wide, wn * sizeof *wback);
+        MUST(cpu->rope_bwd(cpu, wback + (size_t)part * D, in, LMK_F32, tab, B, T, H, dh, 3 * D));
+        GPU(gpu->upload(gpu, d_wide, wide, wn * sizeof *wide));
+        GPU(gpu->rope_bwd(gpu, (float *)d_wide + (size_t)part * D, d_in, LMK_F32, dtab, B, T, H, dh, 3 * D));
+        snprintf(name, sizeof name, "%s rows 3d apart, part %d (dh%d)", with_table ? "rope_bwd" : "head merge",
+                 part, dh);
+        compare(name, d_wide, wback, wn, 1e-6, 1e-6);
+        GPU(gpu->upload(gpu, d_wide, wide, wn * sizeof *wide));
+    }
+    gpu->mem_free(gpu, d_wide);
+    free(wide), free(wback);
     gpu->mem_free(gpu, d_table), gpu->mem_free(gpu, d_in), gpu->mem_free(gpu, d_out);
     gpu->mem_free(gpu, d_back);
     free(table), free(in), free(out), free(back);
@@ -349,14 +372,35 @@ static void test_half_ops(lmk_round r)
     uint16_t *in16 = h_half(xin, n, r), *out16 = malloc(n * 2);
     void *d_table = d_from(table, sizeof(float) * T * dh), *d_in = d_from(in16, n * 2), *d_out = d_alloc(n * 2);
     for (int tb = 0; tb < 2; tb++) {
-        MUST(cpu->rope_fwd(cpu, out16, in16, dt, tb ? table : NULL, Bb, T, H, dh));
-        GPU(gpu->rope_fwd(gpu, d_out, d_in, dt, tb ? d_table : NULL, Bb, T, H, dh));
+        MUST(cpu->rope_fwd(cpu, out16, in16, dt, tb ? table : NULL, Bb, T, H, dh, H * dh));
+        GPU(gpu->rope_fwd(gpu, d_out, d_in, dt, tb ? d_table : NULL, Bb, T, H, dh, H * dh));
         snprintf(name, sizeof name, "%s %s (16-bit)", tb ? "rope_fwd" : "head split", fn);
         compare16(name, d_out, out16, n, r, 1e-6, 2 * ulp);
-        MUST(cpu->rope_bwd(cpu, out16, in16, dt, tb ? table : NULL, Bb, T, H, dh));
-        GPU(gpu->rope_bwd(gpu, d_out, d_in, dt, tb ? d_table : NULL, Bb, T, H, dh));
+        MUST(cpu->rope_bwd(cpu, out16, in16, dt, tb ? table : NULL, Bb, T, H, dh, H * dh));
+        GPU(gpu->rope_bwd(gpu, d_out, d_in, dt, tb ? d_table : NULL, Bb, T, H, dh, H * dh));
         snprintf(name, sizeof name, "%s %s (16-bit)", tb ? "rope_bwd" : "head merge", fn);
         compare16(name, d_out, out16, n, r, 1e-6, 2 * ulp);
+    }
+    { /* q, k, v inside a fused (N, 3d) projection: rows 3·H·dh apart (16-byte vectors) */
+        int D = H * dh;
+        size_t wn = (size_t)Bb * T * 3 * D;
+        float *wx = h_rand(wn, -3, 3);
+        uint16_t *w16 = h_half(wx, wn, r), *wb16 = malloc(wn * 2);
+        void *d_w = d_from(w16, wn * 2);
+        for (int part = 0; part < 3; part++) {
+            MUST(cpu->rope_fwd(cpu, out16, w16 + (size_t)part * D, dt, table, Bb, T, H, dh, 3 * D));
+            GPU(gpu->rope_fwd(gpu, d_out, (uint16_t *)d_w + (size_t)part * D, dt, d_table, Bb, T, H, dh, 3 * D));
+            snprintf(name, sizeof name, "rope_fwd %s rows 3d apart, part %d (16-bit)", fn, part);
+            compare16(name, d_out, out16, n, r, 1e-6, 2 * ulp);
+            memcpy(wb16, w16, wn * 2);
+            MUST(cpu->rope_bwd(cpu, wb16 + (size_t)part * D, in16, dt, table, Bb, T, H, dh, 3 * D));
+            GPU(gpu->rope_bwd(gpu, (uint16_t *)d_w + (size_t)part * D, d_in, dt, d_table, Bb, T, H, dh, 3 * D));
+            snprintf(name, sizeof name, "rope_bwd %s rows 3d apart, part %d (16-bit)", fn, part);
+            compare16(name, d_w, wb16, wn, r, 1e-6, 2 * ulp);
+            GPU(gpu->upload(gpu, d_w, w16, wn * 2));
+        }
+        gpu->mem_free(gpu, d_w);
+        free(wx), free(w16), free(wb16);
     }
     gpu->mem_free(gpu, d_table), gpu->mem_free(gpu, d_in), gpu->mem_free(gpu, d_out);
     free(table), free(xin), free(in16), free(out16);

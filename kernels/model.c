@@ -32,13 +32,13 @@ static void range_push_layer(int l)
 }
 
 #define RMS_EPS 1e-5f
-/* Build-time knob: 1 = the q, k, v projections run as one GEMM into an
- * (N, 3d) output (RoPE and the head split read it with a row stride) and
- * their backward as one dx GEMM with K = 3d over the (N, 3d) gradient, the
- * weights' 16-bit copies stacked into one (3d, d) matrix; 0 = three GEMMs
- * each way (the float32 dx accumulated by two of them). */
+/* Build-time knob: 1 (default) = the q, k, v projections run as one GEMM
+ * into an (N, 3d) output (RoPE and the head split read it with a row stride)
+ * and their backward as one dx GEMM with K = 3d over the (N, 3d) gradient,
+ * the weights' 16-bit copies stacked into one (3d, d) matrix; 0 = three
+ * GEMMs each way (the float32 dx accumulated by two of them). */
 #ifndef LMK_FUSED_QKV
-#define LMK_FUSED_QKV 0
+#define LMK_FUSED_QKV 1
 #endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000

@@ -361,7 +361,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
             const char *name = "";
             uint64_t bytes = lmk_allocator_last_failure(a, &name);
             char detail[400];
-            if (rc == LMK_NOMEM)
+            if (rc == LMK_NOMEM && bytes > 0)
                 snprintf(detail, sizeof detail, "out of memory allocating %.1f MiB for %s", bytes / MIB, name);
 #ifdef LMPERF_HAVE_CUDA
             else if (is_cuda(b))

@@ -1075,6 +1075,8 @@ static int measure_baselines(run_ctx *ctx, lmk_backend *b, const json_t *spec, c
             rc = one_step(&pm, &base->clock);
         base->clock.timer = NULL;
         base->rc = rc;
+        if (rc != LMK_OK && !base->detail[0]) /* the failing call and its message */
+            snprintf(base->detail, sizeof base->detail, "%s", backend_error(b));
         point_model_free(&pm);
     }
     return LMK_OK;
@@ -1116,9 +1118,10 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
      * step: both are timed the same way */
     step_clock plain, traced, gated_traced;
     if (!base || base->rc != LMK_OK) {
+        const char *detail = base ? base->detail : "";
         model_point_fail(run, "the untraced baseline steps failed: %s%s%s",
-                         lmk_status_text(base ? base->rc : LMK_INVALID), base && base->detail[0] ? ": " : "",
-                         base ? base->detail : "");
+                         lmk_status_text(base ? base->rc : LMK_INVALID),
+                         detail[0] && detail[0] != ' ' ? ": " : "", detail);
         goto out;
     }
     plain = base->clock;
@@ -1236,7 +1239,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     json_object_set_new(run, "error", json_null());
     goto out;
 failed:
-    model_point_fail(run, "%s", lmk_status_text(rc));
+    model_point_fail(run, "%s%s", lmk_status_text(rc), backend_error(b));
 out:
     profiler_free(prof);
     point_model_free(&pm);

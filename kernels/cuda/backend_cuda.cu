@@ -18,11 +18,11 @@ int cuda_fail(cuda_state *st, const char *what, cudaError_t e)
 {
     snprintf(st->last_error, sizeof st->last_error, "%s: %s: %s", what, cudaGetErrorName(e),
              cudaGetErrorString(e));
-    if (e == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError(); /* not sticky: clear it */
-        return LMK_NOMEM;
-    }
-    return LMK_DEVICE;
+    /* The runtime also keeps e as the thread's last error, which the next
+     * launch check (cudaGetLastError) would report as its own: clear it.
+     * A sticky error stays and is reported again by the next call. */
+    (void)cudaGetLastError();
+    return e == cudaErrorMemoryAllocation ? LMK_NOMEM : LMK_DEVICE;
 }
 
 int cublas_fail(cuda_state *st, const char *what, cublasStatus_t s)
@@ -289,6 +289,19 @@ extern "C" int lmk_backend_cuda_pool_reset(lmk_backend *b, int trim)
     uint64_t zero = 0; /* setting a high-water mark to 0 restarts it from the current value */
     CUDA_TRY(st, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReservedMemHigh, &zero));
     CUDA_TRY(st, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrUsedMemHigh, &zero));
+    return LMK_OK;
+}
+
+extern "C" int lmk_backend_cuda_release_cached(lmk_backend *b)
+{
+    if (!is_cuda(b))
+        return LMK_UNSUPPORTED;
+    cuda_state *st = CST(b);
+    int dev = 0;
+    CUDA_TRY(st, cudaStreamSynchronize(st->stream));
+    CUDA_TRY(st, cudaMemPoolTrimTo(st->pool, 0));
+    CUDA_TRY(st, cudaGetDevice(&dev));
+    CUDA_TRY(st, cudaDeviceGraphMemTrim(dev));
     return LMK_OK;
 }
 

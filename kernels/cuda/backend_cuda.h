@@ -41,6 +41,14 @@ int lmk_backend_cuda_pool_usage(lmk_backend *b, uint64_t *reserved_current, uint
  * marks from the current values. Returns LMK_OK, LMK_DEVICE or
  * LMK_UNSUPPORTED (not a cuda backend). */
 int lmk_backend_cuda_pool_reset(lmk_backend *b, int trim);
+/* Synchronises b's stream, then returns to the device the memory the pool
+ * caches but no live allocation uses, and the device's graph memory that no
+ * graph uses (cudaDeviceGraphMemTrim). Graph replays allocate their own
+ * memory, outside the pool: call before capturing phases that eager steps
+ * have run (else the pool's cache of those steps and the graphs' memory are
+ * both held) and after freeing graphs. High-water marks are kept. Returns
+ * LMK_OK, LMK_DEVICE or LMK_UNSUPPORTED (not a cuda backend). */
+int lmk_backend_cuda_release_cached(lmk_backend *b);
 /* The device's free and total memory (cudaMemGetInfo) for b's device. Free
  * memory excludes what the pool reserves but does not use. Returns LMK_OK,
  * LMK_DEVICE or LMK_UNSUPPORTED. */

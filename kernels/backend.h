@@ -184,12 +184,17 @@ struct lmk_backend {
                               lmk_dtype dt, int batch, int T, int zero_block);
 
     /* out (n) = silu(a) ⊙ g, all of dtype dt; under a 16-bit dt silu(a) is
-     * rounded to dt before the product (autocast: two half ops). */
+     * rounded to dt before the product (autocast: two half ops). out is n /
+     * cols rows of cols; a and g hold the same rows ld ≥ cols elements apart
+     * (ld = cols: contiguous; 2·cols: w1 x and w3 x inside one fused (N,
+     * 2·d_ff) projection output). n % cols != 0 or ld < cols: LMK_INVALID. */
     int (*swiglu_fwd)(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt,
-                      size_t n);
-    /* da = dout ⊙ g ⊙ silu'(a); dg = dout ⊙ silu(a), all of dtype dt. */
+                      size_t n, int cols, int64_t ld);
+    /* da = dout ⊙ g ⊙ silu'(a); dg = dout ⊙ silu(a), all of dtype dt; dout
+     * contiguous, da, dg, a, g with rows ld apart as for swiglu_fwd (da and
+     * dg's elements between the rows untouched). */
     int (*swiglu_bwd)(lmk_backend *b, void *da, void *dg, const void *dout, const void *a,
-                      const void *g, lmk_dtype dt, size_t n);
+                      const void *g, lmk_dtype dt, size_t n, int cols, int64_t ld);
 
     /* y (n) = x1 + x2 (x2 of dtype x2_dt, float32 sum); y may alias either
      * float32 input. */

@@ -40,6 +40,12 @@ static void range_push_layer(int l)
 #ifndef LMK_FUSED_QKV
 #define LMK_FUSED_QKV 1
 #endif
+/* Build-time knob: 1 = w1 and w3 likewise: one GEMM into an (N, 2·d_ff)
+ * output that SwiGLU reads with rows 2·d_ff apart, one dx GEMM with K =
+ * 2·d_ff over the gradient SwiGLU's backward writes there; 0 = two each. */
+#ifndef LMK_FUSED_W13
+#define LMK_FUSED_W13 0
+#endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
 
@@ -183,7 +189,8 @@ typedef struct layer_acts {
     lmk_tensor merged;             /* (N, d) heads merged, input of output_proj */
     lmk_tensor mid;                /* (N, d) x + attention */
     lmk_tensor ln2_rstd, ln2_out;  /* (N), (N, d) */
-    lmk_tensor a, g, act;          /* (N, d_ff): w1 x, w3 x, silu(a) ⊙ g */
+    lmk_tensor a, g, act;          /* (N, d_ff): w1 x, w3 x, silu(a) ⊙ g; fused_w13: a is
+                                    * (N, 2·d_ff) rows [w1 x | w3 x], g empty */
 } layer_acts;
 
 struct lmk_model {
@@ -218,6 +225,7 @@ struct lmk_model {
     int64_t step_calls;     /* lmk_model_step calls that ran the optimizer */
     int64_t skipped;        /* fp16 steps skipped on overflow (host-decided) */
     int fused_qkv;          /* LMK_FUSED_QKV (a model field so both paths stay compiled) */
+    int fused_w13;          /* LMK_FUSED_W13 */
     int persistent_copies;  /* the 16-bit weight copies live from create on and AdamW
                              * rewrites them (bf16/fp16 with optimizer state) */
     int copies_stale;       /* parameters may have been written since the copies were
@@ -493,13 +501,19 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     m->fused_qkv = LMK_FUSED_QKV;
     for (size_t i = 0; i < m->nparams; i++)
         m->params[i].fused_into = -1;
-    for (int l = 0; m->fused_qkv && l < L; l++) { /* q, k, v: one (3d, d) copy */
-        param_slot *q = layer_param(m, l, P_WQ);
-        static const int members[3] = {P_WQ, P_WK, P_WV};
-        q->fuse_n = 3;
-        for (int j = 0; j < 3; j++) {
-            q->fuse[j] = (int)(layer_param(m, l, members[j]) - m->params);
-            m->params[q->fuse[j]].fused_into = q->fuse[0];
+    m->fused_w13 = LMK_FUSED_W13;
+    for (int l = 0; l < L; l++) { /* q, k, v: one (3d, d) copy; w1, w3: one (2·d_ff, d) */
+        static const int qkv[3] = {P_WQ, P_WK, P_WV}, w13[2] = {P_W1, P_W3};
+        for (int grp = 0; grp < 2; grp++) {
+            const int *members = grp ? w13 : qkv, n = grp ? 2 : 3;
+            if (!(grp ? m->fused_w13 : m->fused_qkv))
+                continue;
+            param_slot *first = layer_param(m, l, members[0]);
+            first->fuse_n = n;
+            for (int j = 0; j < n; j++) {
+                first->fuse[j] = (int)(layer_param(m, l, members[j]) - m->params);
+                m->params[first->fuse[j]].fused_into = first->fuse[0];
+            }
         }
     }
 
@@ -1049,15 +1063,21 @@ static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, op
  * plain heads_gemm. The causal softmax writes each row only up to its block's
  * end (zero_block = causal_block(T)): the zeros beyond are never read. */
 #define CAUSAL_MIN_BLOCK 128 /* rows; smaller GEMMs run at a fraction of the bandwidth */
+/* Build-time knob: the causal GEMMs' blocks per T (k blocks compute
+ * (k + 1) / 2k of the square: 4 → 5/8, 8 → 9/16), before the rounding and
+ * the minimum below. */
+#ifndef LMK_CAUSAL_BLOCKS
+#define LMK_CAUSAL_BLOCKS 4
+#endif
 
-/* Query rows per causal block: about T/4 (4 GEMMs compute 5/8 of the
- * square), a multiple of 64, at least CAUSAL_MIN_BLOCK; T itself below
- * 2·CAUSAL_MIN_BLOCK (one GEMM). */
+/* Query rows per causal block: about T / LMK_CAUSAL_BLOCKS, a multiple of
+ * 64, at least CAUSAL_MIN_BLOCK; T itself below 2·CAUSAL_MIN_BLOCK (one
+ * GEMM). */
 static int causal_block(int T)
 {
     if (T < 2 * CAUSAL_MIN_BLOCK)
         return T;
-    int rows = ((T + 3) / 4 + 63) / 64 * 64;
+    int rows = ((T + LMK_CAUSAL_BLOCKS - 1) / LMK_CAUSAL_BLOCKS + 63) / 64 * 64;
     return rows < CAUSAL_MIN_BLOCK ? CAUSAL_MIN_BLOCK : rows;
 }
 
@@ -1285,15 +1305,25 @@ static int layer_forward(lmk_model *m, int l, int keep)
     }
 
     /* feed-forward */
-    ACTA(la->a, (size_t)N * ff, "layers.%d.ffn.w1_out", l);
-    TRY(linear_fwd(m, "ffn.w1", &la->a, op_x(&la->ln2_out), layer_param(m, l, P_W1), N, d, ff));
-    ACTA(la->g, (size_t)N * ff, "layers.%d.ffn.w3_out", l);
-    TRY(linear_fwd(m, "ffn.w3", &la->g, op_x(&la->ln2_out), layer_param(m, l, P_W3), N, d, ff));
+    const void *w3x; /* w3 x: la->g, or the right half of la->a's rows (fused) */
+    int64_t ffld = ff; /* the row stride of w1 x, w3 x */
+    if (m->fused_w13) {
+        ffld = 2 * (int64_t)ff;
+        ACTA(la->a, (size_t)N * 2 * ff, "layers.%d.ffn.w13_out", l);
+        TRY(fused_fwd(m, "ffn.w13", &la->a, op_x(&la->ln2_out), layer_param(m, l, P_W1), N, d));
+        w3x = (const char *)la->a.data + (size_t)ff * lmk_dtype_size(adt);
+    } else {
+        ACTA(la->a, (size_t)N * ff, "layers.%d.ffn.w1_out", l);
+        TRY(linear_fwd(m, "ffn.w1", &la->a, op_x(&la->ln2_out), layer_param(m, l, P_W1), N, d, ff));
+        ACTA(la->g, (size_t)N * ff, "layers.%d.ffn.w3_out", l);
+        TRY(linear_fwd(m, "ffn.w3", &la->g, op_x(&la->ln2_out), layer_param(m, l, P_W3), N, d, ff));
+        w3x = la->g.data;
+    }
     if (!keep)
         DROP(la->ln2_out);
     ACTA(la->act, (size_t)N * ff, "layers.%d.ffn.swiglu", l);
     REC("ffn silu(w1 x) * w3 x", F_ACT, F32, F_ACT, F_ACT);
-    TRY(b->swiglu_fwd(b, la->act.data, la->a.data, la->g.data, adt, (size_t)N * ff));
+    TRY(b->swiglu_fwd(b, la->act.data, la->a.data, w3x, adt, (size_t)N * ff, ff, ffld));
     if (!keep) {
         DROP(la->a);
         DROP(la->g);
@@ -1444,16 +1474,29 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
     TMPA(t1, (size_t)N * ff, "layers.%d.ffn.swiglu.grad", l);
     TRY(linear_bwd(m, "ffn.w2", &t1, 0, w2, dres, dres16, op_x(&la->act), N, ff, d));
     DROP(la->act);
-    TMPA(t2, (size_t)N * ff, "layers.%d.ffn.w1_out.grad", l);
-    TMPA(t3, (size_t)N * ff, "layers.%d.ffn.w3_out.grad", l);
     REC("ffn swiglu backward", F_ACT, F32, F_ACT, F_ACT, F_ACT);
-    TRY(b->swiglu_bwd(b, t2.data, t3.data, t1.data, la->a.data, la->g.data, adt, (size_t)N * ff));
+    if (m->fused_w13) { /* dw1x, dw3x as the halves of one (N, 2·d_ff) gradient */
+        size_t half = (size_t)ff * lmk_dtype_size(adt);
+        TMPA(t2, (size_t)N * 2 * ff, "layers.%d.ffn.w13_out.grad", l);
+        TRY(b->swiglu_bwd(b, t2.data, (char *)t2.data + half, t1.data, la->a.data, (const char *)la->a.data + half,
+                          adt, (size_t)N * ff, ff, 2 * (int64_t)ff));
+    } else {
+        TMPA(t2, (size_t)N * ff, "layers.%d.ffn.w1_out.grad", l);
+        TMPA(t3, (size_t)N * ff, "layers.%d.ffn.w3_out.grad", l);
+        TRY(b->swiglu_bwd(b, t2.data, t3.data, t1.data, la->a.data, la->g.data, adt, (size_t)N * ff, ff, ff));
+    }
     DROP(t1);
     DROP(la->a);
     DROP(la->g);
-    TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l); /* float32: w1 and w3 accumulate */
-    TRY(linear_bwd(m, "ffn.w1", &t1, 0, w1, &t2, NULL, op_x(&la->ln2_out), N, d, ff));
-    TRY(linear_bwd(m, "ffn.w3", &t1, 1, w3, &t3, NULL, op_x(&la->ln2_out), N, d, ff));
+    if (m->fused_w13) {
+        static const char *const w13_names[2] = {"ffn.w1", "ffn.w3"};
+        TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l); /* float32 */
+        TRY(fused_bwd(m, "ffn.w13", w13_names, &t1, w1, &t2, op_x(&la->ln2_out), N, d));
+    } else {
+        TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l); /* float32: w1 and w3 accumulate */
+        TRY(linear_bwd(m, "ffn.w1", &t1, 0, w1, &t2, NULL, op_x(&la->ln2_out), N, d, ff));
+        TRY(linear_bwd(m, "ffn.w3", &t1, 1, w3, &t3, NULL, op_x(&la->ln2_out), N, d, ff));
+    }
     DROP(t2);
     DROP(t3);
     DROP(la->ln2_out);
@@ -1660,6 +1703,7 @@ typedef struct est_shape {
     int hp, flash;
     int persist; /* the weight copies persist (made at create; model.c's persistent_copies) */
     int fused_qkv; /* LMK_FUSED_QKV */
+    int fused_w13; /* LMK_FUSED_W13 */
 } est_shape;
 
 #define ACTB(x) put(g, E_ACT, (x))
@@ -1716,10 +1760,15 @@ static void est_layer_forward(ledger *g, const est_shape *z, int keep, int first
     ACTB(-nda);     /* output_proj out */
     if (!keep)
         ACTB(-nd - n4); /* the layer's input, ln2 rstd */
-    ACTB(nffa); /* w1 out */
-    COPY(z->dff);
-    ACTB(nffa); /* w3 out */
-    COPY(z->dff);
+    if (z->fused_w13) {
+        ACTB(2 * nffa);    /* (N, 2·d_ff) w1, w3 out */
+        COPY(2 * z->dff);  /* the stacked copy */
+    } else {
+        ACTB(nffa); /* w1 out */
+        COPY(z->dff);
+        ACTB(nffa); /* w3 out */
+        COPY(z->dff);
+    }
     if (!keep)
         ACTB(-nda);
     ACTB(nffa); /* swiglu */
@@ -1820,7 +1869,7 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
                     .scoresa = ea * (int64_t)batch * H * T * T, .lse = 4 * N * H, .d = d, .dd = d * d,
                     .dff = d * ff, .h16 = hp ? 2 * N * d : 0, .hp = hp,
                     .flash = c->attention == LMK_ATTN_FLASH, .persist = hp && adamw,
-                    .fused_qkv = LMK_FUSED_QKV};
+                    .fused_qkv = LMK_FUSED_QKV, .fused_w13 = LMK_FUSED_W13};
     const est_shape *z = &zs;
     ledger lg = {0}, *g = &lg;
     put(g, E_PARAM, 4 * P);

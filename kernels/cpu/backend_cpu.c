@@ -268,37 +268,45 @@ static inline float sigmoidf(float x)
     return 1.0f / (1.0f + expf(-x));
 }
 
-static int cpu_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt,
-                          size_t n)
+/* a, g (and da, dg): rows ld apart; element i of out (dout) at row_at(i). */
+static size_t row_at(size_t i, size_t cols, size_t ld)
 {
-    if (!cpu_dt_ok(dt))
+    return i / cols * ld + i % cols;
+}
+
+static int cpu_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt,
+                          size_t n, int cols, int64_t ld)
+{
+    if (!cpu_dt_ok(dt) || cols <= 0 || ld < cols || n % (size_t)cols)
         return LMK_INVALID;
     lmk_round r = dt == LMK_BF16 ? LMK_ROUND_BF16 : dt == LMK_F16 ? LMK_ROUND_FP16 : LMK_ROUND_NONE;
     long nn = (long)n;
 #pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
     for (long i = 0; i < nn; i++) {
-        float ai = cpu_ld(a, dt, i);
+        size_t k = row_at((size_t)i, (size_t)cols, (size_t)ld);
+        float ai = cpu_ld(a, dt, k);
         float silu = ai * sigmoidf(ai);
         if (r != LMK_ROUND_NONE)
             silu = lmk_round_value(silu, r);
-        cpu_st(out, dt, i, silu * cpu_ld(g, dt, i));
+        cpu_st(out, dt, i, silu * cpu_ld(g, dt, k));
     }
     return LMK_OK;
 }
 
 /* silu'(a) = σ(a) (1 + a (1 − σ(a))) */
 static int cpu_swiglu_bwd(lmk_backend *b, void *da, void *dg, const void *dout, const void *a,
-                          const void *g, lmk_dtype dt, size_t n)
+                          const void *g, lmk_dtype dt, size_t n, int cols, int64_t ld)
 {
-    if (!cpu_dt_ok(dt))
+    if (!cpu_dt_ok(dt) || cols <= 0 || ld < cols || n % (size_t)cols)
         return LMK_INVALID;
     long nn = (long)n;
 #pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
     for (long i = 0; i < nn; i++) {
-        float ai = cpu_ld(a, dt, i), gi = cpu_ld(g, dt, i), dy = cpu_ld(dout, dt, i);
+        size_t k = row_at((size_t)i, (size_t)cols, (size_t)ld);
+        float ai = cpu_ld(a, dt, k), gi = cpu_ld(g, dt, k), dy = cpu_ld(dout, dt, i);
         float s = sigmoidf(ai);
-        cpu_st(dg, dt, i, dy * ai * s);
-        cpu_st(da, dt, i, dy * gi * s * (1.0f + ai * (1.0f - s)));
+        cpu_st(dg, dt, k, dy * ai * s);
+        cpu_st(da, dt, k, dy * gi * s * (1.0f + ai * (1.0f - s)));
     }
     return LMK_OK;
 }

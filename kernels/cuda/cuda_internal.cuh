@@ -209,9 +209,10 @@ int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt
                             int zero_block);
 int cuda_softmax_causal_bwd(lmk_backend *b, void *ds, const void *dp, const void *p, lmk_dtype dt,
                             int batch, int T, int zero_block);
-int cuda_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt, size_t n);
-int cuda_swiglu_bwd(lmk_backend *b, void *da, void *dg, const void *dout, const void *a,
-                    const void *g, lmk_dtype dt, size_t n);
+int cuda_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt, size_t n, int cols,
+                    int64_t ld);
+int cuda_swiglu_bwd(lmk_backend *b, void *da, void *dg, const void *dout, const void *a, const void *g,
+                    lmk_dtype dt, size_t n, int cols, int64_t ld);
 int cuda_add(lmk_backend *b, float *y, const float *x1, const void *x2, lmk_dtype x2_dt, size_t n);
 int cuda_scale(lmk_backend *b, float *x, size_t n, float s);
 int cuda_cast(lmk_backend *b, float *out, const float *x, size_t n, lmk_round r);

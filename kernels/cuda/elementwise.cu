@@ -4,7 +4,10 @@
  *               roundings to the 16-bit dtype; none for float, as the cpu)
  *   swiglu bwd: da = dout · g · σ(a) (1 + a (1 − σ(a))), dg = dout · a σ(a)
  *   add       : y = x1 + x2, x2 float or 16-bit (y may alias a float input)
- * Tensors of one dtype (float, bf16, fp16) per op, float32 math.
+ * Tensors of one dtype (float, bf16, fp16) per op, float32 math. swiglu's
+ * element i of out / dout (contiguous, rows of cols) is at (i / cols)·ld +
+ * i % cols in a, g, da, dg (ld ≥ cols: w1 x and w3 x inside a fused (N,
+ * 2·d_ff) projection output, ld = 2·cols).
  *   scale     : x *= s
  * Grid-stride loops over n elements (n may exceed 2³¹); swiglu moves 16-byte
  * vectors when its tensors are 16-byte aligned (the same per-element math,
@@ -45,27 +48,35 @@ __device__ __forceinline__ void swiglu_bwd_one(float ai, float gi, float dy, flo
                     __fadd_rn(1.0f, __fmul_rn(ai, __fsub_rn(1.0f, s))));
 }
 
-// out (n), a (n), g (n) of E; elements from `from` on (the vector kernel's tail)
+// the offset in a (rows ld apart) of element i of a contiguous tensor with rows of cols
+static __device__ __forceinline__ size_t row_at(size_t i, size_t cols, size_t ld)
+{
+    return ld == cols ? i : i / cols * ld + i % cols;
+}
+
+// out (n), a, g (n / cols rows of cols, ld apart) of E; elements from `from` on (the vector kernel's tail)
 template <typename E>
-__global__ void swiglu_fwd_kernel(E *out, const E *a, const E *g, size_t n, size_t from)
+__global__ void swiglu_fwd_kernel(E *out, const E *a, const E *g, size_t n, size_t from, size_t cols,
+                                  size_t ld)
 {
     GRID_STRIDE(j, n - from)
     {
-        size_t i = from + j;
-        st_f(out, i, swiglu_one<E>(ld_f(a, i), ld_f(g, i)));
+        size_t i = from + j, k = row_at(i, cols, ld);
+        st_f(out, i, swiglu_one<E>(ld_f(a, k), ld_f(g, k)));
     }
 }
 
-// out, a, g (nv vectors of E), 16-byte aligned
+// out, a, g (nv vectors of E), 16-byte aligned; cols, ld multiples of the vector
 template <typename E>
-__global__ void swiglu_fwd_vec_kernel(E *out, const E *a, const E *g, size_t nv)
+__global__ void swiglu_fwd_vec_kernel(E *out, const E *a, const E *g, size_t nv, size_t cols, size_t ld)
 {
     constexpr int VE = vec16<E>::n;
     GRID_STRIDE(v, nv)
     {
         float x[VE], y[VE];
-        ld_vec(a, v * VE, x);
-        ld_vec(g, v * VE, y);
+        size_t k = row_at(v * VE, cols, ld);
+        ld_vec(a, k, x);
+        ld_vec(g, k, y);
 #pragma unroll
         for (int q = 0; q < VE; q++)
             y[q] = swiglu_one<E>(x[q], y[q]);
@@ -73,37 +84,39 @@ __global__ void swiglu_fwd_vec_kernel(E *out, const E *a, const E *g, size_t nv)
     }
 }
 
-// da (n), dg (n), dout (n), a (n), g (n) of E; elements from `from` on
+// dout (n); da, dg, a, g (n / cols rows of cols, ld apart) of E; elements from `from` on
 template <typename E>
 __global__ void swiglu_bwd_kernel(E *da, E *dg, const E *dout, const E *a, const E *g, size_t n,
-                                  size_t from)
+                                  size_t from, size_t cols, size_t ld)
 {
     GRID_STRIDE(j, n - from)
     {
-        size_t i = from + j;
+        size_t i = from + j, k = row_at(i, cols, ld);
         float dai, dgi;
-        swiglu_bwd_one(ld_f(a, i), ld_f(g, i), ld_f(dout, i), &dai, &dgi);
-        st_f(dg, i, dgi);
-        st_f(da, i, dai);
+        swiglu_bwd_one(ld_f(a, k), ld_f(g, k), ld_f(dout, i), &dai, &dgi);
+        st_f(dg, k, dgi);
+        st_f(da, k, dai);
     }
 }
 
-// the same on nv 16-byte vectors, every tensor 16-byte aligned
+// the same on nv 16-byte vectors, every tensor 16-byte aligned, cols and ld multiples of the vector
 template <typename E>
-__global__ void swiglu_bwd_vec_kernel(E *da, E *dg, const E *dout, const E *a, const E *g, size_t nv)
+__global__ void swiglu_bwd_vec_kernel(E *da, E *dg, const E *dout, const E *a, const E *g, size_t nv,
+                                      size_t cols, size_t ld)
 {
     constexpr int VE = vec16<E>::n;
     GRID_STRIDE(v, nv)
     {
         float x[VE], y[VE], d[VE];
-        ld_vec(a, v * VE, x);
-        ld_vec(g, v * VE, y);
+        size_t k = row_at(v * VE, cols, ld);
+        ld_vec(a, k, x);
+        ld_vec(g, k, y);
         ld_vec(dout, v * VE, d);
 #pragma unroll
         for (int q = 0; q < VE; q++)
             swiglu_bwd_one(x[q], y[q], d[q], &x[q], &y[q]); /* x ← da, y ← dg */
-        st_vec(da, v * VE, x);
-        st_vec(dg, v * VE, y);
+        st_vec(da, k, x);
+        st_vec(dg, k, y);
     }
 }
 
@@ -133,42 +146,59 @@ static size_t ew_vectors(lmk_dtype dt, size_t n, const void *p0, const void *p1,
     return n / (dt == LMK_F32 ? 4 : 8);
 }
 
-int cuda_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt, size_t n)
+/* swiglu's vectors: ew_vectors, and none when a row of cols (or the row
+ * stride ld) is not whole vectors (a vector would straddle two rows). */
+static size_t swiglu_vectors(lmk_dtype dt, size_t n, size_t cols, size_t ld, const void *p0, const void *p1,
+                             const void *p2, const void *p3, const void *p4)
+{
+    size_t ve = dt == LMK_F32 ? 4 : 8;
+    return cols % ve || ld % ve ? 0 : ew_vectors(dt, n, p0, p1, p2, p3, p4);
+}
+
+int cuda_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *g, lmk_dtype dt, size_t n, int cols,
+                    int64_t ld)
 {
     cuda_state *st = CST(b);
+    if (cols <= 0 || ld < cols || n % (size_t)cols)
+        return LMK_INVALID;
     if (n == 0)
         return LMK_OK;
-    size_t nv = ew_vectors(dt, n, out, a, g, g, g), from = nv * (dt == LMK_F32 ? 4 : 8);
+    size_t c = (size_t)cols, l = (size_t)ld;
+    size_t nv = swiglu_vectors(dt, n, c, l, out, a, g, g, g), from = nv * (dt == LMK_F32 ? 4 : 8);
     if (nv) {
         DT_DISPATCH(dt, E, swiglu_fwd_vec_kernel<E><<<grid_for(nv, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
-                                                       st->stream>>>((E *)out, (const E *)a, (const E *)g, nv));
+                                                       st->stream>>>((E *)out, (const E *)a, (const E *)g, nv, c, l));
         LAUNCH_CHECK(st, "swiglu_fwd_vec_kernel");
     }
     if (from < n) {
         DT_DISPATCH(dt, E, swiglu_fwd_kernel<E><<<grid_for(n - from, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
-                                                   st->stream>>>((E *)out, (const E *)a, (const E *)g, n, from));
+                                                   st->stream>>>((E *)out, (const E *)a, (const E *)g, n, from, c,
+                                                                 l));
         LAUNCH_CHECK(st, "swiglu_fwd_kernel");
     }
     return LMK_OK;
 }
 
 int cuda_swiglu_bwd(lmk_backend *b, void *da, void *dg, const void *dout, const void *a,
-                    const void *g, lmk_dtype dt, size_t n)
+                    const void *g, lmk_dtype dt, size_t n, int cols, int64_t ld)
 {
     cuda_state *st = CST(b);
+    if (cols <= 0 || ld < cols || n % (size_t)cols)
+        return LMK_INVALID;
     if (n == 0)
         return LMK_OK;
-    size_t nv = ew_vectors(dt, n, da, dg, dout, a, g), from = nv * (dt == LMK_F32 ? 4 : 8);
+    size_t c = (size_t)cols, l = (size_t)ld;
+    size_t nv = swiglu_vectors(dt, n, c, l, da, dg, dout, a, g), from = nv * (dt == LMK_F32 ? 4 : 8);
     if (nv) {
         DT_DISPATCH(dt, E, swiglu_bwd_vec_kernel<E><<<grid_for(nv, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
                                                        st->stream>>>((E *)da, (E *)dg, (const E *)dout,
-                                                                     (const E *)a, (const E *)g, nv));
+                                                                     (const E *)a, (const E *)g, nv, c, l));
         LAUNCH_CHECK(st, "swiglu_bwd_vec_kernel");
     }
     if (from < n) {
         DT_DISPATCH(dt, E, swiglu_bwd_kernel<E><<<grid_for(n - from, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
                                                    st->stream>>>((E *)da, (E *)dg, (const E *)dout, (const E *)a,
-                                                                 (const E *)g, n, from));
+                                                                 (const E *)g, n, from, c, l));
         LAUNCH_CHECK(st, "swiglu_bwd_kernel");
     }
     return LMK_OK;

@@ -327,7 +327,7 @@ struct sw_op { float *a, *g; size_t n; };
 static void sw_fwd(fd_ctx *c)
 {
     struct sw_op *o = c->op;
-    MUST(B->swiglu_fwd(B, c->out, o->a, o->g, LMK_F32, o->n));
+    MUST(B->swiglu_fwd(B, c->out, o->a, o->g, LMK_F32, o->n, (int)o->n, (int64_t)o->n));
 }
 
 static void test_swiglu(void)
@@ -344,9 +344,35 @@ static void test_swiglu(void)
         double want = o.a[i] / (1.0 + exp(-(double)o.a[i])) * o.g[i];
         CHECK(test_close(y[i], want, 1e-6, 1e-5), "swiglu fwd [%zu] %g vs %g", i, y[i], want);
     }
-    MUST(B->swiglu_bwd(B, da, dg, w, o.a, o.g, LMK_F32, n));
+    MUST(B->swiglu_bwd(B, da, dg, w, o.a, o.g, LMK_F32, n, (int)n, (int64_t)n));
     test_grad_check("swiglu da", J, &c, o.a, da, n, 1000, 1e-2f, 1e-4, 1e-3);
     test_grad_check("swiglu dg", J, &c, o.g, dg, n, 1000, 1e-2f, 1e-4, 1e-3);
+    /* a and g as the two halves of rows ld = 2·cols + 3 apart (w1 x, w3 x of a
+     * fused projection, plus a gap): the values of the packed op; da, dg
+     * land in the same places and the gap keeps its poison */
+    enum { ROWS = 4, COLS = 16, LD = 2 * COLS + 3 };
+    float *wide = test_alloc(ROWS * LD), *dwide = test_alloc(ROWS * LD), *y2 = test_alloc(n);
+    for (int i = 0; i < ROWS * LD; i++)
+        wide[i] = 100.0f, dwide[i] = -7.0f;
+    for (int r = 0; r < ROWS; r++)
+        for (int j = 0; j < COLS; j++)
+            wide[r * LD + j] = o.a[r * COLS + j], wide[r * LD + COLS + j] = o.g[r * COLS + j];
+    sw_fwd(&c); /* y again: the gradient checks evaluated perturbed inputs into it */
+    MUST(B->swiglu_fwd(B, y2, wide, wide + COLS, LMK_F32, n, COLS, LD));
+    CHECK(memcmp(y, y2, n * sizeof *y) == 0, "swiglu_fwd with rows %d apart differs", LD);
+    MUST(B->swiglu_bwd(B, dwide, dwide + COLS, w, wide, wide + COLS, LMK_F32, n, COLS, LD));
+    int same = 1, gap = 1;
+    for (int r = 0; r < ROWS; r++) {
+        for (int j = 0; j < COLS; j++)
+            same &= dwide[r * LD + j] == da[r * COLS + j] && dwide[r * LD + COLS + j] == dg[r * COLS + j];
+        for (int j = 2 * COLS; j < LD; j++)
+            gap &= dwide[r * LD + j] == -7.0f;
+    }
+    CHECK(same && gap, "swiglu_bwd with rows %d apart: values %s, gap %s", LD, same ? "ok" : "differ",
+          gap ? "untouched" : "written");
+    CHECK(B->swiglu_fwd(B, y2, o.a, o.g, LMK_F32, n, COLS, COLS - 1) == LMK_INVALID, "swiglu ld < cols accepted");
+    CHECK(B->swiglu_fwd(B, y2, o.a, o.g, LMK_F32, n, 7, 7) == LMK_INVALID, "swiglu n % cols != 0 accepted");
+    free(wide), free(dwide), free(y2);
     free(o.a), free(o.g), free(y), free(w), free(da), free(dg);
 }
 
@@ -769,11 +795,11 @@ static void test_half_storage(void)
         test_fill(&rng, dy, n, -1, 1);
         uint16_t *a16 = half_of(a, n, r), *g16 = half_of(g, n, r), *dy16 = half_of(dy, n, r);
         uint16_t *da16 = malloc(n * 2), *dg16 = malloc(n * 2);
-        MUST(B->swiglu_bwd(B, da, dg, dy, a, g, LMK_F32, n));
-        MUST(B->swiglu_bwd(B, da16, dg16, dy16, a16, g16, dt, n));
+        MUST(B->swiglu_bwd(B, da, dg, dy, a, g, LMK_F32, n, (int)n, (int64_t)n));
+        MUST(B->swiglu_bwd(B, da16, dg16, dy16, a16, g16, dt, n, (int)n, (int64_t)n));
         check_rounded_once("swiglu_bwd da", da16, da, n, r);
         check_rounded_once("swiglu_bwd dg", dg16, dg, n, r);
-        MUST(B->swiglu_fwd(B, o16, a16, g16, dt, n));
+        MUST(B->swiglu_fwd(B, o16, a16, g16, dt, n, (int)n, (int64_t)n));
         for (size_t i = 0; i < n; i++) /* autocast: silu rounded, then the product rounded */
             out[i] = lmk_round_value(a[i] / (1.0f + expf(-a[i])), r) * g[i];
         int bad = 0;

@@ -48,6 +48,8 @@ def main():
             check(g["accumulate"].startswith("float32"), f"{prec} {g['op']}: accumulate {g['accumulate']}")
         # LMK_FUSED_QKV: q, k, v projected by one GEMM (and one dx GEMM over their gradients)
         qkv = "attn.qkv_proj" if ("forward", "attn.qkv_proj") in by else "attn.q_proj"
+        # LMK_FUSED_W13: w1 and w3 likewise
+        w13 = "ffn.w13" if ("forward", "ffn.w13") in by else "ffn.w1"
         fwd = by[("forward", qkv)]
         check(fwd["output"] == half.get(prec, "float32"), f"{prec}: linear output {fwd['output']}")
         # RMSNorm statistics and softmax in float32; under bf16/fp16 their outputs are stored in 16 bits
@@ -68,7 +70,7 @@ def main():
             check(r["output"] == "float32" and r["inputs"] == f"float32, {want_act}", f"{prec}: {op} {r}")
         sw = by[("forward", "ffn silu(w1 x) * w3 x")]
         check(sw["output"] == want_act and sw["inputs"] == f"{want_act}, {want_act}", f"{prec}: swiglu {sw}")
-        for op in ("attn.scores = q k^T", "attn.values = p v", "ffn.w1", "ffn.w2", "attn.output_proj"):
+        for op in ("attn.scores = q k^T", "attn.values = p v", w13, "ffn.w2", "attn.output_proj"):
             check(by[("forward", op)]["output"] == want_act, f"{prec}: {op} output {by[('forward', op)]}")
         loss = by[("forward", "cross-entropy loss + dlogits")]
         check(loss["output"] == "float32" and loss["inputs"].startswith(half.get(prec, "float32")),
@@ -81,6 +83,9 @@ def main():
         if qkv == "attn.qkv_proj":
             check(not any(r["op"].startswith(("attn.q_proj", "attn.k_proj", "attn.v_proj")) and " dW " not in r["op"]
                           for r in rows), f"{prec}: fused q, k, v also ran separately")
+        if w13 == "ffn.w13":
+            check(not any(r["op"].startswith(("ffn.w1 ", "ffn.w3 ")) and " dW " not in r["op"] or r["op"] in ("ffn.w1", "ffn.w3")
+                          for r in rows), f"{prec}: fused w1, w3 also ran separately")
         if prec in half:
             # every matrix but the embedding, once per step, by the AdamW step (persistent copies:
             # no cast in forward)
@@ -98,7 +103,7 @@ def main():
                       f"{prec}: backward {op} 16-bit in and out {by[('backward', op)]}")
             # gradients that several GEMMs accumulate (of the norm outputs) are float32, so is
             # the one GEMM over q, k, v's gradients when fused
-            dx_ops = ["ffn.w1 dx = dy W", "ffn.w3 dx = dy W"]
+            dx_ops = [f"{w13} dx = dy W"] if w13 == "ffn.w13" else ["ffn.w1 dx = dy W", "ffn.w3 dx = dy W"]
             dx_ops += [f"{qkv} dx = dy W"] if qkv == "attn.qkv_proj" else ["attn.q_proj dx = dy W", "attn.v_proj dx = dy W"]
             for op in dx_ops:
                 r = by[("backward", op)]

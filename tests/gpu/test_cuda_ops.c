@@ -282,11 +282,11 @@ static void test_elementwise(void)
     float *out = malloc(n * sizeof *out), *da = malloc(n * sizeof *da), *dg = malloc(n * sizeof *dg);
     void *d_a = d_from(a, n * 4), *d_g = d_from(g, n * 4), *d_dout = d_from(dout, n * 4);
     void *d_out = d_alloc(n * 4), *d_da = d_alloc(n * 4), *d_dg = d_alloc(n * 4);
-    MUST(cpu->swiglu_fwd(cpu, out, a, g, LMK_F32, n));
-    GPU(gpu->swiglu_fwd(gpu, d_out, d_a, d_g, LMK_F32, n));
+    MUST(cpu->swiglu_fwd(cpu, out, a, g, LMK_F32, n, (int)n, (int64_t)n));
+    GPU(gpu->swiglu_fwd(gpu, d_out, d_a, d_g, LMK_F32, n, (int)n, (int64_t)n));
     compare("swiglu_fwd (n 100003, float32)", d_out, out, n, 1e-7, 1e-6);
-    MUST(cpu->swiglu_bwd(cpu, da, dg, dout, a, g, LMK_F32, n));
-    GPU(gpu->swiglu_bwd(gpu, d_da, d_dg, d_dout, d_a, d_g, LMK_F32, n));
+    MUST(cpu->swiglu_bwd(cpu, da, dg, dout, a, g, LMK_F32, n, (int)n, (int64_t)n));
+    GPU(gpu->swiglu_bwd(gpu, d_da, d_dg, d_dout, d_a, d_g, LMK_F32, n, (int)n, (int64_t)n));
     compare("swiglu_bwd da", d_da, da, n, 1e-7, 1e-5);
     compare("swiglu_bwd dg", d_dg, dg, n, 1e-7, 1e-5);
     /* add with y aliasing x1, scale */
@@ -412,16 +412,38 @@ static void test_half_ops(lmk_round r)
     uint16_t *o16 = malloc(n * 2), *o16b = malloc(n * 2);
     void *d_a = d_from(a16, n * 2), *d_g = d_from(g16, n * 2), *d_dy = d_from(dy16, n * 2);
     void *d_o = d_alloc(n * 2), *d_ob = d_alloc(n * 2), *d_base = d_from(base, n * 4);
-    MUST(cpu->swiglu_fwd(cpu, o16, a16, g16, dt, n));
-    GPU(gpu->swiglu_fwd(gpu, d_o, d_a, d_g, dt, n));
+    MUST(cpu->swiglu_fwd(cpu, o16, a16, g16, dt, n, (int)n, (int64_t)n));
+    GPU(gpu->swiglu_fwd(gpu, d_o, d_a, d_g, dt, n, (int)n, (int64_t)n));
     snprintf(name, sizeof name, "swiglu_fwd %s (16-bit, two roundings)", fn);
     compare16(name, d_o, o16, n, r, 1e-7, 8 * ulp);
-    MUST(cpu->swiglu_bwd(cpu, o16, o16b, dy16, a16, g16, dt, n));
-    GPU(gpu->swiglu_bwd(gpu, d_o, d_ob, d_dy, d_a, d_g, dt, n));
+    MUST(cpu->swiglu_bwd(cpu, o16, o16b, dy16, a16, g16, dt, n, (int)n, (int64_t)n));
+    GPU(gpu->swiglu_bwd(gpu, d_o, d_ob, d_dy, d_a, d_g, dt, n, (int)n, (int64_t)n));
     snprintf(name, sizeof name, "swiglu_bwd da %s (16-bit)", fn);
     compare16(name, d_o, o16, n, r, 1e-7, 2 * ulp);
     snprintf(name, sizeof name, "swiglu_bwd dg %s (16-bit)", fn);
     compare16(name, d_ob, o16b, n, r, 1e-7, 2 * ulp);
+    /* w1 x and w3 x as the halves of rows 2·cols apart (a fused (N, 2·d_ff)
+     * projection): cols 1640 (16-byte vectors) and 1001 (scalar kernel) */
+    for (int k = 0; k < 2; k++) {
+        int cols = k ? 1001 : 1640, rows = 61;
+        size_t nn = (size_t)rows * cols, wn = 2 * nn;
+        float *wx = h_rand(wn, -6, 6), *dyx = h_rand(nn, -1, 1);
+        uint16_t *w16 = h_half(wx, wn, r), *dyw16 = h_half(dyx, nn, r), *ow16 = malloc(nn * 2), *dw16 = malloc(wn * 2);
+        void *d_w = d_from(w16, wn * 2), *d_dyw = d_from(dyw16, nn * 2), *d_ow = d_alloc(nn * 2);
+        void *d_dw = d_from(w16, wn * 2); /* poison: the inputs' bits */
+        MUST(cpu->swiglu_fwd(cpu, ow16, w16, w16 + cols, dt, nn, cols, 2 * cols));
+        GPU(gpu->swiglu_fwd(gpu, d_ow, d_w, (uint16_t *)d_w + cols, dt, nn, cols, 2 * cols));
+        snprintf(name, sizeof name, "swiglu_fwd %s rows 2·%d apart (16-bit)", fn, cols);
+        compare16(name, d_ow, ow16, nn, r, 1e-7, 8 * ulp);
+        memcpy(dw16, w16, wn * 2);
+        MUST(cpu->swiglu_bwd(cpu, dw16, dw16 + cols, dyw16, w16, w16 + cols, dt, nn, cols, 2 * cols));
+        GPU(gpu->swiglu_bwd(gpu, d_dw, (uint16_t *)d_dw + cols, d_dyw, d_w, (uint16_t *)d_w + cols, dt, nn, cols,
+                            2 * cols));
+        snprintf(name, sizeof name, "swiglu_bwd da, dg %s rows 2·%d apart (16-bit)", fn, cols);
+        compare16(name, d_dw, dw16, wn, r, 1e-7, 2 * ulp);
+        gpu->mem_free(gpu, d_w), gpu->mem_free(gpu, d_dyw), gpu->mem_free(gpu, d_ow), gpu->mem_free(gpu, d_dw);
+        free(wx), free(dyx), free(w16), free(dyw16), free(ow16), free(dw16);
+    }
     MUST(cpu->add(cpu, base, base, dy16, dt, n));
     GPU(gpu->add(gpu, d_base, d_base, d_dy, dt, n));
     snprintf(name, sizeof name, "add float32 + %s (exact)", fn);

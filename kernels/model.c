@@ -46,6 +46,14 @@ static void range_push_layer(int l)
 #ifndef LMK_FUSED_W13
 #define LMK_FUSED_W13 0
 #endif
+/* Build-time knob: 1 = where one fused GEMM makes a norm output's gradient
+ * (LMK_FUSED_QKV: ln1's, LMK_FUSED_W13: ln2's) it writes it in the 16-bit
+ * activation dtype (autocast's dtype for a linear's dx; float32
+ * accumulation inside the GEMM, one rounding) and the RMSNorm backward
+ * reads that; 0 = float32. */
+#ifndef LMK_NORM_DX16
+#define LMK_NORM_DX16 0
+#endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
 
@@ -226,6 +234,7 @@ struct lmk_model {
     int64_t skipped;        /* fp16 steps skipped on overflow (host-decided) */
     int fused_qkv;          /* LMK_FUSED_QKV (a model field so both paths stay compiled) */
     int fused_w13;          /* LMK_FUSED_W13 */
+    int norm_dx16;          /* LMK_NORM_DX16 */
     int persistent_copies;  /* the 16-bit weight copies live from create on and AdamW
                              * rewrites them (bf16/fp16 with optimizer state) */
     int copies_stale;       /* parameters may have been written since the copies were
@@ -502,6 +511,7 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     for (size_t i = 0; i < m->nparams; i++)
         m->params[i].fused_into = -1;
     m->fused_w13 = LMK_FUSED_W13;
+    m->norm_dx16 = LMK_NORM_DX16;
     for (int l = 0; l < L; l++) { /* q, k, v: one (3d, d) copy; w1, w3: one (2·d_ff, d) */
         static const int qkv[3] = {P_WQ, P_WK, P_WV}, w13[2] = {P_W1, P_W3};
         for (int grp = 0; grp < 2; grp++) {
@@ -1490,7 +1500,10 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
     DROP(la->g);
     if (m->fused_w13) {
         static const char *const w13_names[2] = {"ffn.w1", "ffn.w3"};
-        TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l); /* float32 */
+        if (m->norm_dx16)
+            TMPA(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l);
+        else
+            TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l);
         TRY(fused_bwd(m, "ffn.w13", w13_names, &t1, w1, &t2, op_x(&la->ln2_out), N, d));
     } else {
         TMP(t1, (size_t)N * d, "layers.%d.ln2.out.grad", l); /* float32: w1 and w3 accumulate */
@@ -1504,11 +1517,11 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
      * output_proj's GEMMs, in one pass (rmsnorm_bwd_add) */
     TMP(t2, (size_t)N * d, "layers.%d.resid_mid.grad", l);
     TRY(half_tensor(m, &t5, (size_t)N * d, l, "resid_mid.grad"));
-    REC("ln2 (rmsnorm) backward", F32, acc_reduce(m, 1), F32, F32, F32);
+    REC("ln2 (rmsnorm) backward", F32, acc_reduce(m, 1), dtype_fmt(t1.dtype), F32, F32);
     REC("residual add (ln2 backward)", F32, "-", F32, F32);
     TRY(grad_ready(m, layer_param(m, l, P_LN2)));
     TRY(b->rmsnorm_bwd_add(b, LMK_F(t2), t5.data, m->half, LMK_F(layer_param(m, l, P_LN2)->g), t1.data,
-                           LMK_F32, LMK_F(*dres), LMK_F(la->mid), LMK_F(layer_param(m, l, P_LN2)->p),
+                           t1.dtype, LMK_F(*dres), LMK_F(la->mid), LMK_F(layer_param(m, l, P_LN2)->p),
                            LMK_F(la->ln2_rstd), N, d));
     DROP(t1);
     DROP(la->ln2_rstd);
@@ -1582,7 +1595,10 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
                             i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh, 3 * d));
             lmk_tensor_release(m->a, src[i]);
         }
-        TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l); /* float32 */
+        if (m->norm_dx16)
+            TMPA(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l);
+        else
+            TMP(t5, (size_t)N * d, "layers.%d.ln1.out.grad", l);
         TRY(fused_bwd(m, "attn.qkv_proj", proj_names, &t5, layer_param(m, l, P_WQ), &t3, op_x(&la->ln1_out), N,
                       d));
     } else {
@@ -1604,11 +1620,11 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
     TMP(t1, (size_t)N * d, "layers.%d.input.grad", l);
     if (l > 0)
         TRY(half_tensor(m, &t2, (size_t)N * d, l, "input.grad"));
-    REC("ln1 (rmsnorm) backward", F32, acc_reduce(m, 1), F32, F32, F32);
+    REC("ln1 (rmsnorm) backward", F32, acc_reduce(m, 1), dtype_fmt(t5.dtype), F32, F32);
     REC("residual add (ln1 backward)", F32, "-", F32, F32);
     TRY(grad_ready(m, layer_param(m, l, P_LN1)));
     TRY(b->rmsnorm_bwd_add(b, LMK_F(t1), t2.data, m->half, LMK_F(layer_param(m, l, P_LN1)->g), t5.data,
-                           LMK_F32, LMK_F(*dres), LMK_F(m->resid[l]), LMK_F(layer_param(m, l, P_LN1)->p),
+                           t5.dtype, LMK_F(*dres), LMK_F(m->resid[l]), LMK_F(layer_param(m, l, P_LN1)->p),
                            LMK_F(la->ln1_rstd), N, d));
     DROP(t5);
     DROP(la->ln1_rstd);
@@ -1704,6 +1720,7 @@ typedef struct est_shape {
     int persist; /* the weight copies persist (made at create; model.c's persistent_copies) */
     int fused_qkv; /* LMK_FUSED_QKV */
     int fused_w13; /* LMK_FUSED_W13 */
+    int64_t ln1_dx, ln2_dx; /* bytes of the ln1 / ln2 output gradients (LMK_NORM_DX16: 16-bit when fused) */
 } est_shape;
 
 #define ACTB(x) put(g, E_ACT, (x))
@@ -1810,13 +1827,13 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
     ACTB(-nffa);     /* swiglu out */
     ACTB(2 * nffa);  /* w1, w3 out grads */
     ACTB(-3 * nffa); /* swiglu grad, w1 and w3 outs */
-    ACTB(nd);        /* ln2 out grad (float32: accumulated) */
+    ACTB(z->ln2_dx); /* ln2 out grad */
     est_linear_bwd(g, z, z->dff, 0);
     est_linear_bwd(g, z, z->dff, 0);
     ACTB(-2 * nffa - nda); /* w1, w3 out grads, ln2 out */
     ACTB(nd + h16);        /* mid grad and its 16-bit copy */
     put(g, E_GRAD, 4 * z->d);
-    ACTB(-nd - n4 - nd); /* ln2 out grad, rstd, mid */
+    ACTB(-z->ln2_dx - n4 - nd); /* ln2 out grad, rstd, mid */
     ACTB(-nd - h16);      /* the old dres and its copy */
     ACTB(nda);            /* merged grad */
     est_linear_bwd(g, z, z->dd, 0);
@@ -1838,7 +1855,7 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
     if (z->fused_qkv) {
         ACTB(3 * nda);  /* (N, 3d) projection output grad */
         ACTB(-3 * nda); /* dq, dk, dv */
-        ACTB(nd);       /* ln1 out grad (float32) */
+        ACTB(z->ln1_dx); /* ln1 out grad */
         for (int i = 0; i < 3; i++)
             est_linear_bwd(g, z, z->dd, 0);
         ACTB(-3 * nda - nda); /* proj out grad, ln1 out */
@@ -1853,7 +1870,7 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
     COPY(-(4 * z->dd + 3 * z->dff));
     ACTB(nd + (first ? 0 : h16)); /* input grad (and its 16-bit copy) */
     put(g, E_GRAD, 4 * z->d);
-    ACTB(-nd - n4 - nd); /* ln1 out grad, rstd, the layer's input */
+    ACTB(-z->ln1_dx - n4 - nd); /* ln1 out grad, rstd, the layer's input */
     ACTB(-nd - h16);      /* the old dres and its copy */
 }
 
@@ -1869,7 +1886,9 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
                     .scoresa = ea * (int64_t)batch * H * T * T, .lse = 4 * N * H, .d = d, .dd = d * d,
                     .dff = d * ff, .h16 = hp ? 2 * N * d : 0, .hp = hp,
                     .flash = c->attention == LMK_ATTN_FLASH, .persist = hp && adamw,
-                    .fused_qkv = LMK_FUSED_QKV, .fused_w13 = LMK_FUSED_W13};
+                    .fused_qkv = LMK_FUSED_QKV, .fused_w13 = LMK_FUSED_W13,
+                    .ln1_dx = LMK_FUSED_QKV && LMK_NORM_DX16 ? ea * N * d : 4 * N * d,
+                    .ln2_dx = LMK_FUSED_W13 && LMK_NORM_DX16 ? ea * N * d : 4 * N * d};
     const est_shape *z = &zs;
     ledger lg = {0}, *g = &lg;
     put(g, E_PARAM, 4 * P);

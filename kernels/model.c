@@ -40,19 +40,19 @@ static void range_push_layer(int l)
 #ifndef LMK_FUSED_QKV
 #define LMK_FUSED_QKV 1
 #endif
-/* Build-time knob: 1 = w1 and w3 likewise: one GEMM into an (N, 2·d_ff)
- * output that SwiGLU reads with rows 2·d_ff apart, one dx GEMM with K =
- * 2·d_ff over the gradient SwiGLU's backward writes there; 0 = two each. */
+/* Build-time knob: 1 (default) = w1 and w3 likewise: one GEMM into an (N,
+ * 2·d_ff) output that SwiGLU reads with rows 2·d_ff apart, one dx GEMM with
+ * K = 2·d_ff over the gradient SwiGLU's backward writes there; 0 = two each. */
 #ifndef LMK_FUSED_W13
-#define LMK_FUSED_W13 0
+#define LMK_FUSED_W13 1
 #endif
-/* Build-time knob: 1 = where one fused GEMM makes a norm output's gradient
- * (LMK_FUSED_QKV: ln1's, LMK_FUSED_W13: ln2's) it writes it in the 16-bit
- * activation dtype (autocast's dtype for a linear's dx; float32
- * accumulation inside the GEMM, one rounding) and the RMSNorm backward
- * reads that; 0 = float32. */
+/* Build-time knob: 1 (default) = where one fused GEMM makes a norm
+ * output's gradient (LMK_FUSED_QKV: ln1's, LMK_FUSED_W13: ln2's) it writes
+ * it in the 16-bit activation dtype (autocast's dtype for a linear's dx;
+ * float32 accumulation inside the GEMM, one rounding) and the RMSNorm
+ * backward reads that; 0 = float32. */
 #ifndef LMK_NORM_DX16
-#define LMK_NORM_DX16 0
+#define LMK_NORM_DX16 1
 #endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
@@ -1075,7 +1075,8 @@ static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, op
 #define CAUSAL_MIN_BLOCK 128 /* rows; smaller GEMMs run at a fraction of the bandwidth */
 /* Build-time knob: the causal GEMMs' blocks per T (k blocks compute
  * (k + 1) / 2k of the square: 4 → 5/8, 8 → 9/16), before the rounding and
- * the minimum below. */
+ * the minimum below. 8 measured slower on the H100 (large/1024 fwd+bwd
+ * 72.6 → 75.1 ms: twice the GEMM launches, smaller GEMMs; kernels/PERF.md). */
 #ifndef LMK_CAUSAL_BLOCKS
 #define LMK_CAUSAL_BLOCKS 4
 #endif

@@ -54,6 +54,13 @@ static void range_push_layer(int l)
 #ifndef LMK_NORM_DX16
 #define LMK_NORM_DX16 1
 #endif
+/* Build-time knob: 1 = a fused group's weight gradients are one float32
+ * (Σ rows, cols) allocation (each weight's g a view into it) written by one
+ * dW GEMM over the whole fused gradient; 0 = one allocation and one dW GEMM
+ * per weight. */
+#ifndef LMK_FUSED_DW
+#define LMK_FUSED_DW 0
+#endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
 
@@ -181,6 +188,9 @@ typedef struct param_slot {
                             * copies are one matrix, rows stacked in fuse[] order */
     int fuse[3];           /* the group's slots (indices into params) */
     int fused_into;        /* the group's first slot, or -1 */
+    int g_view;            /* g points into its fused group's g_group (LMK_FUSED_DW) */
+    lmk_tensor g_group;    /* the first slot of a fused group: its weights' gradients as one
+                            * allocation (LMK_FUSED_DW), from backward until the step */
     int g_ready;           /* g zeroed (or written) in the current backward */
     int rows, cols;        /* (rows, cols); norms: (1, d) */
     float init_std;        /* 0: ones */
@@ -235,6 +245,7 @@ struct lmk_model {
     int fused_qkv;          /* LMK_FUSED_QKV (a model field so both paths stay compiled) */
     int fused_w13;          /* LMK_FUSED_W13 */
     int norm_dx16;          /* LMK_NORM_DX16 */
+    int fused_dw;           /* LMK_FUSED_DW */
     int persistent_copies;  /* the 16-bit weight copies live from create on and AdamW
                              * rewrites them (bf16/fp16 with optimizer state) */
     int copies_stale;       /* parameters may have been written since the copies were
@@ -390,6 +401,18 @@ static void copy_drop(lmk_model *m, param_slot *s)
     lmk_tensor_release(m->a, &s->h);
 }
 
+/* Releases s's gradient (a view is only forgotten; the group's allocation
+ * goes with its first slot). */
+static void grad_drop(lmk_model *m, param_slot *s)
+{
+    if (s->g_view)
+        s->g = (lmk_tensor){0};
+    else
+        lmk_tensor_release(m->a, &s->g);
+    s->g_view = 0;
+    lmk_tensor_release(m->a, &s->g_group);
+}
+
 /* Releases the 16-bit weight copies: all of them (model_free), or only
  * per-step ones (persistent copies stay). */
 static void release_param_copies(lmk_model *m, int persistent_too)
@@ -423,7 +446,7 @@ void lmk_model_free(lmk_model *m)
     release_param_copies(m, 1);
     for (size_t i = 0; m->params && i < m->nparams; i++) {
         lmk_tensor_release(m->a, &m->params[i].p);
-        lmk_tensor_release(m->a, &m->params[i].g);
+        grad_drop(m, &m->params[i]);
         lmk_tensor_release(m->a, &m->params[i].m);
         lmk_tensor_release(m->a, &m->params[i].v);
     }
@@ -512,6 +535,7 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
         m->params[i].fused_into = -1;
     m->fused_w13 = LMK_FUSED_W13;
     m->norm_dx16 = LMK_NORM_DX16;
+    m->fused_dw = LMK_FUSED_DW;
     for (int l = 0; l < L; l++) { /* q, k, v: one (3d, d) copy; w1, w3: one (2·d_ff, d) */
         static const int qkv[3] = {P_WQ, P_WK, P_WV}, w13[2] = {P_W1, P_W3};
         for (int grp = 0; grp < 2; grp++) {
@@ -1014,6 +1038,24 @@ static int fused_bwd(lmk_model *m, const char *op, const char *const *names, lmk
     char name[64];
     int total = group_rows(m, first), rc = LMK_OK;
     float beta_w[3];
+    /* LMK_FUSED_DW: the group's gradients as one allocation (views), when
+     * none of them exists yet or they already are its views */
+    int one_dw = m->fused_dw;
+    for (int j = 0; j < first->fuse_n; j++) {
+        const param_slot *s = &m->params[first->fuse[j]];
+        one_dw &= !s->g.data || (s->g_view && first->g_group.data);
+    }
+    if (one_dw && !first->g_group.data) {
+        rc = lmk_tensor_alloc(m->a, &first->g_group, LMK_F32, (size_t)total * din, LMK_MEM_GRADIENT, "%s+%d.grad",
+                              first->name, first->fuse_n - 1);
+        for (int j = 0, at = 0; j < first->fuse_n && rc == LMK_OK; j++) {
+            param_slot *s = &m->params[first->fuse[j]];
+            s->g = (lmk_tensor){.data = LMK_F(first->g_group) + (size_t)at * din, .numel = s->p.numel,
+                                .bytes = 4 * s->p.numel, .dtype = LMK_F32, .category = LMK_MEM_GRADIENT};
+            s->g_view = 1;
+            at += s->rows;
+        }
+    }
     for (int j = 0; j < first->fuse_n && rc == LMK_OK; j++)
         rc = grad_ready_gemm(m, &m->params[first->fuse[j]], &beta_w[j]);
     if (rc == LMK_OK)
@@ -1035,6 +1077,12 @@ static int fused_bwd(lmk_model *m, const char *op, const char *const *names, lmk
             rc = gemm2(m, name, &gx, dx, op_at(dyo, at), op_w(s));
             at += s->rows;
         }
+    }
+    if (one_dw && rc == LMK_OK) { /* [dW_0; dW_1; …] (Σ dout, din) = dyᵀ x */
+        lmk_gemm gw = {.trans_a = 1, .m = total, .n = din, .k = n, .batch = 1, .alpha = 1.0f, .beta = beta_w[0],
+                       .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
+        snprintf(name, sizeof name, "%s dW += dy^T x", op);
+        return gemm2(m, name, &gw, &first->g_group, dyo, x);
     }
     int64_t at = 0;
     for (int j = 0; j < first->fuse_n && rc == LMK_OK; j++) {
@@ -1990,7 +2038,7 @@ out:
     /* optimizer.zero_grad(set_to_none=True): the next backward allocates
      * them again (stream-ordered: the frees follow the AdamW kernels) */
     for (size_t i = 0; i < m->nparams; i++)
-        lmk_tensor_release(m->a, &m->params[i].g);
+        grad_drop(m, &m->params[i]);
     return rc;
 }
 

@@ -131,6 +131,7 @@ static void cu_destroy(lmk_backend *b)
             (void)cudaStreamSynchronize(st->stream);
         if (st->cublas)
             (void)cublasDestroy(st->cublas);
+        cuda_gemm_tuned_free(st);
         if (st->scratch)
             (void)cudaFreeAsync(st->scratch, st->stream);
         if (st->stream) {

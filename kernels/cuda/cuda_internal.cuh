@@ -3,6 +3,7 @@
 #ifndef LMK_CUDA_INTERNAL_CUH
 #define LMK_CUDA_INTERNAL_CUH
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -23,6 +24,9 @@ typedef struct cuda_state {
     void *scratch;          /* grow-only op scratch (stream-ordered) */
     size_t scratch_bytes;
     char last_error[256];
+    cublasLtHandle_t lt;    /* LMK_GEMM_TUNE: cuBLASLt, created at the first tuned GEMM */
+    struct gemm_tuned *tuned; /* (GEMM_TUNED_MAX) shapes timed once (gemm_cuda.cu); NULL until then */
+    int ntuned;
 } cuda_state;
 
 #define CUDA_CUBLAS_WS_BYTES ((size_t)32 << 20)
@@ -76,6 +80,9 @@ int cublas_fail(cuda_state *st, const char *what, cublasStatus_t s);
 /* At least bytes of scratch on the stream (grow-only). Sets *out. Growing
  * is refused (LMK_UNSUPPORTED) while the stream is being captured. */
 int cuda_scratch(cuda_state *st, size_t bytes, void **out);
+
+/* Frees the tuned GEMMs' descriptors and the cuBLASLt handle (backend destroy). */
+void cuda_gemm_tuned_free(cuda_state *st);
 
 static inline unsigned grid_for(size_t n, unsigned block, unsigned cap)
 {

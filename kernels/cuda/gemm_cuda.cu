@@ -22,13 +22,201 @@
  *                   round(alpha·AB + beta·C), as the cpu does).
  *   lda/ldb/ldc   : passed to cuBLAS (sub-matrices of wider matrices); not
  *                   with a float32 input cast into scratch or the rounding
- *                   pass over float32 C, which assume packed storage. */
+ *                   pass over float32 C, which assume packed storage.
+ *   LMK_GEMM_TUNE : 16-bit GEMMs with beta 0 are timed once per shape
+ *                   (transposes, sizes, leading dimensions, batch strides,
+ *                   types) outside graph capture: cublasGemmEx's default
+ *                   against cuBLASLt's heuristic candidates (up to
+ *                   GEMM_TUNE_ALGOS, GEMM_TUNE_REPS runs each on the call's
+ *                   own operands: beta 0, so C is overwritten); the fastest
+ *                   runs from then on (cuBLASLt only when it beats the default
+ *                   by GEMM_TUNE_MARGIN). A shape first seen during a capture
+ *                   uses the default. The choice is per process: results are
+ *                   fixed within one (graphs = eager bit for bit) but may
+ *                   differ in the last bits between processes. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <string.h>
 
 #include <type_traits>
 
 #include "cuda_internal.cuh"
+
+#ifndef LMK_GEMM_TUNE
+#define LMK_GEMM_TUNE 0
+#endif
+#define GEMM_TUNED_MAX 256
+#define GEMM_TUNE_ALGOS 8
+#define GEMM_TUNE_REPS 3
+#define GEMM_TUNE_MARGIN 0.97f /* a cuBLASLt algorithm must take < 97% of the default's time */
+
+/* One GEMM shape as cuBLAS (column-major, B and A swapped) sees it. Zeroed
+ * before filling: compared with memcmp. */
+typedef struct gemm_shape {
+    int op_b, op_a, n, m, k, batch;
+    int64_t ldb, lda, ldc, sb, sa, sc;
+    int ta, tc;
+    int align; /* bytes (≤ 256, a power of two) every operand pointer is aligned to */
+} gemm_shape;
+
+struct gemm_tuned {
+    gemm_shape shape;
+    int use_lt; /* 1: algo (cuBLASLt) was faster than cublasGemmEx's default */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lb, la, lc; /* cuBLASLt's A (our B), B (our A), C = D */
+    cublasLtMatmulAlgo_t algo;
+};
+
+void cuda_gemm_tuned_free(cuda_state *st)
+{
+    for (int i = 0; st->tuned && i < st->ntuned; i++) {
+        gemm_tuned *t = &st->tuned[i];
+        if (t->lc)
+            (void)cublasLtMatrixLayoutDestroy(t->lc);
+        if (t->la)
+            (void)cublasLtMatrixLayoutDestroy(t->la);
+        if (t->lb)
+            (void)cublasLtMatrixLayoutDestroy(t->lb);
+        if (t->desc)
+            (void)cublasLtMatmulDescDestroy(t->desc);
+    }
+    free(st->tuned);
+    st->tuned = NULL;
+    st->ntuned = 0;
+    if (st->lt)
+        (void)cublasLtDestroy(st->lt);
+    st->lt = NULL;
+}
+
+/* A column-major (rows, cols) layout of type t, leading dimension ld, with
+ * batch items stride apart. */
+static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int rows, int cols, int64_t ld,
+                                int batch, int64_t stride)
+{
+    cublasStatus_t s = cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, ld);
+    if (s == CUBLAS_STATUS_SUCCESS && batch > 1) {
+        int32_t bc = batch;
+        s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                 sizeof stride);
+    }
+    return s;
+}
+
+/* The default path of a shape: cublasGemmEx or its strided-batched form. */
+static cublasStatus_t gemm_default(cuda_state *st, const gemm_shape *z, const float *alpha, const void *pb,
+                                   const void *pa, const float *beta, void *c, cublasComputeType_t compute)
+{
+    cudaDataType_t ta = (cudaDataType_t)z->ta, tc = (cudaDataType_t)z->tc;
+    if (z->batch == 1)
+        return cublasGemmEx(st->cublas, (cublasOperation_t)z->op_b, (cublasOperation_t)z->op_a, z->n, z->m, z->k,
+                            alpha, pb, ta, (int)z->ldb, pa, ta, (int)z->lda, beta, c, tc, (int)z->ldc, compute,
+                            CUBLAS_GEMM_DEFAULT);
+    return cublasGemmStridedBatchedEx(st->cublas, (cublasOperation_t)z->op_b, (cublasOperation_t)z->op_a, z->n,
+                                      z->m, z->k, alpha, pb, ta, (int)z->ldb, z->sb, pa, ta, (int)z->lda, z->sa, beta,
+                                      c, tc, (int)z->ldc, z->sc, z->batch, compute, CUBLAS_GEMM_DEFAULT);
+}
+
+static cublasStatus_t gemm_lt(cuda_state *st, const gemm_tuned *t, const cublasLtMatmulAlgo_t *algo,
+                              const float *alpha, const void *pb, const void *pa, const float *beta, void *c)
+{
+    return cublasLtMatmul(st->lt, t->desc, alpha, pb, t->lb, pa, t->la, beta, c, t->lc, c, t->lc, algo,
+                          st->cublas_ws, CUDA_CUBLAS_WS_BYTES, st->stream);
+}
+
+/* The candidates must work with pointers aligned to align bytes only. */
+static bool pref_align(cublasLtMatmulPreference_t pref, uint32_t align)
+{
+    const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        if (cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &align, sizeof align) != CUBLAS_STATUS_SUCCESS)
+            return false;
+    return true;
+}
+
+/* ms per run of fn over GEMM_TUNE_REPS runs after one warm-up; < 0 when a run failed. */
+template <typename F>
+static float time_runs(cuda_state *st, cudaEvent_t e0, cudaEvent_t e1, F fn)
+{
+    if (fn() != CUBLAS_STATUS_SUCCESS)
+        return -1.0f;
+    if (cudaEventRecord(e0, st->stream) != cudaSuccess)
+        return -1.0f;
+    for (int r = 0; r < GEMM_TUNE_REPS; r++)
+        if (fn() != CUBLAS_STATUS_SUCCESS)
+            return -1.0f;
+    float ms = -1.0f;
+    if (cudaEventRecord(e1, st->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+        return -1.0f;
+    return ms / GEMM_TUNE_REPS;
+}
+
+/* Times shape z (not capturing) and records the choice in st->tuned.
+ * Returns the new entry, or NULL (table full, or cuBLASLt unavailable: the
+ * default path runs). Leaves no pending CUDA error behind. */
+static gemm_tuned *gemm_tune(cuda_state *st, const gemm_shape *z, const float *alpha, const void *pb,
+                             const void *pa, const float *beta, void *c, cublasComputeType_t compute)
+{
+    if (!st->tuned && !(st->tuned = (gemm_tuned *)calloc(GEMM_TUNED_MAX, sizeof *st->tuned)))
+        return NULL;
+    if (st->ntuned == GEMM_TUNED_MAX || (!st->lt && cublasLtCreate(&st->lt) != CUBLAS_STATUS_SUCCESS))
+        return NULL;
+    gemm_tuned *t = &st->tuned[st->ntuned];
+    memset(t, 0, sizeof *t);
+    t->shape = *z;
+    cudaDataType_t ta = (cudaDataType_t)z->ta, tc = (cudaDataType_t)z->tc;
+    cublasOperation_t ob = (cublasOperation_t)z->op_b, oa = (cublasOperation_t)z->op_a;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_ALGOS];
+    int found = 0;
+    uint64_t ws = CUDA_CUBLAS_WS_BYTES;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    bool ok = cublasLtMatmulDescCreate(&t->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulDescSetAttribute(t->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ob, sizeof ob) ==
+                  CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulDescSetAttribute(t->desc, CUBLASLT_MATMUL_DESC_TRANSB, &oa, sizeof oa) ==
+                  CUBLAS_STATUS_SUCCESS &&
+              lt_layout(&t->lb, ta, ob == CUBLAS_OP_N ? z->n : z->k, ob == CUBLAS_OP_N ? z->k : z->n, z->ldb,
+                        z->batch, z->sb) == CUBLAS_STATUS_SUCCESS &&
+              lt_layout(&t->la, ta, oa == CUBLAS_OP_N ? z->k : z->m, oa == CUBLAS_OP_N ? z->m : z->k, z->lda,
+                        z->batch, z->sa) == CUBLAS_STATUS_SUCCESS &&
+              lt_layout(&t->lc, tc, z->n, z->m, z->ldc, z->batch, z->sc) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                   sizeof ws) == CUBLAS_STATUS_SUCCESS &&
+              pref_align(pref, (uint32_t)z->align) &&
+              cublasLtMatmulAlgoGetHeuristic(st->lt, t->desc, t->lb, t->la, t->lc, t->lc, pref, GEMM_TUNE_ALGOS,
+                                             res, &found) == CUBLAS_STATUS_SUCCESS &&
+              cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
+    if (ok) {
+        float best = time_runs(st, e0, e1, [&] { return gemm_default(st, z, alpha, pb, pa, beta, c, compute); });
+        float limit = best > 0 ? best * GEMM_TUNE_MARGIN : -1.0f;
+        for (int i = 0; i < found && best > 0; i++) {
+            if (res[i].state != CUBLAS_STATUS_SUCCESS)
+                continue;
+            float ms = time_runs(st, e0, e1, [&] { return gemm_lt(st, t, &res[i].algo, alpha, pb, pa, beta, c); });
+            if (ms > 0 && ms < limit) {
+                limit = ms;
+                t->algo = res[i].algo;
+                t->use_lt = 1;
+            }
+        }
+    }
+    if (pref)
+        (void)cublasLtMatmulPreferenceDestroy(pref);
+    if (e0)
+        (void)cudaEventDestroy(e0);
+    if (e1)
+        (void)cudaEventDestroy(e1);
+    (void)cudaGetLastError(); /* a failed candidate's error is not the caller's */
+    st->ntuned++;             /* kept even when !ok: the default runs, untimed again */
+    return t;
+}
 
 /* out (n) = round(x) in place or not; float storage. */
 __global__ void round_kernel(float *out, const float *x, size_t n, int r)
@@ -165,6 +353,31 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
         }
     }
     float alpha = g->alpha, beta = g->beta;
+    if (LMK_GEMM_TUNE && half_in && beta == 0.0f) {
+        gemm_shape z;
+        memset(&z, 0, sizeof z);
+        z.op_b = opB, z.op_a = opA, z.n = n, z.m = m, z.k = k, z.batch = g->batch;
+        z.ldb = ldb, z.lda = lda, z.ldc = ldc, z.sb = g->batch > 1 ? sb : 0, z.sa = g->batch > 1 ? sa : 0;
+        z.sc = g->batch > 1 ? sc : 0, z.ta = ta, z.tc = tc;
+        uintptr_t bits = (uintptr_t)pa | (uintptr_t)pb | (uintptr_t)c | 256;
+        z.align = (int)(bits & (~bits + 1)); /* the lowest set bit */
+        gemm_tuned *t = NULL;
+        for (int i = 0; st->tuned && i < st->ntuned && !t; i++)
+            if (memcmp(&st->tuned[i].shape, &z, sizeof z) == 0)
+                t = &st->tuned[i];
+        if (!t) {
+            cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+            CUDA_TRY(st, cudaStreamIsCapturing(st->stream, &cs));
+            if (cs == cudaStreamCaptureStatusNone)
+                t = gemm_tune(st, &z, &alpha, pb, pa, &beta, c, compute);
+        }
+        if (t && t->use_lt) {
+            if (gemm_lt(st, t, &t->algo, &alpha, pb, pa, &beta, c) == CUBLAS_STATUS_SUCCESS)
+                goto rounded;
+            t->use_lt = 0; /* not expected (the shape's key holds the alignment): the default from now on */
+            (void)cudaGetLastError();
+        }
+    }
     if (g->batch == 1) {
         CUBLAS_TRY(st, cublasGemmEx(st->cublas, opB, opA, n, m, k, &alpha, pb, ta, (int)ldb, pa, ta,
                                     (int)lda, &beta, c, tc, (int)ldc, compute,
@@ -175,6 +388,7 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
                                                   (int)ldc, sc, g->batch, compute,
                                                   CUBLAS_GEMM_DEFAULT));
     }
+rounded:
     if (g->out_round != LMK_ROUND_NONE && !g->c_half) {
         float *cf = (float *)c;
         size_t per = (size_t)m * n;

@@ -77,6 +77,38 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_D64_BM
 #define LMK_FLASH_WGMMA_BWD_D64_BM 128
 #endif
+/*   LMK_FLASH_WGMMA_BWD_DQ_TMA  1: each consumer writes its 64 × 64 dQ tile
+ *                               to shared memory (128-byte swizzle, two
+ *                               32-column boxes) and warp 1 of the producer
+ *                               warpgroup adds it to the workspace with the
+ *                               tensor memory accelerator's bulk reduction
+ *                               (cp.reduce.async.bulk.tensor .add, rows past
+ *                               T clipped by the map), FlashAttention-3's
+ *                               way; 0: the consumers' red.global.add.v4.
+ *   LMK_FLASH_WGMMA_BWD_ORDER   1: per tile dV += Pᵀ·dO is issued before dSᵀ
+ *                               goes to shared memory, dQ before dK, and the
+ *                               dQ epilogue runs while dK's wgmma does (waits
+ *                               for dV and dQ only); 0: dV, dK, barrier, dQ,
+ *                               all waited before the epilogue.
+ *   LMK_FLASH_WGMMA_BWD_MIN_BLOCKS  _preferred takes grids of at least this
+ *                               many 128-key blocks per multiprocessor. */
+#ifndef LMK_FLASH_WGMMA_BWD_DQ_TMA
+#define LMK_FLASH_WGMMA_BWD_DQ_TMA 0
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_ORDER
+#define LMK_FLASH_WGMMA_BWD_ORDER 0
+#endif
+/*   LMK_FLASH_WGMMA_BWD_HEAVY_FIRST  1: grid (B·H, key blocks), blocks run
+ *                               key block by key block over every head, so
+ *                               that the causal blocks with most query tiles
+ *                               (the first keys) start first across the whole
+ *                               grid; 0: grid (key blocks, B·H), head by head. */
+#ifndef LMK_FLASH_WGMMA_BWD_HEAVY_FIRST
+#define LMK_FLASH_WGMMA_BWD_HEAVY_FIRST 0
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_MIN_BLOCKS
+#define LMK_FLASH_WGMMA_BWD_MIN_BLOCKS 2
+#endif
 
 namespace {
 
@@ -84,7 +116,7 @@ constexpr float WB_LOG2E = 1.4426950408889634f;
 
 /* Block plan for head dim D: shared memory offsets (bytes from a
  * 1024-aligned base; every tile 1024-aligned, as the swizzle needs). */
-template <int D, int BM_> struct wb_plan {
+template <int D, int BM_, bool DQT = false> struct wb_plan {
     static_assert(BM_ == 64 || (BM_ == 128 && D == 64), "query tiles of 64, or 128 at d 64");
     static constexpr int BN = 128;                  /* keys per block */
     static constexpr int BM = BM_;                  /* queries per tile */
@@ -92,8 +124,9 @@ template <int D, int BM_> struct wb_plan {
     /* setmaxnreg: the producer's release must cover the consumers' raise
      * exactly (launch bounds give every thread 168 = 65536 / 384 rounded down
      * to 8; .inc waits for registers the CTA has released — 32 / 240 asked
-     * 1024 more than 32 released, and the kernel hung on the H100) */
-    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
+     * 1024 more than 32 released, and the kernel hung on the H100); DQT:
+     * 40 / 232, the producer's dQ warp spilled at 24 */
+    static constexpr int REG_PRODUCER = DQT && D == 64 ? 40 : 24, REG_CONSUMER = DQT && D == 64 ? 232 : 240;
     static_assert(REG_PRODUCER * 128 + REG_CONSUMER * 256 == (65536 / THREADS) / 8 * 8 * THREADS,
                   "setmaxnreg split balances the launch allocation");
     static constexpr int NB = D / FW_BOX;           /* 64-column boxes per row */
@@ -107,7 +140,9 @@ template <int D, int BM_> struct wb_plan {
     static constexpr int OFF_Q = 2 * KV_TILE;
     static constexpr int OFF_DO = OFF_Q + STAGES * Q_TILE;
     static constexpr int OFF_DS = OFF_DO + STAGES * Q_TILE; /* two buffers */
-    static constexpr int OFF_L = OFF_DS + 2 * DS_TILE;
+    static constexpr int DQ_TILE = 64 * 64 * 4;     /* one consumer's float32 dQ tile (DQT) */
+    static constexpr int OFF_DQ = OFF_DS + 2 * DS_TILE; /* two consumers' tiles when DQT */
+    static constexpr int OFF_L = OFF_DQ + (DQT ? 2 * DQ_TILE : 0);
     static constexpr int OFF_DD = OFF_L + STAGES * VEC;
     static constexpr int OFF_BAR = OFF_DD + STAGES * VEC; /* kv_full, q_full[S], do_full[S], empty[S] */
     static constexpr int BYTES = OFF_BAR + 8 * (1 + 3 * STAGES);
@@ -190,6 +225,29 @@ __device__ __forceinline__ void wb_red_add4(float *p, float4 v, bool ok)
                  "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"((int)ok)
                  : "memory");
 }
+__device__ __forceinline__ __attribute__((unused)) void wb_st_shared2(uint32_t addr, float x, float y)
+{
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+__device__ __forceinline__ void wb_bar_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+/* global (3-D float32 map, box at column c0, row c1, head c2) += the shared
+ * box at src, by the tensor memory accelerator; one bulk group per call */
+__device__ __forceinline__ void wb_tma_reduce_add(const CUtensorMap *map, uint32_t src, int c0, int c1,
+                                                  int c2)
+{
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group "
+                 "[%0, {%1, %2, %3}], [%4];\n" ::"l"((uint64_t)map),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void wb_bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/* the committed bulk groups have read their shared sources */
+__device__ __forceinline__ void wb_bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+/* the committed bulk groups are complete */
+__device__ __forceinline__ void wb_bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 __device__ __forceinline__ void wb_st_shared_f32(uint32_t addr, float v)
 {
     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
@@ -212,24 +270,29 @@ __device__ __forceinline__ void wb_to_a(uint32_t (&a)[4], const float (&x)[R][4]
  * through 1-D maps over B·H·T floats (boxes of 64). grid (ceil(T/128), B·H),
  * 384 threads; block x = keys 128x… (the causal blocks with most query tiles
  * first). */
-template <typename T, int D, int BM_, bool SPLITN>
-__global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
+template <typename T, int D, int BM_, bool SPLITN, bool DQT, bool ORD>
+__global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
                            const __grid_constant__ CUtensorMap tmk,
                            const __grid_constant__ CUtensorMap tmv,
                            const __grid_constant__ CUtensorMap tmdo,
+                           const __grid_constant__ CUtensorMap tmdq,
                            const float *__restrict__ lse, const float *__restrict__ dsum,
                            T *dk, T *dv, float *dqacc,
                            int Tn, int causal, float scale_log2, float scale)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using P = wb_plan<D, BM_>;
+    using P = wb_plan<D, BM_, DQT>;
     constexpr int S = P::STAGES, NB = P::NB, BN = P::BN, BM = P::BM;
     /* dQ per consumer: BM 128: queries 64c…, all D columns (split M); BM 64:
      * SPLITN the D/2 columns c·D/2…, else all D columns over its own keys */
     constexpr bool SPLITM = BM == 128;
     constexpr int NQ = SPLITM ? D : SPLITN ? D / 2 : D;
-    extern __shared__ __align__(1024) unsigned char smraw[];
+    static_assert(!DQT || NQ == 64, "the TMA dQ path takes 64 x 64 tiles per consumer");
+    /* named barriers: 1 both consumers' dSᵀ written; 2 + c consumer c's;
+     * DQT: 4 + c consumer c's dQ tile written ("full"), 6 + c read by the
+     * bulk reduction ("empty"), each among that consumer and the dQ warp */
+    constexpr int BAR_DQ_FULL = 4, BAR_DQ_EMPTY = 6, DQ_THREADS = 128 + 32;    extern __shared__ __align__(1024) unsigned char smraw[];
     const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
     const uint32_t sK = base + P::OFF_K, sV = base + P::OFF_V;
     const uint32_t kv_full = base + P::OFF_BAR;
@@ -241,7 +304,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
     auto sL = [&](int s) { return base + P::OFF_L + (uint32_t)(s * P::VEC); };
     auto sDD = [&](int s) { return base + P::OFF_DD + (uint32_t)(s * P::VEC); };
 
-    const int k0 = blockIdx.x * BN, bh = blockIdx.y;
+    const int k0 = (LMK_FLASH_WGMMA_BWD_HEAVY_FIRST ? blockIdx.y : blockIdx.x) * BN;
+    const int bh = LMK_FLASH_WGMMA_BWD_HEAVY_FIRST ? blockIdx.x : blockIdx.y;
     const int qs = causal ? k0 : 0, nq = (Tn - qs + BM - 1) / BM;
     const int wg = threadIdx.x / 128;
 
@@ -295,6 +359,34 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
                 for (int r = lane; r < BM; r += 32)
                     wb_st_shared_f32(sDD(s) + 4 * r, q0 + r < Tn ? __ldg(drow + q0 + r) : 0.f);
                 mbar_arrive(do_full(s));
+            }
+        }
+        if constexpr (DQT) {
+            /* warp 1: for each query tile and consumer, once its dQ tile
+             * is in shared memory, add it to the workspace (two 32-column
+             * boxes) and hand the buffer back once read */
+            if (threadIdx.x >= 32 && threadIdx.x < 64) {
+                const int lane = threadIdx.x & 31;
+                for (int i = 0; i < nq; i++) {
+                    const int q0 = qs + i * BM;
+#pragma unroll
+                    for (int c = 0; c < 2; c++) {
+                        wb_bar_sync(BAR_DQ_FULL + c, DQ_THREADS);
+                        if (lane == 0) {
+                            const uint32_t src = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE);
+                            const int row = SPLITM ? q0 + 64 * c : q0, col = SPLITM ? 0 : 64 * c;
+                            wb_tma_reduce_add(&tmdq, src, col, row, bh);
+                            wb_tma_reduce_add(&tmdq, src + P::DQ_TILE / 2, col + 32, row, bh);
+                            wb_bulk_commit();
+                            wb_bulk_wait_read();
+                        }
+                        __syncwarp();
+                        if (i + 1 < nq)
+                            wb_bar_arrive(BAR_DQ_EMPTY + c, DQ_THREADS);
+                    }
+                }
+                if (lane == 0)
+                    wb_bulk_wait();
             }
         }
         return;
@@ -380,6 +472,32 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
             wb_to_a<T>(pa[kq], st, kq);
             wb_to_a<T>(dsa[kq], dpt, kq);
         }
+        /* dV_c += Pᵀ·dO, dK_c += dSᵀ·Q (m64nDk16, A from registers) */
+        auto mma_dv = [&]() {
+#pragma unroll
+            for (int kq = 0; kq < BM / 16; kq++) {
+                const uint64_t ddo = sw128_desc(sdO(s) + kq * 16 * 128, BM * 128);
+                if constexpr (D == 64)
+                    wg_mma<T>::rs64(adv, pa[kq], ddo);
+                else
+                    wg_mma<T>::rs128(adv, pa[kq], ddo);
+            }
+        };
+        auto mma_dk = [&]() {
+#pragma unroll
+            for (int kq = 0; kq < BM / 16; kq++) {
+                const uint64_t dq_ = sw128_desc(sQ(s) + kq * 16 * 128, BM * 128);
+                if constexpr (D == 64)
+                    wg_mma<T>::rs64(adk, dsa[kq], dq_);
+                else
+                    wg_mma<T>::rs128(adk, dsa[kq], dq_);
+            }
+        };
+        if constexpr (ORD) { /* dV runs while dSᵀ goes to shared memory */
+            wg_fence();
+            mma_dv();
+            wg_commit();
+        }
         /* dSᵀ rows 64c + 16w + g (+8) to the swizzled tile: query column q in
          * box q / 64, 16-byte chunk (q % 64 / 8) ^ (row % 8) of the row's 128 bytes */
         {
@@ -397,24 +515,16 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
         wb_fence_async();
         __syncwarp();
 
-        wg_fence();
-#pragma unroll
-        for (int kq = 0; kq < BM / 16; kq++) { /* dV_c += Pᵀ·dO, dK_c += dSᵀ·Q */
-            const uint64_t ddo = sw128_desc(sdO(s) + kq * 16 * 128, BM * 128);
-            const uint64_t dq_ = sw128_desc(sQ(s) + kq * 16 * 128, BM * 128);
-            if constexpr (D == 64) {
-                wg_mma<T>::rs64(adv, pa[kq], ddo);
-                wg_mma<T>::rs64(adk, dsa[kq], dq_);
-            } else {
-                wg_mma<T>::rs128(adv, pa[kq], ddo);
-                wg_mma<T>::rs128(adk, dsa[kq], dq_);
-            }
+        if constexpr (!ORD) {
+            wg_fence();
+            mma_dv();
+            mma_dk();
+            wg_commit();
         }
-        wg_commit();
 
         /* dQ_tile (64 queries from rq0 × NQ columns from cq0) = dS·K */
         float adq[NQ / 8][4];
-        int cq0 = 0, rq0 = 0;
+        int cq0 = 0, rq0 = 0; /* the red path's offsets (DQT: the dQ warp's) */
         if constexpr (SPLITM) {
             wb_bar_sync(1, 256); /* both consumers' dSᵀ written */
             rq0 = 64 * c;
@@ -452,29 +562,66 @@ __global__ void __launch_bounds__(wb_plan<D, BM_>::THREADS, 1)
             }
         }
         wg_commit();
-        wg_wait<0>();
+        if constexpr (ORD) { /* dK runs during the dQ epilogue (its registers were fenced above) */
+            mma_dk();
+            wg_commit();
+            wg_wait<1>(); /* dV and dQ done */
+        } else {
+            wg_wait<0>();
+            pin(adk);
+            pin(adv);
+            pin(pa);
+            pin(dsa);
+            if (lane == 0)
+                mbar_arrive(empty(s));
+            __syncwarp();
+        }
         pin(adq);
-        pin(adk);
-        pin(adv);
-        pin(pa);
-        pin(dsa);
-        if (lane == 0)
-            mbar_arrive(empty(s));
-        __syncwarp();
 
-        /* lane pairs (t, t^1) swap halves: even t adds row g columns
-         * 8j+2t…+3, odd t row g+8 columns 8j+2t−2…+1 */
-        const bool odd = t & 1;
-        const int row = q0 + rq0 + 16 * w + g + (odd ? 8 : 0);
-        float *dst = dqacc + ((size_t)bh * Tn + row) * D + cq0 + 2 * (t & ~1);
+        if constexpr (DQT) {
+            /* this consumer's 64 × 64 tile (rows 16w + g (+8), columns 8j + 2t
+             * (+1)) to its two 32-column boxes, 128-byte swizzle: 16-byte chunk
+             * (column % 32 / 4) ^ (row % 8) of the row's 128 bytes */
+            if (i > 0)
+                wb_bar_sync(BAR_DQ_EMPTY + c, DQ_THREADS); /* the last tile's read */
+            const uint32_t r0 = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE) +
+                                (uint32_t)(16 * w + g) * 128 + 8 * (t & 1);
 #pragma unroll
-        for (int j = 0; j < NQ / 8; j++) {
-            const float x = odd ? adq[j][0] : adq[j][2], y = odd ? adq[j][1] : adq[j][3];
-            const float rx = __shfl_xor_sync(0xffffffffu, x, 1);
-            const float ry = __shfl_xor_sync(0xffffffffu, y, 1);
-            const float4 v = odd ? make_float4(rx, ry, adq[j][2], adq[j][3])
-                                 : make_float4(adq[j][0], adq[j][1], rx, ry);
-            wb_red_add4(dst + 8 * j, v, row < Tn);
+            for (int j = 0; j < NQ / 8; j++) {
+                const uint32_t a = r0 + (uint32_t)((j / 4) * (P::DQ_TILE / 2)) +
+                                   (uint32_t)(((2 * (j % 4) + (t >> 1)) ^ g) << 4);
+                wb_st_shared2(a, adq[j][0], adq[j][1]);
+                wb_st_shared2(a + 8 * 128, adq[j][2], adq[j][3]);
+            }
+            wb_fence_async();
+            wb_bar_arrive(BAR_DQ_FULL + c, DQ_THREADS);
+            (void)cq0;
+            (void)rq0;
+        } else {
+            /* lane pairs (t, t^1) swap halves: even t adds row g columns
+             * 8j+2t…+3, odd t row g+8 columns 8j+2t−2…+1 */
+            const bool odd = t & 1;
+            const int row = q0 + rq0 + 16 * w + g + (odd ? 8 : 0);
+            float *dst = dqacc + ((size_t)bh * Tn + row) * D + cq0 + 2 * (t & ~1);
+#pragma unroll
+            for (int j = 0; j < NQ / 8; j++) {
+                const float x = odd ? adq[j][0] : adq[j][2], y = odd ? adq[j][1] : adq[j][3];
+                const float rx = __shfl_xor_sync(0xffffffffu, x, 1);
+                const float ry = __shfl_xor_sync(0xffffffffu, y, 1);
+                const float4 v = odd ? make_float4(rx, ry, adq[j][2], adq[j][3])
+                                     : make_float4(adq[j][0], adq[j][1], rx, ry);
+                wb_red_add4(dst + 8 * j, v, row < Tn);
+            }
+        }
+        if constexpr (ORD) {
+            wg_wait<0>(); /* dK done: the stage's Q and dO are free */
+            pin(adk);
+            pin(adv);
+            pin(pa);
+            pin(dsa);
+            if (lane == 0)
+                mbar_arrive(empty(s));
+            __syncwarp();
         }
     }
 
@@ -510,26 +657,43 @@ __global__ void flash_bwd_wgmma_dq_kernel(T *dq, const float *dqacc, size_t n, f
     }
 }
 
+/* map over the float32 workspace (B·H heads, T rows, d columns), boxes of
+ * 32 columns × 64 rows, 128-byte swizzle: the dQ warp's bulk reductions */
+bool wb_map_dq(fw_encode_fn enc, CUtensorMap *map, float *dqacc, const lmk_attn_shape *s)
+{
+    const cuuint64_t dims[3] = {(cuuint64_t)s->d, (cuuint64_t)s->T, (cuuint64_t)s->B * s->H};
+    const cuuint64_t strides[2] = {(cuuint64_t)s->d * 4, (cuuint64_t)s->T * s->d * 4};
+    const cuuint32_t box[3] = {32, 64, 1}, es[3] = {1, 1, 1};
+    return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, dqacc, dims, strides, box, es,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <typename T, int D>
 int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const void *dout,
            const void *q, const void *k, const void *v, const float *lse, const lmk_attn_shape *s,
            cudaStream_t st)
 {
     constexpr int BM = D == 64 ? LMK_FLASH_WGMMA_BWD_D64_BM : 64;
-    using P = wb_plan<D, BM>;
+    constexpr bool SPLITN = LMK_FLASH_WGMMA_BWD_SPLITN != 0;
+    /* the TMA dQ path where each consumer's dQ tile is 64 × 64 */
+    constexpr bool DQT = LMK_FLASH_WGMMA_BWD_DQ_TMA != 0 && (BM == 128 || (SPLITN && D == 128));
+    using P = wb_plan<D, BM, DQT>;
     const fw_encode_fn enc = fw_encoder();
     const size_t rows = (size_t)s->B * s->H * s->T;
-    CUtensorMap mq, mk, mv, mdo;
+    CUtensorMap mq, mk, mv, mdo, mdq = {}; /* mdq: DQT only */
     if (!enc || !fw_map(enc, &mq, q, s, P::BM) || !fw_map(enc, &mk, k, s, P::BN) ||
-        !fw_map(enc, &mv, v, s, P::BN) || !fw_map(enc, &mdo, dout, s, P::BM))
+        !fw_map(enc, &mv, v, s, P::BN) || !fw_map(enc, &mdo, dout, s, P::BM) ||
+        (DQT && !wb_map_dq(enc, &mdq, dqacc, s)))
         return LMK_DEVICE;
-    auto kern = flash_bwd_wgmma_kernel<T, D, BM, LMK_FLASH_WGMMA_BWD_SPLITN != 0>;
+    auto kern = flash_bwd_wgmma_kernel<T, D, BM, SPLITN, DQT, LMK_FLASH_WGMMA_BWD_ORDER != 0>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)P::SMEM) !=
         cudaSuccess)
         return LMK_DEVICE;
     const float scale = 1.f / sqrtf((float)D);
-    dim3 grid((s->T + P::BN - 1) / P::BN, s->B * s->H);
-    kern<<<grid, P::THREADS, P::SMEM, st>>>(mq, mk, mv, mdo, lse, dsum, (T *)dk, (T *)dv, dqacc,
+    const unsigned key_blocks = (unsigned)((s->T + P::BN - 1) / P::BN), heads = (unsigned)(s->B * s->H);
+    const dim3 grid = LMK_FLASH_WGMMA_BWD_HEAVY_FIRST ? dim3(heads, key_blocks) : dim3(key_blocks, heads);
+    kern<<<grid, P::THREADS, P::SMEM, st>>>(mq, mk, mv, mdo, mdq, lse, dsum, (T *)dk, (T *)dv, dqacc,
                                             s->T, s->causal, scale * WB_LOG2E, scale);
     if (cudaGetLastError() != cudaSuccess)
         return LMK_DEVICE;
@@ -545,7 +709,8 @@ extern "C" int lmk_flash_wgmma_bwd_usable(const lmk_attn_shape *s)
 {
     if (!LMK_FLASH_WGMMA_BWD || !s || !s->atomic_dq || (s->d != 64 && s->d != 128) ||
         (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 128 || s->B < 1 || s->H < 1 ||
-        (long long)s->B * s->H > 65535 || (long long)s->B * s->H * s->T + 64 > INT32_MAX)
+        (long long)s->B * s->H > 65535 || (long long)s->B * s->H * s->T + 64 > INT32_MAX ||
+        (LMK_FLASH_WGMMA_BWD_HEAVY_FIRST && (s->T + 127) / 128 > 65535)) /* grid.y */
         return 0;
     int dev = 0, major = 0, minor = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -563,7 +728,7 @@ extern "C" int lmk_flash_wgmma_bwd_preferred(const lmk_attn_shape *s)
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return 0;
-    return (long long)s->B * s->H * ((s->T + 127) / 128) >= 2LL * sms;
+    return (long long)s->B * s->H * ((s->T + 127) / 128) >= (long long)LMK_FLASH_WGMMA_BWD_MIN_BLOCKS * sms;
 }
 
 extern "C" int lmk_flash_wgmma_bwd(void *dq, void *dk, void *dv, float *dqacc, const float *dsum,

@@ -1,0 +1,122 @@
+#!/bin/bash
+# The wgmma backward's variants in one device call: each variant build's
+# test_flash checks (only bfloat16, only float16), flash_vs_torch for the
+# variants named in VTORCH, test_flash bench A/B against the default build
+# (alternating, ROUNDS rounds), PyTorch SDPA at the same points, ncu (--set
+# full, one launch of the backward kernel at the leaderboard shape) of the
+# builds named in NCU, and the SASS of the carried cubins. Binaries come as
+# tests/gpu/flash_carry.sh packs them (bins.tar.xz; variant builds as folders
+# holding test_flash, flash_dump and FLAGS, from tests/gpu/fbwd_variant.sh).
+# Everything lands in OUT (one archive out.tar.xz); the summary is printed.
+# usage: tests/gpu/fbwd_ab.sh CARRY OUT
+# env: VARIANTS "v1 v2" VTESTS "v1" VTESTS2 "v2" VTORCH "v1" NCU "default v1" ROUNDS 2
+#      POINTS "flash bf16 1 16 16384 64 1 ..." (test_flash bench arguments)
+#      SDPA "B H T d;..." (bf16, causal) BUDGET seconds (skip parts past it)
+set -u
+CARRY=$1
+OUT=$2
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUDGET=${BUDGET:-270}
+start=$(date +%s)
+left() { echo $((BUDGET - ($(date +%s) - start))); }
+log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/ab.log"; }
+mkdir -p "$OUT"
+X=$(mktemp -d)
+tar xJf "$CARRY/bins.tar.xz" -C "$X" && cp "$CARRY"/COMMIT "$CARRY"/torch_attn.py "$X/"
+cp "$CARRY"/*.cubin "$X/" 2>/dev/null
+PYLIB=$(python3 -c 'import glob, os, nvidia
+print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$X/lib:${LD_LIBRARY_PATH:-}"
+export NCCL_NVLS_ENABLE=0
+{
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    echo "commit: $(cat "$X/COMMIT")"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
+    for v in ${VARIANTS:-}; do echo "$v: $(cat "$X/$v/FLAGS")"; done
+} >"$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+bin() { if [ "$1" = default ]; then echo "$X/$2"; else echo "$X/$1/$2"; fi; }
+
+# correctness of the variants: test_flash of VTESTS first, then timing, then
+# test_flash of VTESTS2 and flash_vs_torch of VTORCH
+vtests() {
+    for v in "$@"; do
+        for dt in bfloat16 float16; do
+            [ "$(left)" -gt 60 ] || { log "skip test_flash $v $dt (time)"; continue; }
+            timeout 90 "$(bin "$v" test_flash)" only $dt >"$OUT/test_flash_${v}_$dt.log" 2>&1
+            log "test_flash $v $dt rc=$?: $(tail -1 "$OUT/test_flash_${v}_$dt.log")"
+            grep FAIL "$OUT/test_flash_${v}_$dt.log" | head -4
+        done
+    done
+}
+vtests ${VTESTS:-}
+
+# timing: default and each variant alternating
+POINTS=${POINTS:-"flash bf16 1 16 16384 64 1"}
+for r in $(seq 1 "${ROUNDS:-2}"); do
+    for v in default ${VARIANTS:-}; do
+        [ "$(left)" -gt 40 ] || { log "skip bench $v round $r (time)"; continue; }
+        timeout 60 "$(bin "$v" test_flash)" bench $POINTS | sed "s/^/$v /" >>"$OUT/bench.log"
+    done
+done
+log "bench done"
+
+# PyTorch SDPA at the same shapes (bf16, causal)
+IFS=';' read -ra sh <<<"${SDPA:-1 16 16384 64}"
+for p in "${sh[@]}"; do
+    [ "$(left)" -gt 25 ] || { log "skip sdpa $p (time)"; continue; }
+    set -- $p
+    timeout 60 python3 "$X/torch_attn.py" --impls sdpa --dtype bf16 --batch "$1" --heads "$2" \
+        --seq "$3" --d "$4" --n 20 --out "$OUT/torch.jsonl" >>"$OUT/torch.log" 2>&1
+done
+log "sdpa done"
+
+vtests ${VTESTS2:-}
+for v in ${VTORCH:-}; do
+    [ "$(left)" -gt 90 ] || { log "skip flash_vs_torch $v (time)"; continue; }
+    timeout 100 python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$(bin "$v" flash_dump)" --only bf16,fp16 \
+        --out "$OUT/flash_vs_torch_$v.txt" >"$OUT/flash_vs_torch_$v.log" 2>&1
+    log "flash_vs_torch $v rc=$?: $(tail -1 "$OUT/flash_vs_torch_$v.log")"
+    grep -E 'FAIL|Error' "$OUT/flash_vs_torch_$v.log" | head -5
+done
+for v in ${NCU:-}; do
+    [ "$(left)" -gt 35 ] || { log "skip ncu $v (time)"; continue; }
+    timeout 60 ncu --clock-control none --set full -k regex:flash_bwd_wgmma -c 1 \
+        "$(bin "$v" test_flash)" bench flash bf16 1 16 16384 64 1 >"$OUT/ncu_$v.txt" 2>&1
+    log "ncu $v rc=$?"
+done
+for c in "$X"/*.cubin; do
+    [ -f "$c" ] && cuobjdump -sass "$c" >"$OUT/$(basename "$c" .cubin).sass" 2>&1
+done
+
+python3 - "$OUT" <<'EOF'
+import json, sys, collections
+out = sys.argv[1]
+t = collections.defaultdict(list)
+for line in open(f"{out}/bench.log"):
+    v, js = line.split(" ", 1)
+    try:
+        r = json.loads(js)
+    except ValueError:
+        continue
+    k = (r["dtype"], r["batch"], r["heads"], r["seq"], r["d"], r["causal"])
+    t[k].append((v, r["bwd_ms"], r["fwd_bwd_ms"], r["rc"]))
+sd = {}
+try:
+    for line in open(f"{out}/torch.jsonl"):
+        r = json.loads(line)
+        sd[(r["batch"], r["heads"], r["seq"], r["d"])] = r
+except OSError:
+    pass
+for k, rows in t.items():
+    by = collections.defaultdict(list)
+    for v, b, fb, rc in rows:
+        by[v].append(f"{b:.3f}/{fb:.3f}" + ("" if rc == 0 else f" rc{rc}"))
+    s = sd.get(k[1:5])
+    print(" ".join(map(str, k)), "| " + " | ".join(f"{v} {' '.join(x)}" for v, x in by.items()),
+          f"| sdpa {s.get('bwd_ms')}/{s.get('fwd_bwd_ms')}" if s else "")
+EOF
+log "done"
+T=$(mktemp -d) && tar cJf "$T/out.tar.xz" -C "$OUT" . && rm -rf "${OUT:?}"/* && mv "$T/out.tar.xz" "$OUT/"

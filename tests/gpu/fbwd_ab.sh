@@ -39,8 +39,8 @@ cat "$OUT/env.txt"
 
 bin() { if [ "$1" = default ]; then echo "$X/$2"; else echo "$X/$1/$2"; fi; }
 
-# correctness of the variants: test_flash of VTESTS first, then timing, then
-# test_flash of VTESTS2 and flash_vs_torch of VTORCH
+# order: test_flash of VTESTS, timing, SDPA, ncu, test_flash of VTESTS2,
+# flash_vs_torch of VTORCH (each part skipped when BUDGET runs short)
 vtests() {
     for v in "$@"; do
         for dt in bfloat16 float16; do
@@ -73,6 +73,12 @@ for p in "${sh[@]}"; do
 done
 log "sdpa done"
 
+for v in ${NCU:-}; do
+    [ "$(left)" -gt 35 ] || { log "skip ncu $v (time)"; continue; }
+    timeout 60 ncu --clock-control none --set full -k regex:flash_bwd_wgmma -c 1 \
+        "$(bin "$v" test_flash)" bench flash bf16 1 16 16384 64 1 >"$OUT/ncu_$v.txt" 2>&1
+    log "ncu $v rc=$?"
+done
 vtests ${VTESTS2:-}
 for v in ${VTORCH:-}; do
     [ "$(left)" -gt 90 ] || { log "skip flash_vs_torch $v (time)"; continue; }
@@ -80,12 +86,6 @@ for v in ${VTORCH:-}; do
         --out "$OUT/flash_vs_torch_$v.txt" >"$OUT/flash_vs_torch_$v.log" 2>&1
     log "flash_vs_torch $v rc=$?: $(tail -1 "$OUT/flash_vs_torch_$v.log")"
     grep -E 'FAIL|Error' "$OUT/flash_vs_torch_$v.log" | head -5
-done
-for v in ${NCU:-}; do
-    [ "$(left)" -gt 35 ] || { log "skip ncu $v (time)"; continue; }
-    timeout 60 ncu --clock-control none --set full -k regex:flash_bwd_wgmma -c 1 \
-        "$(bin "$v" test_flash)" bench flash bf16 1 16 16384 64 1 >"$OUT/ncu_$v.txt" 2>&1
-    log "ncu $v rc=$?"
 done
 for c in "$X"/*.cubin; do
     [ -f "$c" ] && cuobjdump -sass "$c" >"$OUT/$(basename "$c" .cubin).sass" 2>&1

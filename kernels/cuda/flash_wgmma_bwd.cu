@@ -43,6 +43,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 #include "flash_wgmma_bwd.h"
 #include "wgmma_sm90.cuh"
@@ -90,8 +91,9 @@ extern "C" {
  *                               dQ epilogue runs while dK's wgmma does (waits
  *                               for dV and dQ only); 0: dV, dK, barrier, dQ,
  *                               all waited before the epilogue.
- *   LMK_FLASH_WGMMA_BWD_MIN_BLOCKS  _preferred takes grids of at least this
- *                               many 128-key blocks per multiprocessor. */
+ *   LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT  _preferred takes grids of at least
+ *                               this many 128-key blocks per 100
+ *                               multiprocessors. */
 #ifndef LMK_FLASH_WGMMA_BWD_DQ_TMA
 #define LMK_FLASH_WGMMA_BWD_DQ_TMA 0
 #endif
@@ -106,12 +108,21 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_HEAVY_FIRST
 #define LMK_FLASH_WGMMA_BWD_HEAVY_FIRST 0
 #endif
-#ifndef LMK_FLASH_WGMMA_BWD_MIN_BLOCKS
-#define LMK_FLASH_WGMMA_BWD_MIN_BLOCKS 2
+/*   LMK_FLASH_WGMMA_BWD_LEAN    1: the producer stores −lse·log2 e (the
+ *                               exponent's bias) instead of lse, and the
+ *                               consumers' Pᵀ loop has a masked and an
+ *                               unmasked copy (the compiler had predicated
+ *                               the mask arithmetic into every tile). */
+#ifndef LMK_FLASH_WGMMA_BWD_LEAN
+#define LMK_FLASH_WGMMA_BWD_LEAN 0
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT
+#define LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT 200
 #endif
 
 namespace {
 
+constexpr bool LEAN = LMK_FLASH_WGMMA_BWD_LEAN != 0;
 constexpr float WB_LOG2E = 1.4426950408889634f;
 
 /* Block plan for head dim D: shared memory offsets (bytes from a
@@ -126,7 +137,7 @@ template <int D, int BM_, bool DQT = false> struct wb_plan {
      * to 8; .inc waits for registers the CTA has released — 32 / 240 asked
      * 1024 more than 32 released, and the kernel hung on the H100); DQT:
      * 40 / 232, the producer's dQ warp spilled at 24 */
-    static constexpr int REG_PRODUCER = DQT && D == 64 ? 40 : 24, REG_CONSUMER = DQT && D == 64 ? 232 : 240;
+    static constexpr int REG_PRODUCER = DQT ? 40 : 24, REG_CONSUMER = DQT ? 232 : 240;
     static_assert(REG_PRODUCER * 128 + REG_CONSUMER * 256 == (65536 / THREADS) / 8 * 8 * THREADS,
                   "setmaxnreg split balances the launch allocation");
     static constexpr int NB = D / FW_BOX;           /* 64-column boxes per row */
@@ -346,8 +357,9 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                         tma_load(sQ(s) + b * BM * 128, &tmq, q_full(s), FW_BOX * b, q0, bh);
                 }
 #pragma unroll
-                for (int r = lane; r < BM; r += 32)
-                    wb_st_shared_f32(sL(s) + 4 * r, q0 + r < Tn ? __ldg(lrow + q0 + r) : 0.f);
+                for (int r = lane; r < BM; r += 32) /* LEAN: −lse·log2 e, the exponent's bias */
+                    wb_st_shared_f32(sL(s) + 4 * r,
+                                     q0 + r < Tn ? __ldg(lrow + q0 + r) * (LEAN ? -WB_LOG2E : 1.f) : 0.f);
                 mbar_arrive(q_full(s));
                 if (lane == 0) {
                     mbar_expect_tx(do_full(s), P::Q_TILE);
@@ -367,8 +379,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
              * boxes) and hand the buffer back once read */
             if (threadIdx.x >= 32 && threadIdx.x < 64) {
                 const int lane = threadIdx.x & 31;
-                for (int i = 0; i < nq; i++) {
-                    const int q0 = qs + i * BM;
+                for (int q0 = qs; q0 < Tn; q0 += BM) {
 #pragma unroll
                     for (int c = 0; c < 2; c++) {
                         wb_bar_sync(BAR_DQ_FULL + c, DQ_THREADS);
@@ -381,7 +392,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                             wb_bulk_wait_read();
                         }
                         __syncwarp();
-                        if (i + 1 < nq)
+                        if (q0 + BM < Tn) /* not the last tile */
                             wb_bar_arrive(BAR_DQ_EMPTY + c, DQ_THREADS);
                     }
                 }
@@ -409,8 +420,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
 
     mbar_wait(kv_full, 0);
     __syncwarp();
-    for (int i = 0; i < nq; i++) {
-        const int s = i % S, q0 = qs + i * BM;
+    for (int i = 0, q0 = qs; q0 < Tn; i++, q0 += BM) { /* i < nq; q0 = qs + i·BM */
+        const int s = i % S;
         const uint32_t ph = (i / S) & 1;
         const uint32_t sds = base + P::OFF_DS + (uint32_t)((i & 1) * P::DS_TILE);
         float st[BM / 8][4], dpt[BM / 8][4];
@@ -443,18 +454,32 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         const bool mask = q0 + BM > Tn || (causal && wkey + 15 > q0); /* warp-uniform */
         wg_wait<1>();
         pin(st);
+        /* Pᵀ over the tile; MASKING 0: no element masked, 1: the mask
+         * applied, 2: applied where mask says (one code path for both) */
+        auto p_tile = [&](auto masking) {
+            constexpr int MASKING = decltype(masking)::value;
 #pragma unroll
-        for (int j = 0; j < BM / 8; j++) {
-            const float2 l = wb_ld_shared2(sL(s) + 4 * (8 * j + 2 * t));
+            for (int j = 0; j < BM / 8; j++) {
+                const float2 l = wb_ld_shared2(sL(s) + 4 * (8 * j + 2 * t)); /* LEAN: −lse·log2 e */
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = fw_exp2(fmaf(st[j][e], scale_log2, -(e & 1 ? l.y : l.x) * WB_LOG2E));
-                if (mask) {
-                    const int col = q0 + 8 * j + 2 * t + (e & 1), key = key0 + 8 * (e >> 1);
-                    p = (col >= Tn) | ((causal != 0) & (key > col)) ? 0.f : p;
+                for (int e = 0; e < 4; e++) {
+                    const float bias = LEAN ? (e & 1 ? l.y : l.x) : -(e & 1 ? l.y : l.x) * WB_LOG2E;
+                    float p = fw_exp2(fmaf(st[j][e], scale_log2, bias));
+                    if (MASKING == 1 || (MASKING == 2 && mask)) {
+                        const int col = q0 + 8 * j + 2 * t + (e & 1), key = key0 + 8 * (e >> 1);
+                        p = (col >= Tn) | ((causal != 0) & (key > col)) ? 0.f : p;
+                    }
+                    st[j][e] = p;
                 }
-                st[j][e] = p;
             }
+        };
+        if constexpr (LEAN) { /* two copies of the loop: the unmasked one has no mask arithmetic */
+            if (mask)
+                p_tile(std::integral_constant<int, 1>{});
+            else
+                p_tile(std::integral_constant<int, 0>{});
+        } else {
+            p_tile(std::integral_constant<int, 2>{});
         }
         wg_wait<0>();
         pin(dpt);
@@ -581,17 +606,23 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         if constexpr (DQT) {
             /* this consumer's 64 × 64 tile (rows 16w + g (+8), columns 8j + 2t
              * (+1)) to its two 32-column boxes, 128-byte swizzle: 16-byte chunk
-             * (column % 32 / 4) ^ (row % 8) of the row's 128 bytes */
+             * (column % 32 / 4) ^ (row % 8) of the row's 128 bytes. Store k of
+             * a lane writes fragment j = k, or k ^ 2 where g is odd: each
+             * half-warp's 8-byte stores then cover 32 distinct banks (with
+             * j = k for all, rows g and g ^ 1 hit the same two chunks) */
             if (i > 0)
                 wb_bar_sync(BAR_DQ_EMPTY + c, DQ_THREADS); /* the last tile's read */
             const uint32_t r0 = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE) +
                                 (uint32_t)(16 * w + g) * 128 + 8 * (t & 1);
+            const bool godd = g & 1;
 #pragma unroll
-            for (int j = 0; j < NQ / 8; j++) {
-                const uint32_t a = r0 + (uint32_t)((j / 4) * (P::DQ_TILE / 2)) +
+            for (int k = 0; k < NQ / 8; k++) {
+                const int j = godd ? k ^ 2 : k; /* same box: k / 4 == j / 4 */
+                const uint32_t a = r0 + (uint32_t)((k / 4) * (P::DQ_TILE / 2)) +
                                    (uint32_t)(((2 * (j % 4) + (t >> 1)) ^ g) << 4);
-                wb_st_shared2(a, adq[j][0], adq[j][1]);
-                wb_st_shared2(a + 8 * 128, adq[j][2], adq[j][3]);
+                wb_st_shared2(a, godd ? adq[k ^ 2][0] : adq[k][0], godd ? adq[k ^ 2][1] : adq[k][1]);
+                wb_st_shared2(a + 8 * 128, godd ? adq[k ^ 2][2] : adq[k][2],
+                              godd ? adq[k ^ 2][3] : adq[k][3]);
             }
             wb_fence_async();
             wb_bar_arrive(BAR_DQ_FULL + c, DQ_THREADS);
@@ -728,7 +759,7 @@ extern "C" int lmk_flash_wgmma_bwd_preferred(const lmk_attn_shape *s)
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return 0;
-    return (long long)s->B * s->H * ((s->T + 127) / 128) >= (long long)LMK_FLASH_WGMMA_BWD_MIN_BLOCKS * sms;
+    return 100LL * s->B * s->H * ((s->T + 127) / 128) >= (long long)LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT * sms;
 }
 
 extern "C" int lmk_flash_wgmma_bwd(void *dq, void *dk, void *dv, float *dqacc, const float *dsum,

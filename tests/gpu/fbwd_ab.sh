@@ -10,6 +10,7 @@
 # Everything lands in OUT (one archive out.tar.xz); the summary is printed.
 # usage: tests/gpu/fbwd_ab.sh CARRY OUT
 # env: VARIANTS "v1 v2" VTESTS "v1" VTESTS2 "v2" VTORCH "v1" NCU "default v1" ROUNDS 2
+#      JOB "v1" (the attention job at the leaderboard shape, bf16 and fp16)
 #      POINTS "flash bf16 1 16 16384 64 1 ..." (test_flash bench arguments)
 #      SDPA "B H T d;..." (bf16, causal) BUDGET seconds (skip parts past it)
 set -u
@@ -62,6 +63,16 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     done
 done
 log "bench done"
+
+# the attention job (lmperfd run) of the builds named in JOB, leaderboard shape
+for v in ${JOB:-}; do
+    [ "$(left)" -gt 40 ] || { log "skip job $v (time)"; continue; }
+    for dt in bfloat16 float16; do
+        echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"$dt\", \"batch\": 1, \"heads\": 16, \"seq_len\": [16384], \"d_head\": [64], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/spec_${v}_$dt.json"
+        timeout 60 "$(bin "$v" lmperfd)" run "$OUT/spec_${v}_$dt.json" >"$OUT/job_${v}_$dt.json" 2>>"$OUT/job.err"
+        log "job $v $dt rc=$?: $(grep -oE '"(fwd|bwd|fwd_bwd)_ms": [0-9.]+' "$OUT/job_${v}_$dt.json" | tr '\n' ' ')"
+    done
+done
 
 # PyTorch SDPA at the same shapes (bf16, causal)
 IFS=';' read -ra sh <<<"${SDPA:-1 16 16384 64}"

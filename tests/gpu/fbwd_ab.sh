@@ -40,8 +40,8 @@ cat "$OUT/env.txt"
 
 bin() { if [ "$1" = default ]; then echo "$X/$2"; else echo "$X/$1/$2"; fi; }
 
-# order: test_flash of VTESTS, timing, SDPA, ncu, test_flash of VTESTS2,
-# flash_vs_torch of VTORCH (each part skipped when BUDGET runs short)
+# order: test_flash of VTESTS, timing, the job, SDPA, ncu, flash_vs_torch of
+# VTORCH, test_flash of VTESTS2 (each part skipped when BUDGET runs short)
 vtests() {
     for v in "$@"; do
         for dt in bfloat16 float16; do
@@ -90,7 +90,6 @@ for v in ${NCU:-}; do
         "$(bin "$v" test_flash)" bench flash bf16 1 16 16384 64 1 >"$OUT/ncu_$v.txt" 2>&1
     log "ncu $v rc=$?"
 done
-vtests ${VTESTS2:-}
 for v in ${VTORCH:-}; do
     [ "$(left)" -gt 90 ] || { log "skip flash_vs_torch $v (time)"; continue; }
     timeout 100 python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$(bin "$v" flash_dump)" --only bf16,fp16 \
@@ -98,6 +97,7 @@ for v in ${VTORCH:-}; do
     log "flash_vs_torch $v rc=$?: $(tail -1 "$OUT/flash_vs_torch_$v.log")"
     grep -E 'FAIL|Error' "$OUT/flash_vs_torch_$v.log" | head -5
 done
+vtests ${VTESTS2:-}
 for c in "$X"/*.cubin; do
     [ -f "$c" ] && cuobjdump -sass "$c" >"$OUT/$(basename "$c" .cubin).sass" 2>&1
 done

@@ -113,6 +113,16 @@ extern "C" {
  *                               consumers' Pᵀ loop has a masked and an
  *                               unmasked copy (the compiler had predicated
  *                               the mask arithmetic into every tile). */
+/*   LMK_FLASH_WGMMA_BWD_PINGPONG  1 (with DQ_TMA): the consumers no longer
+ *                               meet once per tile: each issues dQ of tile
+ *                               i − 1 with dV, dK of tile i, once the other's
+ *                               half of that tile's dSᵀ is written (named
+ *                               barriers per consumer and dSᵀ buffer), so
+ *                               one's softmax can run beside the other's
+ *                               MMAs; each has its own dQ warp (1, 2). */
+#ifndef LMK_FLASH_WGMMA_BWD_PINGPONG
+#define LMK_FLASH_WGMMA_BWD_PINGPONG 0
+#endif
 #ifndef LMK_FLASH_WGMMA_BWD_LEAN
 #define LMK_FLASH_WGMMA_BWD_LEAN 0
 #endif
@@ -281,7 +291,7 @@ __device__ __forceinline__ void wb_to_a(uint32_t (&a)[4], const float (&x)[R][4]
  * through 1-D maps over B·H·T floats (boxes of 64). grid (ceil(T/128), B·H),
  * 384 threads; block x = keys 128x… (the causal blocks with most query tiles
  * first). */
-template <typename T, int D, int BM_, bool SPLITN, bool DQT, bool ORD>
+template <typename T, int D, int BM_, bool SPLITN, bool DQT, bool ORD, bool PP>
 __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
                            const __grid_constant__ CUtensorMap tmk,
@@ -303,7 +313,12 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     /* named barriers: 1 both consumers' dSᵀ written; 2 + c consumer c's;
      * DQT: 4 + c consumer c's dQ tile written ("full"), 6 + c read by the
      * bulk reduction ("empty"), each among that consumer and the dQ warp */
-    constexpr int BAR_DQ_FULL = 4, BAR_DQ_EMPTY = 6, DQ_THREADS = 128 + 32;    extern __shared__ __align__(1024) unsigned char smraw[];
+    constexpr int BAR_DQ_FULL = 4, BAR_DQ_EMPTY = 6, DQ_THREADS = 128 + 32;
+    /* PP: 8 + 2c + p consumer c's half of dSᵀ buffer p written (arrived by
+     * c, waited by the other); 12 + 2c + p buffer p read by the other
+     * consumer's dQ (arrived by it, waited by c before writing its half) */
+    constexpr int BAR_DS_FULL = 8, BAR_DS_FREE = 12;
+    static_assert(!PP || (DQT && !ORD), "the decoupled consumers: the TMA dQ path, their own order");    extern __shared__ __align__(1024) unsigned char smraw[];
     const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
     const uint32_t sK = base + P::OFF_K, sV = base + P::OFF_V;
     const uint32_t kv_full = base + P::OFF_BAR;
@@ -377,11 +392,12 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             /* warp 1: for each query tile and consumer, once its dQ tile
              * is in shared memory, add it to the workspace (two 32-column
              * boxes) and hand the buffer back once read */
-            if (threadIdx.x >= 32 && threadIdx.x < 64) {
+            const int warp = threadIdx.x / 32; /* PP: warps 1, 2 for consumers 0, 1 */
+            if (PP ? warp == 1 || warp == 2 : warp == 1) {
                 const int lane = threadIdx.x & 31;
+                const int c_lo = PP ? warp - 1 : 0, c_hi = PP ? warp : 2;
                 for (int q0 = qs; q0 < Tn; q0 += BM) {
-#pragma unroll
-                    for (int c = 0; c < 2; c++) {
+                    for (int c = c_lo; c < c_hi; c++) {
                         wb_bar_sync(BAR_DQ_FULL + c, DQ_THREADS);
                         if (lane == 0) {
                             const uint32_t src = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE);
@@ -418,9 +434,56 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         for (int e = 0; e < 4; e++)
             adk[j][e] = adv[j][e] = 0.f;
 
+    /* dQ_tile (64 queries from rq0 × NQ columns from cq0) = dS·K from the
+     * dSᵀ buffer at sdsb (both consumers' keys), for the TMA path (SPLITM:
+     * this consumer's 64 queries; SPLITN: its D/2 columns) */
+    auto mma_dq = [&](float (&adq)[NQ / 8][4], uint32_t sdsb) {
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            if constexpr (SPLITM) {
+                wb_mma<T>::template ss64<1, 1>(
+                    adq, sw128_desc(sdsb + c * BN * 128 + kk * 16 * 128, BN * 128),
+                    sw128_desc(sK + kk * 16 * 128, BN * 128), kk > 0);
+            } else {
+                const uint64_t da = sw128_desc(sdsb + kk * 16 * 128, BN * 128);
+                const uint64_t db = sw128_desc(sK + kk * 16 * 128 + (D == 64 ? 64 * c : c * BN * 128),
+                                               BN * 128);
+                if constexpr (NQ == 32)
+                    wb_mma<T>::template ss32<1, 1>(adq, da, db, kk > 0);
+                else
+                    wb_mma<T>::template ss64<1, 1>(adq, da, db, kk > 0);
+            }
+        }
+    };
+    /* DQT: this consumer's dQ tile of query tile j to its shared buffer for
+     * the dQ warp. 64 × 64 (rows 16w + g (+8), columns 8j + 2t (+1)) in two
+     * 32-column boxes, 128-byte swizzle: 16-byte chunk (column % 32 / 4) ^
+     * (row % 8) of the row's 128 bytes. Store k of a lane writes fragment
+     * k, or k ^ 2 where g is odd: each half-warp's 8-byte stores then cover
+     * 32 distinct banks (with k for all, rows g and g ^ 1 hit the same two
+     * chunks) */
+    auto dq_to_shared = [&](const float (&adq)[NQ / 8][4], int j) {
+        if (j > 0)
+            wb_bar_sync(BAR_DQ_EMPTY + c, DQ_THREADS); /* the last tile's read */
+        const uint32_t r0 = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE) +
+                            (uint32_t)(16 * w + g) * 128 + 8 * (t & 1);
+        const bool godd = g & 1;
+#pragma unroll
+        for (int k = 0; k < NQ / 8; k++) {
+            const int f = godd ? k ^ 2 : k; /* same box: k / 4 == f / 4 */
+            const uint32_t a = r0 + (uint32_t)((k / 4) * (P::DQ_TILE / 2)) +
+                               (uint32_t)(((2 * (f % 4) + (t >> 1)) ^ g) << 4);
+            wb_st_shared2(a, godd ? adq[k ^ 2][0] : adq[k][0], godd ? adq[k ^ 2][1] : adq[k][1]);
+            wb_st_shared2(a + 8 * 128, godd ? adq[k ^ 2][2] : adq[k][2], godd ? adq[k ^ 2][3] : adq[k][3]);
+        }
+        wb_fence_async();
+        wb_bar_arrive(BAR_DQ_FULL + c, DQ_THREADS);
+    };
+
     mbar_wait(kv_full, 0);
     __syncwarp();
-    for (int i = 0, q0 = qs; q0 < Tn; i++, q0 += BM) { /* i < nq; q0 = qs + i·BM */
+    int i = 0, q0 = qs;
+    for (; q0 < Tn; i++, q0 += BM) { /* i < nq; q0 = qs + i·BM */
         const int s = i % S;
         const uint32_t ph = (i / S) & 1;
         const uint32_t sds = base + P::OFF_DS + (uint32_t)((i & 1) * P::DS_TILE);
@@ -525,6 +588,10 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         }
         /* dSᵀ rows 64c + 16w + g (+8) to the swizzled tile: query column q in
          * box q / 64, 16-byte chunk (q % 64 / 8) ^ (row % 8) of the row's 128 bytes */
+        if constexpr (PP) {
+            if (i >= 2) /* the other consumer's dQ of tile i − 2 has read this buffer */
+                wb_bar_sync(BAR_DS_FREE + 2 * c + (i & 1), 256);
+        }
         {
             const uint32_t r0 = sds + (uint32_t)(64 * c + 16 * w + g) * 128 + 4 * t;
 #pragma unroll
@@ -539,6 +606,39 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         }
         wb_fence_async();
         __syncwarp();
+        if constexpr (PP) {
+            wb_bar_arrive(BAR_DS_FULL + 2 * c + (i & 1), 256); /* this half of dSᵀ of tile i written */
+            /* dV, dK of tile i, then dQ of tile i − 1 (both halves of its dSᵀ
+             * written: the other consumer may run up to a tile apart) */
+            wg_fence();
+            mma_dv();
+            mma_dk();
+            wg_commit();
+            /* at i = 0 the dQ MMA runs on the unwritten buffer 1 and its
+             * result is dropped: no wgmma under a branch (ptxas then
+             * serialised them and spilled) */
+            float adq[NQ / 8][4];
+            if (i > 0)
+                wb_bar_sync(BAR_DS_FULL + 2 * (1 - c) + ((i - 1) & 1), 256);
+            wg_fence();
+            mma_dq(adq, base + P::OFF_DS + (uint32_t)(((i - 1) & 1) * P::DS_TILE));
+            wg_commit();
+            wg_wait<0>();
+            pin(adk);
+            pin(adv);
+            pin(pa);
+            pin(dsa);
+            pin(adq);
+            if (lane == 0)
+                mbar_arrive(empty(s));
+            __syncwarp();
+            if (i > 0) {
+                if (q0 + BM < Tn) /* tile i − 1 + 2 exists: hand its buffer back */
+                    wb_bar_arrive(BAR_DS_FREE + 2 * (1 - c) + ((i - 1) & 1), 256);
+                dq_to_shared(adq, i - 1);
+            }
+            continue;
+        }
 
         if constexpr (!ORD) {
             wg_fence();
@@ -604,28 +704,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         pin(adq);
 
         if constexpr (DQT) {
-            /* this consumer's 64 × 64 tile (rows 16w + g (+8), columns 8j + 2t
-             * (+1)) to its two 32-column boxes, 128-byte swizzle: 16-byte chunk
-             * (column % 32 / 4) ^ (row % 8) of the row's 128 bytes. Store k of
-             * a lane writes fragment j = k, or k ^ 2 where g is odd: each
-             * half-warp's 8-byte stores then cover 32 distinct banks (with
-             * j = k for all, rows g and g ^ 1 hit the same two chunks) */
-            if (i > 0)
-                wb_bar_sync(BAR_DQ_EMPTY + c, DQ_THREADS); /* the last tile's read */
-            const uint32_t r0 = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE) +
-                                (uint32_t)(16 * w + g) * 128 + 8 * (t & 1);
-            const bool godd = g & 1;
-#pragma unroll
-            for (int k = 0; k < NQ / 8; k++) {
-                const int j = godd ? k ^ 2 : k; /* same box: k / 4 == j / 4 */
-                const uint32_t a = r0 + (uint32_t)((k / 4) * (P::DQ_TILE / 2)) +
-                                   (uint32_t)(((2 * (j % 4) + (t >> 1)) ^ g) << 4);
-                wb_st_shared2(a, godd ? adq[k ^ 2][0] : adq[k][0], godd ? adq[k ^ 2][1] : adq[k][1]);
-                wb_st_shared2(a + 8 * 128, godd ? adq[k ^ 2][2] : adq[k][2],
-                              godd ? adq[k ^ 2][3] : adq[k][3]);
-            }
-            wb_fence_async();
-            wb_bar_arrive(BAR_DQ_FULL + c, DQ_THREADS);
+            dq_to_shared(adq, i);
             (void)cq0;
             (void)rq0;
         } else {
@@ -653,6 +732,19 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             if (lane == 0)
                 mbar_arrive(empty(s));
             __syncwarp();
+        }
+    }
+
+    if constexpr (PP) { /* dQ of the last tile */
+        if (i > 0) {
+            float adq[NQ / 8][4];
+            wb_bar_sync(BAR_DS_FULL + 2 * (1 - c) + ((i - 1) & 1), 256);
+            wg_fence();
+            mma_dq(adq, base + P::OFF_DS + (uint32_t)(((i - 1) & 1) * P::DS_TILE));
+            wg_commit();
+            wg_wait<0>();
+            pin(adq);
+            dq_to_shared(adq, i - 1);
         }
     }
 
@@ -717,7 +809,8 @@ int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const 
         !fw_map(enc, &mv, v, s, P::BN) || !fw_map(enc, &mdo, dout, s, P::BM) ||
         (DQT && !wb_map_dq(enc, &mdq, dqacc, s)))
         return LMK_DEVICE;
-    auto kern = flash_bwd_wgmma_kernel<T, D, BM, SPLITN, DQT, LMK_FLASH_WGMMA_BWD_ORDER != 0>;
+    constexpr bool PP = DQT && LMK_FLASH_WGMMA_BWD_PINGPONG != 0;
+    auto kern = flash_bwd_wgmma_kernel<T, D, BM, SPLITN, DQT, LMK_FLASH_WGMMA_BWD_ORDER != 0 && !PP, PP>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)P::SMEM) !=
         cudaSuccess)
         return LMK_DEVICE;

@@ -78,56 +78,75 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_D64_BM
 #define LMK_FLASH_WGMMA_BWD_D64_BM 128
 #endif
-/*   LMK_FLASH_WGMMA_BWD_DQ_TMA  1: each consumer writes its 64 × 64 dQ tile
- *                               to shared memory (128-byte swizzle, two
- *                               32-column boxes) and warp 1 of the producer
- *                               warpgroup adds it to the workspace with the
- *                               tensor memory accelerator's bulk reduction
+/* The knobs below were switched on together after the lent H100 ran this
+ * source with them on (2026-11-22 08:38 UTC, PERF.md "attention: the wgmma
+ * backward faster"): test_flash 116/116 bf16 and 116/116 fp16,
+ * flash_vs_torch --only bf16,fp16 126/126; leaderboard backward 3.62-3.66 ->
+ * 2.53-2.54 ms (SDPA 3.14 in that call).
+ *   LMK_FLASH_WGMMA_BWD_DQ_TMA  1 (the default): each consumer writes its
+ *                               64 × 64 dQ tile to shared memory (128-byte
+ *                               swizzle, two 32-column boxes) and a warp of
+ *                               the producer warpgroup adds it to the
+ *                               workspace with the tensor memory
+ *                               accelerator's bulk reduction
  *                               (cp.reduce.async.bulk.tensor .add, rows past
  *                               T clipped by the map), FlashAttention-3's
- *                               way; 0: the consumers' red.global.add.v4.
+ *                               way; 0: the consumers' red.global.add.v4
+ *                               (leaderboard backward 3.62-3.66 against
+ *                               2.99-3.01 ms).
+ *   LMK_FLASH_WGMMA_BWD_PINGPONG  1 (the default; needs DQ_TMA): the
+ *                               consumers no longer meet once per tile: each
+ *                               issues dQ of tile i − 1 with dV, dK of tile
+ *                               i, once the other's half of that tile's dSᵀ
+ *                               is written (named barriers per consumer and
+ *                               dSᵀ buffer), so that one's softmax runs
+ *                               beside the other's MMAs; each has its own dQ
+ *                               warp (producer warps 1, 2) (2.90 -> 2.53 ms).
+ *   LMK_FLASH_WGMMA_BWD_LEAN    1 (the default): the producer stores
+ *                               −lse·log2 e (the exponent's bias) instead of
+ *                               lse, and the consumers' Pᵀ loop has a masked
+ *                               and an unmasked copy (the compiler had
+ *                               predicated the mask arithmetic into every
+ *                               tile) (2.96-3.01 -> 2.90 ms).
+ *   LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT  _preferred takes grids of at least
+ *                               this many 128-key blocks per 100
+ *                               multiprocessors: 96 (the default) takes one
+ *                               head at T 16384 (128 blocks on 132 SMs,
+ *                               measured with PINGPONG off: 0.39 against
+ *                               the mma.sync pass's 0.45-0.47 ms at d 64,
+ *                               0.66 against 0.83-0.85 at d 128) and T 32768
+ *                               (0.67 against 1.88-1.91, 1.26-1.34 against
+ *                               3.08-3.11); was 200.
  *   LMK_FLASH_WGMMA_BWD_ORDER   1: per tile dV += Pᵀ·dO is issued before dSᵀ
  *                               goes to shared memory, dQ before dK, and the
  *                               dQ epilogue runs while dK's wgmma does (waits
- *                               for dV and dQ only); 0: dV, dK, barrier, dQ,
- *                               all waited before the epilogue.
- *   LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT  _preferred takes grids of at least
- *                               this many 128-key blocks per 100
- *                               multiprocessors. */
+ *                               for dV and dQ only); 0 (the default): dV, dK,
+ *                               barrier, dQ, all waited before the epilogue.
+ *                               Without DQ_TMA, 8% faster at d 128; with it,
+ *                               slower at d 128; ignored under PINGPONG.
+ *   LMK_FLASH_WGMMA_BWD_HEAVY_FIRST  1: grid (B·H, key blocks), blocks run
+ *                               key block by key block over every head, so
+ *                               that the causal blocks with most query tiles
+ *                               (the first keys) start first across the whole
+ *                               grid; 0 (the default): grid (key blocks, B·H),
+ *                               head by head (no difference measured). */
 #ifndef LMK_FLASH_WGMMA_BWD_DQ_TMA
-#define LMK_FLASH_WGMMA_BWD_DQ_TMA 0
+#define LMK_FLASH_WGMMA_BWD_DQ_TMA 1
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_PINGPONG
+#define LMK_FLASH_WGMMA_BWD_PINGPONG 1
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_LEAN
+#define LMK_FLASH_WGMMA_BWD_LEAN 1
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT
+#define LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT 96
 #endif
 #ifndef LMK_FLASH_WGMMA_BWD_ORDER
 #define LMK_FLASH_WGMMA_BWD_ORDER 0
 #endif
-/*   LMK_FLASH_WGMMA_BWD_HEAVY_FIRST  1: grid (B·H, key blocks), blocks run
- *                               key block by key block over every head, so
- *                               that the causal blocks with most query tiles
- *                               (the first keys) start first across the whole
- *                               grid; 0: grid (key blocks, B·H), head by head. */
 #ifndef LMK_FLASH_WGMMA_BWD_HEAVY_FIRST
 #define LMK_FLASH_WGMMA_BWD_HEAVY_FIRST 0
-#endif
-/*   LMK_FLASH_WGMMA_BWD_LEAN    1: the producer stores −lse·log2 e (the
- *                               exponent's bias) instead of lse, and the
- *                               consumers' Pᵀ loop has a masked and an
- *                               unmasked copy (the compiler had predicated
- *                               the mask arithmetic into every tile). */
-/*   LMK_FLASH_WGMMA_BWD_PINGPONG  1 (with DQ_TMA): the consumers no longer
- *                               meet once per tile: each issues dQ of tile
- *                               i − 1 with dV, dK of tile i, once the other's
- *                               half of that tile's dSᵀ is written (named
- *                               barriers per consumer and dSᵀ buffer), so
- *                               one's softmax can run beside the other's
- *                               MMAs; each has its own dQ warp (1, 2). */
-#ifndef LMK_FLASH_WGMMA_BWD_PINGPONG
-#define LMK_FLASH_WGMMA_BWD_PINGPONG 0
-#endif
-#ifndef LMK_FLASH_WGMMA_BWD_LEAN
-#define LMK_FLASH_WGMMA_BWD_LEAN 0
-#endif
-#ifndef LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT
-#define LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT 200
 #endif
 
 namespace {

@@ -15,7 +15,9 @@
  *     instead, the H100 raised an illegal instruction on every shape whose
  *     last box crossed the vector's end): "q full" (Q, lse) and "do
  *     full" (dO, D) mbarriers, refilled once all 8 consumer warps arrive on
- *     the stage's "empty" mbarrier.
+ *     the stage's "empty" mbarrier. Warps 1 and 2 (DQ_TMA; PINGPONG off:
+ *     warp 1 for both) add consumer 1 / 2's dQ tiles to the workspace (see
+ *     below).
  *   warpgroups 1, 2, the consumers, keys k0+64c…k0+64c+63 (c = 0, 1). Per
  *     query tile (queries q0…q0+BM−1; BM 128 at d 64, 64 at d 128):
  *       Sᵀ = K_c·Qᵀ and dPᵀ = V_c·dOᵀ (wgmma m64nBMk16, both operands from
@@ -25,14 +27,21 @@
  *       dV_c += Pᵀ·dO and dK_c += dSᵀ·Q (m64nDk16, Pᵀ / dSᵀ from registers
  *         in the accumulator layout, dO / Q as MN-major B operands);
  *       dSᵀ to shared memory (128 keys × BM queries in 64-column boxes, the
- *         128-byte swizzle, double-buffered) and, after a barrier of the two
- *         consumers, dQ_tile = dS·K (A = dS and B = K both MN-major, over
+ *         128-byte swizzle, double-buffered) and, once both consumers' halves
+ *         are written, dQ_tile = dS·K (A = dS and B = K both MN-major, over
  *         all 128 keys): BM 128: consumer c takes queries 64c…; BM 64: the
  *         D/2 columns c·D/2… (LMK_FLASH_WGMMA_BWD_SPLITN 0: all columns over
- *         its own 64 keys instead, twice the atomics, no shared barrier);
- *       dQ_tile added to the float32 workspace with red.global.add.v4.f32
- *         (lane pairs exchange halves so that each lane adds 4 adjacent
- *         columns); the order of the adds varies between runs.
+ *         its own 64 keys instead, twice the atomics, no shared barrier).
+ *         PINGPONG (the default): the consumers do not meet per tile; each
+ *         issues dQ of tile i − 1 after dV, dK of tile i, behind named
+ *         barriers per dSᵀ buffer ("this half written", "read by the other's
+ *         dQ"), so that they drift apart and one's exponentials run beside
+ *         the other's MMAs; off: one barrier of both per tile;
+ *       dQ_tile (64 × 64 per consumer) to shared memory and, by the
+ *         producer's dQ warp, added to the float32 workspace by the tensor
+ *         memory accelerator (cp.reduce.async.bulk.tensor .add; DQ_TMA, the
+ *         default) — or by the consumers' red.global.add.v4.f32 (lane pairs
+ *         exchanging halves); the order of the adds varies between runs.
  *     Causal: the first query tile is the block's diagonal tile (q0 = k0).
  * After the loop dK = scale·dK_c, dV_c are stored; a small kernel converts
  * the workspace (dq = T(scale·dqacc), row-major (B, H, T, D)). T ≥ 128: the

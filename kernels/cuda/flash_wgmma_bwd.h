@@ -17,11 +17,12 @@ extern "C" {
  * capability 9.0 (the only one sm_90a code runs on). */
 int lmk_flash_wgmma_bwd_usable(const lmk_attn_shape *s);
 
-/* Non-zero when s is usable and its grid has at least two 128-key blocks
- * per multiprocessor: the shapes flash_attn.cu's single pass hands to this
- * kernel. On smaller grids the longest causal block sets the time and the
- * mma.sync single pass (64-key blocks, split query loop) is as fast or
- * faster (PERF.md). */
+/* Non-zero when s is usable and its grid has at least 0.96 128-key blocks
+ * per multiprocessor (LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT): the shapes
+ * flash_attn.cu's single pass hands to this kernel. On smaller grids the
+ * longest causal block sets the time and the mma.sync single pass (64-key
+ * blocks, split query loop) is taken; one head at T 16384 (128 blocks on the
+ * H100's 132 SMs) already runs faster here (PERF.md). */
 int lmk_flash_wgmma_bwd_preferred(const lmk_attn_shape *s);
 
 /* The single-pass backward for shapes lmk_flash_wgmma_bwd_usable accepts.

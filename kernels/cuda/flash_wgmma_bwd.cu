@@ -131,7 +131,7 @@ extern "C" {
  *                               dQ epilogue runs while dK's wgmma does (waits
  *                               for dV and dQ only); 0 (the default): dV, dK,
  *                               barrier, dQ, all waited before the epilogue.
- *                               Without DQ_TMA, 8% faster at d 128; with it,
+ *                               Without DQ_TMA, 9-10% faster at d 128; with it,
  *                               slower at d 128; ignored under PINGPONG.
  *   LMK_FLASH_WGMMA_BWD_HEAVY_FIRST  1: grid (B·H, key blocks), blocks run
  *                               key block by key block over every head, so

@@ -36,6 +36,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 #include "flash_wgmma.h"
 #include "wgmma_sm90.cuh" /* saddr, descriptors, mbarriers, TMA, wg_mma, tensor maps */
@@ -91,6 +92,33 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_DIMS
 #define LMK_FLASH_WGMMA_DIMS 31
 #endif
+/*   LMK_FLASH_WGMMA_HEAVY_FIRST  1: the grid is (B·H, query tiles), the longest
+ *                             causal tiles of every head first (longest-processing-
+ *                             time order across the heads); 0: (query tiles, B·H),
+ *                             longest first within one head only, so the last
+ *                             head's long tiles start late (a list-scheduling model
+ *                             of 132 SMs: 7% over the mean load at B1 H16 T16384
+ *                             d 64 causal, 14% at B8 H1; 0.5% and 2.6% heavy-first).
+ *   LMK_FLASH_WGMMA_EXP_EMU   how many of the 16 eight-key column groups of a
+ *                             64×128 score tile take 2^x on the FMA pipe (Cody-Waite
+ *                             split and a minimax polynomial, fw_exp2_fma) instead of
+ *                             MUFU.EX2, in tiles without masked keys; 0: none. At d 64
+ *                             a tile's 8192 exponentials need as many MUFU cycles
+ *                             (16 per clock per SM) as its MMAs need tensor cycles.
+ *   LMK_FLASH_WGMMA_RESCALE_SKIP  1: a warp skips O *= alpha when none of its rows'
+ *                             maxima moved (every alpha exactly 1).
+ * All three default off until a device call has run the checks with them on. */
+#ifndef LMK_FLASH_WGMMA_HEAVY_FIRST
+#define LMK_FLASH_WGMMA_HEAVY_FIRST 0
+#endif
+#ifndef LMK_FLASH_WGMMA_EXP_EMU
+#define LMK_FLASH_WGMMA_EXP_EMU 0
+#endif
+#ifndef LMK_FLASH_WGMMA_RESCALE_SKIP
+#define LMK_FLASH_WGMMA_RESCALE_SKIP 0
+#endif
+static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
+              "LMK_FLASH_WGMMA_EXP_EMU counts column groups of 8 keys: 0…16");
 #ifndef LMK_FLASH_WGMMA_SPLIT_DIMS
 #define LMK_FLASH_WGMMA_SPLIT_DIMS 28
 #endif
@@ -130,13 +158,47 @@ template <int D, int NC, bool SPLIT> struct fw_plan {
                   "the merge fits in the K/V ring");
 };
 
+/* 2^x for x ≤ 0 on the FMA pipe (no MUFU): x = n + f with n = round(x), f in
+ * [−0.5, 0.5] (the 1.5·2^23 rounding constant, 127 added so that its low bits
+ * hold the biased exponent n + 127), 2^f by a minimax polynomial in relative
+ * error (degree 3: 7.5e-5, enough below bf16's rounding of P; degree 4:
+ * 2.7e-6 for fp16's), times 2^n built from the exponent bits. x is clamped
+ * at −125 (2^n stays normal; 2^−125 in place of smaller results, which is
+ * below anything P or l can resolve); NaN stays NaN (max.NaN). */
+template <typename T> __device__ __forceinline__ float fw_exp2_fma(float x)
+{
+    float xc;
+    asm("max.NaN.f32 %0, %1, 0fC2FA0000;\n" : "=f"(xc) : "f"(x)); /* max(x, −125) */
+    const float shift = 12582912.f + 127.f;                       /* 1.5·2^23 + 127 */
+    const float t = __fadd_rn(xc, shift);                          /* low bits: n + 127 */
+    const float f = __fsub_rn(xc, __fsub_rn(t, shift));            /* x − n */
+    float p;
+    if constexpr (std::is_same<T, __half>::value)
+        p = fmaf(fmaf(fmaf(fmaf(0.009570102207362652f, f, 0.05591785907745361f), f,
+                           0.240247443318367f),
+                      f, 0.6931217908859253f),
+                 f, 0.9999992847442627f);
+    else
+        p = fmaf(fmaf(fmaf(0.0551716685295105f, f, 0.2426111251115799f), f,
+                      0.6932609677314758f),
+                 f, 0.9999280571937561f);
+    return __fmul_rn(p, __uint_as_float(__float_as_uint(t) << 23)); /* · 2^n */
+}
+
+/* Whether column group j (of 16) of a score tile takes fw_exp2_fma: EMU of
+ * the 16, spread evenly. */
+template <int EMU> __host__ __device__ constexpr bool fw_emu_group(int j)
+{
+    return (j * EMU) / 16 != ((j + 1) * EMU) / 16;
+}
+
 /* Online softmax of one 64×128 score tile in place (this thread's rows row0
  * and row0 + 8): MASK: keys ≥ Tn and, causal, keys after the row first set to
  * −∞ (a separate instantiation, so that unmasked tiles carry no mask code);
  * updates the running max m (log2 units, scale folded in) and sum l (rescaled
  * by alpha, then plus the unrounded exponentials); leaves 2^(s·scale_log2 − m)
  * in sc. */
-template <bool MASK>
+template <typename T, bool MASK>
 __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)[2], float (&l)[2],
                                            float (&alpha)[2], int k0, int Tn, int causal,
                                            int row0, int t, float scale_log2)
@@ -168,7 +230,9 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
     for (int j = 0; j < FW_BN / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            sc[j][e] = fw_exp2(fmaf(sc[j][e], scale_log2, -msub[e >> 1]));
+            const float x = fmaf(sc[j][e], scale_log2, -msub[e >> 1]);
+            sc[j][e] = !MASK && fw_emu_group<LMK_FLASH_WGMMA_EXP_EMU>(j) ? fw_exp2_fma<T>(x)
+                                                                          : fw_exp2(x);
             l[e >> 1] += sc[j][e];
         }
 }
@@ -212,7 +276,9 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     auto k_empty = [&](int s) { return q_full + 8u * (1 + 2 * S + s); };
     auto v_empty = [&](int s) { return q_full + 8u * (1 + 3 * S + s); };
 
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * P::BM, bh = blockIdx.y;
+    const int q0 = (LMK_FLASH_WGMMA_HEAVY_FIRST ? gridDim.y - 1 - blockIdx.y
+                                                : gridDim.x - 1 - blockIdx.x) * P::BM;
+    const int bh = LMK_FLASH_WGMMA_HEAVY_FIRST ? blockIdx.x : blockIdx.y;
     const int kend = causal ? min(Tn, q0 + P::BM) : Tn, nk = (kend + FW_BN - 1) / FW_BN;
     const int wg = threadIdx.x / 128;
 
@@ -300,11 +366,14 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     /* the tile's keys reach past T, or (causal) past this warp's first row */
     auto softmax = [&](int k0) {
         if (k0 + FW_BN > Tn || (causal && k0 + FW_BN - 1 > wrow)) /* warp-uniform */
-            fw_softmax<true>(sc, m, l, alpha, k0, Tn, causal, row0, t, scale_log2);
+            fw_softmax<T, true>(sc, m, l, alpha, k0, Tn, causal, row0, t, scale_log2);
         else
-            fw_softmax<false>(sc, m, l, alpha, k0, Tn, causal, row0, t, scale_log2);
+            fw_softmax<T, false>(sc, m, l, alpha, k0, Tn, causal, row0, t, scale_log2);
     };
     auto rescale = [&]() { /* acc (relative to the previous max) *= alpha */
+        if (LMK_FLASH_WGMMA_RESCALE_SKIP &&
+            !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
+            return; /* no row of this warp moved its max */
 #pragma unroll
         for (int jj = 0; jj < D / 8; jj++) {
             acc[jj][0] *= alpha[0];
@@ -458,7 +527,8 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
         cudaSuccess)
         return LMK_DEVICE;
-    dim3 grid((s->T + P::BM - 1) / P::BM, s->B * s->H);
+    const unsigned tiles = (s->T + P::BM - 1) / P::BM, heads = s->B * s->H;
+    const dim3 grid = LMK_FLASH_WGMMA_HEAVY_FIRST ? dim3(heads, tiles) : dim3(tiles, heads);
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)DR);
     kern<<<grid, P::THREADS, smem, st>>>(mq, mk, mv, (T *)o, lse, s->T, s->causal, scale_log2);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
@@ -475,6 +545,8 @@ fw_route route(const lmk_attn_shape *s)
 {
     if (!LMK_FLASH_WGMMA || !s || (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 1 ||
         (long long)s->B * s->H > 65535 || s->B < 1 || s->H < 1)
+        return FW_NONE;
+    if (LMK_FLASH_WGMMA_HEAVY_FIRST && (s->T + 63) / 64 > 65535) /* query tiles on grid y */
         return FW_NONE;
     const int bit = s->d == 16 ? 1 : s->d == 32 ? 2 : s->d == 64 ? 4 : s->d == 80 ? 8 : s->d == 128 ? 16 : 0;
     if (!(bit & (LMK_FLASH_WGMMA_DIMS | LMK_FLASH_WGMMA_SPLIT_DIMS)))

@@ -1,0 +1,132 @@
+#!/bin/bash
+# One device call for the wgmma forward's speed work (helper fwdfast): A/B
+# timing of the carried builds (test_flash bench: the attention job's timing,
+# lmk_attn_bench_cuda), builds alternating, REPS rounds, beside PyTorch SDPA on
+# the same points (ffwd_sdpa.py); then the checks of the builds in CHECK
+# (test_flash only bfloat16 / float16, flash_vs_torch.py --only bf16,fp16;
+# QCHECK: ffwd_check.py --quick), SASS instruction counts and, with NCU
+# builds named, one ncu of each one's forward at the leaderboard shape
+# (clocks left alone). Every step under its own time limit. Logs land in OUT
+# as one archive (logs.tgz) plus table.md and run.log.
+# usage: tests/gpu/ffwd_fast.sh CARRY OUT
+# env: BUILDS "base new ..." (folders of CARRY/bins.tar.xz)  CHECK "new"
+#      QCHECK "..."  NCU "base new"  REPS 2  POINTS "dtype:B:H:T:d:causal ..."
+#      JOB "build" (lmperfd attention job at the leaderboard shape beside torch_attn.py)
+set -u
+CARRY=$1
+OUT=$2
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+[ -f "$ROOT/tests/gpu/flash_vs_torch.py" ] || ROOT=$(pwd)
+mkdir -p "$OUT/l"
+X=$(mktemp -d)
+tar xJf "$CARRY/bins.tar.xz" -C "$X"
+cp "$CARRY"/COMMIT "$CARRY"/torch_attn.py "$X/" 2>/dev/null
+BUILDS=${BUILDS:-base new}
+POINTS=${POINTS:-bf16:1:16:16384:64:1 bf16:8:1:16384:64:1}
+PYLIB=$(python3 -c 'import glob, os, nvidia
+print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$X/lib:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
+start=$(date +%s)
+log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/run.log"; }
+finish() {
+    python3 - "$OUT/l" <<'PY' | tee "$OUT/table.md"
+import json, sys, collections, os, statistics
+out = sys.argv[1]
+ours = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(os.path.join(out, "ab.log")) if os.path.exists(os.path.join(out, "ab.log")) else []:
+    b, _, js = line.partition(" ")
+    try:
+        r = json.loads(js)
+    except ValueError:
+        continue
+    k = (r["dtype"], r["batch"], r["heads"], r["seq"], r["d"], r["causal"])
+    ours[k][b].append(r)
+sd = {}
+p = os.path.join(out, "sdpa.log")
+for line in open(p) if os.path.exists(p) else []:
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    sd[(r["dtype"], r["batch"], r["heads"], r["seq"], r["d"], r["causal"])] = r
+print("| dtype B H T d causal | build: fwd ms per round (best) / bwd ms (best) | SDPA fwd / bwd ms | best fwd ÷ SDPA per build |")
+print("|---|---|---|---|")
+for k, by in ours.items():
+    s = sd.get(k)
+    cells, rat = [], []
+    for b, rs in by.items():
+        f = [r["fwd_ms"] for r in rs]
+        cells.append(f"{b}: " + ", ".join(f"{x:.3f}" for x in f) + f" / {min(r['bwd_ms'] for r in rs):.3f}"
+                     + ("" if all(r["rc"] == 0 for r in rs) else " rc!"))
+        if s:
+            rat.append(f"{b} {min(f) / s['fwd_ms']:.3f}")
+    sdc = f"{s['fwd_ms']:.3f} / {s['bwd_ms']:.3f}" if s else "-"
+    print(f"| {' '.join(map(str, k))} | {'; '.join(cells)} | {sdc} | {', '.join(rat)} |")
+PY
+    tar czf "$OUT/logs.tgz" -C "$OUT" l && rm -rf "$OUT/l"
+}
+trap finish EXIT
+{
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    echo "commit: $(cat "$X/COMMIT" 2>/dev/null || echo unknown)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv
+    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
+} >"$OUT/l/env.txt" 2>&1
+cat "$OUT/l/env.txt"
+
+bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done; }
+for rep in $(seq 1 "${REPS:-2}"); do
+    for b in $BUILDS; do
+        # shellcheck disable=SC2046
+        timeout 40 "$X/$b/test_flash" bench $(bench_args) 2>>"$OUT/l/bench.err" | sed "s/^/$b /" >>"$OUT/l/ab.log"
+        log "bench $b rep $rep rc=${PIPESTATUS[0]}"
+    done
+done
+# shellcheck disable=SC2086
+timeout 60 python3 "$ROOT/tests/gpu/ffwd_sdpa.py" $POINTS >"$OUT/l/sdpa.log" 2>&1
+log "sdpa rc=$?"
+
+for b in ${CHECK:-}; do
+    for dt in bfloat16 float16; do
+        timeout 40 "$X/$b/test_flash" only $dt >"$OUT/l/test_flash_${b}_$dt.log" 2>&1
+        log "test_flash $b only $dt rc=$?: $(tail -1 "$OUT/l/test_flash_${b}_$dt.log")"
+        grep FAIL "$OUT/l/test_flash_${b}_$dt.log" | head -5
+    done
+    timeout 100 python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$X/$b/flash_dump" --only bf16,fp16 \
+        --out "$OUT/l/flash_vs_torch_$b.txt" >"$OUT/l/flash_vs_torch_$b.log" 2>&1
+    log "flash_vs_torch $b rc=$?: $(tail -1 "$OUT/l/flash_vs_torch_$b.log")"
+    grep -E 'FAIL|Error' "$OUT/l/flash_vs_torch_$b.log" | head -8
+done
+for b in ${QCHECK:-}; do
+    timeout 30 python3 "$ROOT/tests/gpu/ffwd_check.py" "$X/$b/flash_dump" --quick \
+        --out "$OUT/l/ffwd_check_$b.txt" >"$OUT/l/ffwd_check_$b.log" 2>&1
+    log "ffwd_check --quick $b rc=$?: $(tail -1 "$OUT/l/ffwd_check_$b.log")"
+    grep -E 'FAIL|Error' "$OUT/l/ffwd_check_$b.log" | head -4
+done
+
+for b in ${JOB:-}; do
+    [ -x "$X/$b/lmperfd" ] || continue
+    echo '{"kind": "attention", "impl": "flash", "dtype": "bfloat16", "batch": 1, "heads": 16, "seq_len": [16384], "d_head": [64], "causal": true, "passes": 20, "warmup": 3}' >"$OUT/l/spec_lb.json"
+    timeout 40 "$X/$b/lmperfd" run "$OUT/l/spec_lb.json" >"$OUT/l/lmperf_lb_$b.json" 2>>"$OUT/l/lmperfd.err"
+    log "lmperf job lb $b rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; print("fwd %.3f bwd %.3f fwd+bwd %.3f ms" % (r["fwd_ms"], r["bwd_ms"], r["fwd_bwd_ms"]))' "$OUT/l/lmperf_lb_$b.json" 2>&1 | tail -1)"
+    timeout 40 python3 "$X/torch_attn.py" --impls sdpa --dtype bf16 --batch 1 --heads 16 --seq 16384 --d 64 --n 20 --out "$OUT/l/torch.jsonl" >>"$OUT/l/torch.log" 2>&1
+    log "torch_attn lb bf16 rc=$?: $(tail -1 "$OUT/l/torch.jsonl")"
+done
+
+for b in ${BUILDS%% *} ${CHECK:-}; do
+    command -v cuobjdump >/dev/null || break
+    cuobjdump -sass "$X/$b/test_flash" 2>/dev/null | awk '/Function : .*flash_fwd_wgmma_kernelI13__nv_bfloat16Li64ELi3ELb0ELb0/{f=1; print; next} /Function : /{f=0} f' >"$OUT/l/sass_$b.txt"
+    log "sass $b (bf16 d64 unsplit): $(grep -oE 'HGMMA\.[0-9A-Zx]+|MUFU\.EX2|FFMA|FMNMX|FADD|FMUL|VOTE[.A-Z]*|BAR\.[A-Z]+|SYNCS\.[A-Z.]+|LDL|STL' "$OUT/l/sass_$b.txt" | sort | uniq -c | sort -rn | tr -s ' \n' ' ' | head -c 400)"
+done
+
+for b in ${NCU:-}; do
+    command -v ncu >/dev/null || break
+    timeout 60 ncu --clock-control none --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
+        --metrics 'regex:^sm__inst_executed_pipe_(xu|fma|alu|fmaheavy|fmalite)\.avg\.pct_of_peak_sustained_active$','regex:^sm__pipe_(tensor_op_gmma|fma|alu|xu|shared)_cycles_active\.avg\.pct_of_peak_sustained_active$' \
+        "$X/$b/test_flash" bench flash bf16 1 16 16384 64 1 >"$OUT/l/ncu_$b.txt" 2>&1
+    log "ncu $b rc=$?"
+    grep -E 'Duration|SM Frequency|Compute \(SM\) Throughput|Issue Slots Busy|pipe_|No Eligible|Executed Ipc A|Warp Cycles Per Issued|ERR' "$OUT/l/ncu_$b.txt" | head -24
+done
+log "done"

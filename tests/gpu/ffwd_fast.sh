@@ -8,7 +8,7 @@
 # builds named, one ncu of each one's forward at the leaderboard shape
 # (clocks left alone). Every step under its own time limit. Logs land in OUT
 # as one archive (logs.tgz) plus table.md and run.log.
-# usage: tests/gpu/ffwd_fast.sh CARRY OUT
+# usage: tests/gpu/ffwd_fast.sh CARRY OUT   (DEADLINE: seconds for the whole script, default 270)
 # env: BUILDS "base new ..." (folders of CARRY/bins.tar.xz)  CHECK "new"
 #      QCHECK "..."  NCU "base new"  REPS 2  POINTS "dtype:B:H:T:d:causal ..."
 #      JOB "build" (lmperfd attention job at the leaderboard shape beside torch_attn.py)
@@ -29,6 +29,9 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$X/lib:${LD_LIBRA
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
 log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/run.log"; }
+# lim N: N seconds, or what is left before DEADLINE (default 270 s after the
+# start) less 5, whichever is smaller; 1 when nothing is left
+lim() { local l=$(( ${DEADLINE:-270} - ($(date +%s) - start) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && l=$1; echo "$l"; }
 finish() {
     python3 - "$OUT/l" <<'PY' | tee "$OUT/table.md"
 import json, sys, collections, os, statistics
@@ -79,27 +82,27 @@ bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done; }
 for rep in $(seq 1 "${REPS:-2}"); do
     for b in $BUILDS; do
         # shellcheck disable=SC2046
-        timeout 40 "$X/$b/test_flash" bench $(bench_args) 2>>"$OUT/l/bench.err" | sed "s/^/$b /" >>"$OUT/l/ab.log"
+        timeout $(lim 40) "$X/$b/test_flash" bench $(bench_args) 2>>"$OUT/l/bench.err" | sed "s/^/$b /" >>"$OUT/l/ab.log"
         log "bench $b rep $rep rc=${PIPESTATUS[0]}"
     done
 done
 # shellcheck disable=SC2086
-timeout 60 python3 "$ROOT/tests/gpu/ffwd_sdpa.py" $POINTS >"$OUT/l/sdpa.log" 2>&1
+timeout $(lim 60) python3 "$ROOT/tests/gpu/ffwd_sdpa.py" $POINTS >"$OUT/l/sdpa.log" 2>&1
 log "sdpa rc=$?"
 
 for b in ${CHECK:-}; do
     for dt in bfloat16 float16; do
-        timeout 40 "$X/$b/test_flash" only $dt >"$OUT/l/test_flash_${b}_$dt.log" 2>&1
+        timeout $(lim 40) "$X/$b/test_flash" only $dt >"$OUT/l/test_flash_${b}_$dt.log" 2>&1
         log "test_flash $b only $dt rc=$?: $(tail -1 "$OUT/l/test_flash_${b}_$dt.log")"
         grep FAIL "$OUT/l/test_flash_${b}_$dt.log" | head -5
     done
-    timeout 100 python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$X/$b/flash_dump" --only bf16,fp16 \
+    timeout $(lim 100) python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$X/$b/flash_dump" --only bf16,fp16 \
         --out "$OUT/l/flash_vs_torch_$b.txt" >"$OUT/l/flash_vs_torch_$b.log" 2>&1
     log "flash_vs_torch $b rc=$?: $(tail -1 "$OUT/l/flash_vs_torch_$b.log")"
     grep -E 'FAIL|Error' "$OUT/l/flash_vs_torch_$b.log" | head -8
 done
 for b in ${QCHECK:-}; do
-    timeout 30 python3 "$ROOT/tests/gpu/ffwd_check.py" "$X/$b/flash_dump" --quick \
+    timeout $(lim 30) python3 "$ROOT/tests/gpu/ffwd_check.py" "$X/$b/flash_dump" --quick \
         --out "$OUT/l/ffwd_check_$b.txt" >"$OUT/l/ffwd_check_$b.log" 2>&1
     log "ffwd_check --quick $b rc=$?: $(tail -1 "$OUT/l/ffwd_check_$b.log")"
     grep -E 'FAIL|Error' "$OUT/l/ffwd_check_$b.log" | head -4
@@ -108,9 +111,9 @@ done
 for b in ${JOB:-}; do
     [ -x "$X/$b/lmperfd" ] || continue
     echo '{"kind": "attention", "impl": "flash", "dtype": "bfloat16", "batch": 1, "heads": 16, "seq_len": [16384], "d_head": [64], "causal": true, "passes": 20, "warmup": 3}' >"$OUT/l/spec_lb.json"
-    timeout 40 "$X/$b/lmperfd" run "$OUT/l/spec_lb.json" >"$OUT/l/lmperf_lb_$b.json" 2>>"$OUT/l/lmperfd.err"
+    timeout $(lim 40) "$X/$b/lmperfd" run "$OUT/l/spec_lb.json" >"$OUT/l/lmperf_lb_$b.json" 2>>"$OUT/l/lmperfd.err"
     log "lmperf job lb $b rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; print("fwd %.3f bwd %.3f fwd+bwd %.3f ms" % (r["fwd_ms"], r["bwd_ms"], r["fwd_bwd_ms"]))' "$OUT/l/lmperf_lb_$b.json" 2>&1 | tail -1)"
-    timeout 40 python3 "$X/torch_attn.py" --impls sdpa --dtype bf16 --batch 1 --heads 16 --seq 16384 --d 64 --n 20 --out "$OUT/l/torch.jsonl" >>"$OUT/l/torch.log" 2>&1
+    timeout $(lim 40) python3 "$X/torch_attn.py" --impls sdpa --dtype bf16 --batch 1 --heads 16 --seq 16384 --d 64 --n 20 --out "$OUT/l/torch.jsonl" >>"$OUT/l/torch.log" 2>&1
     log "torch_attn lb bf16 rc=$?: $(tail -1 "$OUT/l/torch.jsonl")"
 done
 
@@ -122,7 +125,7 @@ done
 
 for b in ${NCU:-}; do
     command -v ncu >/dev/null || break
-    timeout 60 ncu --clock-control none --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
+    timeout $(lim 60) ncu --clock-control none --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
         --metrics 'regex:^sm__inst_executed_pipe_(xu|fma|alu|fmaheavy|fmalite)\.avg\.pct_of_peak_sustained_active$','regex:^sm__pipe_(tensor_op_gmma|fma|alu|xu|shared)_cycles_active\.avg\.pct_of_peak_sustained_active$' \
         "$X/$b/test_flash" bench flash bf16 1 16 16384 64 1 >"$OUT/l/ncu_$b.txt" 2>&1

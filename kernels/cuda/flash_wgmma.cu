@@ -99,29 +99,34 @@ extern "C" {
  *                             head's long tiles start late (a list-scheduling model
  *                             of 132 SMs: 7% over the mean load at B1 H16 T16384
  *                             d 64 causal, 14% at B8 H1; 0.5% and 2.6% heavy-first).
+ *                             H100, bf16 causal d 64: B1 H16 T16384 1.338 → 1.238 ms,
+ *                             B8 H1 0.76 → 0.65 (PERF.md, helper fwdfast call 1).
+ *   LMK_FLASH_WGMMA_RESCALE_SKIP  1: a warp skips O *= alpha when none of its rows'
+ *                             maxima moved (every alpha exactly 1): 1.238 → 1.19–1.20
+ *                             ms there, non-causal B1 H16 T8192 0.75 → 0.70–0.72.
+ *                             Both on since that call: its checks ran with them on
+ *                             (test_flash bf16/fp16 232/232, flash_vs_torch 126/126).
  *   LMK_FLASH_WGMMA_EXP_EMU   how many of the 16 eight-key column groups of a
  *                             64×128 score tile take 2^x on the FMA pipe (Cody-Waite
  *                             split and a minimax polynomial, fw_exp2_fma) instead of
  *                             MUFU.EX2, in tiles without masked keys; 0: none. At d 64
  *                             a tile's 8192 exponentials need as many MUFU cycles
- *                             (16 per clock per SM) as its MMAs need tensor cycles.
- *   LMK_FLASH_WGMMA_RESCALE_SKIP  1: a warp skips O *= alpha when none of its rows'
- *                             maxima moved (every alpha exactly 1).
- *   LMK_FLASH_WGMMA_TREE_MAX  1: a thread's two row maxima of a score tile by a
- *                             tree of FMNMX (depth 5) instead of two chains of 32
- *                             (the same values: max is exact in any order).
- * All default off until a device call has run the checks with them on. */
+ *                             (16 per clock per SM) as its MMAs need tensor cycles,
+ *                             but the kernel is not MUFU-bound (ncu: XU pipe 48%,
+ *                             issue 46%): 2, 3, 4, 6 groups measured 1.22, 1.26, 1.30,
+ *                             1.34 ms against 1.19–1.20 with none (same call); off.
+ */
 #ifndef LMK_FLASH_WGMMA_TREE_MAX
 #define LMK_FLASH_WGMMA_TREE_MAX 0
 #endif
 #ifndef LMK_FLASH_WGMMA_HEAVY_FIRST
-#define LMK_FLASH_WGMMA_HEAVY_FIRST 0
+#define LMK_FLASH_WGMMA_HEAVY_FIRST 1
 #endif
 #ifndef LMK_FLASH_WGMMA_EXP_EMU
 #define LMK_FLASH_WGMMA_EXP_EMU 0
 #endif
 #ifndef LMK_FLASH_WGMMA_RESCALE_SKIP
-#define LMK_FLASH_WGMMA_RESCALE_SKIP 0
+#define LMK_FLASH_WGMMA_RESCALE_SKIP 1
 #endif
 static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
               "LMK_FLASH_WGMMA_EXP_EMU counts column groups of 8 keys: 0…16");
@@ -278,8 +283,9 @@ __host__ __device__ constexpr int fw_dpad(int dr) { return dr <= 64 ? 64 : 128; 
 
 /* o: (B, H, T, DR); lse: (B, H, T); Q, K, V through the 3-D tensor maps
  * (columns DR, rows T, heads B·H; Q boxes 64 × 64 rows, K/V boxes 64 × 128).
- * grid (ceil(T/BM), B·H), 128·(NC+1) threads; block x runs query tile
- * gridDim.x−1−x (longest causal rows first). SPLIT: fw_plan; the merge of
+ * grid (B·H, ceil(T/BM)) with HEAVY_FIRST, else (ceil(T/BM), B·H); 128·(NC+1)
+ * threads; the block of query-tile index i runs tile count−1−i (longest causal
+ * rows first: across all heads with HEAVY_FIRST). SPLIT: fw_plan; the merge of
  * the consumers' partial rows is FA2's (rescale both to the larger max). */
 template <typename T, int DR, int NC, bool PP, bool SPLIT>
 __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)

@@ -12,6 +12,7 @@
 # env: BUILDS "base new ..." (folders of CARRY/bins.tar.xz)  CHECK "new"
 #      QCHECK "..."  NCU "base new"  REPS 2  POINTS "dtype:B:H:T:d:causal ..."
 #      JOB "build" (lmperfd attention job at the leaderboard shape beside torch_attn.py)
+#      SASS "build ..." (instruction counts of the bf16 d 64 unsplit kernel)
 set -u
 CARRY=$1
 OUT=$2
@@ -117,7 +118,7 @@ for b in ${JOB:-}; do
     log "torch_attn lb bf16 rc=$?: $(tail -1 "$OUT/l/torch.jsonl")"
 done
 
-for b in ${BUILDS%% *} ${CHECK:-}; do
+for b in ${SASS:-}; do
     command -v cuobjdump >/dev/null || break
     cuobjdump -sass "$X/$b/test_flash" 2>/dev/null | awk '/Function : .*flash_fwd_wgmma_kernelI13__nv_bfloat16Li64ELi3ELb0ELb0/{f=1; print; next} /Function : /{f=0} f' >"$OUT/l/sass_$b.txt"
     log "sass $b (bf16 d64 unsplit): $(grep -oE 'HGMMA\.[0-9A-Zx]+|MUFU\.EX2|FFMA|FMNMX|FADD|FMUL|VOTE[.A-Z]*|BAR\.[A-Z]+|SYNCS\.[A-Z.]+|LDL|STL' "$OUT/l/sass_$b.txt" | sort | uniq -c | sort -rn | tr -s ' \n' ' ' | head -c 400)"

@@ -116,9 +116,6 @@ extern "C" {
  *                             issue 46%): 2, 3, 4, 6 groups measured 1.22, 1.26, 1.30,
  *                             1.34 ms against 1.19–1.20 with none (same call); off.
  */
-#ifndef LMK_FLASH_WGMMA_TREE_MAX
-#define LMK_FLASH_WGMMA_TREE_MAX 0
-#endif
 #ifndef LMK_FLASH_WGMMA_HEAVY_FIRST
 #define LMK_FLASH_WGMMA_HEAVY_FIRST 1
 #endif
@@ -224,28 +221,8 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
                 if (col >= Tn || (causal && col > row))
                     sc[j][e] = -INFINITY;
             }
-            if (!LMK_FLASH_WGMMA_TREE_MAX)
-                mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
+            mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
         }
-    if (LMK_FLASH_WGMMA_TREE_MAX) { /* the same maxima by a tree: 5 steps deep, not 32 */
-        float r[FW_BN / 8][2];
-#pragma unroll
-        for (int j = 0; j < FW_BN / 8; j++) {
-            r[j][0] = fmaxf(sc[j][0], sc[j][1]);
-            r[j][1] = fmaxf(sc[j][2], sc[j][3]);
-        }
-        static_assert(FW_BN == 128, "the tree below folds 16 column groups");
-#pragma unroll
-        for (int w : {8, 4, 2, 1})
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                if (j < w) {
-                    r[j][0] = fmaxf(r[j][0], r[j + w][0]);
-                    r[j][1] = fmaxf(r[j][1], r[j + w][1]);
-                }
-        mx[0] = r[0][0];
-        mx[1] = r[0][1];
-    }
     float msub[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {

@@ -371,7 +371,7 @@ static void test_swiglu(void)
     CHECK(same && gap, "swiglu_bwd with rows %d apart: values %s, gap %s", LD, same ? "ok" : "differ",
           gap ? "untouched" : "written");
     CHECK(B->swiglu_fwd(B, y2, o.a, o.g, LMK_F32, n, COLS, COLS - 1) == LMK_INVALID, "swiglu ld < cols accepted");
-    CHECK(B->swiglu_fwd(B, y2, o.a, o.g, LMK_F32, n, 7, 7) == LMK_INVALID, "swiglu n % cols != 0 accepted");
+    CHECK(B->swiglu_fwd(B, y2, o.a, o.g, LMK_F32, n, 7, 7) == LMK_INVALID, "swiglu n %% cols != 0 accepted");
     free(wide), free(dwide), free(y2);
     free(o.a), free(o.g), free(y), free(w), free(da), free(dg);
 }

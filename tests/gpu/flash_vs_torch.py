@@ -62,8 +62,8 @@ def cases(quick):
             "fp16:1:16:2049:80:0"]
     # one head, long: the split forward blocks (d 64, 80, 128), many tiles each
     out += ["bf16:1:1:8191:128:1", "fp16:1:1:8191:80:1", "bf16:1:1:8191:64:0"]
-    # the wgmma backward (flash_wgmma_bwd.cu, when switched on; grids of ≥ 2
-    # blocks of 128 keys per SM, d 64 and 128 — several cases above too)
+    # the wgmma backward (flash_wgmma_bwd.cu; grids of ≥ 0.96 blocks of 128
+    # keys per SM, d 64 and 128 — several cases above too)
     out += ["bf16:2:16:1999:128:1", "fp16:2:16:2222:128:1", "bf16:2:16:2100:128:0"]
     # fp32 grids of two or more blocks per SM: the pipelined forward unsplit
     out += ["fp32:1:16:2100:64:1", "fp32:2:8:1500:128:0", "fp32:1:12:2000:16:1",

@@ -391,7 +391,7 @@ int main(int argc, char **argv)
             }
     /* the wgmma single pass (flash_wgmma_bwd.cu: sm 9.0, fp16/bf16, d 64/128,
      * T ≥ 128): called directly on small grids ("wgmma*": flash_attn.cu routes
-     * only grids of ≥ 2 blocks per SM to it) with partial key and query
+     * only grids of ≥ 0.96 blocks per SM to it) with partial key and query
      * tiles and several heads, then through lmk_flash_attn_bwd on 528 blocks
      * against the deterministic two passes */
     for (int di = 1; di < 3; di++)

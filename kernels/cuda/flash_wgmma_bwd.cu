@@ -157,6 +157,23 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_HEAVY_FIRST
 #define LMK_FLASH_WGMMA_BWD_HEAVY_FIRST 0
 #endif
+/*   LMK_FLASH_WGMMA_BWD_PAD_DIMS  head dims (bit mask: 2 d 32, 8 d 80) that run
+ *                               on the d 64 / d 128 kernel with the columns
+ *                               past d zero (helper fwdfast): the TMA fills
+ *                               Q, K, V, dO's boxes past d with zeros, Sᵀ and
+ *                               dPᵀ take the d columns only (k16 steps), dK,
+ *                               dV are stored and dQ added for the d columns
+ *                               only, the softmax scale is d's; needs the TMA
+ *                               dQ path (DQ_TMA, and SPLITN at d 80). 0 (the
+ *                               default): not run on a GPU yet. Why: on the
+ *                               H100 the d 64 kernel's backward at B8 H1
+ *                               T16384 causal took 1.40-1.42 ms against SDPA's
+ *                               d 32 backward 1.54 (and mma.sync's d 32 2.03-
+ *                               2.09), d 128's 2.64-2.67 against SDPA's d 80
+ *                               2.44 (mma.sync's d 80 5.03-5.09) (PERF.md). */
+#ifndef LMK_FLASH_WGMMA_BWD_PAD_DIMS
+#define LMK_FLASH_WGMMA_BWD_PAD_DIMS 0
+#endif
 
 namespace {
 
@@ -319,7 +336,7 @@ __device__ __forceinline__ void wb_to_a(uint32_t (&a)[4], const float (&x)[R][4]
  * through 1-D maps over B·H·T floats (boxes of 64). grid (ceil(T/128), B·H),
  * 384 threads; block x = keys 128x… (the causal blocks with most query tiles
  * first). */
-template <typename T, int D, int BM_, bool SPLITN, bool DQT, bool ORD, bool PP>
+template <typename T, int DR, int D, int BM_, bool SPLITN, bool DQT, bool ORD, bool PP>
 __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
                            const __grid_constant__ CUtensorMap tmk,
@@ -338,6 +355,9 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     constexpr bool SPLITM = BM == 128;
     constexpr int NQ = SPLITM ? D : SPLITN ? D / 2 : D;
     static_assert(!DQT || NQ == 64, "the TMA dQ path takes 64 x 64 tiles per consumer");
+    /* DR < D (PAD_DIMS): columns DR… of the shared Q, K, V, dO tiles are
+     * zeros; dK, dV, dQ columns past DR are neither stored nor added */
+    static_assert(DR == D || (DQT && DR % 16 == 0 && DR < D), "padded head dims: the TMA dQ path");
     /* named barriers: 1 both consumers' dSᵀ written; 2 + c consumer c's;
      * DQT: 4 + c consumer c's dQ tile written ("full"), 6 + c read by the
      * bulk reduction ("empty"), each among that consumer and the dQ warp */
@@ -430,8 +450,10 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                         if (lane == 0) {
                             const uint32_t src = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE);
                             const int row = SPLITM ? q0 + 64 * c : q0, col = SPLITM ? 0 : 64 * c;
-                            wb_tma_reduce_add(&tmdq, src, col, row, bh);
-                            wb_tma_reduce_add(&tmdq, src + P::DQ_TILE / 2, col + 32, row, bh);
+                            if (DR == D || col < DR)
+                                wb_tma_reduce_add(&tmdq, src, col, row, bh);
+                            if (DR == D || col + 32 < DR) /* (the map clips a box's columns past DR) */
+                                wb_tma_reduce_add(&tmdq, src + P::DQ_TILE / 2, col + 32, row, bh);
                             wb_bulk_commit();
                             wb_bulk_wait_read();
                         }
@@ -528,7 +550,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         __syncwarp(); /* the spin loops may leave lanes apart: .aligned ops follow */
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) /* Sᵀ = K_c·Qᵀ */
+        for (int kk = 0; kk < DR / 16; kk++) /* Sᵀ = K_c·Qᵀ */
             ss_bm(st, sw128_desc(kc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
                   sw128_desc(sQ(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
         wg_commit();
@@ -536,7 +558,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         __syncwarp();
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) /* dPᵀ = V_c·dOᵀ */
+        for (int kk = 0; kk < DR / 16; kk++) /* dPᵀ = V_c·dOᵀ */
             ss_bm(dpt, sw128_desc(vc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
                   sw128_desc(sdO(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
         wg_commit();
@@ -782,9 +804,9 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         const int key = key0 + 8 * h;
         if (key >= Tn)
             continue;
-        const size_t r = ((size_t)bh * Tn + key) * D;
+        const size_t r = ((size_t)bh * Tn + key) * DR;
 #pragma unroll
-        for (int j = 0; j < D / 8; j++) {
+        for (int j = 0; j < DR / 8; j++) {
             *reinterpret_cast<uint32_t *>(dk + r + 8 * j + 2 * t) =
                 fw_pack<T>::pack(adk[j][2 * h] * scale, adk[j][2 * h + 1] * scale);
             *reinterpret_cast<uint32_t *>(dv + r + 8 * j + 2 * t) =
@@ -820,11 +842,15 @@ bool wb_map_dq(fw_encode_fn enc, CUtensorMap *map, float *dqacc, const lmk_attn_
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D>
+/* The kernel's head dim for head dim DR: 64 (DR 32, 64) or 128 (DR 80, 128) */
+constexpr int wb_dpad(int dr) { return dr <= 64 ? 64 : 128; }
+
+template <typename T, int DR>
 int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const void *dout,
            const void *q, const void *k, const void *v, const float *lse, const lmk_attn_shape *s,
            cudaStream_t st)
 {
+    constexpr int D = wb_dpad(DR);
     constexpr int BM = D == 64 ? LMK_FLASH_WGMMA_BWD_D64_BM : 64;
     constexpr bool SPLITN = LMK_FLASH_WGMMA_BWD_SPLITN != 0;
     /* the TMA dQ path where each consumer's dQ tile is 64 × 64 */
@@ -838,18 +864,18 @@ int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const 
         (DQT && !wb_map_dq(enc, &mdq, dqacc, s)))
         return LMK_DEVICE;
     constexpr bool PP = DQT && LMK_FLASH_WGMMA_BWD_PINGPONG != 0;
-    auto kern = flash_bwd_wgmma_kernel<T, D, BM, SPLITN, DQT, LMK_FLASH_WGMMA_BWD_ORDER != 0 && !PP, PP>;
+    auto kern = flash_bwd_wgmma_kernel<T, DR, D, BM, SPLITN, DQT, LMK_FLASH_WGMMA_BWD_ORDER != 0 && !PP, PP>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)P::SMEM) !=
         cudaSuccess)
         return LMK_DEVICE;
-    const float scale = 1.f / sqrtf((float)D);
+    const float scale = 1.f / sqrtf((float)DR);
     const unsigned key_blocks = (unsigned)((s->T + P::BN - 1) / P::BN), heads = (unsigned)(s->B * s->H);
     const dim3 grid = LMK_FLASH_WGMMA_BWD_HEAVY_FIRST ? dim3(heads, key_blocks) : dim3(key_blocks, heads);
     kern<<<grid, P::THREADS, P::SMEM, st>>>(mq, mk, mv, mdo, mdq, lse, dsum, (T *)dk, (T *)dv, dqacc,
                                             s->T, s->causal, scale * WB_LOG2E, scale);
     if (cudaGetLastError() != cudaSuccess)
         return LMK_DEVICE;
-    const size_t n = rows * D, blocks = (n / 4 + 255) / 256;
+    const size_t n = rows * DR, blocks = (n / 4 + 255) / 256;
     flash_bwd_wgmma_dq_kernel<T><<<(unsigned)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0, st>>>(
         (T *)dq, dqacc, n, scale);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
@@ -859,7 +885,13 @@ int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const 
 
 extern "C" int lmk_flash_wgmma_bwd_usable(const lmk_attn_shape *s)
 {
-    if (!LMK_FLASH_WGMMA_BWD || !s || !s->atomic_dq || (s->d != 64 && s->d != 128) ||
+    /* padded dims: the TMA dQ path's 64 x 64 tiles (d 32: 128-query tiles;
+     * d 80: dQ split by columns) */
+    const bool pad_ok =
+        LMK_FLASH_WGMMA_BWD_DQ_TMA && s &&
+        ((s->d == 32 && (LMK_FLASH_WGMMA_BWD_PAD_DIMS & 2) && LMK_FLASH_WGMMA_BWD_D64_BM == 128) ||
+         (s->d == 80 && (LMK_FLASH_WGMMA_BWD_PAD_DIMS & 8) && LMK_FLASH_WGMMA_BWD_SPLITN));
+    if (!LMK_FLASH_WGMMA_BWD || !s || !s->atomic_dq || (s->d != 64 && s->d != 128 && !pad_ok) ||
         (s->dtype != LMK_F16 && s->dtype != LMK_BF16) || s->T < 128 || s->B < 1 || s->H < 1 ||
         (long long)s->B * s->H > 65535 || (long long)s->B * s->H * s->T + 64 > INT32_MAX ||
         (LMK_FLASH_WGMMA_BWD_HEAVY_FIRST && (s->T + 127) / 128 > 65535)) /* grid.y */
@@ -895,11 +927,24 @@ extern "C" int lmk_flash_wgmma_bwd(void *dq, void *dk, void *dv, float *dqacc, c
         if ((uintptr_t)p & 15)
             return LMK_INVALID;
     cudaStream_t st = (cudaStream_t)stream;
-    if (s->d == 64)
-        return s->dtype == LMK_BF16
-                   ? launch<__nv_bfloat16, 64>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st)
-                   : launch<__half, 64>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
-    return s->dtype == LMK_BF16
-               ? launch<__nv_bfloat16, 128>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st)
-               : launch<__half, 128>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
+    const bool bf = s->dtype == LMK_BF16;
+    switch (s->d) {
+    case 64:
+        return bf ? launch<__nv_bfloat16, 64>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st)
+                  : launch<__half, 64>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
+    case 128:
+        return bf ? launch<__nv_bfloat16, 128>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st)
+                  : launch<__half, 128>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
+#if LMK_FLASH_WGMMA_BWD_PAD_DIMS & 2
+    case 32:
+        return bf ? launch<__nv_bfloat16, 32>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st)
+                  : launch<__half, 32>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
+#endif
+#if LMK_FLASH_WGMMA_BWD_PAD_DIMS & 8
+    case 80:
+        return bf ? launch<__nv_bfloat16, 80>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st)
+                  : launch<__half, 80>(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
+#endif
+    }
+    return LMK_INVALID;
 }

@@ -35,6 +35,7 @@
 
 #include "../attention.h"
 #include "flash_wgmma.h"
+#include "flash_f32tc.h"
 #include "flash_wgmma_bwd.h"
 extern "C" {
 #include "../status.h"
@@ -2132,10 +2133,15 @@ int fwd_launch(void *o, float *lse, const void *q, const void *k, const void *v,
                                                                        scale * LOG2E, st);
         }
     }
-    if constexpr (sizeof(T) == 4) /* fp32: the pipelined kernel (cp.async) */
-        if (aligned16({o, q, k, v}))
+    if constexpr (sizeof(T) == 4) /* fp32: 3xTF32 tensor cores (flash_f32tc.cu decides), else
+                                     the pipelined CUDA-core kernel (cp.async) */
+        if (aligned16({o, q, k, v})) {
+            if (lmk_flash_f32tc_usable(s) && aligned16({lse}))
+                return lmk_flash_f32tc_fwd((float *)o, lse, (const float *)q, (const float *)k,
+                                           (const float *)v, s, st);
             return fwd_f32_launch<D>((float *)o, lse, (const float *)q, (const float *)k,
                                      (const float *)v, s, scale * LOG2E, st);
+        }
     dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
     const size_t smem = smem_bytes<D>(3, 1);
     auto kern = flash_fwd_kernel<T, D>;
@@ -2199,32 +2205,40 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
             return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
         }
     }
-    if constexpr (sizeof(T) == 4 && D % 64 == 0) { /* fp32 single pass: dQ by atomics into dq */
-        if (s->atomic_dq && aligned16({dq})) {
+    if constexpr (sizeof(T) == 4) { /* fp32 single pass: dQ by atomics into dq */
+        const bool tc = lmk_flash_f32tc_usable(s) && /* 3xTF32 tensor cores, any d */
+                        aligned16({dq, dk, dv, dout, q, k, v, lse, work});
+        if (s->atomic_dq && (tc || D % 64 == 0) && aligned16({dq})) {
             flash_bwd_dot_kernel<T><<<dot_blocks, 256, 0, st>>>(work, (float *)dq,
                                                                  (const T *)dout, (const T *)o,
                                                                  rows, D);
             if (cudaGetLastError() != cudaSuccess)
                 return LMK_DEVICE;
-            dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
-            const size_t smem_kv = smem_bytes<D>(4, 2);
-            if (aligned16({dk, dv, dout, q, k, v})) { /* pipelined */
-                auto kp = flash_bwd_f32_kernel<D>;
-                if (set_smem(kp, smem_kv) != LMK_OK)
+            if (tc)
+                return lmk_flash_f32tc_bwd((float *)dq, (float *)dk, (float *)dv, work,
+                                           (const float *)dout, (const float *)q,
+                                           (const float *)k, (const float *)v, lse, s, st);
+            if constexpr (D % 64 == 0) { /* the CUDA-core single pass */
+                dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
+                const size_t smem_kv = smem_bytes<D>(4, 2);
+                if (aligned16({dk, dv, dout, q, k, v})) { /* pipelined */
+                    auto kp = flash_bwd_f32_kernel<D>;
+                    if (set_smem(kp, smem_kv) != LMK_OK)
+                        return LMK_DEVICE;
+                    kp<<<grid, NT, smem_kv, st>>>((float *)dk, (float *)dv, (float *)dq,
+                                                  (const float *)dout, (const float *)q,
+                                                  (const float *)k, (const float *)v, lse, work,
+                                                  s->T, s->causal, scale * LOG2E, scale);
+                    return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+                }
+                auto kkv = flash_bwd_dkdv_kernel<T, D, true>;
+                if (set_smem(kkv, smem_kv) != LMK_OK)
                     return LMK_DEVICE;
-                kp<<<grid, NT, smem_kv, st>>>((float *)dk, (float *)dv, (float *)dq,
-                                              (const float *)dout, (const float *)q,
-                                              (const float *)k, (const float *)v, lse, work,
-                                              s->T, s->causal, scale * LOG2E, scale);
+                kkv<<<grid, NT, smem_kv, st>>>((T *)dk, (T *)dv, (float *)dq, (const T *)dout,
+                                               (const T *)q, (const T *)k, (const T *)v, lse, work,
+                                               s->T, s->causal, scale * LOG2E, scale);
                 return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
             }
-            auto kkv = flash_bwd_dkdv_kernel<T, D, true>;
-            if (set_smem(kkv, smem_kv) != LMK_OK)
-                return LMK_DEVICE;
-            kkv<<<grid, NT, smem_kv, st>>>((T *)dk, (T *)dv, (float *)dq, (const T *)dout,
-                                           (const T *)q, (const T *)k, (const T *)v, lse, work,
-                                           s->T, s->causal, scale * LOG2E, scale);
-            return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
         }
     }
     flash_bwd_dot_kernel<T><<<dot_blocks, 256, 0, st>>>(work, nullptr, (const T *)dout,

@@ -11,7 +11,12 @@
  * runs where flash_attn.cu routes to it (the many-block lines say "wgmma")
  * and directly on small grids ("wgmma*"). Exit 77 without a GPU.
  * `test_flash only DTYPE` runs the checks of one dtype (float32, bfloat16,
- * float16); `test_flash bench [impl dtype B H T d causal]...` prints timing points
+ * float16). fp32 has the single pass at d 64, 128, and at every d where the
+ * 3xTF32 tensor-core kernels (flash_f32tc.cu) are switched on; the fp32
+ * cases also hold O, dQ, dK, dV to a normwise bound, ‖gpu − ref‖ ≤ 5e-6·‖ref‖
+ * (true-fp32 and 3xTF32 products both land near 1e-6; tf32 products, near
+ * 3e-4, would not), where ref is not rounding noise (rms > 1e-5: dQ and dK
+ * at T = 1 are 0 exactly); `test_flash bench [impl dtype B H T d causal]...` prints timing points
  * (JSON lines) instead (impl naive, flash, or flash_det: the deterministic
  * backward). */
 #include <cublas_v2.h>
@@ -23,6 +28,7 @@
 
 #include "attention.h"
 #include "cuda/backend_cuda.h"
+#include "cuda/flash_f32tc.h"
 #include "cuda/flash_wgmma_bwd.h"
 #include "dtype.h"
 #include "halfprec.h"
@@ -129,6 +135,28 @@ static int wgmma_bwd_direct(void **dev, float *dlse, float *dwork, const float *
     return rc;
 }
 
+/* Non-zero when dtype dt at head dim d has the single pass (dQ by atomics). */
+static int has_single_pass(lmk_dtype dt, int d)
+{
+    const lmk_attn_shape probe = {1, 1, 64, d, 0, dt, 1};
+    return dt != LMK_F32 || d % 64 == 0 || lmk_flash_f32tc_usable(&probe);
+}
+
+/* ‖gpu − ref‖ / ‖ref‖ over n elements; 0 when ref's rms is at most 1e-5
+ * (rounding noise: no relative bound applies). */
+static double norm_rel(const float *gpu, const float *ref, size_t n)
+{
+    double e = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        e += ((double)gpu[i] - ref[i]) * ((double)gpu[i] - ref[i]);
+        r += (double)ref[i] * ref[i];
+    }
+    return r > 1e-10 * (double)n ? sqrt(e / r) : 0;
+}
+
+/* fp32's normwise bound on O, dQ, dK, dV against the CPU reference. */
+#define F32_NORM_RTOL 5e-6
+
 /* One case (atomic: 0 deterministic, 1 the single pass, 2 the wgmma single
  * pass called directly); returns the number of failed tensors. */
 static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d, int causal,
@@ -231,6 +259,12 @@ static int run_case(lmk_attn_impl impl, lmk_dtype dt, int B, int H, int T, int d
                            : compare(lse_got, lse_ref, rows, tol_for(dt, 0), &worst);
         len += snprintf(line + len, sizeof line - len, " %s %.1e%s", names[t], worst,
                         bad ? "!" : "");
+        if (t < 4 && dt == LMK_F32 && impl == LMK_ATTN_FLASH) { /* normwise, fp32 */
+            const double rel = norm_rel(got[t], ref[t], n);
+            len += snprintf(line + len, sizeof line - len, " (%.1e%s)", rel,
+                            rel > F32_NORM_RTOL ? "!" : "");
+            bad += rel > F32_NORM_RTOL;
+        }
         if (bad) {
             fails++;
         }
@@ -373,7 +407,7 @@ int main(int argc, char **argv)
                     int T = Ts[ti], B = T >= 1000 ? 1 : 2, H = T >= 1000 ? 1 : 3;
                     fails += run_case(LMK_ATTN_FLASH, dts[di], B, H, T, ds[dj], c, 0, hb) != 0;
                     cases++;
-                    if (dts[di] != LMK_F32 || ds[dj] % 64 == 0) { /* the single pass */
+                    if (has_single_pass(dts[di], ds[dj])) { /* the single pass */
                         fails += run_case(LMK_ATTN_FLASH, dts[di], B, H, T, ds[dj], c, 1, hb) != 0;
                         cases++;
                     }
@@ -385,7 +419,7 @@ int main(int argc, char **argv)
     /* many blocks per SM: the unsplit kernels (the CPU reference would be slow) */
     for (int di = 0; di < 3; di++)
         for (int dj = 0; dj < 5 && (!filter || dts[di] == only); dj++)
-            for (int c = 0; c < 2 && (dts[di] != LMK_F32 || ds[dj] % 64 == 0); c++) {
+            for (int c = 0; c < 2 && has_single_pass(dts[di], ds[dj]); c++) {
                 fails += big_case(dts[di], 2, 16, 2100 + 37 * dj, ds[dj], c) != 0;
                 cases++;
             }

@@ -1,0 +1,604 @@
+/* fp32 flash attention on tensor cores with fp32 accuracy: the forward and
+ * the single-pass backward of cuda/flash_attn.cu's fp32 paths, every matrix
+ * product as 3xTF32 on mma.sync m16n8k8 (the math and shapes: attention.h).
+ *
+ * 3xTF32. Each fp32 operand x is split into big = tf32(x) and small =
+ * tf32(x − big) (tf32: 10 explicit mantissa bits, rounded to nearest, ties
+ * away from zero; x − big is exact in fp32), and a·b is accumulated as
+ * small_a·big_b + big_a·small_b + big_a·big_b in fp32 (the small·small term
+ * is dropped). Each operand is then represented to |x − big − small| ≤
+ * 2^-22·|x| and each product to about 3·2^-22 ≈ 7e-7 relative before the
+ * fp32 accumulation, against fp32's 2^-24 ≈ 6e-8 per rounding: a few fp32
+ * ulps, not tf32's 2^-11. It is the method of the PyTorch peer: the
+ * memory-efficient SDPA kernel (CUTLASS, from xFormers) runs fp32 on sm80+
+ * with OpMultiplyAddFastF32, the same three tf32 products. The softmax
+ * (running max, exp2, row sums), the log-sum-exp, D = rowsum(dO∘O) and the
+ * scales stay in fp32 on the CUDA cores, as in flash_attn.cu.
+ *
+ * Shared tiles are raw fp32, (rows, W) with W = d rounded up to 32 words and
+ * column c of row r stored at r·W + (c ^ 8·((r ^ r>>2) & 3)): the XOR keeps
+ * 16-byte chunks whole (cp.async) and pairs (2j, 2j+1) adjacent, and makes
+ * both fragment reads conflict-free: "row" reads (lane (g, t) = (lane/4,
+ * lane%4) reads row g, columns 2t, 2t+1 as one 8-byte load: the A operand,
+ * and B where B's columns are the tile's rows) and "column" reads (rows 2t
+ * and 2t+1, column g: B where B's k runs along the tile's rows). The k index
+ * of every product maps mma position t to element 2t and t+4 to 2t+1 of each
+ * group of 8, on both operands, so that an accumulator fragment (a row's
+ * columns 2t, 2t+1) is directly the A fragment of the next product (P·V,
+ * Pᵀ·dO, dSᵀ·Q) without a shuffle.
+ *
+ * Forward: one block per (16·NW queries, b·h), NW warps of 16 query rows;
+ * 64-key K and V tiles by cp.async, double-buffered; S = Q·Kᵀ, online
+ * softmax in log2 units, O += P·V. Causal blocks run longest first.
+ * Backward (single pass): one block per (64 keys, b·h), 4 warps of 16 keys;
+ * loops over BQ-query tiles (Q, dO, lse, D; cp.async, NBUF buffers): Sᵀ =
+ * K·Qᵀ, dPᵀ = V·dOᵀ, Pᵀ = exp2(Sᵀ·s·log2e − lse·log2e), dSᵀ = Pᵀ∘(dPᵀ − D);
+ * dV += Pᵀ·dO, dK += dSᵀ·Q in registers; dS to shared memory, then dQ +=
+ * s·dS·K added to global dq by float2 atomics (rounding order varies
+ * between runs).
+ *
+ * Knob: LMK_FLASH_F32TC (0: lmk_flash_f32tc_usable says 0 and flash_attn.cu
+ * keeps its CUDA-core fp32 kernels). */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "flash_f32tc.h"
+extern "C" {
+#include "../status.h"
+}
+
+#ifndef LMK_FLASH_F32TC
+#define LMK_FLASH_F32TC 0
+#endif
+/* The backward's query tile at d 64 (64 or 32) and its buffers (1 or 2):
+ * a build-time choice for A/B timing. */
+#ifndef LMK_FLASH_F32TC_BQ64
+#define LMK_FLASH_F32TC_BQ64 64
+#endif
+
+namespace {
+
+constexpr int BK = 64;  /* keys per forward K/V tile and per backward block */
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+/* Row stride (floats) of a shared tile of D columns. */
+template <int D> __host__ __device__ constexpr int row_words() { return (D + 31) / 32 * 32; }
+
+/* Word offset of (r, c) in a shared tile of row stride W (a multiple of 32). */
+template <int W> __device__ __forceinline__ int sidx(int r, int c)
+{
+    return r * W + (c ^ (((r ^ (r >> 2)) & 3) << 3));
+}
+
+__device__ __forceinline__ unsigned smem_u32(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void cp_async16(float *sm, const float *g)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(sm)), "l"(g));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+/* sm (ROWS, W) ← rows row0… of g (T, D) (16-byte aligned); rows past T
+ * are zero. NTHR threads. */
+template <int D, int ROWS, int NTHR>
+__device__ __forceinline__ void load_rows(float *sm, const float *g, int row0, int T)
+{
+    constexpr int CH = D / 4; /* 16-byte chunks per row */
+    for (int i = threadIdx.x; i < ROWS * CH; i += NTHR) {
+        const int r = i / CH, c = (i - r * CH) * 4;
+        float *dst = sm + sidx<row_words<D>()>(r, c);
+        if (row0 + r < T)
+            cp_async16(dst, g + (size_t)(row0 + r) * D + c);
+        else
+            *reinterpret_cast<float4 *>(dst) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
+/* --- 3xTF32 ------------------------------------------------------------- */
+
+/* x = hi + lo + e, hi and lo tf32 (low 13 bits zero), |e| ≤ 2^-22·|x|. */
+__device__ __forceinline__ void split(float x, uint32_t &hi, uint32_t &lo)
+{
+    hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    lo = (__float_as_uint(x - __uint_as_float(hi)) + 0x1000u) & 0xffffe000u;
+}
+
+struct frag_a { /* an m16k8 A fragment, split */
+    uint32_t hi[4], lo[4];
+};
+struct frag_b { /* a k8n8 B fragment, split */
+    uint32_t hi[2], lo[2];
+};
+
+__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* c += a·b in 3xTF32 (the small terms first). */
+__device__ __forceinline__ void mma3(float c[4], const frag_a &a, const frag_b &b)
+{
+    mma_tf32(c, a.lo, b.hi[0], b.hi[1]);
+    mma_tf32(c, a.hi, b.lo[0], b.lo[1]);
+    mma_tf32(c, a.hi, b.hi[0], b.hi[1]);
+}
+
+/* A fragment of rows r0…r0+15, k-step kk, of a shared (rows, W) tile
+ * (a "row" read): a0, a2 = (r0+g, 8kk+2t, +1); a1, a3 = (r0+g+8, …). */
+template <int W>
+__device__ __forceinline__ frag_a lda_rows(const float *sm, int r0, int kk, int g, int t)
+{
+    const float2 u = *reinterpret_cast<const float2 *>(sm + sidx<W>(r0 + g, 8 * kk + 2 * t));
+    const float2 w = *reinterpret_cast<const float2 *>(sm + sidx<W>(r0 + g + 8, 8 * kk + 2 * t));
+    frag_a a;
+    split(u.x, a.hi[0], a.lo[0]);
+    split(w.x, a.hi[1], a.lo[1]);
+    split(u.y, a.hi[2], a.lo[2]);
+    split(w.y, a.hi[3], a.lo[3]);
+    return a;
+}
+
+/* B fragment whose n index runs over tile rows n0…n0+7 and k over columns
+ * 8kk… (a "row" read): b0, b1 = (n0+g, 8kk+2t, +1). */
+template <int W>
+__device__ __forceinline__ frag_b ldb_rows(const float *sm, int n0, int kk, int g, int t)
+{
+    const float2 u = *reinterpret_cast<const float2 *>(sm + sidx<W>(n0 + g, 8 * kk + 2 * t));
+    frag_b b;
+    split(u.x, b.hi[0], b.lo[0]);
+    split(u.y, b.hi[1], b.lo[1]);
+    return b;
+}
+
+/* B fragment whose k index runs over tile rows 8kk… and n over columns
+ * n0…n0+7 (a "column" read): b0 = (8kk+2t, n0+g), b1 = (8kk+2t+1, n0+g). */
+template <int W>
+__device__ __forceinline__ frag_b ldb_cols(const float *sm, int kk, int n0, int g, int t)
+{
+    frag_b b;
+    split(sm[sidx<W>(8 * kk + 2 * t, n0 + g)], b.hi[0], b.lo[0]);
+    split(sm[sidx<W>(8 * kk + 2 * t + 1, n0 + g)], b.hi[1], b.lo[1]);
+    return b;
+}
+
+/* The accumulator fragment c (rows g, g+8; columns 2t, 2t+1 of an n-tile) as
+ * the A fragment of k-step "that n-tile" under the k mapping above. */
+__device__ __forceinline__ frag_a acc_as_a(const float c[4])
+{
+    frag_a a;
+    split(c[0], a.hi[0], a.lo[0]);
+    split(c[2], a.hi[1], a.lo[1]);
+    split(c[1], a.hi[2], a.lo[2]);
+    split(c[3], a.hi[3], a.lo[3]);
+    return a;
+}
+
+/* --- forward ------------------------------------------------------------ */
+
+template <int D, int NW> constexpr size_t fwd_smem()
+{
+    return sizeof(float) * (size_t)row_words<D>() * (16 * NW + 4 * BK); /* Q | K[2] | V[2] */
+}
+
+// o: (B, H, T, D) out; lse: (B, H, T) out; q, k, v: (B, H, T, D), 16-byte
+// aligned. grid (ceil(T/(16·NW)), B·H), NW·32 threads, fwd_smem<D, NW>().
+// Warp w: query rows 16w…16w+15 of the tile; lane (g, t) holds rows g, g+8.
+template <int D, int NW>
+__global__ void __launch_bounds__(NW * 32, D <= 64 ? 2 : 1) /* d ≤ 64: two blocks per SM */
+    f32tc_fwd_kernel(float *o, float *lse, const float *q, const float *k, const float *v, int T,
+                     int causal, float scale_log2)
+{
+    constexpr int W = row_words<D>(), BQ = 16 * NW, NT = NW * 32;
+    extern __shared__ float4 smem4[];
+    float *Qs = reinterpret_cast<float *>(smem4); /* (BQ, W) */
+    float *Ks = Qs + BQ * W;                       /* [2] (BK, W) */
+    float *Vs = Ks + 2 * BK * W;                   /* [2] (BK, W) */
+
+    const int nqt = (T + BQ - 1) / BQ;
+    const int q0 = (causal ? nqt - 1 - (int)blockIdx.x : (int)blockIdx.x) * BQ;
+    const size_t head = (size_t)blockIdx.y * T;
+    q += head * D;
+    k += head * D;
+    v += head * D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int r0 = 16 * warp;
+    const int last_row = q0 + r0 + 15; /* the warp's last query */
+    const int nkt_all = (T + BK - 1) / BK;
+    const int nkt = causal ? min(nkt_all, (q0 + BQ - 1) / BK + 1) : nkt_all;
+
+    load_rows<D, BQ, NT>(Qs, q, q0, T);
+    load_rows<D, BK, NT>(Ks, k, 0, T);
+    load_rows<D, BK, NT>(Vs, v, 0, T);
+    cp_commit();
+
+    float acc[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}; /* rows g, g+8; l per thread */
+
+    for (int j = 0; j < nkt; j++) {
+        cp_wait_all();
+        __syncthreads(); /* tile j landed; tile j−1's buffers are free */
+        if (j + 1 < nkt) {
+            load_rows<D, BK, NT>(Ks + ((j + 1) & 1) * BK * W, k, (j + 1) * BK, T);
+            load_rows<D, BK, NT>(Vs + ((j + 1) & 1) * BK * W, v, (j + 1) * BK, T);
+        }
+        cp_commit();
+        const int k0 = j * BK;
+        if (causal && k0 > last_row)
+            continue; /* the whole tile is above this warp's diagonal */
+        const float *Kb = Ks + (j & 1) * BK * W, *Vb = Vs + (j & 1) * BK * W;
+
+        float s[BK / 8][4];
+#pragma unroll
+        for (int n = 0; n < BK / 8; n++)
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 8; kk++) {
+            const frag_a a = lda_rows<W>(Qs, r0, kk, g, t);
+#pragma unroll
+            for (int n = 0; n < BK / 8; n++)
+                mma3(s[n], a, ldb_rows<W>(Kb, 8 * n, kk, g, t));
+        }
+        if ((causal && k0 + BK - 1 > q0 + r0) || k0 + BK > T) { /* edge tile: mask */
+#pragma unroll
+            for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = k0 + 8 * n + 2 * t + (e & 1);
+                    const int row = q0 + r0 + g + 8 * (e >> 1);
+                    if (key >= T || (causal && key > row))
+                        s[n][e] = -INFINITY;
+                }
+        }
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < BK / 8; n++) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+            mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
+        }
+        float alpha[2], mneg[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            /* tile 0 always has an unmasked key for every row, so m is finite
+             * from then on */
+            const float mnew = fmaxf(m[h], mx[h] * scale_log2);
+            alpha[h] = exp2f(m[h] - mnew);
+            m[h] = mnew;
+            mneg[h] = -mnew;
+            l[h] *= alpha[h];
+        }
+#pragma unroll
+        for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float p = exp2f(fmaf(s[n][e], scale_log2, mneg[e >> 1]));
+                s[n][e] = p;
+                l[e >> 1] += p;
+            }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            acc[n][0] *= alpha[0];
+            acc[n][1] *= alpha[0];
+            acc[n][2] *= alpha[1];
+            acc[n][3] *= alpha[1];
+        }
+#pragma unroll
+        for (int kk = 0; kk < BK / 8; kk++) {
+            const frag_a a = acc_as_a(s[kk]);
+#pragma unroll
+            for (int n = 0; n < D / 8; n++)
+                mma3(acc[n], a, ldb_cols<W>(Vb, kk, 8 * n, g, t));
+        }
+    }
+
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = q0 + r0 + g + 8 * h;
+        if (row >= T)
+            continue;
+        const float inv = 1.f / l[h];
+        float *orow = o + (head + row) * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<float2 *>(orow + 8 * n + 2 * t) =
+                make_float2(acc[n][2 * h] * inv, acc[n][2 * h + 1] * inv);
+        if (t == 0)
+            lse[head + row] = (m[h] + log2f(l[h])) * LN2;
+    }
+}
+
+/* --- backward (single pass) --------------------------------------------- */
+
+template <int D> __host__ __device__ constexpr int bwd_bq() { return D <= 32 ? 64 : D == 64 ? LMK_FLASH_F32TC_BQ64 : 32; }
+template <int D> __host__ __device__ constexpr int bwd_nbuf()
+{
+    return D <= 32 || D == 80 || (D == 64 && LMK_FLASH_F32TC_BQ64 == 32) ? 2 : 1;
+}
+template <int D> constexpr size_t bwd_smem()
+{
+    constexpr int W = row_words<D>(), BQ = bwd_bq<D>(), NB = bwd_nbuf<D>();
+    /* K | V | Q[NB] | dO[NB] | dS | lse[NB] | D[NB] */
+    return sizeof(float) * ((size_t)2 * BK * W + (size_t)2 * NB * BQ * W + BQ * BK + 2 * NB * BQ);
+}
+
+// dk, dv: (B, H, T, D) out; dq: (B, H, T, D) float32, zeroed, gets scale·dS·K
+// added by atomics; dout, q, k, v: (B, H, T, D), 16-byte aligned; lse, dsum:
+// (B, H, T). grid (ceil(T/64), B·H), 128 threads, bwd_smem<D>(). Warp w:
+// keys 16w…16w+15 of the block's 64; lane (g, t) holds keys g, g+8.
+template <int D>
+__global__ void __launch_bounds__(128)
+    f32tc_bwd_kernel(float *dk, float *dv, float *dq, const float *dout, const float *q,
+                     const float *k, const float *v, const float *lse, const float *dsum, int T,
+                     int causal, float scale_log2, float scale)
+{
+    constexpr int W = row_words<D>(), BQ = bwd_bq<D>(), NB = bwd_nbuf<D>();
+    constexpr int QG = BQ / 16, CG = 4 / QG, NC = D / CG; /* dQ: warps over rows × columns */
+    static_assert(NC % 8 == 0, "dQ column groups of whole n-tiles");
+    extern __shared__ float4 smem4[];
+    float *Ks = reinterpret_cast<float *>(smem4); /* (BK, W) */
+    float *Vs = Ks + BK * W;                       /* (BK, W) */
+    float *Qs = Vs + BK * W;                       /* [NB] (BQ, W) */
+    float *dOs = Qs + NB * BQ * W;                 /* [NB] (BQ, W) */
+    float *dSs = dOs + NB * BQ * W;                /* (BQ, BK): queries × keys */
+    float *Ls = dSs + BQ * BK;                     /* [NB] (BQ): lse·log2e, +inf past T */
+    float *Ds = Ls + NB * BQ;                      /* [NB] (BQ): D, 0 past T */
+
+    const int k0 = blockIdx.x * BK;
+    const size_t head = (size_t)blockIdx.y * T;
+    q += head * D;
+    k += head * D;
+    v += head * D;
+    dout += head * D;
+    lse += head;
+    dsum += head;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int kr0 = 16 * warp;
+    const int qt0 = causal ? k0 / BQ : 0, nqt = (T + BQ - 1) / BQ;
+
+    auto load_q_tile = [&](int i, int b) {
+        load_rows<D, BQ, 128>(Qs + b * BQ * W, q, i * BQ, T);
+        load_rows<D, BQ, 128>(dOs + b * BQ * W, dout, i * BQ, T);
+        for (int r = threadIdx.x; r < BQ; r += 128) {
+            const int row = i * BQ + r;
+            Ls[b * BQ + r] = row < T ? lse[row] * LOG2E : INFINITY;
+            Ds[b * BQ + r] = row < T ? dsum[row] : 0.f;
+        }
+    };
+
+    load_rows<D, BK, 128>(Ks, k, k0, T);
+    load_rows<D, BK, 128>(Vs, v, k0, T);
+    load_q_tile(qt0, 0);
+    cp_commit();
+
+    float dka[D / 8][4], dva[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            dka[n][e] = dva[n][e] = 0.f;
+
+    for (int i = qt0; i < nqt; i++) {
+        const int b = NB == 2 ? (i - qt0) & 1 : 0, qb = i * BQ;
+        cp_wait_all();
+        __syncthreads(); /* tile i landed; iteration i−1 is done with dS and tile i−1 */
+        if (NB == 2) {
+            if (i + 1 < nqt)
+                load_q_tile(i + 1, b ^ 1);
+            cp_commit();
+        }
+        const float *Qb = Qs + b * BQ * W, *dOb = dOs + b * BQ * W;
+        const float *Lb = Ls + b * BQ, *Db = Ds + b * BQ;
+
+        float st[BQ / 8][4], dpt[BQ / 8][4]; /* Sᵀ, dPᵀ: (16 keys, BQ queries) */
+#pragma unroll
+        for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                st[n][e] = dpt[n][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 8; kk++) {
+            const frag_a ak = lda_rows<W>(Ks, kr0, kk, g, t);
+#pragma unroll
+            for (int n = 0; n < BQ / 8; n++)
+                mma3(st[n], ak, ldb_rows<W>(Qb, 8 * n, kk, g, t));
+            const frag_a av = lda_rows<W>(Vs, kr0, kk, g, t);
+#pragma unroll
+            for (int n = 0; n < BQ / 8; n++)
+                mma3(dpt[n], av, ldb_rows<W>(dOb, 8 * n, kk, g, t));
+        }
+        const bool edge = causal && qb < k0 + BK - 1; /* some query < some key */
+#pragma unroll
+        for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int qi = 8 * n + 2 * t + (e & 1);
+                float p = exp2f(fmaf(st[n][e], scale_log2, -Lb[qi]));
+                if (edge && qb + qi < k0 + kr0 + g + 8 * (e >> 1))
+                    p = 0.f;
+                st[n][e] = p;
+                dpt[n][e] = p * (dpt[n][e] - Db[qi]);
+            }
+        /* dV += Pᵀ·dO, dK += dSᵀ·Q: k over the tile's queries */
+#pragma unroll
+        for (int kk = 0; kk < BQ / 8; kk++) {
+            const frag_a ap = acc_as_a(st[kk]);
+#pragma unroll
+            for (int n = 0; n < D / 8; n++)
+                mma3(dva[n], ap, ldb_cols<W>(dOb, kk, 8 * n, g, t));
+            const frag_a as = acc_as_a(dpt[kk]);
+#pragma unroll
+            for (int n = 0; n < D / 8; n++)
+                mma3(dka[n], as, ldb_cols<W>(Qb, kk, 8 * n, g, t));
+        }
+        /* dS (queries × keys) to shared memory */
+#pragma unroll
+        for (int n = 0; n < BQ / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                dSs[sidx<BK>(8 * n + 2 * t + (e & 1), kr0 + g + 8 * (e >> 1))] = dpt[n][e];
+        __syncthreads();
+        /* dQ rows qr0…+15, columns c0…c0+NC−1 += scale·dS·K */
+        const int qr0 = 16 * (warp % QG), c0 = NC * (warp / QG);
+        float dqa[NC / 8][4];
+#pragma unroll
+        for (int n = 0; n < NC / 8; n++)
+            dqa[n][0] = dqa[n][1] = dqa[n][2] = dqa[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < BK / 8; kk++) {
+            const frag_a a = lda_rows<BK>(dSs, qr0, kk, g, t);
+#pragma unroll
+            for (int n = 0; n < NC / 8; n++)
+                mma3(dqa[n], a, ldb_cols<W>(Ks, kk, c0 + 8 * n, g, t));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = qb + qr0 + g + 8 * h;
+            if (row >= T)
+                continue;
+            float *dqrow = dq + (head + row) * D + c0 + 2 * t;
+#pragma unroll
+            for (int n = 0; n < NC / 8; n++)
+                atomicAdd(reinterpret_cast<float2 *>(dqrow + 8 * n),
+                          make_float2(dqa[n][2 * h] * scale, dqa[n][2 * h + 1] * scale));
+        }
+        if (NB == 1 && i + 1 < nqt) {
+            __syncthreads(); /* every warp is done with tile i */
+            load_q_tile(i + 1, 0);
+            cp_commit();
+        }
+    }
+
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int key = k0 + kr0 + g + 8 * h;
+        if (key >= T)
+            continue;
+        float *dkrow = dk + (head + key) * D + 2 * t, *dvrow = dv + (head + key) * D + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            *reinterpret_cast<float2 *>(dkrow + 8 * n) =
+                make_float2(dka[n][2 * h] * scale, dka[n][2 * h + 1] * scale);
+            *reinterpret_cast<float2 *>(dvrow + 8 * n) = make_float2(dva[n][2 * h], dva[n][2 * h + 1]);
+        }
+    }
+}
+
+/* --- launchers ----------------------------------------------------------- */
+
+template <typename K> int set_smem(K kern, size_t bytes)
+{
+    return cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) ==
+                   cudaSuccess
+               ? LMK_OK
+               : LMK_DEVICE;
+}
+
+/* Multiprocessors of the current device (132 when the query fails). */
+int sm_count()
+{
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        return 132;
+    return n;
+}
+
+template <int D, int NW>
+int fwd_launch_nw(float *o, float *lse, const float *q, const float *k, const float *v,
+                  const lmk_attn_shape *s, cudaStream_t st)
+{
+    auto kern = f32tc_fwd_kernel<D, NW>;
+    constexpr size_t smem = fwd_smem<D, NW>();
+    if (set_smem(kern, smem) != LMK_OK)
+        return LMK_DEVICE;
+    dim3 grid((s->T + 16 * NW - 1) / (16 * NW), s->B * s->H);
+    kern<<<grid, NW * 32, smem, st>>>(o, lse, q, k, v, s->T, s->causal,
+                                      LOG2E / sqrtf((float)D));
+    return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+}
+
+template <int D>
+int fwd_launch(float *o, float *lse, const float *q, const float *k, const float *v,
+               const lmk_attn_shape *s, cudaStream_t st)
+{
+    /* 128-query blocks (8 warps) where the grid fills every multiprocessor,
+     * else 64-query blocks (4 warps) */
+    if ((long long)s->B * s->H * ((s->T + 127) / 128) >= sm_count())
+        return fwd_launch_nw<D, 8>(o, lse, q, k, v, s, st);
+    return fwd_launch_nw<D, 4>(o, lse, q, k, v, s, st);
+}
+
+template <int D>
+int bwd_launch(float *dq, float *dk, float *dv, const float *dsum, const float *dout,
+               const float *q, const float *k, const float *v, const float *lse,
+               const lmk_attn_shape *s, cudaStream_t st)
+{
+    auto kern = f32tc_bwd_kernel<D>;
+    constexpr size_t smem = bwd_smem<D>();
+    if (set_smem(kern, smem) != LMK_OK)
+        return LMK_DEVICE;
+    const float scale = 1.f / sqrtf((float)D);
+    dim3 grid((s->T + BK - 1) / BK, s->B * s->H);
+    kern<<<grid, 128, smem, st>>>(dk, dv, dq, dout, q, k, v, lse, dsum, s->T, s->causal,
+                                  scale * LOG2E, scale);
+    return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
+}
+
+} // namespace
+
+extern "C" int lmk_flash_f32tc_usable(const lmk_attn_shape *s)
+{
+    return LMK_FLASH_F32TC && s && s->dtype == LMK_F32 && s->B > 0 && s->H > 0 && s->T > 0 &&
+           (long long)s->B * s->H <= 65535 && lmk_attn_head_dim_supported(s->d);
+}
+
+extern "C" int lmk_flash_f32tc_fwd(float *o, float *lse, const float *q, const float *k,
+                                   const float *v, const lmk_attn_shape *s, void *stream)
+{
+    if (!lmk_flash_f32tc_usable(s) || !o || !lse || !q || !k || !v)
+        return LMK_INVALID;
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (s->d) {
+#define XX(D) \
+    case D: return fwd_launch<D>(o, lse, q, k, v, s, st);
+        LMK_ATTN_HEAD_DIMS(XX)
+#undef XX
+    }
+    return LMK_INVALID;
+}
+
+extern "C" int lmk_flash_f32tc_bwd(float *dq, float *dk, float *dv, const float *dsum,
+                                   const float *dout, const float *q, const float *k,
+                                   const float *v, const float *lse, const lmk_attn_shape *s,
+                                   void *stream)
+{
+    if (!lmk_flash_f32tc_usable(s) || !dq || !dk || !dv || !dsum || !dout || !q || !k || !v ||
+        !lse)
+        return LMK_INVALID;
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (s->d) {
+#define XX(D) \
+    case D: return bwd_launch<D>(dq, dk, dv, dsum, dout, q, k, v, lse, s, st);
+        LMK_ATTN_HEAD_DIMS(XX)
+#undef XX
+    }
+    return LMK_INVALID;
+}

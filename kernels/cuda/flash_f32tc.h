@@ -1,0 +1,39 @@
+/* fp32 flash attention on tensor cores with fp32 accuracy (cuda/flash_f32tc.cu):
+ * every product as 3xTF32 (mma.sync m16n8k8 tf32, fp32 accumulate), PyTorch
+ * memory-efficient SDPA's own fp32 method. An internal alternative to the
+ * CUDA-core fp32 kernels in cuda/flash_attn.cu, which decides when to call it. */
+#ifndef LMK_FLASH_F32TC_H
+#define LMK_FLASH_F32TC_H
+
+#include "../attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Non-zero when the kernels are switched on (LMK_FLASH_F32TC in
+ * flash_f32tc.cu) and s can run here: fp32, d one of LMK_ATTN_HEAD_DIMS,
+ * B·H ≤ 65535. The caller checks 16-byte alignment. */
+int lmk_flash_f32tc_usable(const lmk_attn_shape *s);
+
+/* Forward. o: (B, H, T, d) out; lse: (B, H, T) out (natural log);
+ * q, k, v: (B, H, T, d) in; every pointer 16-byte aligned. Returns LMK_OK,
+ * LMK_INVALID (shape not usable) or LMK_DEVICE (launch failed). */
+int lmk_flash_f32tc_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
+                        const lmk_attn_shape *s, void *stream);
+
+/* The single-pass backward (one block per 64 keys; dQ by float32 atomics,
+ * so its rounding order varies between runs). dq: (B, H, T, d) float32,
+ * zeroed by the caller, gets scale·dS·K added; dk, dv: (B, H, T, d) out;
+ * dsum: (B, H, T), D = rowsum(dO∘O), computed by the caller; dout, q, k, v:
+ * (B, H, T, d); lse: (B, H, T) from the forward. Every pointer 16-byte
+ * aligned. Returns as the forward. */
+int lmk_flash_f32tc_bwd(float *dq, float *dk, float *dv, const float *dsum, const float *dout,
+                        const float *q, const float *k, const float *v, const float *lse,
+                        const lmk_attn_shape *s, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -56,6 +56,11 @@ extern "C" {
 #ifndef LMK_FLASH_F32TC_BQ64
 #define LMK_FLASH_F32TC_BQ64 64
 #endif
+/* Forward blocks per SM the register budget is set for at d ≤ 64 (2: at most
+ * 128 registers) — likewise for A/B timing. */
+#ifndef LMK_FLASH_F32TC_FWD_MINB
+#define LMK_FLASH_F32TC_FWD_MINB 2
+#endif
 
 namespace {
 
@@ -193,7 +198,7 @@ template <int D, int NW> constexpr size_t fwd_smem()
 // aligned. grid (ceil(T/(16·NW)), B·H), NW·32 threads, fwd_smem<D, NW>().
 // Warp w: query rows 16w…16w+15 of the tile; lane (g, t) holds rows g, g+8.
 template <int D, int NW>
-__global__ void __launch_bounds__(NW * 32, D <= 64 ? 2 : 1) /* d ≤ 64: two blocks per SM */
+__global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 1)
     f32tc_fwd_kernel(float *o, float *lse, const float *q, const float *k, const float *v, int T,
                      int causal, float scale_log2)
 {

@@ -15,6 +15,17 @@
  * (running max, exp2, row sums), the log-sum-exp, D = rowsum(dO∘O) and the
  * scales stay in fp32 on the CUDA cores, as in flash_attn.cu.
  *
+ * Accumulation. The tensor cores add into their fp32 accumulator without
+ * rounding to nearest: a sum carried through many mma drifts towards zero by
+ * about an ulp per mma (H100, 2026-11-22 08:35, PERF.md: O, dK and dV
+ * accumulated over all keys / queries in the mma accumulator erred by
+ * 7e-6 at T 1000 and 3e-5 to 4.5e-5 at T 4097, growing with T, against
+ * SDPA's 5e-7 to 9e-7; dQ, summed per 64-key tile, stayed near 2e-6). So no
+ * mma chain here is longer than one tile's k (≤ 16 steps of 8): O, dK and
+ * dV sum each tile in fresh accumulators and add them to fp32 registers with
+ * rounded adds; the forward's S and the backward's dPᵀ (in 32-query tiles)
+ * keep the small terms in an accumulator of their own.
+ *
  * Shared tiles are raw fp32, (rows, W) with W = d rounded up to 32 words and
  * column c of row r stored at r·W + (c ^ 8·((r ^ r>>2) & 3)): the XOR keeps
  * 16-byte chunks whole (cp.async) and pairs (2j, 2j+1) adjacent, and makes
@@ -52,14 +63,18 @@ extern "C" {
 #define LMK_FLASH_F32TC 0
 #endif
 /* The backward's query tile at d 64 (64 or 32) and its buffers (1 or 2):
- * a build-time choice for A/B timing. */
+ * a build-time choice for A/B timing. H100 2026-11-22 08:35, before the
+ * per-tile accumulators: 64 (one buffer) 17.6 ms, 32 (two) 19.4 ms at B 8
+ * T 16384 causal; with the per-tile accumulators 64 spills (208 bytes) and
+ * 32 does not: 32, untimed. */
 #ifndef LMK_FLASH_F32TC_BQ64
-#define LMK_FLASH_F32TC_BQ64 64
+#define LMK_FLASH_F32TC_BQ64 32
 #endif
 /* Forward blocks per SM the register budget is set for at d ≤ 64 (2: at most
- * 128 registers) — likewise for A/B timing. */
+ * 128 registers; 1, the default: H100 2026-11-22 08:35, d 64 B 8 T 16384
+ * forward 6.01 ms against 7.25 with 2) — likewise for A/B timing. */
 #ifndef LMK_FLASH_F32TC_FWD_MINB
-#define LMK_FLASH_F32TC_FWD_MINB 2
+#define LMK_FLASH_F32TC_FWD_MINB 1
 #endif
 
 namespace {
@@ -129,13 +144,52 @@ __device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* c += a·b in 3xTF32 (the small terms first). */
+/* a·b in 3xTF32, the big and the small terms in separate accumulators:
+ * hi += big_a·big_b; lo += small_a·big_b + big_a·small_b. The tensor cores
+ * add into an fp32 accumulator without rounding to nearest (they truncate),
+ * so a sum carried through many mma drifts towards zero by about an ulp per
+ * mma; the lo terms, 2^-11 of the hi ones, would lose their low bits
+ * against the running hi sum. Callers chain at most 16 mma into one hi
+ * (one tile's k) and add hi + lo into fp32 registers with ordinary
+ * (rounded) adds. */
+__device__ __forceinline__ void mma3(float hi[4], float lo[4], const frag_a &a, const frag_b &b)
+{
+    mma_tf32(lo, a.lo, b.hi[0], b.hi[1]);
+    mma_tf32(lo, a.hi, b.lo[0], b.lo[1]);
+    mma_tf32(hi, a.hi, b.hi[0], b.hi[1]);
+}
+
+/* c += a·b in 3xTF32 in one accumulator (the small terms first): for short
+ * chains (one tile's k) where registers are scarce. */
 __device__ __forceinline__ void mma3(float c[4], const frag_a &a, const frag_b &b)
 {
     mma_tf32(c, a.lo, b.hi[0], b.hi[1]);
     mma_tf32(c, a.hi, b.lo[0], b.lo[1]);
     mma_tf32(c, a.hi, b.hi[0], b.hi[1]);
 }
+
+/* Accumulator fragments (N of them) set to 0. */
+template <int N> __device__ __forceinline__ void zero(float c[N][4])
+{
+#pragma unroll
+    for (int n = 0; n < N; n++)
+        c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+}
+
+/* c[n] = hi[n] + lo[n] (rounded fp32 adds). */
+template <int N> __device__ __forceinline__ void fold(float c[N][4], const float hi[N][4],
+                                                      const float lo[N][4])
+{
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            c[n][e] = hi[n][e] + lo[n][e];
+}
+
+/* n-tiles per chunk of a long-running accumulator's per-tile sums: 4 where
+ * D/8 allows, else 2 (every head dim is a multiple of 16: D/8 is even). */
+template <int D> __host__ __device__ constexpr int chunk() { return (D / 8) % 4 == 0 ? 4 : 2; }
 
 /* A fragment of rows r0…r0+15, k-step kk, of a shared (rows, W) tile
  * (a "row" read): a0, a2 = (r0+g, 8kk+2t, +1); a1, a3 = (r0+g+8, …). */
@@ -185,6 +239,18 @@ __device__ __forceinline__ frag_a acc_as_a(const float c[4])
     split(c[1], a.hi[2], a.lo[2]);
     split(c[3], a.hi[3], a.lo[3]);
     return a;
+}
+
+/* acc_as_a, split anew at each call: the empty volatile asm hides c from
+ * common-subexpression elimination, so that a loop that splits the same
+ * fragments once per chunk keeps one chunk's splits live, not all. */
+__device__ __forceinline__ frag_a acc_as_a_anew(const float c[4])
+{
+    float x[4] = {c[0], c[1], c[2], c[3]};
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        asm volatile("" : "+f"(x[e]));
+    return acc_as_a(x);
 }
 
 /* --- forward ------------------------------------------------------------ */
@@ -245,15 +311,18 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
         const float *Kb = Ks + (j & 1) * BK * W, *Vb = Vs + (j & 1) * BK * W;
 
         float s[BK / 8][4];
+        {
+            float slo[BK / 8][4];
+            zero<BK / 8>(s);
+            zero<BK / 8>(slo);
 #pragma unroll
-        for (int n = 0; n < BK / 8; n++)
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+            for (int kk = 0; kk < D / 8; kk++) {
+                const frag_a a = lda_rows<W>(Qs, r0, kk, g, t);
 #pragma unroll
-        for (int kk = 0; kk < D / 8; kk++) {
-            const frag_a a = lda_rows<W>(Qs, r0, kk, g, t);
-#pragma unroll
-            for (int n = 0; n < BK / 8; n++)
-                mma3(s[n], a, ldb_rows<W>(Kb, 8 * n, kk, g, t));
+                for (int n = 0; n < BK / 8; n++)
+                    mma3(s[n], slo[n], a, ldb_rows<W>(Kb, 8 * n, kk, g, t));
+            }
+            fold<BK / 8>(s, s, slo);
         }
         if ((causal && k0 + BK - 1 > q0 + r0) || k0 + BK > T) { /* edge tile: mask */
 #pragma unroll
@@ -300,12 +369,28 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
             acc[n][2] *= alpha[1];
             acc[n][3] *= alpha[1];
         }
+        /* acc += P·V: the tile's sum in fresh accumulators, chunk<D>()
+         * n-tiles at a time, then added to acc */
+        constexpr int CH = chunk<D>();
+        frag_a pa[BK / 8];
 #pragma unroll
-        for (int kk = 0; kk < BK / 8; kk++) {
-            const frag_a a = acc_as_a(s[kk]);
+        for (int kk = 0; kk < BK / 8; kk++)
+            pa[kk] = acc_as_a(s[kk]);
 #pragma unroll
-            for (int n = 0; n < D / 8; n++)
-                mma3(acc[n], a, ldb_cols<W>(Vb, kk, 8 * n, g, t));
+        for (int n0 = 0; n0 < D / 8; n0 += CH) {
+            float hi[CH][4], lo[CH][4];
+            zero<CH>(hi);
+            zero<CH>(lo);
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; kk++)
+#pragma unroll
+                for (int n = 0; n < CH; n++)
+                    mma3(hi[n], lo[n], pa[kk], ldb_cols<W>(Vb, kk, 8 * (n0 + n), g, t));
+#pragma unroll
+            for (int n = 0; n < CH; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[n0 + n][e] += hi[n][e] + lo[n][e];
         }
     }
 
@@ -413,21 +498,30 @@ __global__ void __launch_bounds__(128)
         const float *Lb = Ls + b * BQ, *Db = Ds + b * BQ;
 
         float st[BQ / 8][4], dpt[BQ / 8][4]; /* Sᵀ, dPᵀ: (16 keys, BQ queries) */
+        { /* dPᵀ's small terms apart (dS takes dPᵀ − D, a difference), except
+           * in 64-query tiles (registers) */
+            constexpr int NLO = BQ == 64 ? 1 : BQ / 8;
+            float dptlo[NLO][4];
+            zero<BQ / 8>(st);
+            zero<BQ / 8>(dpt);
+            zero<NLO>(dptlo);
 #pragma unroll
-        for (int n = 0; n < BQ / 8; n++)
+            for (int kk = 0; kk < D / 8; kk++) {
+                const frag_a ak = lda_rows<W>(Ks, kr0, kk, g, t);
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                st[n][e] = dpt[n][e] = 0.f;
+                for (int n = 0; n < BQ / 8; n++)
+                    mma3(st[n], ak, ldb_rows<W>(Qb, 8 * n, kk, g, t));
+                const frag_a av = lda_rows<W>(Vs, kr0, kk, g, t);
 #pragma unroll
-        for (int kk = 0; kk < D / 8; kk++) {
-            const frag_a ak = lda_rows<W>(Ks, kr0, kk, g, t);
-#pragma unroll
-            for (int n = 0; n < BQ / 8; n++)
-                mma3(st[n], ak, ldb_rows<W>(Qb, 8 * n, kk, g, t));
-            const frag_a av = lda_rows<W>(Vs, kr0, kk, g, t);
-#pragma unroll
-            for (int n = 0; n < BQ / 8; n++)
-                mma3(dpt[n], av, ldb_rows<W>(dOb, 8 * n, kk, g, t));
+                for (int n = 0; n < BQ / 8; n++) {
+                    if constexpr (NLO == 1)
+                        mma3(dpt[n], av, ldb_rows<W>(dOb, 8 * n, kk, g, t));
+                    else
+                        mma3(dpt[n], dptlo[n], av, ldb_rows<W>(dOb, 8 * n, kk, g, t));
+                }
+            }
+            if constexpr (NLO > 1)
+                fold<BQ / 8>(dpt, dpt, dptlo);
         }
         const bool edge = causal && qb < k0 + BK - 1; /* some query < some key */
 #pragma unroll
@@ -441,17 +535,32 @@ __global__ void __launch_bounds__(128)
                 st[n][e] = p;
                 dpt[n][e] = p * (dpt[n][e] - Db[qi]);
             }
-        /* dV += Pᵀ·dO, dK += dSᵀ·Q: k over the tile's queries */
+        /* dV += Pᵀ·dO, dK += dSᵀ·Q (k over the tile's queries): the tile's
+         * sums (BQ/8 steps) in fresh accumulators, two n-tiles at a time
+         * (the A fragments split again for each pair: registers) */
 #pragma unroll
-        for (int kk = 0; kk < BQ / 8; kk++) {
-            const frag_a ap = acc_as_a(st[kk]);
+        for (int n0 = 0; n0 < D / 8; n0 += 2) {
+            float vt[2][4], kt[2][4];
+            zero<2>(vt);
+            zero<2>(kt);
 #pragma unroll
-            for (int n = 0; n < D / 8; n++)
-                mma3(dva[n], ap, ldb_cols<W>(dOb, kk, 8 * n, g, t));
-            const frag_a as = acc_as_a(dpt[kk]);
+            for (int kk = 0; kk < BQ / 8; kk++) {
+                const frag_a ap = acc_as_a_anew(st[kk]);
 #pragma unroll
-            for (int n = 0; n < D / 8; n++)
-                mma3(dka[n], as, ldb_cols<W>(Qb, kk, 8 * n, g, t));
+                for (int n = 0; n < 2; n++)
+                    mma3(vt[n], ap, ldb_cols<W>(dOb, kk, 8 * (n0 + n), g, t));
+                const frag_a as = acc_as_a_anew(dpt[kk]);
+#pragma unroll
+                for (int n = 0; n < 2; n++)
+                    mma3(kt[n], as, ldb_cols<W>(Qb, kk, 8 * (n0 + n), g, t));
+            }
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    dva[n0 + n][e] += vt[n][e];
+                    dka[n0 + n][e] += kt[n][e];
+                }
         }
         /* dS (queries × keys) to shared memory */
 #pragma unroll
@@ -462,10 +571,8 @@ __global__ void __launch_bounds__(128)
         __syncthreads();
         /* dQ rows qr0…+15, columns c0…c0+NC−1 += scale·dS·K */
         const int qr0 = 16 * (warp % QG), c0 = NC * (warp / QG);
-        float dqa[NC / 8][4];
-#pragma unroll
-        for (int n = 0; n < NC / 8; n++)
-            dqa[n][0] = dqa[n][1] = dqa[n][2] = dqa[n][3] = 0.f;
+        float dqa[NC / 8][4]; /* a fresh sum over the 64 keys, added by atomics */
+        zero<NC / 8>(dqa);
 #pragma unroll
         for (int kk = 0; kk < BK / 8; kk++) {
             const frag_a a = lda_rows<BK>(dSs, qr0, kk, g, t);

@@ -164,15 +164,16 @@ extern "C" {
  *                               dPᵀ take the d columns only (k16 steps), dK,
  *                               dV are stored and dQ added for the d columns
  *                               only, the softmax scale is d's; needs the TMA
- *                               dQ path (DQ_TMA, and SPLITN at d 80). 0 (the
- *                               default): not run on a GPU yet. Why: on the
- *                               H100 the d 64 kernel's backward at B8 H1
- *                               T16384 causal took 1.40-1.42 ms against SDPA's
- *                               d 32 backward 1.54 (and mma.sync's d 32 2.03-
- *                               2.09), d 128's 2.64-2.67 against SDPA's d 80
- *                               2.44 (mma.sync's d 80 5.03-5.09) (PERF.md). */
+ *                               dQ path (DQ_TMA, and SPLITN at d 80). 10 (the
+ *                               default, both): the lent H100 ran it (the
+ *                               lead's final call): test_flash 116/116
+ *                               (bf16, fp16; d 32 / 80 on 544+ blocks against
+ *                               the deterministic passes), flash_vs_torch
+ *                               126/126; backward at B8 H1 T16384 causal
+ *                               d 32 2.01 -> 1.21 ms (SDPA 1.56), d 80 5.07
+ *                               -> 2.45 (SDPA 2.43) (PERF.md). */
 #ifndef LMK_FLASH_WGMMA_BWD_PAD_DIMS
-#define LMK_FLASH_WGMMA_BWD_PAD_DIMS 0
+#define LMK_FLASH_WGMMA_BWD_PAD_DIMS 10
 #endif
 
 namespace {

@@ -34,6 +34,7 @@
 #include <initializer_list>
 
 #include "../attention.h"
+#include "device_query.cuh"
 #include "flash_wgmma.h"
 #include "flash_f32tc.h"
 #include "flash_wgmma_bwd.h"
@@ -2069,11 +2070,7 @@ int check_shape(const lmk_attn_shape *s)
 /* Multiprocessors of the current device (132 when the query fails). */
 int sm_count()
 {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-        return 132;
-    return n;
+    return lmk_cuda_sm_count(132);
 }
 
 template <typename T, int D, int BM, int MT, int SP>

@@ -54,6 +54,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "device_query.cuh"
 #include "flash_f32tc.h"
 extern "C" {
 #include "../status.h"
@@ -626,11 +627,7 @@ template <typename K> int set_smem(K kern, size_t bytes)
 /* Multiprocessors of the current device (132 when the query fails). */
 int sm_count()
 {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-        return 132;
-    return n;
+    return lmk_cuda_sm_count(132);
 }
 
 template <int D, int NW>

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <type_traits>
 
+#include "device_query.cuh"
 #include "flash_wgmma.h"
 #include "wgmma_sm90.cuh" /* saddr, descriptors, mbarriers, TMA, wg_mma, tensor maps */
 extern "C" {
@@ -560,13 +561,8 @@ fw_route route(const lmk_attn_shape *s)
     const int bit = s->d == 16 ? 1 : s->d == 32 ? 2 : s->d == 64 ? 4 : s->d == 80 ? 8 : s->d == 128 ? 16 : 0;
     if (!(bit & (LMK_FLASH_WGMMA_DIMS | LMK_FLASH_WGMMA_SPLIT_DIMS)))
         return FW_NONE;
-    int dev = 0, major = 0, minor = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return FW_NONE;
-    if (major != 9 || minor != 0) /* sm_90a code runs on compute capability 9.0 only */
+    const int sms = lmk_cuda_sm_count(0);
+    if (sms == 0 || !lmk_cuda_is_sm90())
         return FW_NONE;
     const bool small = (long long)s->B * s->H * ((s->T + 127) / 128) < 2LL * sms;
     if (small)

@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <type_traits>
 
+#include "device_query.cuh"
 #include "flash_wgmma_bwd.h"
 #include "wgmma_sm90.cuh"
 extern "C" {
@@ -897,21 +898,15 @@ extern "C" int lmk_flash_wgmma_bwd_usable(const lmk_attn_shape *s)
         (long long)s->B * s->H > 65535 || (long long)s->B * s->H * s->T + 64 > INT32_MAX ||
         (LMK_FLASH_WGMMA_BWD_HEAVY_FIRST && (s->T + 127) / 128 > 65535)) /* grid.y */
         return 0;
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        return 0;
-    return major == 9 && minor == 0; /* sm_90a code runs on compute capability 9.0 only */
+    return lmk_cuda_is_sm90();
 }
 
 extern "C" int lmk_flash_wgmma_bwd_preferred(const lmk_attn_shape *s)
 {
     if (!lmk_flash_wgmma_bwd_usable(s))
         return 0;
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    const int sms = lmk_cuda_sm_count(0);
+    if (sms == 0)
         return 0;
     return 100LL * s->B * s->H * ((s->T + 127) / 128) >= (long long)LMK_FLASH_WGMMA_BWD_MIN_BLOCKS_PCT * sms;
 }

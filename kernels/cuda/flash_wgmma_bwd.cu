@@ -612,27 +612,21 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             wb_to_a<T>(pa[kq], st, kq);
             wb_to_a<T>(dsa[kq], dpt, kq);
         }
-        /* dV_c += Pᵀ·dO, dK_c += dSᵀ·Q (m64nDk16, A from registers) */
-        auto mma_dv = [&]() {
+        /* acc (64 keys × D) += a (registers: 64 keys × BM queries, BM/16
+         * k-steps) · the BM × D tile at tile (shared, MN-major; m64nDk16) */
+        auto mma_rs = [&](float (&acc)[D / 8][4], const uint32_t (&a)[BM / 16][4], uint32_t tile) {
 #pragma unroll
             for (int kq = 0; kq < BM / 16; kq++) {
-                const uint64_t ddo = sw128_desc(sdO(s) + kq * 16 * 128, BM * 128);
+                const uint64_t desc = sw128_desc(tile + kq * 16 * 128, BM * 128);
                 if constexpr (D == 64)
-                    wg_mma<T>::rs64(adv, pa[kq], ddo);
+                    wg_mma<T>::rs64(acc, a[kq], desc);
                 else
-                    wg_mma<T>::rs128(adv, pa[kq], ddo);
+                    wg_mma<T>::rs128(acc, a[kq], desc);
             }
         };
-        auto mma_dk = [&]() {
-#pragma unroll
-            for (int kq = 0; kq < BM / 16; kq++) {
-                const uint64_t dq_ = sw128_desc(sQ(s) + kq * 16 * 128, BM * 128);
-                if constexpr (D == 64)
-                    wg_mma<T>::rs64(adk, dsa[kq], dq_);
-                else
-                    wg_mma<T>::rs128(adk, dsa[kq], dq_);
-            }
-        };
+        /* dV_c += Pᵀ·dO, dK_c += dSᵀ·Q */
+        auto mma_dv = [&]() { mma_rs(adv, pa, sdO(s)); };
+        auto mma_dk = [&]() { mma_rs(adk, dsa, sQ(s)); };
         if constexpr (ORD) { /* dV runs while dSᵀ goes to shared memory */
             wg_fence();
             mma_dv();

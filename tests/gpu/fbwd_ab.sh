@@ -105,32 +105,6 @@ for c in "$X"/*.cubin; do
     [ -f "$c" ] && cuobjdump -sass "$c" >"$OUT/$(basename "$c" .cubin).sass" 2>&1
 done
 
-python3 - "$OUT" <<'EOF'
-import json, sys, collections
-out = sys.argv[1]
-t = collections.defaultdict(list)
-for line in open(f"{out}/bench.log"):
-    v, js = line.split(" ", 1)
-    try:
-        r = json.loads(js)
-    except ValueError:
-        continue
-    k = (r["dtype"], r["batch"], r["heads"], r["seq"], r["d"], r["causal"])
-    t[k].append((v, r["bwd_ms"], r["fwd_bwd_ms"], r["rc"]))
-sd = {}
-try:
-    for line in open(f"{out}/torch.jsonl"):
-        r = json.loads(line)
-        sd[(r["batch"], r["heads"], r["seq"], r["d"])] = r
-except OSError:
-    pass
-for k, rows in t.items():
-    by = collections.defaultdict(list)
-    for v, b, fb, rc in rows:
-        by[v].append(f"{b:.3f}/{fb:.3f}" + ("" if rc == 0 else f" rc{rc}"))
-    s = sd.get(k[1:5])
-    print(" ".join(map(str, k)), "| " + " | ".join(f"{v} {' '.join(x)}" for v, x in by.items()),
-          f"| sdpa {s.get('bwd_ms')}/{s.get('fwd_bwd_ms')}" if s else "")
-EOF
+python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/bench.log" "$OUT/torch.jsonl" | tee "$OUT/table.md"
 log "done"
 T=$(mktemp -d) && tar cJf "$T/out.tar.xz" -C "$OUT" . && rm -rf "${OUT:?}"/* && mv "$T/out.tar.xz" "$OUT/"

@@ -29,38 +29,7 @@ PYLIB=$(python3 -c 'import glob, os, nvidia
 print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$X/lib:${LD_LIBRARY_PATH:-}"
 table() {
-    python3 - "$OUT" <<'PY' | tee "$OUT/table.md"
-import json, sys, collections, os
-out = sys.argv[1]
-ours = collections.defaultdict(list)
-for line in open(os.path.join(out, "ab.log")):
-    b, _, js = line.partition(" ")
-    try:
-        r = json.loads(js)
-    except ValueError:
-        continue
-    k = (r["dtype"], r["batch"], r["heads"], r["seq"], r["d"], r["causal"])
-    ours[k].append((b, r["fwd_ms"], r["bwd_ms"], r["fwd_bwd_ms"], r["fwd_tflops"], r["rc"]))
-sd = {}
-for line in open(os.path.join(out, "sdpa.log")):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    sd[(r["dtype"], r["batch"], r["heads"], r["seq"], r["d"], r["causal"])] = r
-print("| dtype B H T d causal | build: fwd ms (TFLOP/s) / fwd+bwd ms, per rep | SDPA fwd / fwd+bwd ms | best fwd ÷ SDPA fwd |")
-print("|---|---|---|---|")
-for k, rs in ours.items():
-    by = collections.OrderedDict()
-    for b, f, bw, fb, tf, rc in rs:
-        by.setdefault(b, []).append(f"{f:.3f} ({tf:.0f}) / {fb:.3f}" + ("" if rc == 0 else " rc!"))
-    s = sd.get(k)
-    cells = "; ".join(f"{b}: " + ", ".join(v) for b, v in by.items())
-    first = min(f for b, f, *_ in rs if b == rs[0][0])
-    ratio = f"{first / s['fwd_ms']:.2f}" if s else "-"
-    sdc = f"{s['fwd_ms']:.3f} / {s['fwd_bwd_ms']:.3f}" if s else "-"
-    print(f"| {' '.join(map(str, k))} | {cells} | {sdc} | {ratio} |")
-PY
+    python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/ab.log" "$OUT/sdpa.log" | tee "$OUT/table.md"
 }
 RC=0
 start=$(date +%s)

@@ -34,40 +34,7 @@ log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/run.log"; }
 # start) less 5, whichever is smaller; 1 when nothing is left
 lim() { local l=$(( ${DEADLINE:-270} - ($(date +%s) - start) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && l=$1; echo "$l"; }
 finish() {
-    python3 - "$OUT/l" <<'PY' | tee "$OUT/table.md"
-import json, sys, collections, os, statistics
-out = sys.argv[1]
-ours = collections.defaultdict(lambda: collections.defaultdict(list))
-for line in open(os.path.join(out, "ab.log")) if os.path.exists(os.path.join(out, "ab.log")) else []:
-    b, _, js = line.partition(" ")
-    try:
-        r = json.loads(js)
-    except ValueError:
-        continue
-    k = (r["dtype"], r["batch"], r["heads"], r["seq"], r["d"], r["causal"])
-    ours[k][b].append(r)
-sd = {}
-p = os.path.join(out, "sdpa.log")
-for line in open(p) if os.path.exists(p) else []:
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    sd[(r["dtype"], r["batch"], r["heads"], r["seq"], r["d"], r["causal"])] = r
-print("| dtype B H T d causal | build: fwd ms per round (best) / bwd ms (best) | SDPA fwd / bwd ms | best fwd ÷ SDPA per build |")
-print("|---|---|---|---|")
-for k, by in ours.items():
-    s = sd.get(k)
-    cells, rat = [], []
-    for b, rs in by.items():
-        f = [r["fwd_ms"] for r in rs]
-        cells.append(f"{b}: " + ", ".join(f"{x:.3f}" for x in f) + f" / {min(r['bwd_ms'] for r in rs):.3f}"
-                     + ("" if all(r["rc"] == 0 for r in rs) else " rc!"))
-        if s:
-            rat.append(f"{b} {min(f) / s['fwd_ms']:.3f}")
-    sdc = f"{s['fwd_ms']:.3f} / {s['bwd_ms']:.3f}" if s else "-"
-    print(f"| {' '.join(map(str, k))} | {'; '.join(cells)} | {sdc} | {', '.join(rat)} |")
-PY
+    python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/l/ab.log" "$OUT/l/sdpa.log" | tee "$OUT/table.md"
     tar czf "$OUT/logs.tgz" -C "$OUT" l && rm -rf "$OUT/l"
 }
 trap finish EXIT

@@ -91,21 +91,22 @@ template <int D> __device__ __forceinline__ int pb_col(int cb, int e)
         return cb + 16 * e;
 }
 
-/* acc[i][j] += Σ_c A[ra+i][c]·B[cb+16j][c];  A, B: (64, D+4) shared. Four
- * c at a time by float4 loads (8 loads per 64 FMA; c still in order). */
-template <int D>
-__device__ __forceinline__ void mm_abt(float acc[4][4], const float *A, const float *B, int ra,
-                                       int cb)
+/* acc[i][j] += Σ_c A[a0+RS·i][c]·B[b0+CS·j][c];  A, B: (64, D+4) shared. Four
+ * c at a time by float4 loads (8 loads per 64 FMA; c still in order); the c
+ * loop unrolled UNROLL times. */
+template <int D, int RS, int CS, int UNROLL>
+__device__ __forceinline__ void mm_abt_strided(float acc[4][4], const float *A, const float *B, int a0,
+                                               int b0)
 {
-#pragma unroll 2
+#pragma unroll UNROLL
     for (int c = 0; c < D; c += 4) {
         float4 a[4], b[4];
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            a[i] = lds4(A + (ra + i) * ldf<D>() + c);
+            a[i] = lds4(A + (a0 + RS * i) * ldf<D>() + c);
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            b[j] = lds4(B + (cb + 16 * j) * ldf<D>() + c);
+            b[j] = lds4(B + (b0 + CS * j) * ldf<D>() + c);
 #pragma unroll
         for (int e = 0; e < 4; e++)
 #pragma unroll
@@ -114,6 +115,14 @@ __device__ __forceinline__ void mm_abt(float acc[4][4], const float *A, const fl
                 for (int j = 0; j < 4; j++)
                     acc[i][j] = fmaf(comp(a[i], e), comp(b[j], e), acc[i][j]);
     }
+}
+
+/* acc[i][j] += Σ_c A[ra+i][c]·B[cb+16j][c] */
+template <int D>
+__device__ __forceinline__ void mm_abt(float acc[4][4], const float *A, const float *B, int ra,
+                                       int cb)
+{
+    mm_abt_strided<D, 1, 16, 2>(acc, A, B, ra, cb);
 }
 
 /* B[k][pb_col(cb, 0 … D/16−1)] into b. */
@@ -1868,23 +1877,7 @@ template <int D>
 __device__ __forceinline__ void mm_abt_rc(float acc[4][4], const float *A, const float *B, int ar,
                                           int bc)
 {
-#pragma unroll 4
-    for (int c = 0; c < D; c += 4) {
-        float4 a[4], b[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            a[i] = lds4(A + (ar + 8 * i) * ldf<D>() + c);
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            b[j] = lds4(B + (bc + 4 * j) * ldf<D>() + c);
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    acc[i][j] = fmaf(comp(a[i], e), comp(b[j], e), acc[i][j]);
-    }
+    mm_abt_strided<D, 8, 4, 4>(acc, A, B, ar, bc);
 }
 
 /* acc[i][4·jj+e] += Σ_k P[ar+8i][k]·B[k][bc + 64·jj + e];  P: (64, 68),

@@ -246,11 +246,6 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
         }
 }
 
-/* bar.sync among `threads` threads (a multiple of 32) on named barrier id */
-__device__ __forceinline__ void fw_bar_sync_n(int id, int threads)
-{
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 /* The head dim the kernel's tiles and accumulators have for head dim DR: 64
  * (DR 16, 32, 64) or 128 (DR 80, 128). Columns DR… of the shared tiles are
@@ -460,7 +455,7 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     if constexpr (SPLIT) { /* consumers 1… into consumer 0, in that order */
         /* every consumer is past its last MMA and every loaded tile has been
          * waited for: the ring is drained, reuse it */
-        fw_bar_sync_n(3, 128 * NC);
+        bar_sync_n(3, 128 * NC);
         float *x = reinterpret_cast<float *>(smraw + (base - saddr(smraw)) + P::OFF_K);
         const int tid = threadIdx.x & 127;
         if (c > 0) {
@@ -477,7 +472,7 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
                 for (int e = 0; e < 4; e++)
                     xc[n++ * 128 + tid] = acc[j][e];
         }
-        fw_bar_sync_n(3, 128 * NC);
+        bar_sync_n(3, 128 * NC);
         if (c > 0)
             return;
         for (int ci = 1; ci < NC; ci++, x += (size_t)P::MERGE_FLOATS * 128) {

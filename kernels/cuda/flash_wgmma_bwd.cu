@@ -268,11 +268,6 @@ __device__ __forceinline__ void wb_fence_async() /* generic smem writes → wgmm
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-/* named barrier id among n threads */
-__device__ __forceinline__ void wb_bar_sync(int id, int n)
-{
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
 __device__ __forceinline__ void wb_st_shared(uint32_t addr, uint32_t v)
 {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -296,10 +291,6 @@ __device__ __forceinline__ void wb_red_add4(float *p, float4 v, bool ok)
 __device__ __forceinline__ __attribute__((unused)) void wb_st_shared2(uint32_t addr, float x, float y)
 {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
-}
-__device__ __forceinline__ void wb_bar_arrive(int id, int n)
-{
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 /* global (3-D float32 map, box at column c0, row c1, head c2) += the shared
  * box at src, by the tensor memory accelerator; one bulk group per call */
@@ -448,7 +439,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                 const int c_lo = PP ? warp - 1 : 0, c_hi = PP ? warp : 2;
                 for (int q0 = qs; q0 < Tn; q0 += BM) {
                     for (int c = c_lo; c < c_hi; c++) {
-                        wb_bar_sync(BAR_DQ_FULL + c, DQ_THREADS);
+                        bar_sync_n(BAR_DQ_FULL + c, DQ_THREADS);
                         if (lane == 0) {
                             const uint32_t src = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE);
                             const int row = SPLITM ? q0 + 64 * c : q0, col = SPLITM ? 0 : 64 * c;
@@ -461,7 +452,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                         }
                         __syncwarp();
                         if (q0 + BM < Tn) /* not the last tile */
-                            wb_bar_arrive(BAR_DQ_EMPTY + c, DQ_THREADS);
+                            bar_arrive_n(BAR_DQ_EMPTY + c, DQ_THREADS);
                     }
                 }
                 if (lane == 0)
@@ -516,7 +507,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
      * chunks) */
     auto dq_to_shared = [&](const float (&adq)[NQ / 8][4], int j) {
         if (j > 0)
-            wb_bar_sync(BAR_DQ_EMPTY + c, DQ_THREADS); /* the last tile's read */
+            bar_sync_n(BAR_DQ_EMPTY + c, DQ_THREADS); /* the last tile's read */
         const uint32_t r0 = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE) +
                             (uint32_t)(16 * w + g) * 128 + 8 * (t & 1);
         const bool godd = g & 1;
@@ -529,7 +520,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             wb_st_shared2(a + 8 * 128, godd ? adq[k ^ 2][2] : adq[k][2], godd ? adq[k ^ 2][3] : adq[k][3]);
         }
         wb_fence_async();
-        wb_bar_arrive(BAR_DQ_FULL + c, DQ_THREADS);
+        bar_arrive_n(BAR_DQ_FULL + c, DQ_THREADS);
     };
 
     mbar_wait(kv_full, 0);
@@ -636,7 +627,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
          * box q / 64, 16-byte chunk (q % 64 / 8) ^ (row % 8) of the row's 128 bytes */
         if constexpr (PP) {
             if (i >= 2) /* the other consumer's dQ of tile i − 2 has read this buffer */
-                wb_bar_sync(BAR_DS_FREE + 2 * c + (i & 1), 256);
+                bar_sync_n(BAR_DS_FREE + 2 * c + (i & 1), 256);
         }
         {
             const uint32_t r0 = sds + (uint32_t)(64 * c + 16 * w + g) * 128 + 4 * t;
@@ -653,7 +644,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         wb_fence_async();
         __syncwarp();
         if constexpr (PP) {
-            wb_bar_arrive(BAR_DS_FULL + 2 * c + (i & 1), 256); /* this half of dSᵀ of tile i written */
+            bar_arrive_n(BAR_DS_FULL + 2 * c + (i & 1), 256); /* this half of dSᵀ of tile i written */
             /* dV, dK of tile i, then dQ of tile i − 1 (both halves of its dSᵀ
              * written: the other consumer may run up to a tile apart) */
             wg_fence();
@@ -665,7 +656,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
              * serialised them and spilled) */
             float adq[NQ / 8][4];
             if (i > 0)
-                wb_bar_sync(BAR_DS_FULL + 2 * (1 - c) + ((i - 1) & 1), 256);
+                bar_sync_n(BAR_DS_FULL + 2 * (1 - c) + ((i - 1) & 1), 256);
             wg_fence();
             mma_dq(adq, base + P::OFF_DS + (uint32_t)(((i - 1) & 1) * P::DS_TILE));
             wg_commit();
@@ -680,7 +671,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             __syncwarp();
             if (i > 0) {
                 if (q0 + BM < Tn) /* tile i − 1 + 2 exists: hand its buffer back */
-                    wb_bar_arrive(BAR_DS_FREE + 2 * (1 - c) + ((i - 1) & 1), 256);
+                    bar_arrive_n(BAR_DS_FREE + 2 * (1 - c) + ((i - 1) & 1), 256);
                 dq_to_shared(adq, i - 1);
             }
             continue;
@@ -697,7 +688,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         float adq[NQ / 8][4];
         int cq0 = 0, rq0 = 0; /* the red path's offsets (DQT: the dQ warp's) */
         if constexpr (SPLITM) {
-            wb_bar_sync(1, 256); /* both consumers' dSᵀ written */
+            bar_sync_n(1, 256); /* both consumers' dSᵀ written */
             rq0 = 64 * c;
             wg_fence();
 #pragma unroll
@@ -706,7 +697,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                     adq, sw128_desc(sds + c * BN * 128 + kk * 16 * 128, BN * 128),
                     sw128_desc(sK + kk * 16 * 128, BN * 128), kk > 0);
         } else if constexpr (SPLITN) {
-            wb_bar_sync(1, 256); /* both consumers' dSᵀ written */
+            bar_sync_n(1, 256); /* both consumers' dSᵀ written */
             cq0 = c * NQ;
             wg_fence();
 #pragma unroll
@@ -720,7 +711,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                     wb_mma<T>::template ss64<1, 1>(adq, da, db, kk > 0);
             }
         } else {
-            wb_bar_sync(2 + c, 128); /* this consumer's dSᵀ written */
+            bar_sync_n(2 + c, 128); /* this consumer's dSᵀ written */
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < 64 / 16; kk++) {
@@ -784,7 +775,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     if constexpr (PP) { /* dQ of the last tile */
         if (i > 0) {
             float adq[NQ / 8][4];
-            wb_bar_sync(BAR_DS_FULL + 2 * (1 - c) + ((i - 1) & 1), 256);
+            bar_sync_n(BAR_DS_FULL + 2 * (1 - c) + ((i - 1) & 1), 256);
             wg_fence();
             mma_dq(adq, base + P::OFF_DS + (uint32_t)(((i - 1) & 1) * P::DS_TILE));
             wg_commit();

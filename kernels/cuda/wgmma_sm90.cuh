@@ -112,6 +112,15 @@ __device__ __forceinline__ void bar_arrive(int id)
 {
     asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
 }
+/* named barrier id among n threads (a multiple of 32) */
+__device__ __forceinline__ void bar_sync_n(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive_n(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 
 __device__ __forceinline__ float fw_exp2(float x)
 {

@@ -53,16 +53,16 @@ extern "C" {
  *                             forward's 2.44 at bf16 B1 H16 T16384 d64 causal,
  *                             1.81 against 4.84 at d128; PERF.md);
  *   LMK_FLASH_WGMMA_PINGPONG  1: two consumer warpgroups (d 128, or d 64 with
- *                             LMK_FLASH_WGMMA_D64_WG 2) alternate their MMAs. The
- *                             last H200 call measured it 3–4% faster at d 128
- *                             (1.732 against 1.808 ms, 16 heads T16384 causal) but
- *                             only builds without it were correctness-checked
- *                             there: off until a GPU check of a build with it. */
+ *                             LMK_FLASH_WGMMA_D64_WG 2) alternate their MMAs. On
+ *                             since the lent H100 checked a build with it (test_flash
+ *                             302/302, flash_vs_torch 126/126, 2026-11-22 10:35 UTC):
+ *                             d 128 bf16 B1 H16 T16384 causal forward 1.77 against
+ *                             1.82–1.83 ms, fp16 1.85–1.88 against 1.95–2.01 (PERF.md). */
 #ifndef LMK_FLASH_WGMMA
 #define LMK_FLASH_WGMMA 1
 #endif
 #ifndef LMK_FLASH_WGMMA_PINGPONG
-#define LMK_FLASH_WGMMA_PINGPONG 0
+#define LMK_FLASH_WGMMA_PINGPONG 1
 #endif
 /*   LMK_FLASH_WGMMA_D64_WG    consumer warpgroups per block at d 64: 2 (128
  *                             queries) or 3 (192, FlashAttention-3's choice: more

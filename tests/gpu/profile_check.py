@@ -23,7 +23,9 @@ profile run it asserts:
     "CUDA-graph replays traced" section);
   * the job's forward event time untraced agrees with the benchmark job's
     forward_gpu mean within BENCH_TOL (both: synchronise, event, launch the
-    forward, event) for graph replays and GPU-bound eager points (eager
+    forward, event) for graph replays and GPU-bound eager points (graph
+    replays: plus the launch exposure the run measured, plain minus gated
+    events) (eager
     launch-bound steps differ between processes by host noise: printed); on
     GPU-bound points the whole step too;
   * the overhead: overhead_pct is what step_ms_profiled/unprofiled say, the
@@ -268,8 +270,15 @@ for steps, graphs, r in profiles:
     if check(b and b.get("status") == "succeeded" and b.get("stats_gpu"), f"{tag}: no benchmark run beside it"):
         bf, bt = b["stats_gpu"]["forward"]["mean_ms"], b["stats_gpu"]["total"]["mean_ms"]
         pf = ph["forward"]["event_ns_unprofiled"] / 1e6
+        # graph replays: plain events around a synchronised replay also hold the host's launch work, which varies
+        # between processes where the GPU work is short (small@128 bf16: 0.86-1.22 ms plain against 0.78 gated in
+        # three calls); the launch exposure this run measured (plain - gated) widens the bound by that much
+        gq = ph["forward"].get("gated_ns_unprofiled") if graphs else None
+        exposed = max(0.0, pf - gq / 1e6) if gq else 0.0
         if graphs or busy >= GPU_BOUND:
-            check(within(pf, bf, BENCH_TOL), f"{tag}: untraced forward events {pf:.3f} ms vs benchmark {bf:.3f} ms")
+            check(abs(pf - bf) <= BENCH_TOL * bf + exposed,
+                  f"{tag}: untraced forward events {pf:.3f} ms vs benchmark {bf:.3f} ms "
+                  f"(launch exposure {exposed:.3f} ms)")
         elif not within(pf, bf, BENCH_TOL):
             print(f"note: {tag}: launch-bound eager forward untraced {pf:.3f} ms vs the benchmark job's {bf:.3f} ms "
                   f"(another process: host launch noise), not asserted")

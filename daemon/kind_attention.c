@@ -7,13 +7,19 @@
  * stream and cudaMallocAsync memory; an allocation failure is an OOM row, the
  * run itself succeeds). A CPU worker runs the CPU reference for naive points
  * (so CI can exercise the job) and fails flash points ("flash needs a GPU").
- * FLOPs: the forward is 4·B·H·T²·d, causal counts half; backward 2.5×. */
+ * FLOPs: the forward is 4·B·H·T²·d, causal counts half; backward 2.5×.
+ * GPU state: before each timed loop the worker waits for the board power to
+ * fall below half of the limit (gpu_power_settle: a point's figures do not
+ * depend on the power cap the previous point ran into), and NVML's SM clock,
+ * power and slowdown reasons are sampled while the loops run and stored with
+ * the point (schema/0015_attention_clocks.sql). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "attention.h"
+#include "gpu_power.h"
 #include "jobkind.h"
 #include "status.h"
 
@@ -137,8 +143,18 @@ out:
     return rc;
 }
 
-/* Runs point i; returns the run object (new). */
-static json_t *run_point(run_ctx *ctx, const json_t *spec, size_t i)
+/* lmk_attn_bench_cuda's hook: settle, then sample while each loop runs. */
+static void loop_hook(void *watch, lmk_attn_loop next)
+{
+    gpu_power_measure(watch, 0);
+    if (next != LMK_ATTN_LOOPS_DONE) {
+        gpu_power_settle(watch);
+        gpu_power_measure(watch, 1);
+    }
+}
+
+/* Runs point i; returns the run object (new). `watch` may be NULL. */
+static json_t *run_point(run_ctx *ctx, const json_t *spec, size_t i, gpu_power_watch *watch)
 {
     int first;
     int impls = impl_count(spec, &first);
@@ -174,8 +190,9 @@ static json_t *run_point(run_ctx *ctx, const json_t *spec, size_t i)
     int rc;
     if (gpu) {
 #ifdef LMPERF_HAVE_CUDA
-        rc = lmk_attn_bench_cuda(dev->gpu_index, (lmk_attn_impl)impl, &s, warmup, passes, &r, err,
-                                 sizeof err);
+        gpu_power_reset(watch);
+        rc = lmk_attn_bench_cuda(dev->gpu_index, (lmk_attn_impl)impl, &s, warmup, passes,
+                                 watch ? loop_hook : NULL, watch, &r, err, sizeof err);
 #else
         rc = LMK_UNSUPPORTED;
         snprintf(err, sizeof err, "built without CUDA");
@@ -209,6 +226,14 @@ static json_t *run_point(run_ctx *ctx, const json_t *spec, size_t i)
     json_object_set_new(run, "bwd_tflops", json_real(r.bwd_ms > 0 ? fb / r.bwd_ms / 1e9 : 0));
     json_object_set_new(run, "fwd_bwd_tflops",
                         json_real(r.fwd_bwd_ms > 0 ? (ff + fb) / r.fwd_bwd_ms / 1e9 : 0));
+    gpu_power_summary g = gpu_power_get(watch);
+    if (gpu && g.samples > 0) {
+        json_object_set_new(run, "sm_clock_mhz_min", json_integer(g.sm_mhz_min));
+        json_object_set_new(run, "sm_clock_mhz_mean", json_real(g.sm_mhz_mean));
+        json_object_set_new(run, "power_w_max", json_real(g.power_w_max));
+        json_object_set_new(run, "clock_slowdown", json_boolean(g.slowdown));
+        json_object_set_new(run, "settle_ms", json_real(g.settle_ms));
+    }
     return run;
 }
 
@@ -219,17 +244,22 @@ static int attention_run(run_ctx *ctx, const json_t *spec, json_t **result, char
     (void)errlen;
     size_t points = point_count(spec);
     int succeeded = 0, ooms = 0;
+    const runctx_device *dev = runctx_device_info(ctx);
+    gpu_power_watch *watch = dev && dev->gpu_index >= 0 ? gpu_power_open(dev->gpu_index) : NULL;
     for (size_t i = 0; i < points; i++) {
-        if (runctx_cancelled(ctx))
+        if (runctx_cancelled(ctx)) {
+            gpu_power_close(watch);
             return LMK_CANCELLED;
+        }
         char what[64];
         snprintf(what, sizeof what, "point %zu of %zu", i + 1, points);
         runctx_progress(ctx, (double)i / (double)points, what);
-        json_t *run = run_point(ctx, spec, i);
+        json_t *run = run_point(ctx, spec, i, watch);
         succeeded += strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0;
         ooms += json_is_true(json_object_get(run, "oom"));
         runctx_emit_run(ctx, run);
     }
+    gpu_power_close(watch);
     runctx_progress(ctx, 1.0, "done");
     *result = json_pack("{s:I, s:i, s:I, s:i, s:s}", "runs", (json_int_t)points, "succeeded",
                         succeeded, "failed", (json_int_t)(points - (size_t)succeeded), "oom", ooms,
@@ -248,8 +278,9 @@ static int attention_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
         db,
         "INSERT INTO attention_runs (run_id, job_id, impl, dtype, batch, heads, seq_len, d_head, "
         "causal, passes, device, oom, oom_request_bytes, fwd_ms, bwd_ms, fwd_bwd_ms, "
-        "mem_before_bwd_bytes, fwd_flops, fwd_tflops, bwd_tflops, fwd_bwd_tflops) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "mem_before_bwd_bytes, fwd_flops, fwd_tflops, bwd_tflops, fwd_bwd_tflops, "
+        "sm_clock_mhz_min, sm_clock_mhz_mean, power_w_max, clock_slowdown, settle_ms) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rc;
@@ -277,6 +308,15 @@ static int attention_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
     const json_t *mem = json_object_get(run, "mem_before_bwd_bytes");
     if (json_is_integer(mem))
         sqlite3_bind_int64(st, 17, json_integer_value(mem));
+    static const char *const clocks[] = {"sm_clock_mhz_min", "sm_clock_mhz_mean", "power_w_max"};
+    for (int i = 0; i < 3; i++)
+        jobkind_bind_real_or_null(st, 22 + i, json_object_get(run, clocks[i]));
+    const json_t *slow = json_object_get(run, "clock_slowdown");
+    if (json_is_boolean(slow))
+        sqlite3_bind_int(st, 25, json_is_true(slow));
+    else
+        sqlite3_bind_null(st, 25);
+    jobkind_bind_real_or_null(st, 26, json_object_get(run, "settle_ms"));
     rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     sqlite3_finalize(st);
     return rc;

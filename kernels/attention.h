@@ -110,13 +110,29 @@ typedef struct lmk_attn_bench_result {
     uint64_t oom_request_bytes;             /* the request that failed */
 } lmk_attn_bench_result;
 
+/* The timed loops of a point, in order; LMK_ATTN_LOOPS_DONE follows the last. */
+typedef enum lmk_attn_loop {
+    LMK_ATTN_LOOP_FWD = 0,
+    LMK_ATTN_LOOP_BWD = 1,
+    LMK_ATTN_LOOP_FWD_BWD = 2,
+    LMK_ATTN_LOOPS_DONE = 3
+} lmk_attn_loop;
+
+/* Called on the host with the point's stream idle (everything before it has
+ * finished) just before each timed loop starts and once after the last:
+ * the caller may wait there (e.g. for the GPU to leave a power cap) and
+ * sample the GPU's clocks while the loop runs. Optional (NULL). */
+typedef void (*lmk_attn_loop_hook)(void *ctx, lmk_attn_loop next);
+
 /* Runs one point on GPU `device`: random inputs, `warmup` untimed passes,
- * then `passes` timed forwards, backwards and forward+backwards. Memory comes
- * from cudaMallocAsync; a failed allocation frees everything and returns
- * LMK_OK with r->oom = 1. Returns LMK_OK, LMK_INVALID, LMK_UNSUPPORTED (no
- * CUDA build) or LMK_DEVICE with a reason in errbuf. */
+ * then `passes` timed forwards, backwards and forward+backwards (each loop
+ * back to back between two CUDA events; `hook` before each, may be NULL).
+ * Memory comes from cudaMallocAsync; a failed allocation frees everything
+ * and returns LMK_OK with r->oom = 1. Returns LMK_OK, LMK_INVALID,
+ * LMK_UNSUPPORTED (no CUDA build) or LMK_DEVICE with a reason in errbuf. */
 int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_attn_shape *s, int warmup,
-                        int passes, lmk_attn_bench_result *r, char *errbuf, size_t errlen);
+                        int passes, lmk_attn_loop_hook hook, void *hook_ctx,
+                        lmk_attn_bench_result *r, char *errbuf, size_t errlen);
 
 #ifdef __cplusplus
 }

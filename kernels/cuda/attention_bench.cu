@@ -75,8 +75,9 @@ int fill(void *x, size_t n, lmk_dtype dt, unsigned seed, cudaStream_t st)
 } // namespace
 
 extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_attn_shape *s,
-                                   int warmup, int passes, lmk_attn_bench_result *r,
-                                   char *errbuf, size_t errlen)
+                                   int warmup, int passes, lmk_attn_loop_hook hook,
+                                   void *hook_ctx, lmk_attn_bench_result *r, char *errbuf,
+                                   size_t errlen)
 {
     if (!s || !r || passes < 1 || warmup < 0)
         return LMK_INVALID;
@@ -179,6 +180,15 @@ extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_att
         STEP(FWD());
         STEP(BWD());
     }
+    /* the stream is idle before each hook call */
+#define HOOK(loop)                                \
+    do {                                          \
+        if (hook) {                               \
+            CU(cudaStreamSynchronize(p.st));      \
+            hook(hook_ctx, (loop));               \
+        }                                         \
+    } while (0)
+    HOOK(LMK_ATTN_LOOP_FWD);
     CU(cudaEventRecord(e0, p.st));
     for (int i = 0; i < passes; i++)
         STEP(FWD());
@@ -186,6 +196,7 @@ extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_att
     CU(cudaEventSynchronize(e1));
     CU(cudaEventElapsedTime(&ms, e0, e1));
     r->fwd_ms = ms / passes;
+    HOOK(LMK_ATTN_LOOP_BWD);
     CU(cudaEventRecord(e0, p.st));
     for (int i = 0; i < passes; i++)
         STEP(BWD());
@@ -193,6 +204,7 @@ extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_att
     CU(cudaEventSynchronize(e1));
     CU(cudaEventElapsedTime(&ms, e0, e1));
     r->bwd_ms = ms / passes;
+    HOOK(LMK_ATTN_LOOP_FWD_BWD);
     CU(cudaEventRecord(e0, p.st));
     for (int i = 0; i < passes; i++) {
         STEP(FWD());
@@ -202,6 +214,8 @@ extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_att
     CU(cudaEventSynchronize(e1));
     CU(cudaEventElapsedTime(&ms, e0, e1));
     r->fwd_bwd_ms = ms / passes;
+    if (hook)
+        hook(hook_ctx, LMK_ATTN_LOOPS_DONE);
 out:
     if (rc != LMK_OK && errbuf && errlen)
         snprintf(errbuf, errlen, "%s: %s", what, cudaGetErrorString(ce));
@@ -225,6 +239,7 @@ out:
 #undef CU
 #undef ALLOC
 #undef STEP
+#undef HOOK
 #undef FWD
 #undef BWD
 }

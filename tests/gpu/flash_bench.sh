@@ -103,6 +103,27 @@ if [ "$NCU" = 1 ] && command -v ncu >/dev/null; then
     log "ncu rc=$?"
     grep -E 'flash_|gpu__time_duration|warps_active|registers' "$OUT/ncu_lb.log" | head -60
 fi
+if [ "$BENCH" = 1 ]; then
+    # every timed GPU point carries the SM clock NVML saw (daemon/gpu_power.c)
+    python3 - "$OUT" <<'PY'
+import glob, json, os, sys
+bad = rows = 0
+for f in glob.glob(os.path.join(sys.argv[1], "lmperf_*.json")):
+    for r in json.load(open(f)).get("runs", []):
+        if r.get("status") != "succeeded" or r.get("oom"):
+            continue
+        rows += 1
+        ok = (r.get("sm_clock_mhz_min") or 0) > 0 and r.get("sm_clock_mhz_mean", 0) >= r["sm_clock_mhz_min"] \
+            and (r.get("power_w_max") or 0) > 0 and r.get("settle_ms", -1) >= 0 and isinstance(r.get("clock_slowdown"), bool)
+        if not ok:
+            bad += 1
+            print(f"FAIL clock readings {os.path.basename(f)} d {r.get('d_head')} T {r.get('seq_len')}: "
+                  f"{ {k: r.get(k) for k in ('sm_clock_mhz_min', 'sm_clock_mhz_mean', 'power_w_max', 'clock_slowdown', 'settle_ms')} }")
+print(f"clock readings: {rows - bad} of {rows} timed points")
+sys.exit(1 if bad or not rows else 0)
+PY
+    r=$?; log "clock readings rc=$r"; [ $r = 0 ] || RC=1
+fi
 python3 "$ROOT/tests/gpu/flash_table.py" "$OUT" | tee "$OUT/table.md"
 log "done rc=$RC"
 exit $RC

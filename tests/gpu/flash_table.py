@@ -29,8 +29,16 @@ def ms(r, k):
     return f"{v:.3f}" if isinstance(v, (int, float)) else "—"
 
 
-print("| dtype | B | H | seq | d | lmperf fwd / bwd / fwd+bwd ms | SDPA fwd / bwd / fwd+bwd ms | fwd ÷ SDPA | fwd+bwd ÷ SDPA |")
-print("|---|---|---|---|---|---|---|---|---|")
+def clock(r):
+    """ours: lowest / mean SM clock (MHz) NVML saw in the timed loops, * = a power cap or slowdown reason"""
+    if not r or r.get("sm_clock_mhz_min") is None:
+        return "—"
+    return f"{r['sm_clock_mhz_min']} / {r['sm_clock_mhz_mean']:.0f}{' *' if r.get('clock_slowdown') else ''}"
+
+
+print("| dtype | B | H | seq | d | lmperf fwd / bwd / fwd+bwd ms | SDPA fwd / bwd / fwd+bwd ms | fwd ÷ SDPA | fwd+bwd ÷ SDPA |"
+      " lmperf SM MHz min / mean |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for key in sorted(set(ours) | set(peer), key=lambda k: (k[1] * k[2] < 8, k[0], k[4], k[1], k[2], k[3])):
     a, b = ours.get(key), peer.get(key)
     if a and a.get("status") not in (None, "succeeded"):
@@ -43,4 +51,4 @@ for key in sorted(set(ours) | set(peer), key=lambda k: (k[1] * k[2] < 8, k[0], k
         pass
     print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | "
           f"{ms(a, 'fwd_ms')} / {ms(a, 'bwd_ms')} / {ms(a, 'fwd_bwd_ms')} | "
-          f"{ms(b, 'fwd_ms')} / {ms(b, 'bwd_ms')} / {ms(b, 'fwd_bwd_ms')} | {fr} | {ratio} |")
+          f"{ms(b, 'fwd_ms')} / {ms(b, 'bwd_ms')} / {ms(b, 'fwd_bwd_ms')} | {fr} | {ratio} | {clock(a)} |")

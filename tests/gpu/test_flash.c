@@ -363,7 +363,7 @@ static int bench_point(const char *impl, const char *dtn, int B, int H, int T, i
     lmk_attn_bench_result r;
     char err[256] = "";
     int passes = T >= 8192 ? 10 : 30;
-    int rc = lmk_attn_bench_cuda(0, im, &s, 2, passes, &r, err, sizeof err);
+    int rc = lmk_attn_bench_cuda(0, im, &s, 2, passes, NULL, NULL, &r, err, sizeof err);
     double fl = lmk_attn_flops_fwd(&s);
     printf("{\"impl\": \"%s\", \"dtype\": \"%s\", \"batch\": %d, \"heads\": %d, \"seq\": %d, "
            "\"d\": %d, \"causal\": %d, \"rc\": %d, \"err\": \"%s\", \"oom\": %d, \"fwd_ms\": %.4f, "

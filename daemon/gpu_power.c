@@ -75,6 +75,8 @@ int gpu_power_is_settled(const gpu_power_sample *s, double fraction)
 
 void gpu_power_accumulate(gpu_power_summary *sum, const gpu_power_sample *s)
 {
+    if (s->reasons & GPU_POWER_IDLE_REASON)
+        return; /* nothing ran: the idle clock says nothing of the measurement */
     if (sum->samples == 0 || s->sm_mhz < sum->sm_mhz_min)
         sum->sm_mhz_min = s->sm_mhz;
     sum->sm_mhz_mean += (s->sm_mhz - sum->sm_mhz_mean) / (sum->samples + 1);
@@ -188,7 +190,7 @@ void gpu_power_measure(gpu_power_watch *w, int on)
 {
     if (!w)
         return;
-    /* one reading at each edge, so that a loop shorter than the period counts */
+    /* one reading at each edge (kept only if the GPU was busy then) */
     gpu_power_sample s;
     int have = gpu_power_read(w, &s) == 0;
     pthread_mutex_lock(&w->lock);

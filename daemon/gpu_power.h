@@ -4,7 +4,9 @@
  * what ran before them.
  *
  * A watch is one GPU, sampled every GPU_POWER_SAMPLE_MS by a thread of its
- * own while "measuring" is on: the SM clock (min and mean, MHz), the board
+ * own while "measuring" is on (readings NVML marks idle are left out, so a
+ * loop shorter than a few periods may have none): the SM clock (min and
+ * mean, MHz), the board
  * power (max, W) and whether NVML reported a power cap or a thermal or
  * hardware slowdown as a reason for lowered clocks in any sample.
  * gpu_power_settle waits, before a measurement, until the board power NVML
@@ -26,6 +28,9 @@
  * application clock setting are not among them. */
 #define GPU_POWER_SLOWDOWN_REASONS (0x4ull | 0x8ull | 0x20ull | 0x40ull | 0x80ull)
 
+/* NVML's "GPU idle" reason bit: a reading with it is not a busy clock. */
+#define GPU_POWER_IDLE_REASON 0x1ull
+
 typedef struct gpu_power_sample {
     unsigned sm_mhz;          /* current SM clock */
     double power_w;           /* board power draw */
@@ -34,7 +39,7 @@ typedef struct gpu_power_sample {
 } gpu_power_sample;
 
 typedef struct gpu_power_summary {
-    int samples;              /* 0: nothing was measured (no NVML, or too short) */
+    int samples;              /* busy readings; 0: none (no NVML, or loops too short) */
     unsigned sm_mhz_min;
     double sm_mhz_mean;
     double power_w_max;

@@ -14,9 +14,13 @@ int main(void)
     gpu_power_sample a = {.sm_mhz = 1980, .power_w = 300.0, .power_limit_w = 700.0, .reasons = 0x1};
     gpu_power_sample b = {.sm_mhz = 1500, .power_w = 699.0, .power_limit_w = 700.0, .reasons = 0x4};
     gpu_power_sample c = {.sm_mhz = 1800, .power_w = 650.0, .power_limit_w = 700.0, .reasons = 0x0};
+    gpu_power_sample idle = {.sm_mhz = 345, .power_w = 70.0, .power_limit_w = 700.0, .reasons = 0x1};
+    gpu_power_accumulate(&sum, &idle);
+    CHECK(sum.samples == 0, "an idle reading (0x1) is left out");
+    a.reasons = 0;
     gpu_power_accumulate(&sum, &a);
     CHECK(sum.samples == 1 && sum.sm_mhz_min == 1980 && sum.sm_mhz_mean == 1980.0, "one sample");
-    CHECK(!sum.slowdown, "idle (0x1) is not a slowdown");
+    CHECK(!sum.slowdown, "no reason bit: no slowdown");
     gpu_power_accumulate(&sum, &b);
     gpu_power_accumulate(&sum, &c);
     CHECK(sum.samples == 3, "samples %d", sum.samples);

@@ -12,7 +12,7 @@
  * fall below half of the limit (gpu_power_settle: a point's figures do not
  * depend on the power cap the previous point ran into), and NVML's SM clock,
  * power and slowdown reasons are sampled while the loops run and stored with
- * the point (schema/0015_attention_clocks.sql). */
+ * the point (schema/0015_attention_timing.sql). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,7 +100,7 @@ static int bench_cpu(const lmk_attn_shape *s, int warmup, int passes, lmk_attn_b
         return LMK_UNSUPPORTED;
     }
     size_t n = (size_t)s->B * s->H * s->T * s->d, rows = (size_t)s->B * s->H * s->T;
-    float *buf[8] = {0}, *lse = NULL;
+    float *buf[8] = {0}, *lse = NULL, *pass_ms = NULL;
     int rc = LMK_OK;
     for (int i = 0; i < 8; i++)
         if (!(buf[i] = malloc(n * sizeof(float)))) {
@@ -123,23 +123,43 @@ static int bench_cpu(const lmk_attn_shape *s, int warmup, int passes, lmk_attn_b
     r->mem_before_bwd_bytes = (uint64_t)(5 * n + rows) * sizeof(float);
     for (int i = 0; i < warmup && !rc; i++)
         rc = lmk_attn_cpu_fwd(buf[4], lse, buf[0], buf[1], buf[2], s);
-    double t0 = now_ms();
-    for (int i = 0; i < passes && !rc; i++)
+    if (!(pass_ms = malloc((size_t)passes * sizeof *pass_ms))) {
+        snprintf(errbuf, errlen, "out of host memory for %d pass times", passes);
+        rc = LMK_NOMEM;
+        goto out;
+    }
+    /* per pass, like the GPU: median and mean */
+    double sum = 0;
+    for (int i = 0; i < passes && !rc; i++) {
+        double t0 = now_ms();
         rc = lmk_attn_cpu_fwd(buf[4], lse, buf[0], buf[1], buf[2], s);
-    double t1 = now_ms();
-    for (int i = 0; i < passes && !rc; i++)
+        sum += pass_ms[i] = (float)(now_ms() - t0);
+    }
+    if (!rc) {
+        r->fwd_ms = lmk_attn_median_ms(pass_ms, passes);
+        r->fwd_mean_ms = sum / passes;
+    }
+    sum = 0;
+    for (int i = 0; i < passes && !rc; i++) {
+        double t0 = now_ms();
         rc = lmk_attn_cpu_bwd(buf[5], buf[6], buf[7], buf[3], buf[0], buf[1], buf[2], buf[4], lse,
                               s);
-    double t2 = now_ms();
-    r->fwd_ms = (t1 - t0) / passes;
-    r->bwd_ms = (t2 - t1) / passes;
-    r->fwd_bwd_ms = r->fwd_ms + r->bwd_ms; /* the CPU reference is synchronous */
+        sum += pass_ms[i] = (float)(now_ms() - t0);
+    }
+    if (!rc) {
+        r->bwd_ms = lmk_attn_median_ms(pass_ms, passes);
+        r->bwd_mean_ms = sum / passes;
+    }
+    /* the CPU reference is synchronous: forward+backward is the sum */
+    r->fwd_bwd_ms = r->fwd_ms + r->bwd_ms;
+    r->fwd_bwd_mean_ms = r->fwd_mean_ms + r->bwd_mean_ms;
     if (rc)
         snprintf(errbuf, errlen, "cpu reference: %s", lmk_status_text(rc));
 out:
     for (int i = 0; i < 8; i++)
         free(buf[i]);
     free(lse);
+    free(pass_ms);
     return rc;
 }
 
@@ -220,6 +240,9 @@ static json_t *run_point(run_ctx *ctx, const json_t *spec, size_t i, gpu_power_w
     json_object_set_new(run, "fwd_ms", json_real(r.fwd_ms));
     json_object_set_new(run, "bwd_ms", json_real(r.bwd_ms));
     json_object_set_new(run, "fwd_bwd_ms", json_real(r.fwd_bwd_ms));
+    json_object_set_new(run, "fwd_mean_ms", json_real(r.fwd_mean_ms));
+    json_object_set_new(run, "bwd_mean_ms", json_real(r.bwd_mean_ms));
+    json_object_set_new(run, "fwd_bwd_mean_ms", json_real(r.fwd_bwd_mean_ms));
     json_object_set_new(run, "mem_before_bwd_bytes",
                         json_integer((json_int_t)r.mem_before_bwd_bytes));
     json_object_set_new(run, "fwd_tflops", json_real(r.fwd_ms > 0 ? ff / r.fwd_ms / 1e9 : 0));
@@ -279,8 +302,9 @@ static int attention_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
         "INSERT INTO attention_runs (run_id, job_id, impl, dtype, batch, heads, seq_len, d_head, "
         "causal, passes, device, oom, oom_request_bytes, fwd_ms, bwd_ms, fwd_bwd_ms, "
         "mem_before_bwd_bytes, fwd_flops, fwd_tflops, bwd_tflops, fwd_bwd_tflops, "
-        "sm_clock_mhz_min, sm_clock_mhz_mean, power_w_max, clock_slowdown, settle_ms) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "sm_clock_mhz_min, sm_clock_mhz_mean, power_w_max, clock_slowdown, settle_ms, "
+        "fwd_mean_ms, bwd_mean_ms, fwd_bwd_mean_ms) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rc;
@@ -317,6 +341,9 @@ static int attention_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
     else
         sqlite3_bind_null(st, 25);
     jobkind_bind_real_or_null(st, 26, json_object_get(run, "settle_ms"));
+    static const char *const means[] = {"fwd_mean_ms", "bwd_mean_ms", "fwd_bwd_mean_ms"};
+    for (int i = 0; i < 3; i++)
+        jobkind_bind_real_or_null(st, 27 + i, json_object_get(run, means[i]));
     rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     sqlite3_finalize(st);
     return rc;

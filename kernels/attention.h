@@ -103,12 +103,18 @@ int lmk_naive_attn_bwd(void *dq, void *dk, void *dv, void *dp, const void *dout,
 typedef enum lmk_attn_impl { LMK_ATTN_NAIVE = 0, LMK_ATTN_FLASH = 1 } lmk_attn_impl;
 
 typedef struct lmk_attn_bench_result {
-    double fwd_ms, bwd_ms, fwd_bwd_ms;      /* means over passes (CUDA events) */
+    double fwd_ms, bwd_ms, fwd_bwd_ms;      /* medians of the per-pass times (CUDA events
+                                               around each pass, the host waiting
+                                               for it before the next) */
+    double fwd_mean_ms, bwd_mean_ms, fwd_bwd_mean_ms; /* means of the same passes */
     uint64_t mem_before_bwd_bytes;          /* live device bytes of this point after the
                                                forward, dO included */
     int oom;                                /* 1: a point allocation failed */
     uint64_t oom_request_bytes;             /* the request that failed */
 } lmk_attn_bench_result;
+
+/* The median of n > 0 pass times (ms); sorts `ms` in place. */
+double lmk_attn_median_ms(float *ms, int n);
 
 /* The timed loops of a point, in order; LMK_ATTN_LOOPS_DONE follows the last. */
 typedef enum lmk_attn_loop {
@@ -125,8 +131,9 @@ typedef enum lmk_attn_loop {
 typedef void (*lmk_attn_loop_hook)(void *ctx, lmk_attn_loop next);
 
 /* Runs one point on GPU `device`: random inputs, `warmup` untimed passes,
- * then `passes` timed forwards, backwards and forward+backwards (each loop
- * back to back between two CUDA events; `hook` before each, may be NULL).
+ * then `passes` timed forwards, backwards and forward+backwards (each pass
+ * between its own two CUDA events, synchronised; `hook` before each loop,
+ * may be NULL).
  * Memory comes from cudaMallocAsync; a failed allocation frees everything
  * and returns LMK_OK with r->oom = 1. Returns LMK_OK, LMK_INVALID,
  * LMK_UNSUPPORTED (no CUDA build) or LMK_DEVICE with a reason in errbuf. */

@@ -1,6 +1,7 @@
 /* One point of the attention job on a GPU (lmk_attn_bench_cuda in
  * attention.h): random inputs, warm-up, then CUDA-event timing of forward,
- * backward and forward+backward passes run back to back on a private stream.
+ * backward and forward+backward passes on a private stream, each pass between
+ * its own events and waited for (median and mean).
  * Memory comes from cudaMallocAsync (the device's default pool); a failed
  * request makes an OOM row, not an error. */
 #include <cublas_v2.h>
@@ -8,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../attention.h"
@@ -97,7 +99,7 @@ extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_att
     void *q = NULL, *k = NULL, *v = NULL, *o = NULL, *dout = NULL, *dq = NULL, *dk = NULL,
          *dv = NULL, *pm = NULL, *dpm = NULL, *lse = NULL,
                                               *work = NULL;
-    float ms = 0;
+    float ms = 0, *pass_ms = NULL;
 
 #define CU(call)                                            \
     do {                                                    \
@@ -188,36 +190,39 @@ extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_att
             hook(hook_ctx, (loop));               \
         }                                         \
     } while (0)
-    HOOK(LMK_ATTN_LOOP_FWD);
-    CU(cudaEventRecord(e0, p.st));
-    for (int i = 0; i < passes; i++)
-        STEP(FWD());
-    CU(cudaEventRecord(e1, p.st));
-    CU(cudaEventSynchronize(e1));
-    CU(cudaEventElapsedTime(&ms, e0, e1));
-    r->fwd_ms = ms / passes;
-    HOOK(LMK_ATTN_LOOP_BWD);
-    CU(cudaEventRecord(e0, p.st));
-    for (int i = 0; i < passes; i++)
-        STEP(BWD());
-    CU(cudaEventRecord(e1, p.st));
-    CU(cudaEventSynchronize(e1));
-    CU(cudaEventElapsedTime(&ms, e0, e1));
-    r->bwd_ms = ms / passes;
-    HOOK(LMK_ATTN_LOOP_FWD_BWD);
-    CU(cudaEventRecord(e0, p.st));
-    for (int i = 0; i < passes; i++) {
-        STEP(FWD());
-        STEP(BWD());
+    /* each pass between its own two events, the host waiting for it before
+     * the next (the peer's and the seeds' protocol); median and mean */
+#define TIMED_LOOP(body, median, mean)                       \
+    do {                                                     \
+        double sum_ = 0;                                     \
+        for (int i = 0; i < passes; i++) {                   \
+            CU(cudaEventRecord(e0, p.st));                   \
+            body;                                            \
+            CU(cudaEventRecord(e1, p.st));                   \
+            CU(cudaEventSynchronize(e1));                    \
+            CU(cudaEventElapsedTime(&ms, e0, e1));           \
+            pass_ms[i] = ms;                                 \
+            sum_ += ms;                                      \
+        }                                                    \
+        (median) = lmk_attn_median_ms(pass_ms, passes);      \
+        (mean) = sum_ / passes;                              \
+    } while (0)
+    if (!(pass_ms = (float *)malloc((size_t)passes * sizeof(float)))) {
+        snprintf(errbuf, errlen, "out of host memory for %d pass times", passes);
+        rc = LMK_NOMEM;
+        goto out;
     }
-    CU(cudaEventRecord(e1, p.st));
-    CU(cudaEventSynchronize(e1));
-    CU(cudaEventElapsedTime(&ms, e0, e1));
-    r->fwd_bwd_ms = ms / passes;
+    HOOK(LMK_ATTN_LOOP_FWD);
+    TIMED_LOOP(STEP(FWD()), r->fwd_ms, r->fwd_mean_ms);
+    HOOK(LMK_ATTN_LOOP_BWD);
+    TIMED_LOOP(STEP(BWD()), r->bwd_ms, r->bwd_mean_ms);
+    HOOK(LMK_ATTN_LOOP_FWD_BWD);
+    TIMED_LOOP(STEP(FWD()); STEP(BWD()), r->fwd_bwd_ms, r->fwd_bwd_mean_ms);
     if (hook)
         hook(hook_ctx, LMK_ATTN_LOOPS_DONE);
 out:
-    if (rc != LMK_OK && errbuf && errlen)
+    free(pass_ms);
+    if (rc != LMK_OK && rc != LMK_NOMEM && errbuf && errlen)
         snprintf(errbuf, errlen, "%s: %s", what, cudaGetErrorString(ce));
     if (p.st) {
         for (int i = 0; i < p.n; i++)
@@ -240,6 +245,7 @@ out:
 #undef ALLOC
 #undef STEP
 #undef HOOK
+#undef TIMED_LOOP
 #undef FWD
 #undef BWD
 }

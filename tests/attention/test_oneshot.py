@@ -22,7 +22,7 @@ def expect(cond, what):
         print("FAIL", what)
 
 rc, out = run({"kind": "attention", "impl": "both", "batch": 2, "heads": 2, "seq_len": [37, 64],
-               "d_head": [16, 80], "causal": True, "passes": 2, "warmup": 1})
+               "d_head": [16, 80], "causal": True, "passes": 3, "warmup": 1})
 expect(rc == 0 and out.get("status") == "succeeded", f"tiny job succeeds: rc {rc} {str(out)[:300]}")
 runs = out.get("runs", [])
 expect(len(runs) == 8, f"8 runs, got {len(runs)}")
@@ -30,6 +30,13 @@ for r in runs:
     if r["impl"] == "naive":
         expect(r["status"] == "succeeded" and not r["oom"], f"naive run ok: {r}")
         expect(r["fwd_ms"] > 0 and r["bwd_ms"] > 0 and r["fwd_bwd_ms"] > 0, "times > 0")
+        # medians with the means beside them; 3 passes: the median is one of them, within [min, max]
+        expect(all(r.get(k + "_mean_ms", 0) > 0 for k in ("fwd", "bwd", "fwd_bwd")), f"means present: {r}")
+        expect(abs(r["fwd_bwd_ms"] - (r["fwd_ms"] + r["bwd_ms"])) < 1e-9 and
+               abs(r["fwd_bwd_mean_ms"] - (r["fwd_mean_ms"] + r["bwd_mean_ms"])) < 1e-9,
+               "cpu: forward+backward is the sum (synchronous reference)")
+        expect(all(k not in r for k in ("sm_clock_mhz_min", "power_w_max", "settle_ms")),
+               "no GPU clock readings on a CPU worker")
         B, H, T, d = r["batch"], r["heads"], r["seq_len"], r["d_head"]
         expect(r["fwd_flops"] == 4 * B * H * T * T * d / 2, "causal FLOPs count half")
         expect(r["mem_before_bwd_bytes"] == (5 * B * H * T * d + B * H * T) * 4, "memory before backward")

@@ -1,6 +1,6 @@
 // The attention job's page: the table endpoint's seeds' table (naive vs flash
-// per seq × d), every point (forward, backward, fwd+bwd, memory before the
-// backward, TFLOP/s; OOM rows; failed points with their reason), and time vs
+// per seq × d), every point (forward, backward, fwd+bwd medians, memory before
+// the backward, TFLOP/s, the SM clock seen; OOM rows; failed points with their reason), and time vs
 // sequence length on log axes, one line per (impl, d_head), OOM points as ✕.
 import {h, mount} from './dom.js';
 import * as fmt from './format.js';
@@ -47,6 +47,11 @@ export function attentionView(job) {
   const failed = runs.filter((r) => r.status !== 'succeeded');
   const reasons = [...new Set(failed.map((r) => r.error || r.status))];
   const tf = (x) => fmt.tflops(x);
+  // the SM clock NVML saw during the timed loops; ⚠ = a power cap or thermal slowdown was reported
+  const clockCell = (r) => typeof r.sm_clock_mhz_min !== 'number' ? h('td', {class: 'num'}, '—')
+    : h('td', {class: 'num', title: `highest board power ${Math.round(r.power_w_max)} W; waited ${Math.round(r.settle_ms)} ms for the power to settle` +
+        (r.clock_slowdown ? '; NVML reported a power cap or slowdown during the loops' : '')},
+      `${r.sm_clock_mhz_min} / ${Math.round(r.sm_clock_mhz_mean)}${r.clock_slowdown ? ' ⚠' : ''}`);
   const cell = (v, f, cls = 'num') => h('td', {class: cls, dataset: typeof v === 'number' ? {value: v} : undefined}, f(v));
 
   const pointsTable = h('table', {class: 'results', id: 'attention-runs'},
@@ -54,18 +59,18 @@ export function attentionView(job) {
       h('th', {scope: 'col', class: 'num'}, 'Run'), h('th', {scope: 'col'}, 'Impl'),
       dtypes.size > 1 ? h('th', {scope: 'col'}, 'dtype') : null,
       ['Seq', 'd', 'Forward (ms)', 'Backward (ms)', 'Fwd+bwd (ms)', 'Memory before bwd (MiB)',
-        'Fwd TFLOP/s', 'Bwd TFLOP/s', 'Fwd+bwd TFLOP/s'].map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
+        'Fwd TFLOP/s', 'Bwd TFLOP/s', 'Fwd+bwd TFLOP/s', 'SM clock (MHz) min / mean'].map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
     h('tbody', null, runs.map((r) => h('tr', {class: isOom(r) ? 'oom' : r.status !== 'succeeded' ? 'warn' : '', dataset: {run: r.index, status: isOom(r) ? 'oom' : r.status}},
       h('td', {class: 'num'}, String(r.index)), h('td', null, r.impl),
       dtypes.size > 1 ? h('td', null, r.dtype) : null,
       h('td', {class: 'num'}, fmt.int(r.seq_len)), h('td', {class: 'num'}, String(r.d_head)),
       measured(r)
         ? [cell(r.fwd_ms, fmt.ms), cell(r.bwd_ms, fmt.ms), cell(r.fwd_bwd_ms, fmt.ms), cell(r.mem_before_bwd_bytes, fmt.mib),
-          cell(r.fwd_tflops, tf), cell(r.bwd_tflops, tf), cell(r.fwd_bwd_tflops, tf)]
+          cell(r.fwd_tflops, tf), cell(r.bwd_tflops, tf), cell(r.fwd_bwd_tflops, tf), clockCell(r)]
         : isOom(r)
-          ? h('td', {colspan: 7, class: 'oom'}, h('strong', null, 'OOM'),
+          ? h('td', {colspan: 8, class: 'oom'}, h('strong', null, 'OOM'),
             r.oom_request_bytes ? ` — an allocation of ${fmt.mib(r.oom_request_bytes)} MiB did not fit` : ' — did not fit in memory')
-          : h('td', {colspan: 7, class: 'error'}, `failed: ${r.error || r.status}`)))));
+          : h('td', {colspan: 8, class: 'error'}, `failed: ${r.error || r.status}`)))));
 
   const metricSel = h('select', {id: 'attention-metric'}, METRICS.map((m) => h('option', {value: m.key}, m.label)));
   const chartBox = h('div', {id: 'attention-chart'});
@@ -75,7 +80,7 @@ export function attentionView(job) {
       title: `Attention ${m.label} time vs sequence length${first.causal ? ' (causal)' : ''}`,
       series: attentionSeries(runs, m.key), xLabel: 'sequence length', yLabel: `${m.label} (ms)`,
       logX: true, xBase: 2, logY: true, xFormat: (v) => fmt.int(v), yFormat: (v) => fmt.ms(v), markLabel: 'OOM',
-      desc: `mean over ${first.passes ?? '?'} passes after ${first.warmup ?? '?'} warm-up passes; batch ${first.batch}, ${first.heads} head${first.heads === 1 ? '' : 's'}; one line per implementation and head dimension; ✕ on the top edge: out of memory.`,
+      desc: `median of ${first.passes ?? '?'} passes (each timed alone) after ${first.warmup ?? '?'} warm-up passes; batch ${first.batch}, ${first.heads} head${first.heads === 1 ? '' : 's'}; one line per implementation and head dimension; ✕ on the top edge: out of memory.`,
     }));
   };
   metricSel.addEventListener('change', draw);

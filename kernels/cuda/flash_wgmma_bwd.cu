@@ -176,6 +176,23 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_PAD_DIMS
 #define LMK_FLASH_WGMMA_BWD_PAD_DIMS 10
 #endif
+/*   LMK_FLASH_WGMMA_BWD_STAGES128  depth of the Q/dO ring of the d 128 kernel
+ *                               (64-query tiles, d 80 too): 2 (the default)
+ *                               or 3 (226.6 of the 227 KB a block may have).
+ *   LMK_FLASH_WGMMA_BWD_LOOKAHEAD  bit mask of kernels (1: d 64 (and d 32),
+ *                               2: d 128 (and d 80)) whose consumers issue
+ *                               Sᵀ = K_c·Qᵀ of tile i + 1 before they wait
+ *                               for dQ of tile i − 1 and write it out (needs
+ *                               PINGPONG): the dQ epilogue and the barriers
+ *                               between tiles run beside their own MMA, and
+ *                               a tile's Q/dO stage is handed back once dV,
+ *                               dK (not dQ) are done; 0 (the default): none. */
+#ifndef LMK_FLASH_WGMMA_BWD_STAGES128
+#define LMK_FLASH_WGMMA_BWD_STAGES128 2
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_LOOKAHEAD
+#define LMK_FLASH_WGMMA_BWD_LOOKAHEAD 0
+#endif
 
 namespace {
 
@@ -198,7 +215,8 @@ template <int D, int BM_, bool DQT = false> struct wb_plan {
     static_assert(REG_PRODUCER * 128 + REG_CONSUMER * 256 == (65536 / THREADS) / 8 * 8 * THREADS,
                   "setmaxnreg split balances the launch allocation");
     static constexpr int NB = D / FW_BOX;           /* 64-column boxes per row */
-    static constexpr int STAGES = D * BM <= 64 * 64 ? 3 : 2; /* Q/dO ring depth */
+    static constexpr int STAGES = D * BM <= 64 * 64 ? 3 : D == 128 ? LMK_FLASH_WGMMA_BWD_STAGES128 : 2; /* Q/dO ring depth */
+    static_assert(STAGES >= 2 && STAGES <= 3, "a Q/dO ring of 2 or 3 stages");
     static constexpr int KV_TILE = BN * D * 2;
     static constexpr int Q_TILE = BM * D * 2;
     static constexpr int VEC = BM * 4;              /* one tile's lse or D */
@@ -215,6 +233,7 @@ template <int D, int BM_, bool DQT = false> struct wb_plan {
     static constexpr int OFF_BAR = OFF_DD + STAGES * VEC; /* kv_full, q_full[S], do_full[S], empty[S] */
     static constexpr int BYTES = OFF_BAR + 8 * (1 + 3 * STAGES);
     static constexpr size_t SMEM = BYTES + 1024;    /* slack to align the base */
+    static_assert(SMEM <= 227 * 1024, "a block's shared memory on sm_90");
 };
 
 /* SS wgmma wrappers the forward does not need (m64n32/64/128k16, both
@@ -523,30 +542,47 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         bar_arrive_n(BAR_DQ_FULL + c, DQ_THREADS);
     };
 
+    /* LA: Sᵀ of tile i + 1 is issued before dQ of tile i − 1 is waited for
+     * (st_la, written by that wgmma across the loop's turn) */
+    constexpr bool LA = PP && (LMK_FLASH_WGMMA_BWD_LOOKAHEAD & (D == 64 ? 1 : 2)) != 0;
+    float st_la[BM / 8][4];
+    auto ss_bm = [&](float (&d)[BM / 8][4], uint64_t da, uint64_t db, int scale_d) {
+        if constexpr (BM == 64)
+            wb_mma<T>::template ss64<0, 0>(d, da, db, scale_d);
+        else
+            wb_mma<T>::template ss128<0, 0>(d, da, db, scale_d);
+    };
+    /* d = Sᵀ = K_c·Qᵀ of the tile in stage s_ (fenced, committed) */
+    auto mma_s = [&](float (&d)[BM / 8][4], int s_) {
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < DR / 16; kk++)
+            ss_bm(d, sw128_desc(kc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
+                  sw128_desc(sQ(s_) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
+        wg_commit();
+    };
+
     mbar_wait(kv_full, 0);
     __syncwarp();
+    if constexpr (LA) { /* Sᵀ of the first tile (the block has at least one) */
+        mbar_wait(q_full(0), 0);
+        __syncwarp();
+        mma_s(st_la, 0);
+    }
     int i = 0, q0 = qs;
     for (; q0 < Tn; i++, q0 += BM) { /* i < nq; q0 = qs + i·BM */
         const int s = i % S;
         const uint32_t ph = (i / S) & 1;
         const uint32_t sds = base + P::OFF_DS + (uint32_t)((i & 1) * P::DS_TILE);
-        float st[BM / 8][4], dpt[BM / 8][4];
+        float st_own[BM / 8][4], dpt[BM / 8][4];
+        float (&st)[BM / 8][4] = *(LA ? &st_la : &st_own);
         uint32_t pa[BM / 16][4], dsa[BM / 16][4];
-        auto ss_bm = [&](float (&d)[BM / 8][4], uint64_t da, uint64_t db, int scale_d) {
-            if constexpr (BM == 64)
-                wb_mma<T>::template ss64<0, 0>(d, da, db, scale_d);
-            else
-                wb_mma<T>::template ss128<0, 0>(d, da, db, scale_d);
-        };
 
-        mbar_wait(q_full(s), ph);
-        __syncwarp(); /* the spin loops may leave lanes apart: .aligned ops follow */
-        wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < DR / 16; kk++) /* Sᵀ = K_c·Qᵀ */
-            ss_bm(st, sw128_desc(kc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
-                  sw128_desc(sQ(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
-        wg_commit();
+        if constexpr (!LA) {
+            mbar_wait(q_full(s), ph);
+            __syncwarp(); /* the spin loops may leave lanes apart: .aligned ops follow */
+            mma_s(st, s); /* Sᵀ = K_c·Qᵀ */
+        }
         mbar_wait(do_full(s), ph);
         __syncwarp();
         wg_fence();
@@ -660,19 +696,42 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             wg_fence();
             mma_dq(adq, base + P::OFF_DS + (uint32_t)(((i - 1) & 1) * P::DS_TILE));
             wg_commit();
-            wg_wait<0>();
-            pin(adk);
-            pin(adv);
-            pin(pa);
-            pin(dsa);
-            pin(adq);
-            if (lane == 0)
-                mbar_arrive(empty(s));
-            __syncwarp();
+            if constexpr (LA) {
+                wg_wait<1>(); /* dV, dK done: the stage's Q and dO are free */
+                pin(adk);
+                pin(adv);
+                pin(pa);
+                pin(dsa);
+                if (lane == 0)
+                    mbar_arrive(empty(s));
+                /* Sᵀ of tile i + 1; past the last tile on the stale stage, result
+                 * unused (no wgmma under a branch) */
+                if (q0 + BM < Tn)
+                    mbar_wait(q_full((i + 1) % S), ((i + 1) / S) & 1);
+                __syncwarp();
+                mma_s(st, (i + 1) % S);
+                wg_wait<1>(); /* dQ of tile i − 1 done */
+                pin(adq);
+            } else {
+                wg_wait<0>();
+                pin(adk);
+                pin(adv);
+                pin(pa);
+                pin(dsa);
+                pin(adq);
+                if (lane == 0)
+                    mbar_arrive(empty(s));
+                __syncwarp();
+            }
             if (i > 0) {
                 if (q0 + BM < Tn) /* tile i − 1 + 2 exists: hand its buffer back */
                     bar_arrive_n(BAR_DS_FREE + 2 * (1 - c) + ((i - 1) & 1), 256);
                 dq_to_shared(adq, i - 1);
+            }
+            if constexpr (LA) { /* no wgmma in flight across the loop's turn: ptxas
+                                   serialises them otherwise (C7514) */
+                wg_wait<0>();
+                pin(st);
             }
             continue;
         }
@@ -772,6 +831,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         }
     }
 
+    if constexpr (LA) /* (the first tile's Sᵀ, were the loop not entered) */
+        wg_wait<0>();
     if constexpr (PP) { /* dQ of the last tile */
         if (i > 0) {
             float adq[NQ / 8][4];

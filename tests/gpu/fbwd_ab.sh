@@ -10,9 +10,14 @@
 # Everything lands in OUT (one archive out.tar.xz); the summary is printed.
 # usage: tests/gpu/fbwd_ab.sh CARRY OUT
 # env: VARIANTS "v1 v2" VTESTS "v1" VTESTS2 "v2" VTORCH "v1" NCU "default v1" ROUNDS 2
-#      JOB "v1" (the attention job at the leaderboard shape, bf16 and fp16)
+#      JOB "v1" (the attention job, bf16 and fp16, at each of JOB_SHAPES
+#      "B H T d;..." (causal; default the leaderboard shape 1 16 16384 64))
 #      POINTS "flash bf16 1 16 16384 64 1 ..." (test_flash bench arguments)
-#      SDPA "B H T d;..." (bf16, causal) BUDGET seconds (skip parts past it)
+#      SDPA "[dtype] B H T d;..." (causal; dtype bf16 unless named)
+#      NCU_POINT "flash bf16 1 16 16384 64 1" (the profiled bench point)
+#      NCU_EXPORT 1: also the report's raw metrics and per-SASS-instruction
+#      samples as CSV (ncu_NAME_raw.csv, ncu_NAME_source.csv)
+#      BUDGET seconds (skip parts past it)
 set -u
 CARRY=$1
 OUT=$2
@@ -65,30 +70,44 @@ done
 log "bench done"
 
 # the attention job (lmperfd run) of the builds named in JOB, leaderboard shape
+IFS=';' read -ra jsh <<<"${JOB_SHAPES:-1 16 16384 64}"
 for v in ${JOB:-}; do
-    [ "$(left)" -gt 40 ] || { log "skip job $v (time)"; continue; }
-    for dt in bfloat16 float16; do
-        echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"$dt\", \"batch\": 1, \"heads\": 16, \"seq_len\": [16384], \"d_head\": [64], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/spec_${v}_$dt.json"
-        timeout 60 "$(bin "$v" lmperfd)" run "$OUT/spec_${v}_$dt.json" >"$OUT/job_${v}_$dt.json" 2>>"$OUT/job.err"
-        log "job $v $dt rc=$?: $(grep -oE '"(fwd|bwd|fwd_bwd)_ms": [0-9.]+' "$OUT/job_${v}_$dt.json" | tr '\n' ' ')"
+    for p in "${jsh[@]}"; do
+        set -- $p
+        for dt in bfloat16 float16; do
+            [ "$(left)" -gt 40 ] || { log "skip job $v $p $dt (time)"; continue; }
+            f="${v}_${1}_${2}_${3}_${4}_$dt"
+            echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"$dt\", \"batch\": $1, \"heads\": $2, \"seq_len\": [$3], \"d_head\": [$4], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/spec_$f.json"
+            timeout 60 "$(bin "$v" lmperfd)" run "$OUT/spec_$f.json" >"$OUT/job_$f.json" 2>>"$OUT/job.err"
+            log "job $v $p $dt rc=$?: $(grep -oE '"(fwd|bwd|fwd_bwd)_ms": [0-9.]+' "$OUT/job_$f.json" | tr '\n' ' ')"
+        done
     done
 done
 
-# PyTorch SDPA at the same shapes (bf16, causal)
+# PyTorch SDPA at the same shapes (causal; bf16 unless the entry names a dtype)
 IFS=';' read -ra sh <<<"${SDPA:-1 16 16384 64}"
 for p in "${sh[@]}"; do
     [ "$(left)" -gt 25 ] || { log "skip sdpa $p (time)"; continue; }
     set -- $p
-    timeout 60 python3 "$X/torch_attn.py" --impls sdpa --dtype bf16 --batch "$1" --heads "$2" \
+    dt=bf16
+    case $1 in bf16 | fp16) dt=$1 && shift ;; esac
+    timeout 60 python3 "$X/torch_attn.py" --impls sdpa --dtype $dt --batch "$1" --heads "$2" \
         --seq "$3" --d "$4" --n 20 --out "$OUT/torch.jsonl" >>"$OUT/torch.log" 2>&1
 done
 log "sdpa done"
 
 for v in ${NCU:-}; do
     [ "$(left)" -gt 35 ] || { log "skip ncu $v (time)"; continue; }
-    timeout 60 ncu --clock-control none --set full -k regex:flash_bwd_wgmma -c 1 \
-        "$(bin "$v" test_flash)" bench flash bf16 1 16 16384 64 1 >"$OUT/ncu_$v.txt" 2>&1
+    timeout 60 ncu --clock-control none --set full -k regex:flash_bwd_wgmma_kernel -c 1 \
+        ${NCU_EXPORT:+-o "$X/ncu_$v"} "$(bin "$v" test_flash)" bench ${NCU_POINT:-flash bf16 1 16 16384 64 1} \
+        >"$OUT/ncu_$v.txt" 2>&1
     log "ncu $v rc=$?"
+    if [ -n "${NCU_EXPORT:-}" ] && [ -f "$X/ncu_$v.ncu-rep" ]; then
+        ncu -i "$X/ncu_$v.ncu-rep" --print-details all >>"$OUT/ncu_$v.txt" 2>&1
+        ncu -i "$X/ncu_$v.ncu-rep" --page raw --csv >"$OUT/ncu_${v}_raw.csv" 2>&1
+        ncu -i "$X/ncu_$v.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu_${v}_source.csv" 2>&1
+        log "ncu $v export: $(wc -c <"$OUT/ncu_${v}_source.csv") bytes of source samples"
+    fi
 done
 for v in ${VTORCH:-}; do
     [ "$(left)" -gt 90 ] || { log "skip flash_vs_torch $v (time)"; continue; }

@@ -187,6 +187,13 @@ extern "C" {
  *                               between tiles run beside their own MMA, and
  *                               a tile's Q/dO stage is handed back once dV,
  *                               dK (not dQ) are done; 0 (the default): none. */
+/*   LMK_FLASH_WGMMA_BWD_STMATRIX  1: each consumer writes its dSᵀ fragments
+ *                               with one stmatrix per 16 queries (4 at 64
+ *                               queries) instead of 4 × 4 st.shared.b32 per
+ *                               thread; 0 (the default): st.shared. */
+#ifndef LMK_FLASH_WGMMA_BWD_STMATRIX
+#define LMK_FLASH_WGMMA_BWD_STMATRIX 0
+#endif
 #ifndef LMK_FLASH_WGMMA_BWD_STAGES128
 #define LMK_FLASH_WGMMA_BWD_STAGES128 2
 #endif
@@ -296,6 +303,15 @@ __device__ __forceinline__ float2 wb_ld_shared2(uint32_t addr)
     float2 v;
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
     return v;
+}
+/* four 8 × 8 16-bit matrices to shared memory: lanes 8m…8m+7 address
+ * matrix m's rows, register m of lane (g = lane / 4, t = lane % 4) holds its
+ * row g, elements 2t, 2t + 1 */
+__device__ __forceinline__ __attribute__((unused)) void wb_stmatrix4(uint32_t addr, const uint32_t (&r)[4])
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                 "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
 }
 /* *p += v (16-byte aligned) where ok, as a predicated instruction: no
  * branch, so the warp stays converged for the .aligned wgmma and barrier
@@ -665,7 +681,17 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             if (i >= 2) /* the other consumer's dQ of tile i − 2 has read this buffer */
                 bar_sync_n(BAR_DS_FREE + 2 * c + (i & 1), 256);
         }
-        {
+        if constexpr (LMK_FLASH_WGMMA_BWD_STMATRIX) {
+            /* one stmatrix per k-step: matrix m = lane / 8 (dsa[kq][m]) is rows
+             * +8·(m & 1), chunk +(m >> 1); this lane addresses its row lane % 8 */
+            const int m = lane >> 3, r = lane & 7;
+            const uint32_t r0 = sds + (uint32_t)(64 * c + 16 * w + 8 * (m & 1) + r) * 128;
+#pragma unroll
+            for (int kq = 0; kq < BM / 16; kq++)
+                wb_stmatrix4(r0 + (uint32_t)((kq / 4) * BN * 128) +
+                                 (uint32_t)(((2 * (kq % 4) + (m >> 1)) ^ r) << 4),
+                             dsa[kq]);
+        } else {
             const uint32_t r0 = sds + (uint32_t)(64 * c + 16 * w + g) * 128 + 4 * t;
 #pragma unroll
             for (int kq = 0; kq < BM / 16; kq++)

@@ -194,6 +194,32 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_STMATRIX
 #define LMK_FLASH_WGMMA_BWD_STMATRIX 0
 #endif
+/*   LMK_FLASH_WGMMA_BWD_DESC    1: the consumers build each tile's wgmma
+ *                               descriptors from a few base descriptors by
+ *                               one 32-bit add each (the tiles of a k-loop lie
+ *                               at constant offsets), with the consumer index
+ *                               broadcast so that the compiler knows it
+ *                               uniform; 0 (the default): each descriptor
+ *                               from its address (and, shift, or: ~380 of
+ *                               746 SASS instructions per consumer warp and
+ *                               tile at d 128 went to address and descriptor
+ *                               arithmetic, H100 ncu, PERF.md). */
+#ifndef LMK_FLASH_WGMMA_BWD_DESC
+#define LMK_FLASH_WGMMA_BWD_DESC 0
+#endif
+/*   LMK_FLASH_WGMMA_BWD_PRELOAD  bit mask of kernels as LOOKAHEAD's (2: d 128;
+ *                               the d 64 kernel's 128-query tiles would hold
+ *                               64 more registers and spill) whose
+ *                               consumers read the tile's −lse·log2 e
+ *                               and D values from shared memory into
+ *                               registers before they wait for Sᵀ (dPᵀ), not
+ *                               after: the shared loads' latency runs beside
+ *                               the wgmmas (the FFMA after them waited ~5% of
+ *                               the consumers' samples at d 128, H100 ncu);
+ *                               0 (the default): loaded where used. */
+#ifndef LMK_FLASH_WGMMA_BWD_PRELOAD
+#define LMK_FLASH_WGMMA_BWD_PRELOAD 0
+#endif
 #ifndef LMK_FLASH_WGMMA_BWD_STAGES128
 #define LMK_FLASH_WGMMA_BWD_STAGES128 2
 #endif
@@ -345,6 +371,14 @@ __device__ __forceinline__ void wb_bulk_wait() { asm volatile("cp.async.bulk.wai
 __device__ __forceinline__ void wb_st_shared_f32(uint32_t addr, float v)
 {
     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+
+/* the descriptor d (sw128_desc) moved on by `bytes` (a multiple of 16): the
+ * start-address field (bits 0-13, address / 16) takes the add without a
+ * carry, shared addresses being under 256 KB */
+__device__ __forceinline__ uint64_t wb_desc_add(uint64_t d, uint32_t bytes)
+{
+    return (d & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)d + (bytes >> 4));
 }
 
 /* columns 16kq…16kq+15 of an accumulator (this thread's rows g, g+8) → the
@@ -500,7 +534,11 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     /* consumers: c = 0, 1 own keys k0+64c…; warp w of the consumer its rows
      * 16w…, this lane keys key0 and key0 + 8 (accumulator layout) */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(P::REG_CONSUMER) : "memory");
-    const int c = wg - 1, w = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+    constexpr bool DSC = LMK_FLASH_WGMMA_BWD_DESC != 0;
+    /* DSC: c from lane 0, so that the compiler knows it warp-uniform and the
+     * descriptors built from it stay in uniform registers */
+    const int c = DSC ? __shfl_sync(0xffffffffu, wg - 1, 0) : wg - 1;
+    const int w = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
     const int wkey = k0 + 64 * c + 16 * w, key0 = wkey + g;
     const uint32_t kc = sK + 64 * c * 128, vc = sV + 64 * c * 128; /* this consumer's K, V rows */
@@ -515,17 +553,25 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     /* dQ_tile (64 queries from rq0 × NQ columns from cq0) = dS·K from the
      * dSᵀ buffer at sdsb (both consumers' keys), for the TMA path (SPLITM:
      * this consumer's 64 queries; SPLITN: its D/2 columns) */
+    /* DSC: dQ's B operand (K, this consumer's columns), loop-invariant */
+    const uint64_t dsc_kq = sw128_desc(sK + (SPLITM ? 0 : D == 64 ? 64 * c : c * BN * 128), BN * 128);
     auto mma_dq = [&](float (&adq)[NQ / 8][4], uint32_t sdsb) {
+        const uint64_t dsc_ds = sw128_desc(sdsb + (SPLITM ? c * BN * 128 : 0), BN * 128);
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
             if constexpr (SPLITM) {
                 wb_mma<T>::template ss64<1, 1>(
-                    adq, sw128_desc(sdsb + c * BN * 128 + kk * 16 * 128, BN * 128),
-                    sw128_desc(sK + kk * 16 * 128, BN * 128), kk > 0);
+                    adq,
+                    DSC ? wb_desc_add(dsc_ds, kk * 16 * 128)
+                        : sw128_desc(sdsb + c * BN * 128 + kk * 16 * 128, BN * 128),
+                    DSC ? wb_desc_add(dsc_kq, kk * 16 * 128) : sw128_desc(sK + kk * 16 * 128, BN * 128),
+                    kk > 0);
             } else {
-                const uint64_t da = sw128_desc(sdsb + kk * 16 * 128, BN * 128);
-                const uint64_t db = sw128_desc(sK + kk * 16 * 128 + (D == 64 ? 64 * c : c * BN * 128),
-                                               BN * 128);
+                const uint64_t da = DSC ? wb_desc_add(dsc_ds, kk * 16 * 128)
+                                        : sw128_desc(sdsb + kk * 16 * 128, BN * 128);
+                const uint64_t db =
+                    DSC ? wb_desc_add(dsc_kq, kk * 16 * 128)
+                        : sw128_desc(sK + kk * 16 * 128 + (D == 64 ? 64 * c : c * BN * 128), BN * 128);
                 if constexpr (NQ == 32)
                     wb_mma<T>::template ss32<1, 1>(adq, da, db, kk > 0);
                 else
@@ -569,12 +615,17 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             wb_mma<T>::template ss128<0, 0>(d, da, db, scale_d);
     };
     /* d = Sᵀ = K_c·Qᵀ of the tile in stage s_ (fenced, committed) */
+    /* DSC: K_c's and V_c's descriptors (A of Sᵀ, dPᵀ), loop-invariant */
+    const uint64_t dsc_k = sw128_desc(kc, 16), dsc_v = sw128_desc(vc, 16);
     auto mma_s = [&](float (&d)[BM / 8][4], int s_) {
+        const uint64_t dsc_q = sw128_desc(sQ(s_), 16);
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < DR / 16; kk++)
-            ss_bm(d, sw128_desc(kc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
-                  sw128_desc(sQ(s_) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
+        for (int kk = 0; kk < DR / 16; kk++) {
+            const uint32_t oa = (kk / 4) * BN * 128 + (kk % 4) * 32, ob = (kk / 4) * BM * 128 + (kk % 4) * 32;
+            ss_bm(d, DSC ? wb_desc_add(dsc_k, oa) : sw128_desc(kc + oa, 16),
+                  DSC ? wb_desc_add(dsc_q, ob) : sw128_desc(sQ(s_) + ob, 16), kk > 0);
+        }
         wg_commit();
     };
 
@@ -602,14 +653,28 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         mbar_wait(do_full(s), ph);
         __syncwarp();
         wg_fence();
+        {
+            const uint64_t dsc_do = sw128_desc(sdO(s), 16);
 #pragma unroll
-        for (int kk = 0; kk < DR / 16; kk++) /* dPᵀ = V_c·dOᵀ */
-            ss_bm(dpt, sw128_desc(vc + (kk / 4) * BN * 128 + (kk % 4) * 32, 16),
-                  sw128_desc(sdO(s) + (kk / 4) * BM * 128 + (kk % 4) * 32, 16), kk > 0);
+            for (int kk = 0; kk < DR / 16; kk++) { /* dPᵀ = V_c·dOᵀ */
+                const uint32_t oa = (kk / 4) * BN * 128 + (kk % 4) * 32, ob = (kk / 4) * BM * 128 + (kk % 4) * 32;
+                ss_bm(dpt, DSC ? wb_desc_add(dsc_v, oa) : sw128_desc(vc + oa, 16),
+                      DSC ? wb_desc_add(dsc_do, ob) : sw128_desc(sdO(s) + ob, 16), kk > 0);
+            }
+        }
         wg_commit();
 
         /* the warp's keys reach past a query of the tile, or the tile past T */
         const bool mask = q0 + BM > Tn || (causal && wkey + 15 > q0); /* warp-uniform */
+        /* PRE: this thread's columns 8j + 2t (+1) of the tile's −lse·log2 e
+         * (lv) and D (dv_) values, read before the waits */
+        constexpr bool PRE = (LMK_FLASH_WGMMA_BWD_PRELOAD & (D == 64 ? 1 : 2)) != 0;
+        float2 lv[PRE ? BM / 8 : 1], dv_[PRE ? BM / 8 : 1];
+        if constexpr (PRE) {
+#pragma unroll
+            for (int j = 0; j < BM / 8; j++)
+                lv[j] = wb_ld_shared2(sL(s) + 4 * (8 * j + 2 * t));
+        }
         wg_wait<1>();
         pin(st);
         /* Pᵀ over the tile; MASKING 0: no element masked, 1: the mask
@@ -618,7 +683,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             constexpr int MASKING = decltype(masking)::value;
 #pragma unroll
             for (int j = 0; j < BM / 8; j++) {
-                const float2 l = wb_ld_shared2(sL(s) + 4 * (8 * j + 2 * t)); /* LEAN: −lse·log2 e */
+                const float2 l = PRE ? lv[PRE ? j : 0] : wb_ld_shared2(sL(s) + 4 * (8 * j + 2 * t)); /* LEAN: −lse·log2 e */
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const float bias = LEAN ? (e & 1 ? l.y : l.x) : -(e & 1 ? l.y : l.x) * WB_LOG2E;
@@ -639,6 +704,11 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         } else {
             p_tile(std::integral_constant<int, 2>{});
         }
+        if constexpr (PRE) {
+#pragma unroll
+            for (int j = 0; j < BM / 8; j++)
+                dv_[j] = wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
+        }
         wg_wait<0>();
         pin(dpt);
         /* dSᵀ = Pᵀ∘(dPᵀ − D); Pᵀ and dSᵀ packed 16 columns at a time (their
@@ -647,7 +717,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         for (int kq = 0; kq < BM / 16; kq++) {
 #pragma unroll
             for (int j = 2 * kq; j < 2 * kq + 2; j++) {
-                const float2 dd = wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
+                const float2 dd = PRE ? dv_[PRE ? j : 0] : wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     dpt[j][e] = st[j][e] * (dpt[j][e] - (e & 1 ? dd.y : dd.x));
@@ -658,9 +728,11 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         /* acc (64 keys × D) += a (registers: 64 keys × BM queries, BM/16
          * k-steps) · the BM × D tile at tile (shared, MN-major; m64nDk16) */
         auto mma_rs = [&](float (&acc)[D / 8][4], const uint32_t (&a)[BM / 16][4], uint32_t tile) {
+            const uint64_t dsc_t = sw128_desc(tile, BM * 128);
 #pragma unroll
             for (int kq = 0; kq < BM / 16; kq++) {
-                const uint64_t desc = sw128_desc(tile + kq * 16 * 128, BM * 128);
+                const uint64_t desc =
+                    DSC ? wb_desc_add(dsc_t, kq * 16 * 128) : sw128_desc(tile + kq * 16 * 128, BM * 128);
                 if constexpr (D == 64)
                     wg_mma<T>::rs64(acc, a[kq], desc);
                 else

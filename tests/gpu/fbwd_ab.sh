@@ -17,6 +17,7 @@
 #      NCU_POINT "flash bf16 1 16 16384 64 1" (the profiled bench point)
 #      NCU_EXPORT 1: also the report's raw metrics and per-SASS-instruction
 #      samples as CSV (ncu_NAME_raw.csv, ncu_NAME_source.csv)
+#      TORCH_FIRST 1: flash_vs_torch of VTORCH right after VTESTS' test_flash
 #      BUDGET seconds (skip parts past it)
 set -u
 CARRY=$1
@@ -46,7 +47,8 @@ cat "$OUT/env.txt"
 bin() { if [ "$1" = default ]; then echo "$X/$2"; else echo "$X/$1/$2"; fi; }
 
 # order: test_flash of VTESTS, timing, the job, SDPA, ncu, flash_vs_torch of
-# VTORCH, test_flash of VTESTS2 (each part skipped when BUDGET runs short)
+# VTORCH (TORCH_FIRST: before the timing), test_flash of VTESTS2 (each part
+# skipped when BUDGET runs short)
 vtests() {
     for v in "$@"; do
         for dt in bfloat16 float16; do
@@ -57,7 +59,20 @@ vtests() {
         done
     done
 }
+vtorch() {
+    for v in ${VTORCH:-}; do
+        [ "$(left)" -gt 90 ] || { log "skip flash_vs_torch $v (time)"; continue; }
+        ok=1
+        for f in "$OUT"/test_flash_"${v}"_*.log; do tail -1 "$f" 2>/dev/null | grep -q '^0 of' || ok=0; done
+        [ $ok = 1 ] || { log "skip flash_vs_torch $v (test_flash did not pass)"; continue; }
+        timeout 100 python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$(bin "$v" flash_dump)" --only bf16,fp16 \
+            --out "$OUT/flash_vs_torch_$v.txt" >"$OUT/flash_vs_torch_$v.log" 2>&1
+        log "flash_vs_torch $v rc=$?: $(tail -1 "$OUT/flash_vs_torch_$v.log")"
+        grep -E 'FAIL|Error' "$OUT/flash_vs_torch_$v.log" | head -5
+    done
+}
 vtests ${VTESTS:-}
+[ -z "${TORCH_FIRST:-}" ] || vtorch
 
 # timing: default and each variant alternating
 POINTS=${POINTS:-"flash bf16 1 16 16384 64 1"}
@@ -109,16 +124,7 @@ for v in ${NCU:-}; do
         log "ncu $v export: $(wc -c <"$OUT/ncu_${v}_source.csv") bytes of source samples"
     fi
 done
-for v in ${VTORCH:-}; do
-    [ "$(left)" -gt 90 ] || { log "skip flash_vs_torch $v (time)"; continue; }
-    ok=1
-    for f in "$OUT"/test_flash_"${v}"_*.log; do tail -1 "$f" 2>/dev/null | grep -q '^0 of' || ok=0; done
-    [ $ok = 1 ] || { log "skip flash_vs_torch $v (test_flash did not pass)"; continue; }
-    timeout 100 python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$(bin "$v" flash_dump)" --only bf16,fp16 \
-        --out "$OUT/flash_vs_torch_$v.txt" >"$OUT/flash_vs_torch_$v.log" 2>&1
-    log "flash_vs_torch $v rc=$?: $(tail -1 "$OUT/flash_vs_torch_$v.log")"
-    grep -E 'FAIL|Error' "$OUT/flash_vs_torch_$v.log" | head -5
-done
+[ -n "${TORCH_FIRST:-}" ] || vtorch
 vtests ${VTESTS2:-}
 for c in "$X"/*.cubin; do
     [ -f "$c" ] && cuobjdump -sass "$c" >"$OUT/$(basename "$c" .cubin).sass" 2>&1

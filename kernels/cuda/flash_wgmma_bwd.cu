@@ -194,7 +194,8 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_STMATRIX
 #define LMK_FLASH_WGMMA_BWD_STMATRIX 0
 #endif
-/*   LMK_FLASH_WGMMA_BWD_DESC    1: the consumers build each tile's wgmma
+/*   LMK_FLASH_WGMMA_BWD_DESC    bit mask of kernels as LOOKAHEAD's (2: d 128)
+ *                               whose consumers build each tile's wgmma
  *                               descriptors from a few base descriptors by
  *                               one 32-bit add each (the tiles of a k-loop lie
  *                               at constant offsets), with the consumer index
@@ -534,7 +535,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     /* consumers: c = 0, 1 own keys k0+64c…; warp w of the consumer its rows
      * 16w…, this lane keys key0 and key0 + 8 (accumulator layout) */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(P::REG_CONSUMER) : "memory");
-    constexpr bool DSC = LMK_FLASH_WGMMA_BWD_DESC != 0;
+    constexpr bool DSC = (LMK_FLASH_WGMMA_BWD_DESC & (D == 64 ? 1 : 2)) != 0;
     /* DSC: c from lane 0, so that the compiler knows it warp-uniform and the
      * descriptors built from it stay in uniform registers */
     const int c = DSC ? __shfl_sync(0xffffffffu, wg - 1, 0) : wg - 1;

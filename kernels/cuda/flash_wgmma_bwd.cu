@@ -194,21 +194,30 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_STMATRIX
 #define LMK_FLASH_WGMMA_BWD_STMATRIX 0
 #endif
-/*   LMK_FLASH_WGMMA_BWD_DESC    bit mask of kernels as LOOKAHEAD's (2: d 128)
- *                               whose consumers build each tile's wgmma
+/*   LMK_FLASH_WGMMA_BWD_DESC    bit mask of kernels as LOOKAHEAD's whose
+ *                               consumers build each tile's wgmma
  *                               descriptors from a few base descriptors by
  *                               one 32-bit add each (the tiles of a k-loop lie
  *                               at constant offsets), with the consumer index
  *                               broadcast so that the compiler knows it
- *                               uniform; 0 (the default): each descriptor
- *                               from its address (and, shift, or: ~380 of
- *                               746 SASS instructions per consumer warp and
- *                               tile at d 128 went to address and descriptor
- *                               arithmetic, H100 ncu, PERF.md). */
+ *                               uniform; otherwise each descriptor from its
+ *                               address (and, shift, or: ~380 of 746 SASS
+ *                               instructions per consumer warp and tile at
+ *                               d 128 went to address and descriptor
+ *                               arithmetic, H100 ncu). 2 (the default, d 128
+ *                               and d 80): with PRELOAD 2 the lent H100 ran
+ *                               this kernel (bwd128 call 2, 10:54 UTC):
+ *                               test_flash 116/116 bf16 and 116/116 fp16,
+ *                               flash_vs_torch --only bf16,fp16 126/126;
+ *                               bf16 B1 H16 T16384 causal backward 5.19-5.27
+ *                               -> 4.73-4.86 ms (SDPA 4.97), 570-590 SASS
+ *                               instructions per consumer warp and tile,
+ *                               tensor pipe 60 -> 63% (PERF.md). Not 1
+ *                               (d 64): 2.64-2.66 -> 2.71-2.76 ms there. */
 #ifndef LMK_FLASH_WGMMA_BWD_DESC
-#define LMK_FLASH_WGMMA_BWD_DESC 0
+#define LMK_FLASH_WGMMA_BWD_DESC 2
 #endif
-/*   LMK_FLASH_WGMMA_BWD_PRELOAD  bit mask of kernels as LOOKAHEAD's (2: d 128;
+/*   LMK_FLASH_WGMMA_BWD_PRELOAD  bit mask of kernels as LOOKAHEAD's (not 1:
  *                               the d 64 kernel's 128-query tiles would hold
  *                               64 more registers and spill) whose
  *                               consumers read the tile's −lse·log2 e
@@ -217,9 +226,12 @@ extern "C" {
  *                               after: the shared loads' latency runs beside
  *                               the wgmmas (the FFMA after them waited ~5% of
  *                               the consumers' samples at d 128, H100 ncu);
- *                               0 (the default): loaded where used. */
+ *                               otherwise loaded where used. 2 (the default,
+ *                               d 128 and d 80): checked with DESC 2, see
+ *                               there (bf16 backward 4.88-5.15 with DESC
+ *                               alone, 4.73-4.86 with both). */
 #ifndef LMK_FLASH_WGMMA_BWD_PRELOAD
-#define LMK_FLASH_WGMMA_BWD_PRELOAD 0
+#define LMK_FLASH_WGMMA_BWD_PRELOAD 2
 #endif
 #ifndef LMK_FLASH_WGMMA_BWD_STAGES128
 #define LMK_FLASH_WGMMA_BWD_STAGES128 2

@@ -178,7 +178,11 @@ extern "C" {
 #endif
 /*   LMK_FLASH_WGMMA_BWD_STAGES128  depth of the Q/dO ring of the d 128 kernel
  *                               (64-query tiles, d 80 too): 2 (the default)
- *                               or 3 (226.6 of the 227 KB a block may have).
+ *                               or 3 (226.6 of the 227 KB a block may have;
+ *                               no faster on the lent H100, alone or with
+ *                               DESC and PRELOAD: bf16 B1 H16 T16384 causal
+ *                               backward 5.09 against 5.01, 4.80-5.14
+ *                               against 4.73-4.86, PERF.md).
  *   LMK_FLASH_WGMMA_BWD_LOOKAHEAD  bit mask of kernels (1: d 64 (and d 32),
  *                               2: d 128 (and d 80)) whose consumers issue
  *                               Sᵀ = K_c·Qᵀ of tile i + 1 before they wait
@@ -186,11 +190,18 @@ extern "C" {
  *                               PINGPONG): the dQ epilogue and the barriers
  *                               between tiles run beside their own MMA, and
  *                               a tile's Q/dO stage is handed back once dV,
- *                               dK (not dQ) are done; 0 (the default): none. */
+ *                               dK (not dQ) are done; 0 (the default): none
+ *                               (3 on the lent H100: d 128 no faster, 5.22
+ *                               against 5.01 ms; d 64 10-15% slower, 2.82-2.96
+ *                               against 2.57: the consumers wait on their own
+ *                               instruction stream, not at the tile's turn). */
 /*   LMK_FLASH_WGMMA_BWD_STMATRIX  1: each consumer writes its dSᵀ fragments
  *                               with one stmatrix per 16 queries (4 at 64
  *                               queries) instead of 4 × 4 st.shared.b32 per
- *                               thread; 0 (the default): st.shared. */
+ *                               thread; 0 (the default): st.shared (1 on the
+ *                               lent H100, with DESC and PRELOAD: 5.07-5.10
+ *                               against 4.73-4.86 ms; test_flash passed with
+ *                               it, LOOKAHEAD, STAGES128 3 and HEAVY_FIRST). */
 #ifndef LMK_FLASH_WGMMA_BWD_STMATRIX
 #define LMK_FLASH_WGMMA_BWD_STMATRIX 0
 #endif
@@ -333,7 +344,7 @@ __device__ __forceinline__ void wb_fence_async() /* generic smem writes → wgmm
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-__device__ __forceinline__ void wb_st_shared(uint32_t addr, uint32_t v)
+__device__ __forceinline__ __attribute__((unused)) void wb_st_shared(uint32_t addr, uint32_t v)
 {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }

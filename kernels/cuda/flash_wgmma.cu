@@ -131,6 +131,23 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #ifndef LMK_FLASH_WGMMA_SPLIT_DIMS
 #define LMK_FLASH_WGMMA_SPLIT_DIMS 28
 #endif
+/*   LMK_FLASH_WGMMA_D128_STAGES  K/V ring depth of the unsplit blocks at d 128 (80):
+ *                             2 (160 KB of shared memory) or 3 (224 KB: the most
+ *                             one block may have).
+ *   LMK_FLASH_WGMMA_TMA_STORE 1: each consumer writes its 64 rows of O into its
+ *                             own Q tile (free once its last S = Q·Kᵀ is done) in
+ *                             the 128-byte swizzle and one thread stores them with
+ *                             TMA (rows past T clipped by the map), instead of
+ *                             16 (d 64) or 32 (d 128) four-byte stores per thread
+ *                             and row pair. */
+#ifndef LMK_FLASH_WGMMA_D128_STAGES
+#define LMK_FLASH_WGMMA_D128_STAGES 2
+#endif
+#ifndef LMK_FLASH_WGMMA_TMA_STORE
+#define LMK_FLASH_WGMMA_TMA_STORE 0
+#endif
+static_assert(LMK_FLASH_WGMMA_D128_STAGES == 2 || LMK_FLASH_WGMMA_D128_STAGES == 3,
+              "LMK_FLASH_WGMMA_D128_STAGES: 2 or 3 (shared memory)");
 
 namespace {
 
@@ -153,7 +170,8 @@ template <int D, int NC, bool SPLIT> struct fw_plan {
     static constexpr int REG_PRODUCER = NC == 2 ? 40 : 32;
     static constexpr int REG_CONSUMER = NC == 2 ? 232 : 160;
     static constexpr int NB = D / FW_BOX;                   /* boxes per row of Q, K, V */
-    static constexpr int STAGES = SPLIT ? (D <= 64 ? 5 : 3) : (D <= 64 ? 3 : 2); /* K/V ring depth */
+    static constexpr int STAGES = SPLIT ? (D <= 64 ? 5 : 3)
+                                        : (D <= 64 ? 3 : LMK_FLASH_WGMMA_D128_STAGES); /* K/V ring depth */
     static constexpr int READERS = SPLIT ? 4 : 4 * NC;      /* warps that read one K/V tile */
     static constexpr int Q_WG = 64 * D * 2;                 /* one consumer's Q rows */
     static constexpr int TILE = FW_BN * D * 2;              /* one K or V tile */
@@ -162,6 +180,7 @@ template <int D, int NC, bool SPLIT> struct fw_plan {
     static constexpr int OFF_BAR = OFF_V + STAGES * TILE;   /* q_full, k_full[S], v_full[S], k_empty[S], v_empty[S] */
     static constexpr int BYTES = OFF_BAR + 8 * (1 + 4 * STAGES);
     static constexpr size_t SMEM = BYTES + 1024;            /* slack to align the base */
+    static_assert(SMEM <= 227 * 1024, "one block's shared memory on sm_90");
     static constexpr int MERGE_FLOATS = 4 + D / 2;          /* m, l (2 rows) and acc per thread */
     static_assert(!SPLIT || (NC - 1) * 128 * MERGE_FLOATS * 4 <= 2 * STAGES * TILE,
                   "the merge fits in the K/V ring");
@@ -255,7 +274,8 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
 __host__ __device__ constexpr int fw_dpad(int dr) { return dr <= 64 ? 64 : 128; }
 
 /* o: (B, H, T, DR); lse: (B, H, T); Q, K, V through the 3-D tensor maps
- * (columns DR, rows T, heads B·H; Q boxes 64 × 64 rows, K/V boxes 64 × 128).
+ * (columns DR, rows T, heads B·H; Q boxes 64 × 64 rows, K/V boxes 64 × 128);
+ * tmo: o's map (as Q's), read only with LMK_FLASH_WGMMA_TMA_STORE.
  * grid (B·H, ceil(T/BM)) with HEAVY_FIRST, else (ceil(T/BM), B·H); 128·(NC+1)
  * threads; the block of query-tile index i runs tile count−1−i (longest causal
  * rows first: across all heads with HEAVY_FIRST). SPLIT: fw_plan; the merge of
@@ -264,7 +284,8 @@ template <typename T, int DR, int NC, bool PP, bool SPLIT>
 __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     flash_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
                            const __grid_constant__ CUtensorMap tmk,
-                           const __grid_constant__ CUtensorMap tmv, T *o, float *lse, int Tn,
+                           const __grid_constant__ CUtensorMap tmv,
+                           const __grid_constant__ CUtensorMap tmo, T *o, float *lse, int Tn,
                            int causal, float scale_log2)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -501,16 +522,39 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
         l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
         l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
         const int row = row0 + 8 * h;
-        if (row >= Tn)
-            continue;
         const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
-        T *orow = o + (rbase + row) * DR;
+        if constexpr (LMK_FLASH_WGMMA_TMA_STORE) {
+            /* row r of this consumer's 64, column 8j + 2t: box j/8, 16-byte
+             * chunk j%8 of the row, swizzled by the row within its 8-row atom
+             * (as TMA wrote Q here); rows past T are written and clipped by
+             * the store */
+            const int r = 16 * w + g + 8 * h;
 #pragma unroll
-        for (int j = 0; j < DR / 8; j++)
-            *reinterpret_cast<uint32_t *>(orow + 8 * j + 2 * t) =
-                fw_pack<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
-        if (t == 0)
+            for (int j = 0; j < DR / 8; j++)
+                st_shared_u32(qa + (j / 8) * 64 * 128 + r * 128 + (((j % 8) ^ (r & 7)) << 4) + 4 * t,
+                              fw_pack<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv));
+        } else if (row < Tn) {
+            T *orow = o + (rbase + row) * DR;
+#pragma unroll
+            for (int j = 0; j < DR / 8; j++)
+                *reinterpret_cast<uint32_t *>(orow + 8 * j + 2 * t) =
+                    fw_pack<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+        }
+        if (t == 0 && row < Tn)
             lse[rbase + row] = (m[h] + log2f(l[h])) * FW_LN2;
+    }
+    if constexpr (LMK_FLASH_WGMMA_TMA_STORE) {
+        /* this consumer's Q tile is free: its last S = Q·Kᵀ completed (and
+         * with SPLIT every consumer's, bar_sync_n above) */
+        fence_proxy_async();
+        bar_sync_n(4 + c, 128);
+        if ((threadIdx.x & 127) == 0) {
+#pragma unroll
+            for (int b = 0; b < (DR + FW_BOX - 1) / FW_BOX; b++)
+                tma_store(&tmo, qa + b * 64 * 128, FW_BOX * b, wrow - 16 * w, bh);
+            tma_store_commit();
+            tma_store_wait_read(); /* before the block's shared memory goes */
+        }
     }
 #endif
 }
@@ -520,9 +564,10 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
            const lmk_attn_shape *s, cudaStream_t st)
 {
     const fw_encode_fn enc = fw_encoder();
-    CUtensorMap mq, mk, mv;
+    CUtensorMap mq, mk, mv, mo = {};
     if (!enc || !fw_map(enc, &mq, q, s, 64) || !fw_map(enc, &mk, k, s, FW_BN) ||
-        !fw_map(enc, &mv, v, s, FW_BN))
+        !fw_map(enc, &mv, v, s, FW_BN) ||
+        (LMK_FLASH_WGMMA_TMA_STORE && !fw_map(enc, &mo, o, s, 64)))
         return LMK_DEVICE;
     constexpr int D = fw_dpad(DR), NC = D <= 64 ? LMK_FLASH_WGMMA_D64_WG : 2;
     using P = fw_plan<D, NC, SPLIT>;
@@ -535,7 +580,8 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
     const unsigned tiles = (s->T + P::BM - 1) / P::BM, heads = s->B * s->H;
     const dim3 grid = LMK_FLASH_WGMMA_HEAVY_FIRST ? dim3(heads, tiles) : dim3(tiles, heads);
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)DR);
-    kern<<<grid, P::THREADS, smem, st>>>(mq, mk, mv, (T *)o, lse, s->T, s->causal, scale_log2);
+    kern<<<grid, P::THREADS, smem, st>>>(mq, mk, mv, LMK_FLASH_WGMMA_TMA_STORE ? mo : mq, (T *)o,
+                                         lse, s->T, s->causal, scale_log2);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
 

@@ -103,6 +103,37 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, u
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
                  : "memory");
 }
+/* TMA store: shared src (the 128-byte-swizzled box the map describes) → box
+ * at (c0 column, c1 row, c2 head) of the 3-D map; elements past the map's
+ * bounds are not written. Completes as a bulk group of the issuing thread:
+ * tma_store_commit, then tma_store_wait_read before src is reused or the
+ * block exits. The writers of src run fence_proxy_async first (their
+ * ordinary stores become visible to the copy engine), then a barrier. */
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, uint32_t src, int c0, int c1,
+                                          int c2)
+{
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+                 ::"l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_store_commit()
+{
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+/* returns once this thread's committed bulk stores have read their sources */
+__device__ __forceinline__ void tma_store_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
 /* named barriers among the two consumer warpgroups (256 threads) */
 __device__ __forceinline__ void bar_sync(int id)
 {

@@ -140,14 +140,30 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
  *                             TMA (rows past T clipped by the map), instead of
  *                             16 (d 64) or 32 (d 128) four-byte stores per thread
  *                             and row pair. */
+/*   LMK_FLASH_WGMMA_PERSISTENT  1: the unsplit blocks become one per SM (at most),
+ *                             each running a list of query tiles (fw_item: the
+ *                             heavy-first order dealt out in rounds, alternately
+ *                             forwards and backwards); the producer loads the next
+ *                             tile's Q as soon as the consumers' last S = Q·Kᵀ of
+ *                             the current one is done, and its first K/V tiles into
+ *                             the ring as it drains, so that neither the block
+ *                             start (barrier set-up, register hand-over) nor the
+ *                             first loads' latency sits between two tiles. Not
+ *                             with LMK_FLASH_WGMMA_TMA_STORE (O would go through
+ *                             the Q tile that is already refilled). */
 #ifndef LMK_FLASH_WGMMA_D128_STAGES
 #define LMK_FLASH_WGMMA_D128_STAGES 2
+#endif
+#ifndef LMK_FLASH_WGMMA_PERSISTENT
+#define LMK_FLASH_WGMMA_PERSISTENT 0
 #endif
 #ifndef LMK_FLASH_WGMMA_TMA_STORE
 #define LMK_FLASH_WGMMA_TMA_STORE 0
 #endif
 static_assert(LMK_FLASH_WGMMA_D128_STAGES == 2 || LMK_FLASH_WGMMA_D128_STAGES == 3,
               "LMK_FLASH_WGMMA_D128_STAGES: 2 or 3 (shared memory)");
+static_assert(!(LMK_FLASH_WGMMA_PERSISTENT && LMK_FLASH_WGMMA_TMA_STORE),
+              "LMK_FLASH_WGMMA_PERSISTENT refills the Q tile that LMK_FLASH_WGMMA_TMA_STORE stores O from");
 
 namespace {
 
@@ -177,8 +193,8 @@ template <int D, int NC, bool SPLIT> struct fw_plan {
     static constexpr int TILE = FW_BN * D * 2;              /* one K or V tile */
     static constexpr int OFF_K = (SPLIT ? 1 : NC) * Q_WG;
     static constexpr int OFF_V = OFF_K + STAGES * TILE;
-    static constexpr int OFF_BAR = OFF_V + STAGES * TILE;   /* q_full, k_full[S], v_full[S], k_empty[S], v_empty[S] */
-    static constexpr int BYTES = OFF_BAR + 8 * (1 + 4 * STAGES);
+    static constexpr int OFF_BAR = OFF_V + STAGES * TILE;   /* q_full, k_full[S], v_full[S], k_empty[S], v_empty[S], q_empty */
+    static constexpr int BYTES = OFF_BAR + 8 * (2 + 4 * STAGES);
     static constexpr size_t SMEM = BYTES + 1024;            /* slack to align the base */
     static_assert(SMEM <= 227 * 1024, "one block's shared memory on sm_90");
     static constexpr int MERGE_FLOATS = 4 + D / 2;          /* m, l (2 rows) and acc per thread */
@@ -273,24 +289,38 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
  * not stored). */
 __host__ __device__ constexpr int fw_dpad(int dr) { return dr <= 64 ? 64 : 128; }
 
+/* Work item k (0, 1, …) of block b of a persistent grid of G blocks
+ * (LMK_FLASH_WGMMA_PERSISTENT): round k holds items kG…kG+G−1 of the
+ * heavy-first list, dealt to the blocks forwards when k is even and backwards
+ * when odd, so that each block's sum of causal tile lengths stays near the
+ * mean. Increasing in k: once past the list, every later item is too. */
+__device__ __forceinline__ int fw_item(int k, int b, int G)
+{
+    return k * G + ((k & 1) ? G - 1 - b : b);
+}
+
 /* o: (B, H, T, DR); lse: (B, H, T); Q, K, V through the 3-D tensor maps
  * (columns DR, rows T, heads B·H; Q boxes 64 × 64 rows, K/V boxes 64 × 128);
- * tmo: o's map (as Q's), read only with LMK_FLASH_WGMMA_TMA_STORE.
- * grid (B·H, ceil(T/BM)) with HEAVY_FIRST, else (ceil(T/BM), B·H); 128·(NC+1)
- * threads; the block of query-tile index i runs tile count−1−i (longest causal
- * rows first: across all heads with HEAVY_FIRST). SPLIT: fw_plan; the merge of
- * the consumers' partial rows is FA2's (rescale both to the larger max). */
+ * tmo: o's map (as Q's), read only with LMK_FLASH_WGMMA_TMA_STORE; heads:
+ * B·H. Grid (B·H, ceil(T/BM)) with HEAVY_FIRST, else (ceil(T/BM), B·H);
+ * 128·(NC+1) threads; the block of query-tile index i runs tile count−1−i
+ * (longest causal rows first: across all heads with HEAVY_FIRST).
+ * Persistent (LMK_FLASH_WGMMA_PERSISTENT, unsplit): grid (G) with G ≤ the
+ * tile count; item i of the heavy-first list (fw_item) is query tile
+ * count−1−i/heads of head i%heads. SPLIT: fw_plan; the merge of the
+ * consumers' partial rows is FA2's (rescale both to the larger max). */
 template <typename T, int DR, int NC, bool PP, bool SPLIT>
 __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     flash_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmq,
                            const __grid_constant__ CUtensorMap tmk,
                            const __grid_constant__ CUtensorMap tmv,
                            const __grid_constant__ CUtensorMap tmo, T *o, float *lse, int Tn,
-                           int causal, float scale_log2)
+                           int causal, float scale_log2, int heads)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int D = fw_dpad(DR);
     using P = fw_plan<D, NC, SPLIT>;
+    constexpr bool PERSIST = LMK_FLASH_WGMMA_PERSISTENT && !SPLIT;
     static_assert(!PP || (NC == 2 && !SPLIT), "ping-pong between two consumers of their own rows");
     constexpr int S = P::STAGES, NB = P::NB;
     extern __shared__ __align__(1024) unsigned char smraw[];
@@ -301,11 +331,28 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     auto v_full = [&](int s) { return q_full + 8u * (1 + S + s); };
     auto k_empty = [&](int s) { return q_full + 8u * (1 + 2 * S + s); };
     auto v_empty = [&](int s) { return q_full + 8u * (1 + 3 * S + s); };
+    const uint32_t q_empty = q_full + 8u * (1 + 4 * S); /* PERSIST: the Q tiles may be refilled */
 
-    const int q0 = (LMK_FLASH_WGMMA_HEAVY_FIRST ? gridDim.y - 1 - blockIdx.y
-                                                : gridDim.x - 1 - blockIdx.x) * P::BM;
-    const int bh = LMK_FLASH_WGMMA_HEAVY_FIRST ? blockIdx.x : blockIdx.y;
-    const int kend = causal ? min(Tn, q0 + P::BM) : Tn, nk = (kend + FW_BN - 1) / FW_BN;
+    /* this block's k-th work item: its first query row q0, head bh and key
+     * tile count nk; false past the block's last */
+    const int tiles = (Tn + P::BM - 1) / P::BM;
+    int q0 = 0, bh = 0, nk = 0;
+    auto has_item = [&](int k) {
+        return PERSIST ? fw_item(k, blockIdx.x, gridDim.x) < heads * tiles : k == 0;
+    };
+    auto take_item = [&](int k) {
+        if (PERSIST) {
+            const int i = fw_item(k, blockIdx.x, gridDim.x);
+            q0 = (tiles - 1 - i / heads) * P::BM;
+            bh = i % heads;
+        } else {
+            q0 = (LMK_FLASH_WGMMA_HEAVY_FIRST ? gridDim.y - 1 - blockIdx.y
+                                              : gridDim.x - 1 - blockIdx.x) * P::BM;
+            bh = LMK_FLASH_WGMMA_HEAVY_FIRST ? blockIdx.x : blockIdx.y;
+        }
+        const int kend = causal ? min(Tn, q0 + P::BM) : Tn;
+        nk = (kend + FW_BN - 1) / FW_BN;
+    };
     const int wg = threadIdx.x / 128;
 
     if (threadIdx.x == 0) {
@@ -317,6 +364,7 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
             mbar_init(k_empty(s), P::READERS); /* one arrival per reading warp */
             mbar_init(v_empty(s), P::READERS);
         }
+        mbar_init(q_empty, 4 * NC);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -325,28 +373,34 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(P::REG_PRODUCER) : "memory");
         if (threadIdx.x == 0) {
             constexpr int QWG = SPLIT ? 1 : NC; /* 64-row Q boxes per block */
-            mbar_expect_tx(q_full, QWG * P::Q_WG);
+            int pos = 0; /* ring position of the next K/V tile, counted over all items */
+            for (int k = 0; has_item(k); k++) {
+                take_item(k);
+                if (PERSIST) /* every consumer warp's last S of item k−1 is done */
+                    mbar_wait(q_empty, (k & 1) ^ 1);
+                mbar_expect_tx(q_full, QWG * P::Q_WG);
 #pragma unroll
-            for (int c = 0; c < QWG; c++)
+                for (int c = 0; c < QWG; c++)
 #pragma unroll
-                for (int b = 0; b < NB; b++)
-                    tma_load(sQ + c * P::Q_WG + b * 64 * 128, &tmq, q_full, FW_BOX * b,
-                             q0 + 64 * c, bh);
-            for (int j = 0; j < nk; j++) {
-                const int s = j % S;
-                const uint32_t ph = (j / S) & 1;
-                mbar_wait(k_empty(s), ph ^ 1); /* a fresh barrier passes parity 1 */
-                mbar_expect_tx(k_full(s), P::TILE);
+                    for (int b = 0; b < NB; b++)
+                        tma_load(sQ + c * P::Q_WG + b * 64 * 128, &tmq, q_full, FW_BOX * b,
+                                 q0 + 64 * c, bh);
+                for (int j = 0; j < nk; j++, pos++) {
+                    const int s = pos % S;
+                    const uint32_t ph = (pos / S) & 1;
+                    mbar_wait(k_empty(s), ph ^ 1); /* a fresh barrier passes parity 1 */
+                    mbar_expect_tx(k_full(s), P::TILE);
 #pragma unroll
-                for (int b = 0; b < NB; b++)
-                    tma_load(sK + s * P::TILE + b * FW_BN * 128, &tmk, k_full(s), FW_BOX * b,
-                             j * FW_BN, bh);
-                mbar_wait(v_empty(s), ph ^ 1);
-                mbar_expect_tx(v_full(s), P::TILE);
+                    for (int b = 0; b < NB; b++)
+                        tma_load(sK + s * P::TILE + b * FW_BN * 128, &tmk, k_full(s), FW_BOX * b,
+                                 j * FW_BN, bh);
+                    mbar_wait(v_empty(s), ph ^ 1);
+                    mbar_expect_tx(v_full(s), P::TILE);
 #pragma unroll
-                for (int b = 0; b < NB; b++)
-                    tma_load(sV + s * P::TILE + b * FW_BN * 128, &tmv, v_full(s), FW_BOX * b,
-                             j * FW_BN, bh);
+                    for (int b = 0; b < NB; b++)
+                        tma_load(sV + s * P::TILE + b * FW_BN * 128, &tmv, v_full(s), FW_BOX * b,
+                                 j * FW_BN, bh);
+                }
             }
         }
         return;
@@ -357,16 +411,12 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(P::REG_CONSUMER) : "memory");
     const int c = wg - 1, w = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
-    const int wrow = q0 + (SPLIT ? 0 : 64 * c) + 16 * w, row0 = wrow + g; /* warp's first row; this lane's rows row0, row0 + 8 */
+    int wrow = 0, row0 = 0; /* per item: warp's first row; this lane's rows row0, row0 + 8 */
     const uint32_t qa = sQ + (SPLIT ? 0 : c * P::Q_WG);
     const int jfirst = SPLIT ? c : 0, jstep = SPLIT ? NC : 1; /* this consumer's key tiles */
 
-    float acc[D / 8][4], sc[FW_BN / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f},
-                                          alpha[2];
+    float acc[D / 8][4], sc[FW_BN / 8][4], m[2], l[2], alpha[2];
     uint32_t pa[FW_BN / 16][4];
-#pragma unroll
-    for (int j = 0; j < D / 8; j++)
-        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 
     auto issue_s = [&](int s) { /* sc = Q·K(stage s)ᵀ */
         wg_fence();
@@ -418,144 +468,166 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
         }
     };
     /* PP: barrier 1 + c is consumer c's turn to issue; consumer 0 goes first.
-     * Each consumer takes nk turns; consumer 1 skips the hand-over after its
-     * last, so every arrival meets a wait. */
+     * Each consumer takes nk turns per item; consumer 1 skips the hand-over
+     * after its last turn of the block's last item, so every arrival meets a
+     * wait. */
     if (PP && c == 1)
         bar_arrive(1);
 
-    mbar_wait(q_full, 0);
-    if (!SPLIT || jfirst < nk) { /* SPLIT: consumers past the last tile keep m = −∞, l = 0 */
-        mbar_wait(k_full(jfirst % S), (jfirst / S) & 1);
-        if (PP)
-            bar_sync(1 + c);
-        issue_s(jfirst % S);
-        if (PP && !(c == 1 && nk == 1))
-            bar_arrive(2 - c);
-        wg_wait<0>();
-        pin(sc);
-        if (lane == 0)
-            mbar_arrive(k_empty(jfirst % S));
-        softmax(jfirst * FW_BN); /* alpha 0 here: acc is still 0 */
-        to_p();
+    int pos = 0; /* ring position of the item's key tile 0, counted over all items */
+    for (int k = 0; has_item(k); k++, pos += nk) {
+        take_item(k);
+        const bool last_item = !has_item(k + 1);
+        wrow = q0 + (SPLIT ? 0 : 64 * c) + 16 * w;
+        row0 = wrow + g;
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.f;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++)
+            acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+        auto ring = [&](int j) { return (pos + j) % S; };               /* stage of key tile j */
+        auto phase = [&](int j) { return (uint32_t)((pos + j) / S) & 1; }; /* its full-barrier parity */
 
-        for (int j = jfirst + jstep; j < nk; j += jstep) {
-            const int jp = j - jstep, s = j % S, sp = jp % S;
-            mbar_wait(k_full(s), (j / S) & 1);
+        mbar_wait(q_full, k & 1);
+        if (!SPLIT || jfirst < nk) { /* SPLIT: consumers past the last tile keep m = −∞, l = 0 */
+            mbar_wait(k_full(ring(jfirst)), phase(jfirst));
             if (PP)
                 bar_sync(1 + c);
-            issue_s(s);
-            rescale(); /* by tile jp's alpha, while S_j runs (acc holds the tiles before jp) */
-            mbar_wait(v_full(sp), (jp / S) & 1);
-            issue_pv(sp);
-            if (PP && !(c == 1 && j == nk - 1))
+            issue_s(ring(jfirst));
+            if (PP && !(c == 1 && nk == 1 && last_item))
                 bar_arrive(2 - c);
-            wg_wait<1>(); /* S_j done, P_jp·V_jp may still run */
+            wg_wait<0>();
             pin(sc);
-            if (lane == 0)
-                mbar_arrive(k_empty(s));
-            softmax(j * FW_BN);
-            wg_wait<0>();
-            pin(acc);
-            pin(pa);
-            if (lane == 0)
-                mbar_arrive(v_empty(sp));
+            if (lane == 0) {
+                mbar_arrive(k_empty(ring(jfirst)));
+                if (PERSIST && nk == 1)
+                    mbar_arrive(q_empty);
+            }
+            softmax(jfirst * FW_BN); /* alpha 0 here: acc is still 0 */
             to_p();
-        }
-        {
-            const int jl = jfirst + (nk - 1 - jfirst) / jstep * jstep, sp = jl % S;
-            rescale();
-            mbar_wait(v_full(sp), (jl / S) & 1);
-            issue_pv(sp);
-            wg_wait<0>();
-            pin(acc);
-            if (lane == 0)
-                mbar_arrive(v_empty(sp));
-        }
-    }
 
-    if constexpr (SPLIT) { /* consumers 1… into consumer 0, in that order */
-        /* every consumer is past its last MMA and every loaded tile has been
-         * waited for: the ring is drained, reuse it */
-        bar_sync_n(3, 128 * NC);
-        float *x = reinterpret_cast<float *>(smraw + (base - saddr(smraw)) + P::OFF_K);
-        const int tid = threadIdx.x & 127;
-        if (c > 0) {
-            float *xc = x + (size_t)(c - 1) * P::MERGE_FLOATS * 128;
-            int n = 0;
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                xc[n++ * 128 + tid] = m[h];
-                xc[n++ * 128 + tid] = l[h];
+            for (int j = jfirst + jstep; j < nk; j += jstep) {
+                const int jp = j - jstep, s = ring(j), sp = ring(jp);
+                mbar_wait(k_full(s), phase(j));
+                if (PP)
+                    bar_sync(1 + c);
+                issue_s(s);
+                rescale(); /* by tile jp's alpha, while S_j runs (acc holds the tiles before jp) */
+                mbar_wait(v_full(sp), phase(jp));
+                issue_pv(sp);
+                if (PP && !(c == 1 && j == nk - 1 && last_item))
+                    bar_arrive(2 - c);
+                wg_wait<1>(); /* S_j done, P_jp·V_jp may still run */
+                pin(sc);
+                if (lane == 0) {
+                    mbar_arrive(k_empty(s));
+                    if (PERSIST && j == nk - 1) /* this warp's last read of its Q tile */
+                        mbar_arrive(q_empty);
+                }
+                softmax(j * FW_BN);
+                wg_wait<0>();
+                pin(acc);
+                pin(pa);
+                if (lane == 0)
+                    mbar_arrive(v_empty(sp));
+                to_p();
             }
-#pragma unroll
-            for (int j = 0; j < D / 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    xc[n++ * 128 + tid] = acc[j][e];
-        }
-        bar_sync_n(3, 128 * NC);
-        if (c > 0)
-            return;
-        for (int ci = 1; ci < NC; ci++, x += (size_t)P::MERGE_FLOATS * 128) {
-            int n = 0;
-            float a0[2], a1[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const float m1 = x[n++ * 128 + tid], l1 = x[n++ * 128 + tid];
-                const float mn = fmaxf(m[h], m1), ms = mn == -INFINITY ? 0.f : mn;
-                a0[h] = fw_exp2(m[h] - ms);
-                a1[h] = fw_exp2(m1 - ms);
-                l[h] = l[h] * a0[h] + l1 * a1[h];
-                m[h] = mn;
+            {
+                const int jl = jfirst + (nk - 1 - jfirst) / jstep * jstep, sp = ring(jl);
+                rescale();
+                mbar_wait(v_full(sp), phase(jl));
+                issue_pv(sp);
+                wg_wait<0>();
+                pin(acc);
+                if (lane == 0)
+                    mbar_arrive(v_empty(sp));
             }
-#pragma unroll
-            for (int j = 0; j < D / 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[j][e] = acc[j][e] * a0[e >> 1] + x[n++ * 128 + tid] * a1[e >> 1];
         }
-    }
 
-    const size_t rbase = (size_t)bh * Tn;
+        if constexpr (SPLIT) { /* consumers 1… into consumer 0, in that order */
+            /* every consumer is past its last MMA and every loaded tile has been
+             * waited for: the ring is drained, reuse it */
+            bar_sync_n(3, 128 * NC);
+            float *x = reinterpret_cast<float *>(smraw + (base - saddr(smraw)) + P::OFF_K);
+            const int tid = threadIdx.x & 127;
+            if (c > 0) {
+                float *xc = x + (size_t)(c - 1) * P::MERGE_FLOATS * 128;
+                int n = 0;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-        const int row = row0 + 8 * h;
-        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+                for (int h = 0; h < 2; h++) {
+                    xc[n++ * 128 + tid] = m[h];
+                    xc[n++ * 128 + tid] = l[h];
+                }
+#pragma unroll
+                for (int j = 0; j < D / 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        xc[n++ * 128 + tid] = acc[j][e];
+            }
+            bar_sync_n(3, 128 * NC);
+            if (c > 0)
+                return;
+            for (int ci = 1; ci < NC; ci++, x += (size_t)P::MERGE_FLOATS * 128) {
+                int n = 0;
+                float a0[2], a1[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const float m1 = x[n++ * 128 + tid], l1 = x[n++ * 128 + tid];
+                    const float mn = fmaxf(m[h], m1), ms = mn == -INFINITY ? 0.f : mn;
+                    a0[h] = fw_exp2(m[h] - ms);
+                    a1[h] = fw_exp2(m1 - ms);
+                    l[h] = l[h] * a0[h] + l1 * a1[h];
+                    m[h] = mn;
+                }
+#pragma unroll
+                for (int j = 0; j < D / 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        acc[j][e] = acc[j][e] * a0[e >> 1] + x[n++ * 128 + tid] * a1[e >> 1];
+            }
+        }
+
+        const size_t rbase = (size_t)bh * Tn;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+            const int row = row0 + 8 * h;
+            const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+            if constexpr (LMK_FLASH_WGMMA_TMA_STORE) {
+                /* row r of this consumer's 64, column 8j + 2t: box j/8, 16-byte
+                 * chunk j%8 of the row, swizzled by the row within its 8-row atom
+                 * (as TMA wrote Q here); rows past T are written and clipped by
+                 * the store */
+                const int r = 16 * w + g + 8 * h;
+#pragma unroll
+                for (int j = 0; j < DR / 8; j++)
+                    st_shared_u32(qa + (j / 8) * 64 * 128 + r * 128 + (((j % 8) ^ (r & 7)) << 4) + 4 * t,
+                                  fw_pack<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv));
+            } else if (row < Tn) {
+                T *orow = o + (rbase + row) * DR;
+#pragma unroll
+                for (int j = 0; j < DR / 8; j++)
+                    *reinterpret_cast<uint32_t *>(orow + 8 * j + 2 * t) =
+                        fw_pack<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+            }
+            if (t == 0 && row < Tn)
+                lse[rbase + row] = (m[h] + log2f(l[h])) * FW_LN2;
+        }
         if constexpr (LMK_FLASH_WGMMA_TMA_STORE) {
-            /* row r of this consumer's 64, column 8j + 2t: box j/8, 16-byte
-             * chunk j%8 of the row, swizzled by the row within its 8-row atom
-             * (as TMA wrote Q here); rows past T are written and clipped by
-             * the store */
-            const int r = 16 * w + g + 8 * h;
+            /* this consumer's Q tile is free: its last S = Q·Kᵀ completed (and
+             * with SPLIT every consumer's, bar_sync_n above) */
+            fence_proxy_async();
+            bar_sync_n(4 + c, 128);
+            if ((threadIdx.x & 127) == 0) {
 #pragma unroll
-            for (int j = 0; j < DR / 8; j++)
-                st_shared_u32(qa + (j / 8) * 64 * 128 + r * 128 + (((j % 8) ^ (r & 7)) << 4) + 4 * t,
-                              fw_pack<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv));
-        } else if (row < Tn) {
-            T *orow = o + (rbase + row) * DR;
-#pragma unroll
-            for (int j = 0; j < DR / 8; j++)
-                *reinterpret_cast<uint32_t *>(orow + 8 * j + 2 * t) =
-                    fw_pack<T>::pack(acc[j][2 * h] * inv, acc[j][2 * h + 1] * inv);
+                for (int b = 0; b < (DR + FW_BOX - 1) / FW_BOX; b++)
+                    tma_store(&tmo, qa + b * 64 * 128, FW_BOX * b, wrow - 16 * w, bh);
+                tma_store_commit();
+                tma_store_wait_read(); /* before the block's shared memory goes */
+            }
         }
-        if (t == 0 && row < Tn)
-            lse[rbase + row] = (m[h] + log2f(l[h])) * FW_LN2;
-    }
-    if constexpr (LMK_FLASH_WGMMA_TMA_STORE) {
-        /* this consumer's Q tile is free: its last S = Q·Kᵀ completed (and
-         * with SPLIT every consumer's, bar_sync_n above) */
-        fence_proxy_async();
-        bar_sync_n(4 + c, 128);
-        if ((threadIdx.x & 127) == 0) {
-#pragma unroll
-            for (int b = 0; b < (DR + FW_BOX - 1) / FW_BOX; b++)
-                tma_store(&tmo, qa + b * 64 * 128, FW_BOX * b, wrow - 16 * w, bh);
-            tma_store_commit();
-            tma_store_wait_read(); /* before the block's shared memory goes */
-        }
-    }
+    } /* items */
 #endif
 }
 
@@ -578,10 +650,16 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
         cudaSuccess)
         return LMK_DEVICE;
     const unsigned tiles = (s->T + P::BM - 1) / P::BM, heads = s->B * s->H;
-    const dim3 grid = LMK_FLASH_WGMMA_HEAVY_FIRST ? dim3(heads, tiles) : dim3(tiles, heads);
+    dim3 grid = LMK_FLASH_WGMMA_HEAVY_FIRST ? dim3(heads, tiles) : dim3(tiles, heads);
+    if (LMK_FLASH_WGMMA_PERSISTENT && !SPLIT) {
+        const long long items = (long long)tiles * heads, sms = lmk_cuda_sm_count(1);
+        if (items > INT32_MAX)
+            return LMK_INVALID;
+        grid = dim3((unsigned)(items < sms ? items : sms));
+    }
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)DR);
     kern<<<grid, P::THREADS, smem, st>>>(mq, mk, mv, LMK_FLASH_WGMMA_TMA_STORE ? mo : mq, (T *)o,
-                                         lse, s->T, s->causal, scale_log2);
+                                         lse, s->T, s->causal, scale_log2, (int)heads);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
 

@@ -140,8 +140,10 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
  *                             TMA (rows past T clipped by the map), instead of
  *                             16 (d 64) or 32 (d 128) four-byte stores per thread
  *                             and row pair. */
-/*   LMK_FLASH_WGMMA_PERSISTENT  1: the unsplit blocks become one per SM (at most),
- *                             each running a list of query tiles (fw_item: the
+/*   LMK_FLASH_WGMMA_PERSISTENT  bit 1 (the d 64 tiles: d 16, 32, 64), bit 2 (the
+ *                             d 128 tiles: d 80, 128): the unsplit blocks become
+ *                             one per SM (at most), each running a list of query
+ *                             tiles (fw_item: the
  *                             heavy-first order dealt out in rounds, alternately
  *                             forwards and backwards); the producer loads the next
  *                             tile's Q as soon as the consumers' last S = Q·Kᵀ of
@@ -156,6 +158,16 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #endif
 #ifndef LMK_FLASH_WGMMA_PERSISTENT
 #define LMK_FLASH_WGMMA_PERSISTENT 0
+#endif
+/*   LMK_FLASH_WGMMA_LATE_RESCALE  1: at d 128 (80), O *= alpha_j at the end of
+ *                             iteration j (once P_{j−1}·V_{j−1} is done and P_j
+ *                             converted), as
+ *                             FlashAttention-3 does at d ≤ 128, instead of between
+ *                             the issue of S_{j+1} and of P_j·V_j: with ping-pong
+ *                             that keeps the multiplies out of the consumer's turn
+ *                             to issue; without, they no longer run under S_{j+1}. */
+#ifndef LMK_FLASH_WGMMA_LATE_RESCALE
+#define LMK_FLASH_WGMMA_LATE_RESCALE 0
 #endif
 #ifndef LMK_FLASH_WGMMA_TMA_STORE
 #define LMK_FLASH_WGMMA_TMA_STORE 0
@@ -320,7 +332,8 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int D = fw_dpad(DR);
     using P = fw_plan<D, NC, SPLIT>;
-    constexpr bool PERSIST = LMK_FLASH_WGMMA_PERSISTENT && !SPLIT;
+    constexpr bool PERSIST = (LMK_FLASH_WGMMA_PERSISTENT & (D == 64 ? 1 : 2)) && !SPLIT;
+    constexpr bool LATE = LMK_FLASH_WGMMA_LATE_RESCALE && D == 128;
     static_assert(!PP || (NC == 2 && !SPLIT), "ping-pong between two consumers of their own rows");
     constexpr int S = P::STAGES, NB = P::NB;
     extern __shared__ __align__(1024) unsigned char smraw[];
@@ -512,7 +525,8 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
                 if (PP)
                     bar_sync(1 + c);
                 issue_s(s);
-                rescale(); /* by tile jp's alpha, while S_j runs (acc holds the tiles before jp) */
+                if (!LATE)
+                    rescale(); /* by tile jp's alpha, while S_j runs (acc: the tiles before jp) */
                 mbar_wait(v_full(sp), phase(jp));
                 issue_pv(sp);
                 if (PP && !(c == 1 && j == nk - 1 && last_item))
@@ -531,10 +545,13 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
                 if (lane == 0)
                     mbar_arrive(v_empty(sp));
                 to_p();
+                if (LATE)
+                    rescale(); /* by tile j's alpha (acc holds the tiles before j) */
             }
             {
                 const int jl = jfirst + (nk - 1 - jfirst) / jstep * jstep, sp = ring(jl);
-                rescale();
+                if (!LATE || jl == jfirst)
+                    rescale(); /* late: done in the loop unless tile jl was the first */
                 mbar_wait(v_full(sp), phase(jl));
                 issue_pv(sp);
                 wg_wait<0>();
@@ -651,7 +668,7 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
         return LMK_DEVICE;
     const unsigned tiles = (s->T + P::BM - 1) / P::BM, heads = s->B * s->H;
     dim3 grid = LMK_FLASH_WGMMA_HEAVY_FIRST ? dim3(heads, tiles) : dim3(tiles, heads);
-    if (LMK_FLASH_WGMMA_PERSISTENT && !SPLIT) {
+    if ((LMK_FLASH_WGMMA_PERSISTENT & (D == 64 ? 1 : 2)) && !SPLIT) { /* as the kernel's PERSIST */
         const long long items = (long long)tiles * heads, sms = lmk_cuda_sm_count(1);
         if (items > INT32_MAX)
             return LMK_INVALID;

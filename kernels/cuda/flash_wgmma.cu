@@ -139,38 +139,38 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
  *                             the 128-byte swizzle and one thread stores them with
  *                             TMA (rows past T clipped by the map), instead of
  *                             16 (d 64) or 32 (d 128) four-byte stores per thread
- *                             and row pair. */
-/*   LMK_FLASH_WGMMA_PERSISTENT  bit 1 (the d 64 tiles: d 16, 32, 64), bit 2 (the
+ *                             and row pair.
+ *   LMK_FLASH_WGMMA_PERSISTENT  bit 1 (the d 64 tiles: d 16, 32, 64), bit 2 (the
  *                             d 128 tiles: d 80, 128): the unsplit blocks become
  *                             one per SM (at most), each running a list of query
- *                             tiles (fw_item: the
- *                             heavy-first order dealt out in rounds, alternately
- *                             forwards and backwards); the producer loads the next
- *                             tile's Q as soon as the consumers' last S = Q·Kᵀ of
- *                             the current one is done, and its first K/V tiles into
- *                             the ring as it drains, so that neither the block
- *                             start (barrier set-up, register hand-over) nor the
- *                             first loads' latency sits between two tiles. Not
- *                             with LMK_FLASH_WGMMA_TMA_STORE (O would go through
- *                             the Q tile that is already refilled). */
+ *                             tiles (fw_item: the heavy-first order dealt out in
+ *                             rounds, alternately forwards and backwards); the
+ *                             producer loads the next tile's Q as soon as the
+ *                             consumers' last S = Q·Kᵀ of the current one is done,
+ *                             and its first K/V tiles into the ring as it drains,
+ *                             so that neither the block start (barrier set-up,
+ *                             register hand-over) nor the first loads' latency
+ *                             sits between two tiles. Not with
+ *                             LMK_FLASH_WGMMA_TMA_STORE (O would go through the Q
+ *                             tile that is already refilled).
+ *   LMK_FLASH_WGMMA_LATE_RESCALE  1: at d 128 (80), O *= alpha_j at the end of
+ *                             iteration j (once P_{j−1}·V_{j−1} is done and P_j
+ *                             converted), as FlashAttention-3 does at d ≤ 128,
+ *                             instead of between the issue of S_{j+1} and of
+ *                             P_j·V_j: with ping-pong that keeps the multiplies out
+ *                             of the consumer's turn to issue; without, they no
+ *                             longer run under S_{j+1}. */
 #ifndef LMK_FLASH_WGMMA_D128_STAGES
 #define LMK_FLASH_WGMMA_D128_STAGES 2
+#endif
+#ifndef LMK_FLASH_WGMMA_TMA_STORE
+#define LMK_FLASH_WGMMA_TMA_STORE 0
 #endif
 #ifndef LMK_FLASH_WGMMA_PERSISTENT
 #define LMK_FLASH_WGMMA_PERSISTENT 0
 #endif
-/*   LMK_FLASH_WGMMA_LATE_RESCALE  1: at d 128 (80), O *= alpha_j at the end of
- *                             iteration j (once P_{j−1}·V_{j−1} is done and P_j
- *                             converted), as
- *                             FlashAttention-3 does at d ≤ 128, instead of between
- *                             the issue of S_{j+1} and of P_j·V_j: with ping-pong
- *                             that keeps the multiplies out of the consumer's turn
- *                             to issue; without, they no longer run under S_{j+1}. */
 #ifndef LMK_FLASH_WGMMA_LATE_RESCALE
 #define LMK_FLASH_WGMMA_LATE_RESCALE 0
-#endif
-#ifndef LMK_FLASH_WGMMA_TMA_STORE
-#define LMK_FLASH_WGMMA_TMA_STORE 0
 #endif
 static_assert(LMK_FLASH_WGMMA_D128_STAGES == 2 || LMK_FLASH_WGMMA_D128_STAGES == 3,
               "LMK_FLASH_WGMMA_D128_STAGES: 2 or 3 (shared memory)");

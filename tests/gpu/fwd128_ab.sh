@@ -36,6 +36,7 @@ log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/run.log"; }
 # lim N: N seconds, or what is left before DEADLINE less 5, whichever is smaller; 1 when nothing is left
 lim() { local l=$(( ${DEADLINE:-280} - ($(date +%s) - start) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && l=$1; echo "$l"; }
 finish() {
+    [ -n "${smi:-}" ] && kill "$smi" 2>/dev/null
     python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/l/ab.log" "$OUT/l/sdpa.log" | tee "$OUT/table.md"
     tar czf "$OUT/logs.tgz" -C "$OUT" l && rm -rf "$OUT/l"
 }
@@ -48,14 +49,18 @@ trap finish EXIT
 } >"$OUT/l/env.txt" 2>&1
 cat "$OUT/l/env.txt"
 
+# clocks, power and throttle reasons every 250 ms through the whole call
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 250 >"$OUT/l/smi.log" 2>&1 &
+smi=$!
 bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done; }
 for rep in $(seq 1 "${REPS:-2}"); do
     for b in $BUILDS; do
+        n0=$(wc -l <"$OUT/l/smi.log")
         # shellcheck disable=SC2046
         timeout $(lim 40) "$X/$b/test_flash" bench $(bench_args) 2>>"$OUT/l/bench.err" | sed "s/^/$b /" >>"$OUT/l/ab.log"
-        log "bench $b rep $rep rc=${PIPESTATUS[0]}"
+        log "bench $b rep $rep rc=${PIPESTATUS[0]} $(tail -n +$((n0 + 1)) "$OUT/l/smi.log" | awk -F', ' '$2+0 > 0 {c = $2 + 0; p = $3 + 0; if (!n || c < cmin) cmin = c; if (p > pmax) pmax = p; if ($5 != "0x0000000000000000" && $5 != "0x0000000000000001") seen[$5] = 1; n++} END {for (x in seen) r = r " " x; printf "SM MHz min %d, W max %.0f, reasons%s", cmin, pmax, r ? r : " none"}')"
     done
-    nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv,noheader >>"$OUT/l/clocks.log" 2>&1
 done
 # shellcheck disable=SC2086
 timeout $(lim 60) python3 "$ROOT/tests/gpu/ffwd_sdpa.py" $POINTS >"$OUT/l/sdpa.log" 2>&1
@@ -139,7 +144,7 @@ torch.cuda.synchronize()
 EOF
     timeout $(lim 60) ncu --clock-control none --section LaunchStats --section Occupancy --section SpeedOfLight \
         --section WarpStateStats --metrics 'regex:^sm__pipe_tensor_op_gmma_cycles_active\.avg\.pct_of_peak_sustained_active$' \
-        --kernel-name regex:'(?i)(flash|fmha|attn|sdpa|fprop)' --launch-skip 2 --launch-count 1 \
+        --kernel-name regex:'[Ff]lash|fmha|sdpa|fprop' --launch-skip 2 --launch-count 1 \
         python3 "$OUT/l/sdpa_once.py" >"$OUT/l/ncu_sdpa.txt" 2>&1
     log "ncu sdpa rc=$?"
     grep -E '^  [a-z_A-Z].*\(|Duration|SM Frequency|Compute \(SM\)|Block Size|Grid Size|Registers Per|Shared Memory Per Block|Dynamic Shared|Threads|Waves Per SM|tensor_op_gmma|Warp Cycles Per Issued' "$OUT/l/ncu_sdpa.txt" | head -24

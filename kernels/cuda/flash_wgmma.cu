@@ -159,7 +159,12 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
  *                             instead of between the issue of S_{j+1} and of
  *                             P_j·V_j: with ping-pong that keeps the multiplies out
  *                             of the consumer's turn to issue; without, they no
- *                             longer run under S_{j+1}. */
+ *                             longer run under S_{j+1}. On since the lent H100
+ *                             checked a build with it (helper fwd128 call 1, 10:49
+ *                             UTC: test_flash bf16/fp16 232/232, flash_vs_torch
+ *                             126/126): causal B1 H16 T16384 d 128 forward bf16
+ *                             1.686–1.690 against 1.753–1.761 ms, fp16 1.749–1.799
+ *                             against 1.838–1.880 (SDPA 1.828, 1.886; PERF.md). */
 #ifndef LMK_FLASH_WGMMA_D128_STAGES
 #define LMK_FLASH_WGMMA_D128_STAGES 2
 #endif
@@ -170,7 +175,7 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #define LMK_FLASH_WGMMA_PERSISTENT 0
 #endif
 #ifndef LMK_FLASH_WGMMA_LATE_RESCALE
-#define LMK_FLASH_WGMMA_LATE_RESCALE 0
+#define LMK_FLASH_WGMMA_LATE_RESCALE 1
 #endif
 static_assert(LMK_FLASH_WGMMA_D128_STAGES == 2 || LMK_FLASH_WGMMA_D128_STAGES == 3,
               "LMK_FLASH_WGMMA_D128_STAGES: 2 or 3 (shared memory)");

@@ -177,6 +177,20 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #ifndef LMK_FLASH_WGMMA_LATE_RESCALE
 #define LMK_FLASH_WGMMA_LATE_RESCALE 1
 #endif
+/*   LMK_FLASH_WGMMA_MAX_CHAINS  independent FMNMX chains per row for a score tile's
+ *                             row maxima (1, 2, 4 or 8; combined by a tree at the
+ *                             end: the same values). 1: two dependent chains of 64
+ *                             (d 128) per thread, one per row, which ncu at d 128
+ *                             shows as the top stall (waits on fixed-latency
+ *                             dependencies, 1.9 of 5.6 cycles per issued
+ *                             instruction) while the consumer's softmax sits
+ *                             between the other consumer's MMAs. */
+#ifndef LMK_FLASH_WGMMA_MAX_CHAINS
+#define LMK_FLASH_WGMMA_MAX_CHAINS 1
+#endif
+static_assert(LMK_FLASH_WGMMA_MAX_CHAINS == 1 || LMK_FLASH_WGMMA_MAX_CHAINS == 2 ||
+                  LMK_FLASH_WGMMA_MAX_CHAINS == 4 || LMK_FLASH_WGMMA_MAX_CHAINS == 8,
+              "LMK_FLASH_WGMMA_MAX_CHAINS: 1, 2, 4 or 8");
 static_assert(LMK_FLASH_WGMMA_D128_STAGES == 2 || LMK_FLASH_WGMMA_D128_STAGES == 3,
               "LMK_FLASH_WGMMA_D128_STAGES: 2 or 3 (shared memory)");
 static_assert(!(LMK_FLASH_WGMMA_PERSISTENT && LMK_FLASH_WGMMA_TMA_STORE),
@@ -264,7 +278,13 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
                                            float (&alpha)[2], int k0, int Tn, int causal,
                                            int row0, int t, float scale_log2)
 {
-    float mx[2] = {-INFINITY, -INFINITY};
+    constexpr int CH = LMK_FLASH_WGMMA_MAX_CHAINS; /* chain of column group j: j % CH */
+    float mc[2][CH];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int c = 0; c < CH; c++)
+            mc[h][c] = -INFINITY;
 #pragma unroll
     for (int j = 0; j < FW_BN / 8; j++)
 #pragma unroll
@@ -274,8 +294,18 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
                 if (col >= Tn || (causal && col > row))
                     sc[j][e] = -INFINITY;
             }
-            mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
+            mc[e >> 1][j % CH] = fmaxf(mc[e >> 1][j % CH], sc[j][e]);
         }
+    float mx[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+#pragma unroll
+        for (int w = 1; w < CH; w *= 2)
+#pragma unroll
+            for (int c = 0; c + w < CH; c += 2 * w)
+                mc[h][c] = fmaxf(mc[h][c], mc[h][c + w]);
+        mx[h] = mc[h][0];
+    }
     float msub[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {

@@ -14,7 +14,8 @@
 # usage: tests/gpu/fwd128_ab.sh CARRY OUT   (DEADLINE: seconds for the whole script, default 280)
 # env: BUILDS "base def ..." (folders of CARRY/bins.tar.xz)  REPS 2  POINTS "dtype:B:H:T:d:causal ..."
 #      CHECK ""  AUTO 0 (the first checked right after the timing, the others last)
-#      NOAUTO "base def"  JOB ""  SASS ""  NCU ""  NCU_SDPA 0
+#      AUTO_LAST 0 (1: every AUTO build checked last)  NOAUTO "base def"
+#      JOB ""  SASS ""  NCU ""  NCU_SDPA 0
 set -u
 CARRY=$1
 OUT=$2
@@ -100,6 +101,7 @@ check() { # test_flash only bfloat16 / float16 and flash_vs_torch.py of build $1
 }
 # the explicit builds and the fastest one now; the other AUTO builds after the profiles
 first_auto=${auto%% *}
+[ "${AUTO_LAST:-0}" = 1 ] && first_auto=""
 for b in ${CHECK:-} $first_auto; do check "$b"; done
 
 for b in ${JOB:-}; do
@@ -143,11 +145,11 @@ for _ in range(3):
 torch.cuda.synchronize()
 EOF
     timeout $(lim 60) ncu --clock-control none --section LaunchStats --section Occupancy --section SpeedOfLight \
-        --section WarpStateStats --metrics 'regex:^sm__pipe_tensor_op_gmma_cycles_active\.avg\.pct_of_peak_sustained_active$' \
+        --section WarpStateStats --metrics sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active \
         --kernel-name regex:'[Ff]lash|fmha|sdpa|fprop' --launch-skip 2 --launch-count 1 \
         python3 "$OUT/l/sdpa_once.py" >"$OUT/l/ncu_sdpa.txt" 2>&1
     log "ncu sdpa rc=$?"
     grep -E '^  [a-z_A-Z].*\(|Duration|SM Frequency|Compute \(SM\)|Block Size|Grid Size|Registers Per|Shared Memory Per Block|Dynamic Shared|Threads|Waves Per SM|tensor_op_gmma|Warp Cycles Per Issued' "$OUT/l/ncu_sdpa.txt" | head -24
 fi
-for b in ${auto#"$first_auto"}; do check "$b"; done
+for b in ${auto#"$first_auto"}; do check "$b"; done # (all of them with AUTO_LAST=1)
 log "done"

@@ -704,9 +704,7 @@ int launch(void *o, float *lse, const void *q, const void *k, const void *v,
     const unsigned tiles = (s->T + P::BM - 1) / P::BM, heads = s->B * s->H;
     dim3 grid = LMK_FLASH_WGMMA_HEAVY_FIRST ? dim3(heads, tiles) : dim3(tiles, heads);
     if ((LMK_FLASH_WGMMA_PERSISTENT & (D == 64 ? 1 : 2)) && !SPLIT) { /* as the kernel's PERSIST */
-        const long long items = (long long)tiles * heads, sms = lmk_cuda_sm_count(1);
-        if (items > INT32_MAX)
-            return LMK_INVALID;
+        const long long items = (long long)tiles * heads, sms = lmk_cuda_sm_count(1); /* route(): ≤ INT32_MAX */
         grid = dim3((unsigned)(items < sms ? items : sms));
     }
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)DR);
@@ -729,6 +727,8 @@ fw_route route(const lmk_attn_shape *s)
         return FW_NONE;
     if (LMK_FLASH_WGMMA_HEAVY_FIRST && (s->T + 63) / 64 > 65535) /* query tiles on grid y */
         return FW_NONE;
+    if (LMK_FLASH_WGMMA_PERSISTENT && (long long)s->B * s->H * ((s->T + 63) / 64) > INT32_MAX)
+        return FW_NONE; /* the persistent blocks count their tiles in int */
     const int bit = s->d == 16 ? 1 : s->d == 32 ? 2 : s->d == 64 ? 4 : s->d == 80 ? 8 : s->d == 128 ? 16 : 0;
     if (!(bit & (LMK_FLASH_WGMMA_DIMS | LMK_FLASH_WGMMA_SPLIT_DIMS)))
         return FW_NONE;

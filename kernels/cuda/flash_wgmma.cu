@@ -152,7 +152,16 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
  *                             register hand-over) nor the first loads' latency
  *                             sits between two tiles. Not with
  *                             LMK_FLASH_WGMMA_TMA_STORE (O would go through the Q
- *                             tile that is already refilled).
+ *                             tile that is already refilled). 1 (d 64 tiles) since
+ *                             the lent H100 checked a build with it (helper fwd128
+ *                             call 2, 11:01 UTC, with MAX_CHAINS 4: test_flash
+ *                             bf16/fp16 232/232, flash_vs_torch 126/126; without
+ *                             MAX_CHAINS test_flash 232/232): bf16 B1 H16 T16384
+ *                             d 64 causal forward 1.214–1.299 against 1.245–1.353
+ *                             ms over both calls' other builds (SDPA 1.25); at
+ *                             d 128 (mask 2) nothing alone (1.744 against
+ *                             1.753–1.761) and +4% beside LATE_RESCALE (1.751–1.762
+ *                             against 1.686–1.690): off there (PERF.md).
  *   LMK_FLASH_WGMMA_LATE_RESCALE  1: at d 128 (80), O *= alpha_j at the end of
  *                             iteration j (once P_{j−1}·V_{j−1} is done and P_j
  *                             converted), as FlashAttention-3 does at d ≤ 128,
@@ -172,7 +181,7 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #define LMK_FLASH_WGMMA_TMA_STORE 0
 #endif
 #ifndef LMK_FLASH_WGMMA_PERSISTENT
-#define LMK_FLASH_WGMMA_PERSISTENT 0
+#define LMK_FLASH_WGMMA_PERSISTENT 1
 #endif
 #ifndef LMK_FLASH_WGMMA_LATE_RESCALE
 #define LMK_FLASH_WGMMA_LATE_RESCALE 1

@@ -116,6 +116,8 @@ extern "C" {
  *                             but the kernel is not MUFU-bound (ncu: XU pipe 48%,
  *                             issue 46%): 2, 3, 4, 6 groups measured 1.22, 1.26, 1.30,
  *                             1.34 ms against 1.19–1.20 with none (same call); off.
+ *                             At d 128 with ping-pong and LATE_RESCALE, 2 groups:
+ *                             1.740–1.748 against 1.700–1.705 ms (helper fwd128).
  */
 #ifndef LMK_FLASH_WGMMA_HEAVY_FIRST
 #define LMK_FLASH_WGMMA_HEAVY_FIRST 1
@@ -193,7 +195,10 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
  *                             shows as the top stall (waits on fixed-latency
  *                             dependencies, 1.9 of 5.6 cycles per issued
  *                             instruction) while the consumer's softmax sits
- *                             between the other consumer's MMAs. */
+ *                             between the other consumer's MMAs. Measured (helper
+ *                             fwd128 call 2, bf16 B1 H16 T16384 d 128 causal): 4
+ *                             chains 1.707–1.712 ms, 8 chains 1.714–1.718, against
+ *                             1.700–1.705 with 1; d 64 within the noise: off. */
 #ifndef LMK_FLASH_WGMMA_MAX_CHAINS
 #define LMK_FLASH_WGMMA_MAX_CHAINS 1
 #endif

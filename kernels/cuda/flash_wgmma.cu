@@ -20,9 +20,14 @@
  *     registers in the accumulator layout, V straight from its row-major tile
  *     as an MN-major B operand: the transpose flag, no Vᵀ copy); the softmax
  *     of S_j then runs while that P·V runs. With PINGPONG (NC 2) the two
- *     consumers take turns issuing their MMAs (named barriers 1 and 2).
- *     Causal: every consumer runs every key tile of its block (a tile wholly
- *     after a consumer's rows only adds exact zeros).
+ *     consumers take turns issuing their MMAs (named barriers 1 and 2); at
+ *     d 128 O is rescaled after P_{j−1}·V_{j−1} is waited for, outside the
+ *     turn (LATE_RESCALE). Causal: every consumer runs every key tile of its
+ *     block (a tile wholly after a consumer's rows only adds exact zeros).
+ *   Persistent blocks (PERSISTENT, unsplit, the d 64 tiles by default): one
+ *     block per SM runs a list of query tiles (fw_item); Q is reloaded as
+ *     soon as the consumers' last S of a tile is done (q_empty), and the K/V
+ *     ring and the ping-pong turns run on across tiles.
  *   Split blocks (grids too small to fill the SMs twice, fw_plan SPLIT): 64
  *     queries, the NC consumers share them and take turns over the key
  *     tiles, then merge their partial rows (m, l, O) as FA2's split-KV does;

@@ -5,7 +5,7 @@
  *
  * Contents: shared-memory addresses and wgmma descriptors (128-byte swizzle),
  * the wgmma fence/commit/wait and register pins, mbarriers, TMA bulk tensor
- * loads, named barriers, ex2, 16-bit packing, the wgmma wrappers, and the 3-D
+ * loads and stores, named barriers, ex2, 16-bit packing, the wgmma wrappers, and the 3-D
  * tensor maps over (B·H, T, d) 16-bit tensors. Everything sits in an anonymous
  * namespace: each translation unit gets its own copies (device helpers are
  * inlined; the two host helpers are small). */

@@ -2197,17 +2197,18 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
     }
     if constexpr (sizeof(T) == 4) { /* fp32 single pass: dQ by atomics into dq */
         const bool tc = lmk_flash_f32tc_usable(s) && /* 3xTF32 tensor cores, any d */
-                        aligned16({dq, dk, dv, dout, q, k, v, lse, work});
+                        aligned16({dq, dk, dv, dout, q, k, v, o, lse, work});
         if (s->atomic_dq && (tc || D % 64 == 0) && aligned16({dq})) {
+            if (tc) /* D = rowsum(dO∘O) and the zeroed dq there (D in the arithmetic of dP) */
+                return lmk_flash_f32tc_bwd((float *)dq, (float *)dk, (float *)dv, work,
+                                           (const float *)dout, (const float *)q,
+                                           (const float *)k, (const float *)v, (const float *)o,
+                                           lse, s, st);
             flash_bwd_dot_kernel<T><<<dot_blocks, 256, 0, st>>>(work, (float *)dq,
                                                                  (const T *)dout, (const T *)o,
                                                                  rows, D);
             if (cudaGetLastError() != cudaSuccess)
                 return LMK_DEVICE;
-            if (tc)
-                return lmk_flash_f32tc_bwd((float *)dq, (float *)dk, (float *)dv, work,
-                                           (const float *)dout, (const float *)q,
-                                           (const float *)k, (const float *)v, lse, s, st);
             if constexpr (D % 64 == 0) { /* the CUDA-core single pass */
                 dim3 grid((s->T + BT - 1) / BT, s->B * s->H);
                 const size_t smem_kv = smem_bytes<D>(4, 2);

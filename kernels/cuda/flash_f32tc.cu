@@ -77,6 +77,19 @@ extern "C" {
 #ifndef LMK_FLASH_F32TC_FWD_MINB
 #define LMK_FLASH_F32TC_FWD_MINB 1
 #endif
+/* How operands are split into tf32 terms (split() below): 0 integer ops,
+ * 1 FP32 ops (Veltkamp), a build-time choice for A/B timing. */
+#ifndef LMK_FLASH_F32TC_FSPLIT
+#define LMK_FLASH_F32TC_FSPLIT 0
+#endif
+/* The forward's P·V at d 64 and 128 (fwd_pv_resplit below), and its
+ * block shape at d 128 (fwd_launch), likewise. */
+#ifndef LMK_FLASH_F32TC_FWD_RESPLIT
+#define LMK_FLASH_F32TC_FWD_RESPLIT 0
+#endif
+#ifndef LMK_FLASH_F32TC_FWD128_KT32
+#define LMK_FLASH_F32TC_FWD128_KT32 0
+#endif
 
 namespace {
 
@@ -123,11 +136,26 @@ __device__ __forceinline__ void load_rows(float *sm, const float *g, int row0, i
 
 /* --- 3xTF32 ------------------------------------------------------------- */
 
-/* x = hi + lo + e, hi and lo tf32 (low 13 bits zero), |e| ≤ 2^-22·|x|. */
+/* x = hi + lo + e, hi and lo tf32 (low 13 bits zero), |e| ≤ 2^-22·|x|.
+ * FSPLIT 0: hi and lo rounded to nearest by integer ops (4 on the integer
+ * pipe, half the FP32 pipe's rate on sm_90, + 1 FP32 sub). FSPLIT 1:
+ * hi = x rounded to 11 significant bits by Veltkamp's split (c = x·(2^13 + 1),
+ * hi = c − (c − x): 3 FP32 ops; hi has ≤ 11 bits, so its low 13 are zero),
+ * lo = x − hi exact (≤ 12 bits) and truncated to tf32 (1 integer op): CUTLASS's
+ * FastF32 rounds its small term towards zero likewise. Needs |x| < 2^114
+ * (x·8193 finite). The __f*_rn intrinsics keep the compiler from contracting
+ * c − x into an fma, which would break the split. */
 __device__ __forceinline__ void split(float x, uint32_t &hi, uint32_t &lo)
 {
+#if LMK_FLASH_F32TC_FSPLIT
+    const float c = __fmul_rn(x, 8193.f);
+    const float h = __fsub_rn(c, __fsub_rn(c, x));
+    hi = __float_as_uint(h);
+    lo = __float_as_uint(__fsub_rn(x, h)) & 0xffffe000u;
+#else
     hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
     lo = (__float_as_uint(x - __uint_as_float(hi)) + 0x1000u) & 0xffffe000u;
+#endif
 }
 
 struct frag_a { /* an m16k8 A fragment, split */
@@ -192,13 +220,12 @@ template <int N> __device__ __forceinline__ void fold(float c[N][4], const float
  * D/8 allows, else 2 (every head dim is a multiple of 16: D/8 is even). */
 template <int D> __host__ __device__ constexpr int chunk() { return (D / 8) % 4 == 0 ? 4 : 2; }
 
-/* A fragment of rows r0…r0+15, k-step kk, of a shared (rows, W) tile
- * (a "row" read): a0, a2 = (r0+g, 8kk+2t, +1); a1, a3 = (r0+g+8, …). */
-template <int W>
-__device__ __forceinline__ frag_a lda_rows(const float *sm, int r0, int kk, int g, int t)
+/* An A fragment from its values: u = (row g, k 2t and 2t+1), w = the same
+ * of row g+8 (a0, a2 = u; a1, a3 = w under the k mapping above). Every A
+ * operand read from memory goes through here, so that the same values give
+ * the same fragment bits (f32tc_dsum_kernel relies on it). */
+__device__ __forceinline__ frag_a make_a(float2 u, float2 w)
 {
-    const float2 u = *reinterpret_cast<const float2 *>(sm + sidx<W>(r0 + g, 8 * kk + 2 * t));
-    const float2 w = *reinterpret_cast<const float2 *>(sm + sidx<W>(r0 + g + 8, 8 * kk + 2 * t));
     frag_a a;
     split(u.x, a.hi[0], a.lo[0]);
     split(w.x, a.hi[1], a.lo[1]);
@@ -207,16 +234,30 @@ __device__ __forceinline__ frag_a lda_rows(const float *sm, int r0, int kk, int 
     return a;
 }
 
+/* A B fragment from its values: u = (column g, k 2t and 2t+1). */
+__device__ __forceinline__ frag_b make_b(float2 u)
+{
+    frag_b b;
+    split(u.x, b.hi[0], b.lo[0]);
+    split(u.y, b.hi[1], b.lo[1]);
+    return b;
+}
+
+/* A fragment of rows r0…r0+15, k-step kk, of a shared (rows, W) tile
+ * (a "row" read): a0, a2 = (r0+g, 8kk+2t, +1); a1, a3 = (r0+g+8, …). */
+template <int W>
+__device__ __forceinline__ frag_a lda_rows(const float *sm, int r0, int kk, int g, int t)
+{
+    return make_a(*reinterpret_cast<const float2 *>(sm + sidx<W>(r0 + g, 8 * kk + 2 * t)),
+                  *reinterpret_cast<const float2 *>(sm + sidx<W>(r0 + g + 8, 8 * kk + 2 * t)));
+}
+
 /* B fragment whose n index runs over tile rows n0…n0+7 and k over columns
  * 8kk… (a "row" read): b0, b1 = (n0+g, 8kk+2t, +1). */
 template <int W>
 __device__ __forceinline__ frag_b ldb_rows(const float *sm, int n0, int kk, int g, int t)
 {
-    const float2 u = *reinterpret_cast<const float2 *>(sm + sidx<W>(n0 + g, 8 * kk + 2 * t));
-    frag_b b;
-    split(u.x, b.hi[0], b.lo[0]);
-    split(u.y, b.hi[1], b.lo[1]);
-    return b;
+    return make_b(*reinterpret_cast<const float2 *>(sm + sidx<W>(n0 + g, 8 * kk + 2 * t)));
 }
 
 /* B fragment whose k index runs over tile rows 8kk… and n over columns
@@ -256,15 +297,29 @@ __device__ __forceinline__ frag_a acc_as_a_anew(const float c[4])
 
 /* --- forward ------------------------------------------------------------ */
 
-template <int D, int NW> constexpr size_t fwd_smem()
+/* The forward's P·V: with FWD_RESPLIT at d 64 and 128, P's fragments are
+ * split again for each chunk of 8 n-tiles (no array of all 8 split P
+ * fragments: 64 registers, which spilled 108 bytes at d 128), else split
+ * once and chunk<D>() n-tiles at a time. */
+template <int D> __host__ __device__ constexpr bool fwd_pv_resplit()
 {
-    return sizeof(float) * (size_t)row_words<D>() * (16 * NW + 4 * BK); /* Q | K[2] | V[2] */
+    return LMK_FLASH_F32TC_FWD_RESPLIT && (D / 8) % 8 == 0;
+}
+template <int D> __host__ __device__ constexpr int fwd_pv_chunk()
+{
+    return fwd_pv_resplit<D>() ? 8 : chunk<D>();
+}
+
+template <int D, int NW, int KT> constexpr size_t fwd_smem()
+{
+    return sizeof(float) * (size_t)row_words<D>() * (16 * NW + 4 * KT); /* Q | K[2] | V[2] */
 }
 
 // o: (B, H, T, D) out; lse: (B, H, T) out; q, k, v: (B, H, T, D), 16-byte
-// aligned. grid (ceil(T/(16·NW)), B·H), NW·32 threads, fwd_smem<D, NW>().
-// Warp w: query rows 16w…16w+15 of the tile; lane (g, t) holds rows g, g+8.
-template <int D, int NW>
+// aligned. grid (ceil(T/(16·NW)), B·H), NW·32 threads, fwd_smem<D, NW, KT>();
+// K/V tiles of KT keys (64 or 32). Warp w: query rows 16w…16w+15 of the
+// tile; lane (g, t) holds rows g, g+8.
+template <int D, int NW, int KT>
 __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 1)
     f32tc_fwd_kernel(float *o, float *lse, const float *q, const float *k, const float *v, int T,
                      int causal, float scale_log2)
@@ -272,8 +327,8 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
     constexpr int W = row_words<D>(), BQ = 16 * NW, NT = NW * 32;
     extern __shared__ float4 smem4[];
     float *Qs = reinterpret_cast<float *>(smem4); /* (BQ, W) */
-    float *Ks = Qs + BQ * W;                       /* [2] (BK, W) */
-    float *Vs = Ks + 2 * BK * W;                   /* [2] (BK, W) */
+    float *Ks = Qs + BQ * W;                       /* [2] (KT, W) */
+    float *Vs = Ks + 2 * KT * W;                   /* [2] (KT, W) */
 
     const int nqt = (T + BQ - 1) / BQ;
     const int q0 = (causal ? nqt - 1 - (int)blockIdx.x : (int)blockIdx.x) * BQ;
@@ -284,12 +339,12 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int r0 = 16 * warp;
     const int last_row = q0 + r0 + 15; /* the warp's last query */
-    const int nkt_all = (T + BK - 1) / BK;
-    const int nkt = causal ? min(nkt_all, (q0 + BQ - 1) / BK + 1) : nkt_all;
+    const int nkt_all = (T + KT - 1) / KT;
+    const int nkt = causal ? min(nkt_all, (q0 + BQ - 1) / KT + 1) : nkt_all;
 
     load_rows<D, BQ, NT>(Qs, q, q0, T);
-    load_rows<D, BK, NT>(Ks, k, 0, T);
-    load_rows<D, BK, NT>(Vs, v, 0, T);
+    load_rows<D, KT, NT>(Ks, k, 0, T);
+    load_rows<D, KT, NT>(Vs, v, 0, T);
     cp_commit();
 
     float acc[D / 8][4];
@@ -302,32 +357,42 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
         cp_wait_all();
         __syncthreads(); /* tile j landed; tile j−1's buffers are free */
         if (j + 1 < nkt) {
-            load_rows<D, BK, NT>(Ks + ((j + 1) & 1) * BK * W, k, (j + 1) * BK, T);
-            load_rows<D, BK, NT>(Vs + ((j + 1) & 1) * BK * W, v, (j + 1) * BK, T);
+            load_rows<D, KT, NT>(Ks + ((j + 1) & 1) * KT * W, k, (j + 1) * KT, T);
+            load_rows<D, KT, NT>(Vs + ((j + 1) & 1) * KT * W, v, (j + 1) * KT, T);
         }
         cp_commit();
-        const int k0 = j * BK;
+        const int k0 = j * KT;
         if (causal && k0 > last_row)
             continue; /* the whole tile is above this warp's diagonal */
-        const float *Kb = Ks + (j & 1) * BK * W, *Vb = Vs + (j & 1) * BK * W;
+        const float *Kb = Ks + (j & 1) * KT * W, *Vb = Vs + (j & 1) * KT * W;
 
-        float s[BK / 8][4];
+        float s[KT / 8][4];
         {
-            float slo[BK / 8][4];
-            zero<BK / 8>(s);
-            zero<BK / 8>(slo);
+            float slo[KT / 8][4];
+            zero<KT / 8>(s);
+            zero<KT / 8>(slo);
 #pragma unroll
             for (int kk = 0; kk < D / 8; kk++) {
                 const frag_a a = lda_rows<W>(Qs, r0, kk, g, t);
 #pragma unroll
-                for (int n = 0; n < BK / 8; n++)
+                for (int n = 0; n < KT / 8; n++)
                     mma3(s[n], slo[n], a, ldb_rows<W>(Kb, 8 * n, kk, g, t));
             }
-            fold<BK / 8>(s, s, slo);
+            fold<KT / 8>(s, s, slo);
         }
-        if ((causal && k0 + BK - 1 > q0 + r0) || k0 + BK > T) { /* edge tile: mask */
+        /* s in log2 units, rounded before the max is taken and subtracted
+         * (no fma): the row's largest entry then gives p = exp2(0) = 1
+         * exactly, so that a row with one key (T = 1, a causal row 0) has
+         * O = hi + lo of V's own split, which f32tc_dsum_kernel's D matches
+         * bit for bit with the backward's dP (dS = P∘(dP − D) = 0 there) */
 #pragma unroll
-            for (int n = 0; n < BK / 8; n++)
+        for (int n = 0; n < KT / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[n][e] = __fmul_rn(s[n][e], scale_log2);
+        if ((causal && k0 + KT - 1 > q0 + r0) || k0 + KT > T) { /* edge tile: mask */
+#pragma unroll
+            for (int n = 0; n < KT / 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = k0 + 8 * n + 2 * t + (e & 1);
@@ -338,7 +403,7 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
         }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int n = 0; n < BK / 8; n++) {
+        for (int n = 0; n < KT / 8; n++) {
             mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
             mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
         }
@@ -349,17 +414,17 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
             /* tile 0 always has an unmasked key for every row, so m is finite
              * from then on */
-            const float mnew = fmaxf(m[h], mx[h] * scale_log2);
+            const float mnew = fmaxf(m[h], mx[h]);
             alpha[h] = exp2f(m[h] - mnew);
             m[h] = mnew;
             mneg[h] = -mnew;
             l[h] *= alpha[h];
         }
 #pragma unroll
-        for (int n = 0; n < BK / 8; n++)
+        for (int n = 0; n < KT / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float p = exp2f(fmaf(s[n][e], scale_log2, mneg[e >> 1]));
+                const float p = exp2f(s[n][e] + mneg[e >> 1]);
                 s[n][e] = p;
                 l[e >> 1] += p;
             }
@@ -370,28 +435,49 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
             acc[n][2] *= alpha[1];
             acc[n][3] *= alpha[1];
         }
-        /* acc += P·V: the tile's sum in fresh accumulators, chunk<D>()
+        /* acc += P·V: the tile's sum in fresh accumulators, fwd_pv_chunk<D>()
          * n-tiles at a time, then added to acc */
-        constexpr int CH = chunk<D>();
-        frag_a pa[BK / 8];
+        constexpr int CH = fwd_pv_chunk<D>();
+        if constexpr (fwd_pv_resplit<D>()) { /* P split again for each chunk */
 #pragma unroll
-        for (int kk = 0; kk < BK / 8; kk++)
-            pa[kk] = acc_as_a(s[kk]);
+            for (int n0 = 0; n0 < D / 8; n0 += CH) {
+                float hi[CH][4], lo[CH][4];
+                zero<CH>(hi);
+                zero<CH>(lo);
 #pragma unroll
-        for (int n0 = 0; n0 < D / 8; n0 += CH) {
-            float hi[CH][4], lo[CH][4];
-            zero<CH>(hi);
-            zero<CH>(lo);
+                for (int kk = 0; kk < KT / 8; kk++) {
+                    const frag_a pa = acc_as_a_anew(s[kk]);
 #pragma unroll
-            for (int kk = 0; kk < BK / 8; kk++)
+                    for (int n = 0; n < CH; n++)
+                        mma3(hi[n], lo[n], pa, ldb_cols<W>(Vb, kk, 8 * (n0 + n), g, t));
+                }
 #pragma unroll
                 for (int n = 0; n < CH; n++)
-                    mma3(hi[n], lo[n], pa[kk], ldb_cols<W>(Vb, kk, 8 * (n0 + n), g, t));
 #pragma unroll
-            for (int n = 0; n < CH; n++)
+                    for (int e = 0; e < 4; e++)
+                        acc[n0 + n][e] += hi[n][e] + lo[n][e];
+            }
+        } else { /* P split once */
+            frag_a pa[KT / 8];
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[n0 + n][e] += hi[n][e] + lo[n][e];
+            for (int kk = 0; kk < KT / 8; kk++)
+                pa[kk] = acc_as_a(s[kk]);
+#pragma unroll
+            for (int n0 = 0; n0 < D / 8; n0 += CH) {
+                float hi[CH][4], lo[CH][4];
+                zero<CH>(hi);
+                zero<CH>(lo);
+#pragma unroll
+                for (int kk = 0; kk < KT / 8; kk++)
+#pragma unroll
+                    for (int n = 0; n < CH; n++)
+                        mma3(hi[n], lo[n], pa[kk], ldb_cols<W>(Vb, kk, 8 * (n0 + n), g, t));
+#pragma unroll
+                for (int n = 0; n < CH; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        acc[n0 + n][e] += hi[n][e] + lo[n][e];
+            }
         }
     }
 
@@ -423,6 +509,12 @@ template <int D> __host__ __device__ constexpr int bwd_nbuf()
 {
     return D <= 32 || D == 80 || (D == 64 && LMK_FLASH_F32TC_BQ64 == 32) ? 2 : 1;
 }
+/* Whether the backward's dPᵀ = V·dOᵀ keeps its small terms in an
+ * accumulator of its own (hi += big·big, lo += the rest, then hi + lo), or,
+ * in 64-query tiles (registers), adds all three products into one
+ * accumulator. f32tc_dsum_kernel computes D = rowsum(dO∘O) the same way. */
+template <int D> __host__ __device__ constexpr bool dp_lo_apart() { return bwd_bq<D>() != 64; }
+
 template <int D> constexpr size_t bwd_smem()
 {
     constexpr int W = row_words<D>(), BQ = bwd_bq<D>(), NB = bwd_nbuf<D>();
@@ -501,7 +593,7 @@ __global__ void __launch_bounds__(128)
         float st[BQ / 8][4], dpt[BQ / 8][4]; /* Sᵀ, dPᵀ: (16 keys, BQ queries) */
         { /* dPᵀ's small terms apart (dS takes dPᵀ − D, a difference), except
            * in 64-query tiles (registers) */
-            constexpr int NLO = BQ == 64 ? 1 : BQ / 8;
+            constexpr int NLO = dp_lo_apart<D>() ? BQ / 8 : 1;
             float dptlo[NLO][4];
             zero<BQ / 8>(st);
             zero<BQ / 8>(dpt);
@@ -515,13 +607,13 @@ __global__ void __launch_bounds__(128)
                 const frag_a av = lda_rows<W>(Vs, kr0, kk, g, t);
 #pragma unroll
                 for (int n = 0; n < BQ / 8; n++) {
-                    if constexpr (NLO == 1)
+                    if constexpr (!dp_lo_apart<D>())
                         mma3(dpt[n], av, ldb_rows<W>(dOb, 8 * n, kk, g, t));
                     else
                         mma3(dpt[n], dptlo[n], av, ldb_rows<W>(dOb, 8 * n, kk, g, t));
                 }
             }
-            if constexpr (NLO > 1)
+            if constexpr (dp_lo_apart<D>())
                 fold<BQ / 8>(dpt, dpt, dptlo);
         }
         const bool edge = causal && qb < k0 + BK - 1; /* some query < some key */
@@ -614,6 +706,67 @@ __global__ void __launch_bounds__(128)
     }
 }
 
+/* --- D = rowsum(dO∘O) ------------------------------------------------------ */
+
+/* D_i = Σ_c dO_ic·O_ic in the arithmetic of the backward's dPᵀ_ji = Σ_c
+ * V_jc·dO_ic: as the diagonal of the 16×16 products O·dOᵀ of 16-row tiles,
+ * O as the A operand (V's role), dO as B, the same k mapping, the same
+ * split, the same mma order per k-step and the same fold (dp_lo_apart).
+ * Where O_i equals V_j bit for bit — one key in the row: T = 1 or a causal
+ * row 0, with the forward's p = 1 exactly — D_i equals dP_ij bit for bit
+ * and dS_ij = P_ij·(dP_ij − D_i) is exactly 0, as in exact arithmetic (the
+ * exact dK and dQ are 0 at T = 1; an fp32 D left both rounding noise of a
+ * few ulps of dP: H100 2026-11-22 09:20, dK 4.2e-6 against SDPA's 2.0e-6).
+ * Elsewhere D is an fp32-accurate dot product like the CUDA-core one.
+ * Also zeroes dq (the single pass's atomics add into it).
+ * dsum: (rows) out; dq: (rows, D) out, zeroed; dout, o: (rows, D), 16-byte
+ * aligned; rows = B·H·T. grid ceil(rows/64), 128 threads: warp w takes rows
+ * 16·(4·block + w)…+15; lane (g, t) computes rows g and g+8 of them. */
+template <int D>
+__global__ void __launch_bounds__(128)
+    f32tc_dsum_kernel(float *dsum, float *dq, const float *dout, const float *o, long long rows)
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const long long r0 = ((long long)blockIdx.x * 4 + warp) * 16;
+    if (r0 >= rows)
+        return;
+    for (int i = lane; i < 16 * D / 4; i += 32) {
+        const long long r = r0 + i / (D / 4);
+        if (r < rows)
+            reinterpret_cast<float4 *>(dq + r * D)[i % (D / 4)] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    /* 8-byte loads of (row, columns 8kk+2t, +1), zero past rows */
+    auto ld2 = [&](const float *x, long long r, int kk) {
+        return r < rows ? *reinterpret_cast<const float2 *>(x + r * D + 8 * kk + 2 * t)
+                        : make_float2(0.f, 0.f);
+    };
+    float c[2][4], clo[2][4]; /* n-tile 0: dO rows 0…7 of the 16; 1: rows 8…15 */
+    zero<2>(c);
+    zero<2>(clo);
+#pragma unroll
+    for (int kk = 0; kk < D / 8; kk++) {
+        const frag_a a = make_a(ld2(o, r0 + g, kk), ld2(o, r0 + g + 8, kk));
+#pragma unroll
+        for (int n = 0; n < 2; n++) {
+            const frag_b b = make_b(ld2(dout, r0 + 8 * n + g, kk));
+            if constexpr (dp_lo_apart<D>())
+                mma3(c[n], clo[n], a, b);
+            else
+                mma3(c[n], a, b);
+        }
+    }
+    if constexpr (dp_lo_apart<D>())
+        fold<2>(c, c, clo);
+    /* the diagonal: row g of n-tile 0 is column g = 2t + (g & 1) (element
+     * g & 1), row g + 8 of n-tile 1 likewise (element 2 + (g & 1)) */
+    if (t == g >> 1) {
+        if (r0 + g < rows)
+            dsum[r0 + g] = c[0][g & 1];
+        if (r0 + g + 8 < rows)
+            dsum[r0 + g + 8] = c[1][2 + (g & 1)];
+    }
+}
+
 /* --- launchers ----------------------------------------------------------- */
 
 template <typename K> int set_smem(K kern, size_t bytes)
@@ -630,12 +783,12 @@ int sm_count()
     return lmk_cuda_sm_count(132);
 }
 
-template <int D, int NW>
+template <int D, int NW, int KT = BK>
 int fwd_launch_nw(float *o, float *lse, const float *q, const float *k, const float *v,
                   const lmk_attn_shape *s, cudaStream_t st)
 {
-    auto kern = f32tc_fwd_kernel<D, NW>;
-    constexpr size_t smem = fwd_smem<D, NW>();
+    auto kern = f32tc_fwd_kernel<D, NW, KT>;
+    constexpr size_t smem = fwd_smem<D, NW, KT>();
     if (set_smem(kern, smem) != LMK_OK)
         return LMK_DEVICE;
     dim3 grid((s->T + 16 * NW - 1) / (16 * NW), s->B * s->H);
@@ -648,18 +801,29 @@ template <int D>
 int fwd_launch(float *o, float *lse, const float *q, const float *k, const float *v,
                const lmk_attn_shape *s, cudaStream_t st)
 {
-    /* 128-query blocks (8 warps) where the grid fills every multiprocessor,
-     * else 64-query blocks (4 warps) */
-    if ((long long)s->B * s->H * ((s->T + 127) / 128) >= sm_count())
-        return fwd_launch_nw<D, 8>(o, lse, q, k, v, s, st);
-    return fwd_launch_nw<D, 4>(o, lse, q, k, v, s, st);
+    /* d 128 with FWD128_KT32: 64-query blocks (4 warps) over 32-key
+     * tiles, 96 KB of shared memory: two blocks per multiprocessor (with
+     * 64-key tiles one, 160 or 196 KB) */
+    if constexpr (D == 128 && LMK_FLASH_F32TC_FWD128_KT32) {
+        return fwd_launch_nw<D, 4, 32>(o, lse, q, k, v, s, st);
+    } else {
+        /* 128-query blocks (8 warps) where the grid fills every
+         * multiprocessor, else 64-query blocks (4 warps) */
+        if ((long long)s->B * s->H * ((s->T + 127) / 128) >= sm_count())
+            return fwd_launch_nw<D, 8>(o, lse, q, k, v, s, st);
+        return fwd_launch_nw<D, 4>(o, lse, q, k, v, s, st);
+    }
 }
 
 template <int D>
-int bwd_launch(float *dq, float *dk, float *dv, const float *dsum, const float *dout,
-               const float *q, const float *k, const float *v, const float *lse,
+int bwd_launch(float *dq, float *dk, float *dv, float *dsum, const float *dout, const float *q,
+               const float *k, const float *v, const float *o, const float *lse,
                const lmk_attn_shape *s, cudaStream_t st)
 {
+    const long long rows = (long long)s->B * s->H * s->T;
+    f32tc_dsum_kernel<D><<<(unsigned)((rows + 63) / 64), 128, 0, st>>>(dsum, dq, dout, o, rows);
+    if (cudaGetLastError() != cudaSuccess)
+        return LMK_DEVICE;
     auto kern = f32tc_bwd_kernel<D>;
     constexpr size_t smem = bwd_smem<D>();
     if (set_smem(kern, smem) != LMK_OK)
@@ -694,18 +858,18 @@ extern "C" int lmk_flash_f32tc_fwd(float *o, float *lse, const float *q, const f
     return LMK_INVALID;
 }
 
-extern "C" int lmk_flash_f32tc_bwd(float *dq, float *dk, float *dv, const float *dsum,
+extern "C" int lmk_flash_f32tc_bwd(float *dq, float *dk, float *dv, float *dsum,
                                    const float *dout, const float *q, const float *k,
-                                   const float *v, const float *lse, const lmk_attn_shape *s,
-                                   void *stream)
+                                   const float *v, const float *o, const float *lse,
+                                   const lmk_attn_shape *s, void *stream)
 {
     if (!lmk_flash_f32tc_usable(s) || !dq || !dk || !dv || !dsum || !dout || !q || !k || !v ||
-        !lse)
+        !o || !lse)
         return LMK_INVALID;
     cudaStream_t st = (cudaStream_t)stream;
     switch (s->d) {
 #define XX(D) \
-    case D: return bwd_launch<D>(dq, dk, dv, dsum, dout, q, k, v, lse, s, st);
+    case D: return bwd_launch<D>(dq, dk, dv, dsum, dout, q, k, v, o, lse, s, st);
         LMK_ATTN_HEAD_DIMS(XX)
 #undef XX
     }

@@ -23,14 +23,15 @@ int lmk_flash_f32tc_fwd(float *o, float *lse, const float *q, const float *k, co
                         const lmk_attn_shape *s, void *stream);
 
 /* The single-pass backward (one block per 64 keys; dQ by float32 atomics,
- * so its rounding order varies between runs). dq: (B, H, T, d) float32,
- * zeroed by the caller, gets scale·dS·K added; dk, dv: (B, H, T, d) out;
- * dsum: (B, H, T), D = rowsum(dO∘O), computed by the caller; dout, q, k, v:
+ * so its rounding order varies between runs). dq: (B, H, T, d) float32 out
+ * (zeroed here, then gets scale·dS·K added); dk, dv: (B, H, T, d) out;
+ * dsum: (B, H, T) out, D = rowsum(dO∘O) as computed here (in the arithmetic
+ * of dP, so that dP − D cancels where it does exactly); dout, q, k, v, o:
  * (B, H, T, d); lse: (B, H, T) from the forward. Every pointer 16-byte
  * aligned. Returns as the forward. */
-int lmk_flash_f32tc_bwd(float *dq, float *dk, float *dv, const float *dsum, const float *dout,
-                        const float *q, const float *k, const float *v, const float *lse,
-                        const lmk_attn_shape *s, void *stream);
+int lmk_flash_f32tc_bwd(float *dq, float *dk, float *dv, float *dsum, const float *dout,
+                        const float *q, const float *k, const float *v, const float *o,
+                        const float *lse, const lmk_attn_shape *s, void *stream);
 
 #ifdef __cplusplus
 }

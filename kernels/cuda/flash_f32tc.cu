@@ -71,6 +71,11 @@ extern "C" {
 #ifndef LMK_FLASH_F32TC_BQ64
 #define LMK_FLASH_F32TC_BQ64 32
 #endif
+/* The backward's query tile at d 128 (32, one buffer: 107 KB of shared
+ * memory; or 16, two buffers: 100 KB), likewise. */
+#ifndef LMK_FLASH_F32TC_BQ128
+#define LMK_FLASH_F32TC_BQ128 32
+#endif
 /* Forward blocks per SM the register budget is set for at d ≤ 64 (2: at most
  * 128 registers; 1, the default: H100 2026-11-22 08:35, d 64 B 8 T 16384
  * forward 6.01 ms against 7.25 with 2) — likewise for A/B timing. */
@@ -504,10 +509,18 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
 
 /* --- backward (single pass) --------------------------------------------- */
 
-template <int D> __host__ __device__ constexpr int bwd_bq() { return D <= 32 ? 64 : D == 64 ? LMK_FLASH_F32TC_BQ64 : 32; }
+template <int D> __host__ __device__ constexpr int bwd_bq()
+{
+    return D <= 32 ? 64 : D == 64 ? LMK_FLASH_F32TC_BQ64 : D == 128 ? LMK_FLASH_F32TC_BQ128 : 32;
+}
+/* Query-tile buffers: 2 (the next tile loads during this one) where two
+ * blocks per multiprocessor still fit, else 1 */
 template <int D> __host__ __device__ constexpr int bwd_nbuf()
 {
-    return D <= 32 || D == 80 || (D == 64 && LMK_FLASH_F32TC_BQ64 == 32) ? 2 : 1;
+    return D <= 32 || D == 80 || (D == 64 && LMK_FLASH_F32TC_BQ64 == 32) ||
+                   (D == 128 && LMK_FLASH_F32TC_BQ128 == 16)
+               ? 2
+               : 1;
 }
 /* Whether the backward's dPᵀ = V·dOᵀ keeps its small terms in an
  * accumulator of its own (hi += big·big, lo += the rest, then hi + lo), or,

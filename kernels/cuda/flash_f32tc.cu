@@ -40,7 +40,14 @@
  *
  * Forward: one block per (16·NW queries, b·h), NW warps of 16 query rows;
  * 64-key K and V tiles by cp.async, double-buffered; S = Q·Kᵀ, online
- * softmax in log2 units, O += P·V. Causal blocks run longest first.
+ * softmax in log2 units, O += P·V.
+ * Grid order (both passes): blockIdx.x is the head b·h and blockIdx.y the
+ * query (key) block, so that blocks start in order of causal work, longest
+ * first across all heads (the forward's last query blocks, the backward's
+ * first key blocks), not head after head: at B 8 T 4096 causal, head after
+ * head the last heads' long blocks start late, and a greedy schedule of the
+ * block lengths ends 1.59× after the mean load per multiprocessor (1.24× at
+ * T 8192), longest first 1.00× (1.01×).
  * Backward (single pass): one block per (64 keys, b·h), 4 warps of 16 keys;
  * loops over BQ-query tiles (Q, dO, lse, D; cp.async, NBUF buffers): Sᵀ =
  * K·Qᵀ, dPᵀ = V·dOᵀ, Pᵀ = exp2(Sᵀ·s·log2e − lse·log2e), dSᵀ = Pᵀ∘(dPᵀ − D);
@@ -72,7 +79,9 @@ extern "C" {
 #define LMK_FLASH_F32TC_BQ64 32
 #endif
 /* The backward's query tile at d 128 (32, one buffer: 107 KB of shared
- * memory; or 16, two buffers: 100 KB), likewise. */
+ * memory; or 16, two buffers: 100 KB), likewise. H100 2026-11-22 10:58,
+ * with operands split on the FP32 pipe (since removed): 16 against 32 at
+ * B 8 causal, backward 37.4 / 40.6 ms at T 16384, 3.69 / 3.51 at T 4096. */
 #ifndef LMK_FLASH_F32TC_BQ128
 #define LMK_FLASH_F32TC_BQ128 32
 #endif
@@ -82,18 +91,11 @@ extern "C" {
 #ifndef LMK_FLASH_F32TC_FWD_MINB
 #define LMK_FLASH_F32TC_FWD_MINB 1
 #endif
-/* How operands are split into tf32 terms (split() below): 0 integer ops,
- * 1 FP32 ops (Veltkamp), a build-time choice for A/B timing. */
-#ifndef LMK_FLASH_F32TC_FSPLIT
-#define LMK_FLASH_F32TC_FSPLIT 0
-#endif
-/* The forward's P·V at d 64 and 128 (fwd_pv_resplit below), and its
- * block shape at d 128 (fwd_launch), likewise. */
+/* The forward's P·V at d 64 and 128 (fwd_pv_resplit below), likewise
+ * (H100 2026-11-22 10:58, FP32-pipe split: 1 against 0, d 64 B 8 T 16384
+ * causal forward 6.14 / 6.47 ms). */
 #ifndef LMK_FLASH_F32TC_FWD_RESPLIT
 #define LMK_FLASH_F32TC_FWD_RESPLIT 0
-#endif
-#ifndef LMK_FLASH_F32TC_FWD128_KT32
-#define LMK_FLASH_F32TC_FWD128_KT32 0
 #endif
 
 namespace {
@@ -142,25 +144,13 @@ __device__ __forceinline__ void load_rows(float *sm, const float *g, int row0, i
 /* --- 3xTF32 ------------------------------------------------------------- */
 
 /* x = hi + lo + e, hi and lo tf32 (low 13 bits zero), |e| ≤ 2^-22·|x|.
- * FSPLIT 0: hi and lo rounded to nearest by integer ops (4 on the integer
- * pipe, half the FP32 pipe's rate on sm_90, + 1 FP32 sub). FSPLIT 1:
- * hi = x rounded to 11 significant bits by Veltkamp's split (c = x·(2^13 + 1),
- * hi = c − (c − x): 3 FP32 ops; hi has ≤ 11 bits, so its low 13 are zero),
- * lo = x − hi exact (≤ 12 bits) and truncated to tf32 (1 integer op): CUTLASS's
- * FastF32 rounds its small term towards zero likewise. Needs |x| < 2^114
- * (x·8193 finite). The __f*_rn intrinsics keep the compiler from contracting
- * c − x into an fma, which would break the split. */
+ * (On the FP32 pipe instead — Veltkamp's hi = c − (c − x), c = x·(2^13 + 1),
+ * lo = x − hi truncated — the whole grid ran 1–10% slower: H100,
+ * 2026-11-22 10:58, PERF.md.) */
 __device__ __forceinline__ void split(float x, uint32_t &hi, uint32_t &lo)
 {
-#if LMK_FLASH_F32TC_FSPLIT
-    const float c = __fmul_rn(x, 8193.f);
-    const float h = __fsub_rn(c, __fsub_rn(c, x));
-    hi = __float_as_uint(h);
-    lo = __float_as_uint(__fsub_rn(x, h)) & 0xffffe000u;
-#else
     hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
     lo = (__float_as_uint(x - __uint_as_float(hi)) + 0x1000u) & 0xffffe000u;
-#endif
 }
 
 struct frag_a { /* an m16k8 A fragment, split */
@@ -315,16 +305,15 @@ template <int D> __host__ __device__ constexpr int fwd_pv_chunk()
     return fwd_pv_resplit<D>() ? 8 : chunk<D>();
 }
 
-template <int D, int NW, int KT> constexpr size_t fwd_smem()
+template <int D, int NW> constexpr size_t fwd_smem()
 {
-    return sizeof(float) * (size_t)row_words<D>() * (16 * NW + 4 * KT); /* Q | K[2] | V[2] */
+    return sizeof(float) * (size_t)row_words<D>() * (16 * NW + 4 * BK); /* Q | K[2] | V[2] */
 }
 
 // o: (B, H, T, D) out; lse: (B, H, T) out; q, k, v: (B, H, T, D), 16-byte
-// aligned. grid (ceil(T/(16·NW)), B·H), NW·32 threads, fwd_smem<D, NW, KT>();
-// K/V tiles of KT keys (64 or 32). Warp w: query rows 16w…16w+15 of the
-// tile; lane (g, t) holds rows g, g+8.
-template <int D, int NW, int KT>
+// aligned. grid (B·H, ceil(T/(16·NW))), NW·32 threads, fwd_smem<D, NW>().
+// Warp w: query rows 16w…16w+15 of the tile; lane (g, t) holds rows g, g+8.
+template <int D, int NW>
 __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 1)
     f32tc_fwd_kernel(float *o, float *lse, const float *q, const float *k, const float *v, int T,
                      int causal, float scale_log2)
@@ -332,24 +321,24 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
     constexpr int W = row_words<D>(), BQ = 16 * NW, NT = NW * 32;
     extern __shared__ float4 smem4[];
     float *Qs = reinterpret_cast<float *>(smem4); /* (BQ, W) */
-    float *Ks = Qs + BQ * W;                       /* [2] (KT, W) */
-    float *Vs = Ks + 2 * KT * W;                   /* [2] (KT, W) */
+    float *Ks = Qs + BQ * W;                       /* [2] (BK, W) */
+    float *Vs = Ks + 2 * BK * W;                   /* [2] (BK, W) */
 
     const int nqt = (T + BQ - 1) / BQ;
-    const int q0 = (causal ? nqt - 1 - (int)blockIdx.x : (int)blockIdx.x) * BQ;
-    const size_t head = (size_t)blockIdx.y * T;
+    const int q0 = (causal ? nqt - 1 - (int)blockIdx.y : (int)blockIdx.y) * BQ;
+    const size_t head = (size_t)blockIdx.x * T;
     q += head * D;
     k += head * D;
     v += head * D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int r0 = 16 * warp;
     const int last_row = q0 + r0 + 15; /* the warp's last query */
-    const int nkt_all = (T + KT - 1) / KT;
-    const int nkt = causal ? min(nkt_all, (q0 + BQ - 1) / KT + 1) : nkt_all;
+    const int nkt_all = (T + BK - 1) / BK;
+    const int nkt = causal ? min(nkt_all, (q0 + BQ - 1) / BK + 1) : nkt_all;
 
     load_rows<D, BQ, NT>(Qs, q, q0, T);
-    load_rows<D, KT, NT>(Ks, k, 0, T);
-    load_rows<D, KT, NT>(Vs, v, 0, T);
+    load_rows<D, BK, NT>(Ks, k, 0, T);
+    load_rows<D, BK, NT>(Vs, v, 0, T);
     cp_commit();
 
     float acc[D / 8][4];
@@ -362,28 +351,28 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
         cp_wait_all();
         __syncthreads(); /* tile j landed; tile j−1's buffers are free */
         if (j + 1 < nkt) {
-            load_rows<D, KT, NT>(Ks + ((j + 1) & 1) * KT * W, k, (j + 1) * KT, T);
-            load_rows<D, KT, NT>(Vs + ((j + 1) & 1) * KT * W, v, (j + 1) * KT, T);
+            load_rows<D, BK, NT>(Ks + ((j + 1) & 1) * BK * W, k, (j + 1) * BK, T);
+            load_rows<D, BK, NT>(Vs + ((j + 1) & 1) * BK * W, v, (j + 1) * BK, T);
         }
         cp_commit();
-        const int k0 = j * KT;
+        const int k0 = j * BK;
         if (causal && k0 > last_row)
             continue; /* the whole tile is above this warp's diagonal */
-        const float *Kb = Ks + (j & 1) * KT * W, *Vb = Vs + (j & 1) * KT * W;
+        const float *Kb = Ks + (j & 1) * BK * W, *Vb = Vs + (j & 1) * BK * W;
 
-        float s[KT / 8][4];
+        float s[BK / 8][4];
         {
-            float slo[KT / 8][4];
-            zero<KT / 8>(s);
-            zero<KT / 8>(slo);
+            float slo[BK / 8][4];
+            zero<BK / 8>(s);
+            zero<BK / 8>(slo);
 #pragma unroll
             for (int kk = 0; kk < D / 8; kk++) {
                 const frag_a a = lda_rows<W>(Qs, r0, kk, g, t);
 #pragma unroll
-                for (int n = 0; n < KT / 8; n++)
+                for (int n = 0; n < BK / 8; n++)
                     mma3(s[n], slo[n], a, ldb_rows<W>(Kb, 8 * n, kk, g, t));
             }
-            fold<KT / 8>(s, s, slo);
+            fold<BK / 8>(s, s, slo);
         }
         /* s in log2 units, rounded before the max is taken and subtracted
          * (no fma): the row's largest entry then gives p = exp2(0) = 1
@@ -391,13 +380,13 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
          * O = hi + lo of V's own split, which f32tc_dsum_kernel's D matches
          * bit for bit with the backward's dP (dS = P∘(dP − D) = 0 there) */
 #pragma unroll
-        for (int n = 0; n < KT / 8; n++)
+        for (int n = 0; n < BK / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
                 s[n][e] = __fmul_rn(s[n][e], scale_log2);
-        if ((causal && k0 + KT - 1 > q0 + r0) || k0 + KT > T) { /* edge tile: mask */
+        if ((causal && k0 + BK - 1 > q0 + r0) || k0 + BK > T) { /* edge tile: mask */
 #pragma unroll
-            for (int n = 0; n < KT / 8; n++)
+            for (int n = 0; n < BK / 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = k0 + 8 * n + 2 * t + (e & 1);
@@ -408,7 +397,7 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
         }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int n = 0; n < KT / 8; n++) {
+        for (int n = 0; n < BK / 8; n++) {
             mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
             mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
         }
@@ -426,7 +415,7 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
             l[h] *= alpha[h];
         }
 #pragma unroll
-        for (int n = 0; n < KT / 8; n++)
+        for (int n = 0; n < BK / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const float p = exp2f(s[n][e] + mneg[e >> 1]);
@@ -450,7 +439,7 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
                 zero<CH>(hi);
                 zero<CH>(lo);
 #pragma unroll
-                for (int kk = 0; kk < KT / 8; kk++) {
+                for (int kk = 0; kk < BK / 8; kk++) {
                     const frag_a pa = acc_as_a_anew(s[kk]);
 #pragma unroll
                     for (int n = 0; n < CH; n++)
@@ -463,9 +452,9 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
                         acc[n0 + n][e] += hi[n][e] + lo[n][e];
             }
         } else { /* P split once */
-            frag_a pa[KT / 8];
+            frag_a pa[BK / 8];
 #pragma unroll
-            for (int kk = 0; kk < KT / 8; kk++)
+            for (int kk = 0; kk < BK / 8; kk++)
                 pa[kk] = acc_as_a(s[kk]);
 #pragma unroll
             for (int n0 = 0; n0 < D / 8; n0 += CH) {
@@ -473,7 +462,7 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
                 zero<CH>(hi);
                 zero<CH>(lo);
 #pragma unroll
-                for (int kk = 0; kk < KT / 8; kk++)
+                for (int kk = 0; kk < BK / 8; kk++)
 #pragma unroll
                     for (int n = 0; n < CH; n++)
                         mma3(hi[n], lo[n], pa[kk], ldb_cols<W>(Vb, kk, 8 * (n0 + n), g, t));
@@ -537,7 +526,7 @@ template <int D> constexpr size_t bwd_smem()
 
 // dk, dv: (B, H, T, D) out; dq: (B, H, T, D) float32, zeroed, gets scale·dS·K
 // added by atomics; dout, q, k, v: (B, H, T, D), 16-byte aligned; lse, dsum:
-// (B, H, T). grid (ceil(T/64), B·H), 128 threads, bwd_smem<D>(). Warp w:
+// (B, H, T). grid (B·H, ceil(T/64)), 128 threads, bwd_smem<D>(). Warp w:
 // keys 16w…16w+15 of the block's 64; lane (g, t) holds keys g, g+8.
 template <int D>
 __global__ void __launch_bounds__(128)
@@ -557,8 +546,8 @@ __global__ void __launch_bounds__(128)
     float *Ls = dSs + BQ * BK;                     /* [NB] (BQ): lse·log2e, +inf past T */
     float *Ds = Ls + NB * BQ;                      /* [NB] (BQ): D, 0 past T */
 
-    const int k0 = blockIdx.x * BK;
-    const size_t head = (size_t)blockIdx.y * T;
+    const int k0 = blockIdx.y * BK;
+    const size_t head = (size_t)blockIdx.x * T;
     q += head * D;
     k += head * D;
     v += head * D;
@@ -796,15 +785,15 @@ int sm_count()
     return lmk_cuda_sm_count(132);
 }
 
-template <int D, int NW, int KT = BK>
+template <int D, int NW>
 int fwd_launch_nw(float *o, float *lse, const float *q, const float *k, const float *v,
                   const lmk_attn_shape *s, cudaStream_t st)
 {
-    auto kern = f32tc_fwd_kernel<D, NW, KT>;
-    constexpr size_t smem = fwd_smem<D, NW, KT>();
+    auto kern = f32tc_fwd_kernel<D, NW>;
+    constexpr size_t smem = fwd_smem<D, NW>();
     if (set_smem(kern, smem) != LMK_OK)
         return LMK_DEVICE;
-    dim3 grid((s->T + 16 * NW - 1) / (16 * NW), s->B * s->H);
+    dim3 grid(s->B * s->H, (s->T + 16 * NW - 1) / (16 * NW));
     kern<<<grid, NW * 32, smem, st>>>(o, lse, q, k, v, s->T, s->causal,
                                       LOG2E / sqrtf((float)D));
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
@@ -814,18 +803,11 @@ template <int D>
 int fwd_launch(float *o, float *lse, const float *q, const float *k, const float *v,
                const lmk_attn_shape *s, cudaStream_t st)
 {
-    /* d 128 with FWD128_KT32: 64-query blocks (4 warps) over 32-key
-     * tiles, 96 KB of shared memory: two blocks per multiprocessor (with
-     * 64-key tiles one, 160 or 196 KB) */
-    if constexpr (D == 128 && LMK_FLASH_F32TC_FWD128_KT32) {
-        return fwd_launch_nw<D, 4, 32>(o, lse, q, k, v, s, st);
-    } else {
-        /* 128-query blocks (8 warps) where the grid fills every
-         * multiprocessor, else 64-query blocks (4 warps) */
-        if ((long long)s->B * s->H * ((s->T + 127) / 128) >= sm_count())
-            return fwd_launch_nw<D, 8>(o, lse, q, k, v, s, st);
-        return fwd_launch_nw<D, 4>(o, lse, q, k, v, s, st);
-    }
+    /* 128-query blocks (8 warps) where the grid fills every multiprocessor,
+     * else 64-query blocks (4 warps) */
+    if ((long long)s->B * s->H * ((s->T + 127) / 128) >= sm_count())
+        return fwd_launch_nw<D, 8>(o, lse, q, k, v, s, st);
+    return fwd_launch_nw<D, 4>(o, lse, q, k, v, s, st);
 }
 
 template <int D>
@@ -842,7 +824,7 @@ int bwd_launch(float *dq, float *dk, float *dv, float *dsum, const float *dout, 
     if (set_smem(kern, smem) != LMK_OK)
         return LMK_DEVICE;
     const float scale = 1.f / sqrtf((float)D);
-    dim3 grid((s->T + BK - 1) / BK, s->B * s->H);
+    dim3 grid(s->B * s->H, (s->T + BK - 1) / BK);
     kern<<<grid, 128, smem, st>>>(dk, dv, dq, dout, q, k, v, lse, dsum, s->T, s->causal,
                                   scale * LOG2E, scale);
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
@@ -853,7 +835,8 @@ int bwd_launch(float *dq, float *dk, float *dv, float *dsum, const float *dout, 
 extern "C" int lmk_flash_f32tc_usable(const lmk_attn_shape *s)
 {
     return LMK_FLASH_F32TC && s && s->dtype == LMK_F32 && s->B > 0 && s->H > 0 && s->T > 0 &&
-           (long long)s->B * s->H <= 65535 && lmk_attn_head_dim_supported(s->d);
+           (long long)s->B * s->H <= 0x7fffffff && s->T <= 65535 * 64 &&
+           lmk_attn_head_dim_supported(s->d);
 }
 
 extern "C" int lmk_flash_f32tc_fwd(float *o, float *lse, const float *q, const float *k,

@@ -13,7 +13,8 @@ extern "C" {
 
 /* Non-zero when the kernels are switched on (LMK_FLASH_F32TC in
  * flash_f32tc.cu) and s can run here: fp32, d one of LMK_ATTN_HEAD_DIMS,
- * B·H ≤ 65535. The caller checks 16-byte alignment. */
+ * T ≤ 65535·64 (the grid's y dimension counts blocks of ≥ 64 queries or keys). The
+ * caller checks 16-byte alignment. */
 int lmk_flash_f32tc_usable(const lmk_attn_shape *s);
 
 /* Forward. o: (B, H, T, d) out; lse: (B, H, T) out (natural log);

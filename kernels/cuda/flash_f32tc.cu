@@ -79,9 +79,9 @@ extern "C" {
 #define LMK_FLASH_F32TC_BQ64 32
 #endif
 /* The backward's query tile at d 128 (32, one buffer: 107 KB of shared
- * memory; or 16, two buffers: 100 KB), likewise. H100 2026-11-22 10:58,
- * with operands split on the FP32 pipe (since removed): 16 against 32 at
- * B 8 causal, backward 37.4 / 40.6 ms at T 16384, 3.69 / 3.51 at T 4096. */
+ * memory; or 16, two buffers: 100 KB), likewise. H100 2026-11-22 11:06,
+ * B 8 causal backward, 16 against 32: 34.89 / 33.21 ms at T 16384,
+ * 2.33 / 2.21 at T 4096. */
 #ifndef LMK_FLASH_F32TC_BQ128
 #define LMK_FLASH_F32TC_BQ128 32
 #endif
@@ -91,11 +91,12 @@ extern "C" {
 #ifndef LMK_FLASH_F32TC_FWD_MINB
 #define LMK_FLASH_F32TC_FWD_MINB 1
 #endif
-/* The forward's P·V at d 64 and 128 (fwd_pv_resplit below), likewise
- * (H100 2026-11-22 10:58, FP32-pipe split: 1 against 0, d 64 B 8 T 16384
- * causal forward 6.14 / 6.47 ms). */
+/* The forward's P·V at d 64 and 128 (fwd_pv_resplit below), likewise;
+ * 1, the default: H100 2026-11-22 11:06 (PERF.md, f32tc2 call 2), B 8
+ * T 16384 causal forward d 64 5.92 ms against 6.08, d 128 11.79 against
+ * 12.04; passed test_flash and flash_vs_torch fp32 in that call. */
 #ifndef LMK_FLASH_F32TC_FWD_RESPLIT
-#define LMK_FLASH_F32TC_FWD_RESPLIT 0
+#define LMK_FLASH_F32TC_FWD_RESPLIT 1
 #endif
 
 namespace {

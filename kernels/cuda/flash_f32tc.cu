@@ -55,8 +55,14 @@
  * s·dS·K added to global dq by float2 atomics (rounding order varies
  * between runs).
  *
- * Knob: LMK_FLASH_F32TC (0: lmk_flash_f32tc_usable says 0 and flash_attn.cu
- * keeps its CUDA-core fp32 kernels). */
+ * Knob: LMK_FLASH_F32TC (1, the default: flash_attn.cu's fp32 forward and
+ * single-pass backward run here; 0: lmk_flash_f32tc_usable says 0 and
+ * flash_attn.cu keeps its CUDA-core fp32 kernels). On since the lent H100
+ * ran this source's defaults (variant F) through test_flash only float32
+ * (100/100) and flash_vs_torch --only fp32 (58/58; the same without
+ * FWD_RESPLIT 58/58 with two more seeds) and timed it under SDPA at every
+ * point of the CS336 fp32 grid (B 8, causal, d 16–128, T 256–16384:
+ * 0.05–0.92×): 2026-11-22 11:06, PERF.md (f32tc2 call 2). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -68,7 +74,7 @@ extern "C" {
 }
 
 #ifndef LMK_FLASH_F32TC
-#define LMK_FLASH_F32TC 0
+#define LMK_FLASH_F32TC 1
 #endif
 /* The backward's query tile at d 64 (64 or 32) and its buffers (1 or 2):
  * a build-time choice for A/B timing. H100 2026-11-22 08:35, before the

@@ -15,9 +15,12 @@
  *
  * fp16/bf16 (16-byte aligned tensors): forward and both backward kernels
  * run on tensor cores (mma.sync m16n8k16, fp32 accumulate; the section
- * "tensor-core path" below). fp32 with 16-byte aligned tensors runs the
- * pipelined CUDA-core forward and single-pass backward (sections "fp32
- * forward, pipelined" and "fp32 single-pass backward, pipelined"); the
+ * "tensor-core path" below; on sm_90 the wgmma kernels of flash_wgmma.cu and
+ * flash_wgmma_bwd.cu where they are usable). fp32 with 16-byte aligned
+ * tensors runs 3xTF32 on the tensor cores (flash_f32tc.cu, knob
+ * LMK_FLASH_F32TC, on) or, with the knob off, the pipelined CUDA-core
+ * forward and single-pass backward (sections "fp32 forward, pipelined" and
+ * "fp32 single-pass backward, pipelined"); the
  * deterministic fp32 backward, unaligned fp32, and fp16/bf16 tensors that
  * are not 16-byte aligned run the CUDA-core kernels that follow: float32 math
  * (fp16/bf16 converted on load, rounded on store), 256 threads; thread t

@@ -21,9 +21,8 @@ BUDGET_S=${BUDGET_S:-420}
 GRAPHS=${GRAPHS:-"small,medium:128,512"}
 mkdir -p "$OUT"
 # cuBLAS, NCCL, CUPTI of the image's PyTorch packages, then the carried libraries
-PYLIB=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$CARRY/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
+device_env "$CARRY/lib"
 start=$(date +%s)
 left() { echo $((BUDGET_S - ($(date +%s) - start))); }
 log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/grid.log"; }

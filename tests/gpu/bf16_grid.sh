@@ -39,9 +39,8 @@ if [ "$CHECKS" = 1 ]; then
         bash "$HERE/run_all.sh" >"$OUT/run_all.log" 2>&1
     log "run_all rc=$?"
 fi
-PYLIB=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$CARRY/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
+device_env "$CARRY/lib"
 if [ "$CHECKS" = 1 ] && [ -x "$CARRY/test_model_flash" ]; then
     timeout 120 "$CARRY/test_model_flash" >"$OUT/test_model_flash.log" 2>&1
     log "test_model_flash rc=$?"

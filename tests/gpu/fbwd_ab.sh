@@ -31,10 +31,8 @@ mkdir -p "$OUT"
 X=$(mktemp -d)
 tar xJf "$CARRY/bins.tar.xz" -C "$X" && cp "$CARRY"/COMMIT "$CARRY"/torch_attn.py "$X/"
 cp "$CARRY"/*.cubin "$X/" 2>/dev/null
-PYLIB=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$X/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/device_env.sh"
+device_env "$X/lib"
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
     echo "commit: $(cat "$X/COMMIT")"

@@ -25,9 +25,8 @@ cp "$CARRY"/COMMIT "$CARRY"/torch_attn.py "$X/" 2>/dev/null
 BUILDS=${BUILDS:-new base}
 FIRST=${BUILDS%% *}
 POINTS=${POINTS:-bf16:1:16:16384:64:1 fp16:1:16:16384:64:1 bf16:1:16:16384:128:1 bf16:1:16:8192:64:0 fp16:1:16:8192:128:0 bf16:4:16:4096:64:1 bf16:2:16:4096:128:1}
-PYLIB=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$X/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
+device_env "$X/lib"
 table() {
     python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/ab.log" "$OUT/sdpa.log" | tee "$OUT/table.md"
 }

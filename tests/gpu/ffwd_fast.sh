@@ -24,9 +24,8 @@ tar xJf "$CARRY/bins.tar.xz" -C "$X"
 cp "$CARRY"/COMMIT "$CARRY"/torch_attn.py "$X/" 2>/dev/null
 BUILDS=${BUILDS:-base new}
 POINTS=${POINTS:-bf16:1:16:16384:64:1 bf16:8:1:16384:64:1}
-PYLIB=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$X/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
+device_env "$X/lib"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
 log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/run.log"; }

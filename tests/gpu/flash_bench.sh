@@ -29,10 +29,8 @@ if [ -f "$CARRY/bins.tar.xz" ]; then
     CARRY=$X
 fi
 VARIANTS=${VARIANTS:-}
-PYLIB=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64${PYLIB:+:$PYLIB}:$CARRY/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/device_env.sh"
+device_env "$CARRY/lib"
 RC=0
 start=$(date +%s)
 log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/flash.log"; }

@@ -18,10 +18,8 @@ CARRY=${CARRY:-$ROOT/.carry/mem}
 OUT=${OUT:-/tmp/lmperf-mem-out}
 GRAPH=${GRAPH:-1} FLASH=${FLASH:-1} GRID=${GRID:-1} TORCH=${TORCH:-1} CHECK=${CHECK:-1} SMOKE=${SMOKE:-1}
 mkdir -p "$OUT"
-PYLIB=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${PYLIB:+:$PYLIB}:$CARRY/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/device_env.sh"
+device_env "$CARRY/lib"
 start=$(date +%s)
 log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/steps.log"; }
 {

@@ -30,9 +30,8 @@ if [ ! -x "$CARRY/lmperfd" ]; then
     exit 2
 fi
 # CUPTI and cuBLAS of the CUDA install and the image's PyTorch packages, then the carried libraries
-PYLIB=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${PYLIB:+:$PYLIB}:$CARRY/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
+device_env "$CARRY/lib"
 {
     echo "commit: $(cat "$CARRY/COMMIT" 2>/dev/null || echo unknown)"
     date -u

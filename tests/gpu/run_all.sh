@@ -23,9 +23,8 @@ PRECS=${PRECS:-fp32,tf32}
 OPS=${OPS:-1} GRAPH=${GRAPH:-1} MODEL=${MODEL:-1} DAEMON=${DAEMON:-1} BENCH=${BENCH:-1} TORCH=${TORCH:-1}
 mkdir -p "$OUT"
 # cuBLAS, NCCL, CUPTI of the image's PyTorch packages, then the carried libraries
-PYLIB=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib"))})))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${PYLIB:+:$PYLIB}:$CARRY/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
+device_env "$CARRY/lib"
 RC=0
 note() { echo "$*" | tee -a "$OUT/env.txt"; }
 

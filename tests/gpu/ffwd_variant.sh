@@ -7,7 +7,10 @@
 # timing in one device call (tests/gpu/ffwd_bench.sh runs them).
 # usage: [SRC=file.cu] tests/gpu/ffwd_variant.sh BUILD_DIR OUT_DIR "FLAGS"   (after ninja)
 # SRC: another version of OBJ's source (flash_wgmma.cu) (e.g. a copy of an earlier commit's)
-# compiled in its place, its includes found through kernels/cuda.
+# compiled in its place, its includes found beside it, then through BUILD's kernels/cuda.
+# FA_OBJ: a prebuilt object put in place of flash_attn.cu's (e.g. compiled from a tree whose
+# dispatch calls a changed OBJ header), so that a change to both files is timed without
+# rebuilding BUILD (tests/gpu/f32tc_variant.sh).
 set -eu
 BUILD=$1
 mkdir -p "$2"
@@ -15,14 +18,17 @@ OUT=$(cd "$2" && pwd)
 FLAGS=$3
 OBJ=${OBJ:-flash_wgmma}
 if [ -n "${SRC:-}" ]; then SRC=$(cd "$(dirname "$SRC")" && pwd)/$(basename "$SRC"); fi
+FA=kernels/liblmperf_kernels.a.p/cuda_flash_attn.cu.o
+if [ -n "${FA_OBJ:-}" ]; then FA_OBJ=$(cd "$(dirname "$FA_OBJ")" && pwd)/$(basename "$FA_OBJ"); fi
 cd "$BUILD"
 cc=$(ninja -t commands kernels/$OBJ.o | grep -F -- "-c ../kernels/cuda/$OBJ.cu" | tail -1)
 if [ -n "${SRC:-}" ]; then
-    cc="${cc/ -c ..\/kernels\/cuda\/$OBJ.cu/ -I../kernels/cuda -c $SRC}"
+    cc="${cc/ -c ..\/kernels\/cuda\/$OBJ.cu/ -I$(dirname "$SRC") -I../kernels/cuda -c $SRC}"
 fi
 eval "${cc/ -o kernels\/$OBJ.o/ -o $OUT/$OBJ.o} $FLAGS"
 objs=$(ninja -t commands kernels/liblmperf_kernels.a | grep -F 'gcc-ar csrDT kernels/liblmperf_kernels.a' | tail -1 |
     sed "s/.*gcc-ar csrDT kernels\/liblmperf_kernels.a //; s/kernels\/$OBJ.o //")
+if [ -n "${FA_OBJ:-}" ]; then objs=${objs/$FA/$FA_OBJ}; fi
 rm -f "$OUT/libkernels.a"
 gcc-ar csrD "$OUT/libkernels.a" "$OUT/$OBJ.o" $objs
 for t in tests/attention/test_flash tests/gpu/flash_dump daemon/lmperfd; do

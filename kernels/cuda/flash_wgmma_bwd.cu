@@ -766,6 +766,16 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         /* dV_c += Pᵀ·dO, dK_c += dSᵀ·Q */
         auto mma_dv = [&]() { mma_rs(adv, pa, sdO(s)); };
         auto mma_dk = [&]() { mma_rs(adk, dsa, sQ(s)); };
+        /* after the wait for dV and dK: their accumulators and A operands are
+         * settled, and the stage's Q and dO go back to the producer */
+        auto release_stage = [&]() {
+            pin(adk);
+            pin(adv);
+            pin(pa);
+            pin(dsa);
+            if (lane == 0)
+                mbar_arrive(empty(s));
+        };
         if constexpr (ORD) { /* dV runs while dSᵀ goes to shared memory */
             wg_fence();
             mma_dv();
@@ -820,12 +830,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             wg_commit();
             if constexpr (LA) {
                 wg_wait<1>(); /* dV, dK done: the stage's Q and dO are free */
-                pin(adk);
-                pin(adv);
-                pin(pa);
-                pin(dsa);
-                if (lane == 0)
-                    mbar_arrive(empty(s));
+                release_stage();
                 /* Sᵀ of tile i + 1; past the last tile on the stale stage, result
                  * unused (no wgmma under a branch) */
                 if (q0 + BM < Tn)
@@ -836,13 +841,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                 pin(adq);
             } else {
                 wg_wait<0>();
-                pin(adk);
-                pin(adv);
-                pin(pa);
-                pin(dsa);
                 pin(adq);
-                if (lane == 0)
-                    mbar_arrive(empty(s));
+                release_stage();
                 __syncwarp();
             }
             if (i > 0) {
@@ -911,12 +911,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             wg_wait<1>(); /* dV and dQ done */
         } else {
             wg_wait<0>();
-            pin(adk);
-            pin(adv);
-            pin(pa);
-            pin(dsa);
-            if (lane == 0)
-                mbar_arrive(empty(s));
+            release_stage();
             __syncwarp();
         }
         pin(adq);

@@ -1,5 +1,6 @@
 /* GPU clocks and power through NVML, loaded with dlopen (gpu_power.h). */
 #include "gpu_power.h"
+#include "clock_ms.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -35,18 +36,12 @@ struct gpu_power_watch {
     gpu_power_summary sum;        /* under lock */
 };
 
-static void sleep_ms(double ms)
+static void sleep_ms(int ms)
 {
-    struct timespec ts = {(time_t)(ms / 1000), (long)((ms - 1000 * (double)(time_t)(ms / 1000)) * 1e6)};
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 int gpu_power_read(gpu_power_watch *w, gpu_power_sample *out)
 {
@@ -175,14 +170,14 @@ void gpu_power_settle(gpu_power_watch *w)
 {
     if (!w)
         return;
-    double t0 = now_ms(), t = t0;
+    const double t0 = monotonic_ms();
     gpu_power_sample s;
     while (gpu_power_read(w, &s) == 0 && !gpu_power_is_settled(&s, GPU_POWER_SETTLE_FRACTION) &&
-           (t = now_ms()) - t0 < GPU_POWER_SETTLE_MAX_MS)
+           monotonic_ms() - t0 < GPU_POWER_SETTLE_MAX_MS)
         sleep_ms(GPU_POWER_SAMPLE_MS);
-    t = now_ms();
+    const double waited = monotonic_ms() - t0;
     pthread_mutex_lock(&w->lock);
-    w->sum.settle_ms += t - t0;
+    w->sum.settle_ms += waited;
     pthread_mutex_unlock(&w->lock);
 }
 

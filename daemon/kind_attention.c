@@ -19,8 +19,10 @@
 #include <time.h>
 
 #include "attention.h"
+#include "clock_ms.h"
 #include "gpu_power.h"
 #include "jobkind.h"
+#include "stats.h"
 #include "status.h"
 
 #define ATTN_MAX_POINTS 512
@@ -83,12 +85,6 @@ static int attention_check(json_t *spec, api_error *err)
     return 0;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* One point on the CPU (reference implementation, float32 only). */
 static int bench_cpu(const lmk_attn_shape *s, int warmup, int passes, lmk_attn_bench_result *r,
@@ -100,7 +96,8 @@ static int bench_cpu(const lmk_attn_shape *s, int warmup, int passes, lmk_attn_b
         return LMK_UNSUPPORTED;
     }
     size_t n = (size_t)s->B * s->H * s->T * s->d, rows = (size_t)s->B * s->H * s->T;
-    float *buf[8] = {0}, *lse = NULL, *pass_ms = NULL;
+    float *buf[8] = {0}, *lse = NULL;
+    double *pass_ms = NULL;
     int rc = LMK_OK;
     for (int i = 0; i < 8; i++)
         if (!(buf[i] = malloc(n * sizeof(float)))) {
@@ -131,23 +128,23 @@ static int bench_cpu(const lmk_attn_shape *s, int warmup, int passes, lmk_attn_b
     /* per pass, like the GPU: median and mean */
     double sum = 0;
     for (int i = 0; i < passes && !rc; i++) {
-        double t0 = now_ms();
+        double t0 = monotonic_ms();
         rc = lmk_attn_cpu_fwd(buf[4], lse, buf[0], buf[1], buf[2], s);
-        sum += pass_ms[i] = (float)(now_ms() - t0);
+        sum += pass_ms[i] = monotonic_ms() - t0;
     }
     if (!rc) {
-        r->fwd_ms = lmk_attn_median_ms(pass_ms, passes);
+        r->fwd_ms = lmk_median_sort(pass_ms, passes);
         r->fwd_mean_ms = sum / passes;
     }
     sum = 0;
     for (int i = 0; i < passes && !rc; i++) {
-        double t0 = now_ms();
+        double t0 = monotonic_ms();
         rc = lmk_attn_cpu_bwd(buf[5], buf[6], buf[7], buf[3], buf[0], buf[1], buf[2], buf[4], lse,
                               s);
-        sum += pass_ms[i] = (float)(now_ms() - t0);
+        sum += pass_ms[i] = monotonic_ms() - t0;
     }
     if (!rc) {
-        r->bwd_ms = lmk_attn_median_ms(pass_ms, passes);
+        r->bwd_ms = lmk_median_sort(pass_ms, passes);
         r->bwd_mean_ms = sum / passes;
     }
     /* the CPU reference is synchronous: forward+backward is the sum */

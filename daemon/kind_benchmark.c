@@ -24,6 +24,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "clock_ms.h"
 #include "jobkind.h"
 #include "device_peaks.h"
 #include "model.h"
@@ -94,12 +95,6 @@ static int benchmark_check(json_t *spec, api_error *err)
 
 /* --- run ------------------------------------------------------------------------ */
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -170,7 +165,7 @@ static int is_cuda(const lmk_backend *b)
 static int run_phase(step_runner *r, int ph, double *wall_ms)
 {
     int rc = LMK_OK;
-    double t0 = now_ms();
+    double t0 = monotonic_ms();
 #ifdef LMPERF_HAVE_CUDA
     if (r->timer)
         rc = lmk_cuda_timer_record(r->timer, 2 * ph);
@@ -183,7 +178,7 @@ static int run_phase(step_runner *r, int ph, double *wall_ms)
 #endif
     if (rc == LMK_OK)
         rc = r->b->synchronize(r->b);
-    *wall_ms = now_ms() - t0;
+    *wall_ms = monotonic_ms() - t0;
     return rc;
 }
 

@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "attention.h"
+#include "clock_ms.h"
 #include "device_peaks.h"
 #include "jobkind.h"
 #include "model.h"
@@ -115,12 +116,6 @@ static int profile_check(json_t *spec, api_error *err)
     return model_point_check(spec, err);
 }
 
-static double wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* The phases a step's CUDA events bracket; "step" is the runner's own range,
  * the others are kernels/model.c's. */
@@ -216,7 +211,7 @@ static int run_phase(point_model *pm, int ph)
 static int one_step(point_model *pm, step_clock *c)
 {
     int training = pm->training;
-    double t0 = wall_ms();
+    double t0 = monotonic_ms();
     profiler_range_push("step");
     int rc = clock_mark(c, 0);
     if (rc == LMK_OK)
@@ -236,7 +231,7 @@ static int one_step(point_model *pm, step_clock *c)
         rc = pm->b->synchronize(pm->b);
     if (rc != LMK_OK)
         return rc;
-    c->wall_sum_ms += wall_ms() - t0;
+    c->wall_sum_ms += monotonic_ms() - t0;
     c->steps++;
     rc = clock_add(c, PH_FORWARD, 0, 1);
     if (rc == LMK_OK && training)

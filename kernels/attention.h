@@ -113,9 +113,6 @@ typedef struct lmk_attn_bench_result {
     uint64_t oom_request_bytes;             /* the request that failed */
 } lmk_attn_bench_result;
 
-/* The median of n > 0 pass times (ms); sorts `ms` in place. */
-double lmk_attn_median_ms(float *ms, int n);
-
 /* The timed loops of a point, in order; LMK_ATTN_LOOPS_DONE follows the last. */
 typedef enum lmk_attn_loop {
     LMK_ATTN_LOOP_FWD = 0,

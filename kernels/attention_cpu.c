@@ -155,15 +155,3 @@ int lmk_attn_cpu_bwd(float *dq, float *dk, float *dv, const float *dout, const f
     free(dvb);
     return LMK_OK;
 }
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-double lmk_attn_median_ms(float *ms, int n)
-{
-    qsort(ms, (size_t)n, sizeof *ms, cmp_float);
-    return n % 2 ? ms[n / 2] : 0.5 * ((double)ms[n / 2 - 1] + ms[n / 2]);
-}

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "stats.h"
 #include "status.h"
 
 #if defined(LMPERF_HAVE_CUDA) && defined(LMPERF_HAVE_NCCL)
@@ -39,12 +40,6 @@ double lmk_allreduce_bus_factor(int world)
     return world > 1 ? 2.0 * (world - 1) / world : 0.0;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void lmk_allreduce_stats_compute(const double *times_ms, int n, uint64_t bytes, int world,
                                  lmk_allreduce_stats *out)
 {
@@ -61,8 +56,7 @@ void lmk_allreduce_stats_compute(const double *times_ms, int n, uint64_t bytes, 
     double median = times_ms[0];
     if (sorted) {
         memcpy(sorted, times_ms, (size_t)n * sizeof *sorted);
-        qsort(sorted, (size_t)n, sizeof *sorted, compare_double);
-        median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        median = lmk_median_sort(sorted, n);
         free(sorted);
     }
     out->median_ms = median;

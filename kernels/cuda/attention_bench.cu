@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../attention.h"
+#include "../stats.h"
 extern "C" {
 #include "../status.h"
 }
@@ -99,7 +100,8 @@ extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_att
     void *q = NULL, *k = NULL, *v = NULL, *o = NULL, *dout = NULL, *dq = NULL, *dk = NULL,
          *dv = NULL, *pm = NULL, *dpm = NULL, *lse = NULL,
                                               *work = NULL;
-    float ms = 0, *pass_ms = NULL;
+    float ms = 0;
+    double *pass_ms = NULL;
 
 #define CU(call)                                            \
     do {                                                    \
@@ -204,10 +206,10 @@ extern "C" int lmk_attn_bench_cuda(int device, lmk_attn_impl impl, const lmk_att
             pass_ms[i] = ms;                                 \
             sum_ += ms;                                      \
         }                                                    \
-        (median) = lmk_attn_median_ms(pass_ms, passes);      \
+        (median) = lmk_median_sort(pass_ms, passes);         \
         (mean) = sum_ / passes;                              \
     } while (0)
-    if (!(pass_ms = (float *)malloc((size_t)passes * sizeof(float)))) {
+    if (!(pass_ms = (double *)malloc((size_t)passes * sizeof(double)))) {
         snprintf(errbuf, errlen, "out of host memory for %d pass times", passes);
         rc = LMK_NOMEM;
         goto out;

@@ -938,12 +938,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         }
         if constexpr (ORD) {
             wg_wait<0>(); /* dK done: the stage's Q and dO are free */
-            pin(adk);
-            pin(adv);
-            pin(pa);
-            pin(dsa);
-            if (lane == 0)
-                mbar_arrive(empty(s));
+            release_stage();
             __syncwarp();
         }
     }

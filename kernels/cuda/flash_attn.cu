@@ -2154,20 +2154,23 @@ int bwd_launch(void *dq, void *dk, void *dv, float *work, const void *dout, cons
     const float scale = 1.f / sqrtf((float)D);
     const unsigned dot_blocks = (unsigned)((rows + 7) / 8);
     if constexpr (sizeof(T) == 2 && fused_ok<D>()) { /* the single pass */
-        /* d 80 on grids of fewer than two 64-key blocks per SM: the two
-         * passes are faster there (H100, bf16, one head T 16384 causal:
-         * 0.752 against 0.798 ms; at B 8 T 16384 the single pass is 9% faster) */
+        /* flash_wgmma_bwd.cu decides which shapes it takes (sm 9.0, d 64/128
+         * and the zero-padded d 32/80, grids of about one 128-key block per SM
+         * and more) */
+        const bool wgmma = s->atomic_dq && lmk_flash_wgmma_bwd_preferred(s) && aligned16({lse});
+        /* d 80 on grids of fewer than two 64-key blocks per SM that the wgmma
+         * kernel does not take: the two passes are faster than the mma.sync
+         * single pass there (H100, bf16, one head T 16384 causal: 0.752
+         * against 0.798 ms; at B 8 T 16384 the single pass is 9% faster) */
         const bool d80_small =
-            D == 80 && (long long)s->B * s->H * ((s->T + BKV - 1) / BKV) < 2LL * sm_count();
+            D == 80 && !wgmma && (long long)s->B * s->H * ((s->T + BKV - 1) / BKV) < 2LL * sm_count();
         if (s->atomic_dq && !d80_small && aligned16({dq, dk, dv, dout, q, k, v, work})) {
             float *dqacc = work, *dsum = work + rows * D; /* lmk_flash_attn_bwd_work_floats */
             flash_bwd_dot_kernel<T><<<dot_blocks, 256, 0, st>>>(dsum, dqacc, (const T *)dout,
                                                                  (const T *)o, rows, D);
             if (cudaGetLastError() != cudaSuccess)
                 return LMK_DEVICE;
-            /* flash_wgmma_bwd.cu decides which shapes it takes (sm 9.0, d 64/128,
-             * grids of ≥ 2 blocks per SM) */
-            if (lmk_flash_wgmma_bwd_preferred(s) && aligned16({lse}))
+            if (wgmma)
                 return lmk_flash_wgmma_bwd(dq, dk, dv, dqacc, dsum, dout, q, k, v, lse, s, st);
             const long long blocks = (long long)s->B * s->H * ((s->T + BKV - 1) / BKV);
             const int sms = sm_count();

@@ -207,6 +207,30 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #ifndef LMK_FLASH_WGMMA_MAX_CHAINS
 #define LMK_FLASH_WGMMA_MAX_CHAINS 1
 #endif
+/*   LMK_FLASH_WGMMA_LAZY_MAX  how the tiles after an item's first one update the
+ *                             running row max m (log2 units): 0 as the first tile
+ *                             (m = the exact running max, O and l rescaled whenever
+ *                             it moves); 1 lazily: m moves only when some score of
+ *                             the warp's rows exceeds it by more than
+ *                             LMK_FLASH_WGMMA_LAZY_TAU (then to the exact max, as
+ *                             0), so P stays ≤ 2^TAU and most tiles need no
+ *                             rescale, no alpha and no max shuffles (each thread
+ *                             tests its own scores, one vote per warp); 2 as 1,
+ *                             speculatively: the exponentials are taken against
+ *                             the old m while the test runs beside them (no max
+ *                             chain before them); when a consumer's test fails
+ *                             (any of its 128 threads, bar.red) it runs S = Q·Kᵀ
+ *                             of that tile again (K is released after the test)
+ *                             and updates as 0. Exact either way: m is only the
+ *                             reference of the exponentials (lse = m + log2 l). */
+#ifndef LMK_FLASH_WGMMA_LAZY_MAX
+#define LMK_FLASH_WGMMA_LAZY_MAX 0
+#endif
+#ifndef LMK_FLASH_WGMMA_LAZY_TAU
+#define LMK_FLASH_WGMMA_LAZY_TAU 8.0f
+#endif
+static_assert(LMK_FLASH_WGMMA_LAZY_MAX >= 0 && LMK_FLASH_WGMMA_LAZY_MAX <= 2,
+              "LMK_FLASH_WGMMA_LAZY_MAX: 0, 1 or 2");
 static_assert(LMK_FLASH_WGMMA_MAX_CHAINS == 1 || LMK_FLASH_WGMMA_MAX_CHAINS == 2 ||
                   LMK_FLASH_WGMMA_MAX_CHAINS == 4 || LMK_FLASH_WGMMA_MAX_CHAINS == 8,
               "LMK_FLASH_WGMMA_MAX_CHAINS: 1, 2, 4 or 8");
@@ -347,6 +371,114 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
         }
 }
 
+/* fw_softmax for a tile after the row's first with a lazy max
+ * (LMK_FLASH_WGMMA_LAZY_MAX): m moves (to the exact max; alpha and l as
+ * fw_softmax) only when a score of the warp's rows exceeds it by more than
+ * TAU, else alpha = 1 and P ≤ 2^TAU; returns true.
+ * SPEC: the exponentials are taken against the old m at once, and the test
+ * is on their sums instead (no max at all): when any thread of the consumer
+ * warpgroup (named barrier bar, 128 threads) has a row whose 32 values sum
+ * past 2^TAU (which every P > 2^TAU makes so), or a row with m = −∞, returns
+ * false with sc spent and m, l untouched: the caller computes S again and
+ * runs fw_softmax. */
+__device__ __forceinline__ bool fw_any_wg(int bar, bool v)
+{
+    uint32_t r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, 128, p;\n"
+                 "selp.u32 %0, 1, 0, q;\n}\n"
+                 : "=r"(r)
+                 : "r"((uint32_t)v), "r"(bar)
+                 : "memory");
+    return r != 0;
+}
+template <typename T, bool MASK, bool SPEC>
+__device__ __forceinline__ bool fw_softmax_lazy(float (&sc)[FW_BN / 8][4], float (&m)[2],
+                                                float (&l)[2], float (&alpha)[2], int k0, int Tn,
+                                                int causal, int row0, int t, float scale_log2,
+                                                int bar)
+{
+    constexpr float TAU = LMK_FLASH_WGMMA_LAZY_TAU;
+    float ls[2][2] = {{0.f, 0.f}, {0.f, 0.f}}; /* [row][chain] */
+    float msub[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        msub[h] = m[h] == -INFINITY ? 0.f : m[h];
+    if constexpr (SPEC) {
+#pragma unroll
+        for (int j = 0; j < FW_BN / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (MASK) {
+                    const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+                    if (col >= Tn || (causal && col > row))
+                        sc[j][e] = -INFINITY;
+                }
+                sc[j][e] = fw_exp2(fmaf(sc[j][e], scale_log2, -msub[e >> 1]));
+                ls[e >> 1][j & 1] += sc[j][e];
+            }
+        bool need = false;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            ls[h][0] += ls[h][1];
+            need |= !(ls[h][0] <= exp2f(TAU)) || m[h] == -INFINITY; /* NaN too */
+        }
+        if (fw_any_wg(bar, need))
+            return false;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            alpha[h] = 1.f;
+            l[h] += ls[h][0];
+        }
+        return true;
+    } else {
+        float mt[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}; /* [row][chain] */
+#pragma unroll
+        for (int j = 0; j < FW_BN / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (MASK) {
+                    const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+                    if (col >= Tn || (causal && col > row))
+                        sc[j][e] = -INFINITY;
+                }
+                mt[e >> 1][j & 1] = fmaxf(mt[e >> 1][j & 1], sc[j][e]);
+            }
+        bool need = false;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mt[h][0] = fmaxf(mt[h][0], mt[h][1]);
+            need |= mt[h][0] * scale_log2 > m[h] + TAU;
+        }
+        if (__any_sync(0xffffffffu, need)) { /* as fw_softmax */
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float mx = mt[h][0];
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mnew = fmaxf(m[h], mx * scale_log2);
+                msub[h] = mnew == -INFINITY ? 0.f : mnew;
+                alpha[h] = fw_exp2(m[h] - msub[h]);
+                m[h] = mnew;
+                l[h] *= alpha[h];
+            }
+        } else {
+            alpha[0] = alpha[1] = 1.f;
+        }
+#pragma unroll
+        for (int j = 0; j < FW_BN / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float x = fmaf(sc[j][e], scale_log2, -msub[e >> 1]);
+                sc[j][e] = !MASK && fw_emu_group<LMK_FLASH_WGMMA_EXP_EMU>(j) ? fw_exp2_fma<T>(x)
+                                                                              : fw_exp2(x);
+                ls[e >> 1][j & 1] += sc[j][e];
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            l[h] += ls[h][0] + ls[h][1];
+        return true;
+    }
+}
 
 /* The head dim the kernel's tiles and accumulators have for head dim DR: 64
  * (DR 16, 32, 64) or 128 (DR 80, 128). Columns DR… of the shared tiles are
@@ -388,6 +520,7 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     using P = fw_plan<D, NC, SPLIT>;
     constexpr bool PERSIST = (LMK_FLASH_WGMMA_PERSISTENT & (D == 64 ? 1 : 2)) && !SPLIT;
     constexpr bool LATE = LMK_FLASH_WGMMA_LATE_RESCALE && D == 128;
+    constexpr int LAZY = LMK_FLASH_WGMMA_LAZY_MAX;
     static_assert(!PP || (NC == 2 && !SPLIT), "ping-pong between two consumers of their own rows");
     constexpr int S = P::STAGES, NB = P::NB;
     extern __shared__ __align__(1024) unsigned char smraw[];
@@ -513,6 +646,20 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
         else
             fw_softmax<T, false>(sc, m, l, alpha, k0, Tn, causal, row0, t, scale_log2);
     };
+    /* tiles after the item's first (LMK_FLASH_WGMMA_LAZY_MAX): false when the
+     * speculative pass must be redone (sc spent) */
+    auto softmax_next = [&](int k0) {
+        if constexpr (LAZY == 0) {
+            softmax(k0);
+            return true;
+        } else if (k0 + FW_BN > Tn || (causal && k0 + FW_BN - 1 > wrow)) {
+            return fw_softmax_lazy<T, true, LAZY == 2>(sc, m, l, alpha, k0, Tn, causal, row0, t,
+                                                       scale_log2, 8 + c);
+        } else {
+            return fw_softmax_lazy<T, false, LAZY == 2>(sc, m, l, alpha, k0, Tn, causal, row0, t,
+                                                        scale_log2, 8 + c);
+        }
+    };
     auto rescale = [&]() { /* acc (relative to the previous max) *= alpha */
         if (LMK_FLASH_WGMMA_RESCALE_SKIP &&
             !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
@@ -587,12 +734,25 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
                     bar_arrive(2 - c);
                 wg_wait<1>(); /* S_j done, P_jp·V_jp may still run */
                 pin(sc);
-                if (lane == 0) {
+                if (LAZY != 2 && lane == 0) {
                     mbar_arrive(k_empty(s));
                     if (PERSIST && j == nk - 1) /* this warp's last read of its Q tile */
                         mbar_arrive(q_empty);
                 }
-                softmax(j * FW_BN);
+                if (!softmax_next(j * FW_BN)) { /* LAZY 2: a max rose past m + TAU */
+                    wg_wait<0>(); /* P_jp·V_jp done: pa free (fewer live registers) */
+                    pin(acc);
+                    pin(pa);
+                    issue_s(s);
+                    wg_wait<0>();
+                    pin(sc);
+                    softmax(j * FW_BN);
+                }
+                if (LAZY == 2 && lane == 0) { /* K_j (and Q) read for the last time */
+                    mbar_arrive(k_empty(s));
+                    if (PERSIST && j == nk - 1)
+                        mbar_arrive(q_empty);
+                }
                 wg_wait<0>();
                 pin(acc);
                 pin(pa);

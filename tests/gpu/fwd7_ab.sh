@@ -1,0 +1,98 @@
+#!/bin/bash
+# One device call for the wgmma forward's lazy row max (helper fwd7,
+# LMK_FLASH_WGMMA_LAZY_MAX): A/B timing of the carried builds (test_flash bench,
+# builds alternating, REPS rounds) beside PyTorch SDPA on the same points
+# (ffwd_sdpa.py), then the checks in the order given, then the attention job
+# beside torch_attn.py's SDPA, then SASS instruction counts; nvidia-smi logs the
+# SM clock, power and throttle reasons every 250 ms through the whole call.
+# Every step under its own time limit inside DEADLINE. Logs come back as one
+# archive (logs.tgz) plus table.md and run.log.
+# usage: tests/gpu/fwd7_ab.sh CARRY OUT
+# env: BUILDS "def l1 l2" (folders of CARRY/bins.tar.xz)  REPS 3  POINTS "dtype:B:H:T:d:causal ..."
+#      TF "b..." (test_flash only bfloat16 / float16 of each)  FVT "b..." (flash_vs_torch.py
+#      --only bf16,fp16 of each)  JOB "b..." (lmperfd attention job, bf16 and fp16 B1 H16
+#      T16384 d JOB_D causal, each beside torch_attn.py sdpa)  JOB_D "128"  SASS "b..."
+#      DEADLINE 285
+set -u
+CARRY=$1
+OUT=$2
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+[ -f "$ROOT/tests/gpu/flash_vs_torch.py" ] || ROOT=$(pwd)
+mkdir -p "$OUT/l"
+X=$(mktemp -d)
+tar xJf "$CARRY/bins.tar.xz" -C "$X"
+cp "$CARRY"/COMMIT "$CARRY"/torch_attn.py "$X/" 2>/dev/null
+BUILDS=${BUILDS:-def l1 l2}
+POINTS=${POINTS:-bf16:1:16:16384:128:1 fp16:1:16:16384:128:1 bf16:1:16:16384:64:1}
+. "$ROOT/tests/gpu/device_env.sh"
+device_env "$X/lib"
+export PYTHONUNBUFFERED=1
+start=$(date +%s)
+log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/run.log"; }
+lim() { local l=$(( ${DEADLINE:-285} - ($(date +%s) - start) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && l=$1; echo "$l"; }
+finish() {
+    [ -n "${smi:-}" ] && kill "$smi" 2>/dev/null
+    python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/l/ab.log" "$OUT/l/sdpa.log" >"$OUT/table.md"
+    tar czf "$OUT/logs.tgz" -C "$OUT" l && rm -rf "$OUT/l"
+}
+trap finish EXIT
+{
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    echo "commit: $(cat "$X/COMMIT" 2>/dev/null || echo unknown)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,temperature.gpu,power.draw,power.limit --format=csv
+    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
+} >"$OUT/l/env.txt" 2>&1
+cat "$OUT/l/env.txt"
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 250 >"$OUT/l/smi.log" 2>&1 &
+smi=$!
+# the smi samples since line $1: SM MHz min / mean, W max, throttle reasons seen
+smi_since() {
+    tail -n +$(($1 + 1)) "$OUT/l/smi.log" | awk -F', ' '$2+0 > 0 {c = $2 + 0; p = $3 + 0; if (!n || c < cmin) cmin = c; s += c; if (p > pmax) pmax = p; if ($5 != "0x0000000000000000" && $5 != "0x0000000000000001") seen[$5] = 1; n++} END {for (x in seen) r = r " " x; printf "SM MHz min %d mean %d, W max %.0f, reasons%s", cmin, n ? s / n : 0, pmax, r ? r : " none"}'
+}
+bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done; }
+for rep in $(seq 1 "${REPS:-3}"); do
+    for b in $BUILDS; do
+        n0=$(wc -l <"$OUT/l/smi.log")
+        # shellcheck disable=SC2046
+        timeout $(lim 40) "$X/$b/test_flash" bench $(bench_args) 2>>"$OUT/l/bench.err" | sed "s/^/$b /" >>"$OUT/l/ab.log"
+        log "bench $b rep $rep rc=${PIPESTATUS[0]} $(smi_since "$n0")"
+    done
+done
+n0=$(wc -l <"$OUT/l/smi.log")
+# shellcheck disable=SC2086
+timeout $(lim 60) python3 "$ROOT/tests/gpu/ffwd_sdpa.py" $POINTS >"$OUT/l/sdpa.log" 2>&1
+log "sdpa rc=$? $(smi_since "$n0")"
+python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/l/ab.log" "$OUT/l/sdpa.log"
+
+for b in ${TF:-}; do
+    for dt in bfloat16 float16; do
+        timeout $(lim 40) "$X/$b/test_flash" only $dt >"$OUT/l/test_flash_${b}_$dt.log" 2>&1
+        log "test_flash $b only $dt rc=$?: $(tail -1 "$OUT/l/test_flash_${b}_$dt.log")"
+        grep FAIL "$OUT/l/test_flash_${b}_$dt.log" | head -5
+    done
+done
+for b in ${FVT:-}; do
+    timeout $(lim 110) python3 "$ROOT/tests/gpu/flash_vs_torch.py" "$X/$b/flash_dump" --only bf16,fp16 \
+        --out "$OUT/l/flash_vs_torch_$b.txt" >"$OUT/l/flash_vs_torch_$b.log" 2>&1
+    log "flash_vs_torch $b rc=$?: $(tail -1 "$OUT/l/flash_vs_torch_$b.log")"
+    grep -E 'FAIL|Error' "$OUT/l/flash_vs_torch_$b.log" | head -8
+done
+for b in ${JOB:-}; do
+    for dt in bf16:bfloat16 fp16:float16; do
+        d=${JOB_D:-128}
+        echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"${dt#*:}\", \"batch\": 1, \"heads\": 16, \"seq_len\": [16384], \"d_head\": [$d], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/l/spec_${dt%%:*}.json"
+        n0=$(wc -l <"$OUT/l/smi.log")
+        timeout $(lim 40) "$X/$b/lmperfd" run "$OUT/l/spec_${dt%%:*}.json" >"$OUT/l/lmperf_${dt%%:*}_$b.json" 2>>"$OUT/l/lmperfd.err"
+        log "lmperf job d$d ${dt%%:*} $b rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; print("fwd %.3f bwd %.3f fwd+bwd %.3f ms" % (r["fwd_ms"], r["bwd_ms"], r["fwd_bwd_ms"]))' "$OUT/l/lmperf_${dt%%:*}_$b.json" 2>&1 | tail -1) | $(smi_since "$n0")"
+        n0=$(wc -l <"$OUT/l/smi.log")
+        timeout $(lim 40) python3 "$X/torch_attn.py" --impls sdpa --dtype "${dt%%:*}" --batch 1 --heads 16 --seq 16384 --d "$d" --n 20 --out "$OUT/l/torch_$b.jsonl" >>"$OUT/l/torch.log" 2>&1
+        log "torch_attn sdpa d$d ${dt%%:*} rc=$?: $(tail -1 "$OUT/l/torch_$b.jsonl") | $(smi_since "$n0")"
+    done
+done
+for b in ${SASS:-}; do
+    command -v cuobjdump >/dev/null || break
+    cuobjdump -sass "$X/$b/test_flash" 2>/dev/null | awk '/Function : .*flash_fwd_wgmma_kernelI13__nv_bfloat16Li128ELi2ELb1ELb0/{f=1; print; next} /Function : /{f=0} f' >"$OUT/l/sass_$b.txt"
+    log "sass $b (bf16 d128 unsplit): $(grep -oE 'HGMMA\.[0-9A-Zx]+|MUFU\.EX2|FFMA|FMNMX|FADD|FMUL|F2FP[.A-Z0-9]*|VOTE[.A-Z]*|BAR\.[A-Z]+|SHFL[.A-Z]*|LDL|STL|STG[.A-Z0-9]*' "$OUT/l/sass_$b.txt" | sort | uniq -c | sort -rn | tr -s ' \n' ' ' | head -c 600)"
+done
+log "done"

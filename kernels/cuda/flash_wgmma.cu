@@ -229,6 +229,14 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #ifndef LMK_FLASH_WGMMA_LAZY_TAU
 #define LMK_FLASH_WGMMA_LAZY_TAU 8.0f
 #endif
+/*   LMK_FLASH_WGMMA_NC2_REGS  registers per consumer thread with two consumer
+ *                             warpgroups (d 128 tiles): 232 (the producer keeps 40)
+ *                             or 240 (producer 24, FlashAttention-3's split). */
+#ifndef LMK_FLASH_WGMMA_NC2_REGS
+#define LMK_FLASH_WGMMA_NC2_REGS 232
+#endif
+static_assert(LMK_FLASH_WGMMA_NC2_REGS == 232 || LMK_FLASH_WGMMA_NC2_REGS == 240,
+              "LMK_FLASH_WGMMA_NC2_REGS: 232 or 240");
 static_assert(LMK_FLASH_WGMMA_LAZY_MAX >= 0 && LMK_FLASH_WGMMA_LAZY_MAX <= 2,
               "LMK_FLASH_WGMMA_LAZY_MAX: 0, 1 or 2");
 static_assert(LMK_FLASH_WGMMA_MAX_CHAINS == 1 || LMK_FLASH_WGMMA_MAX_CHAINS == 2 ||
@@ -257,8 +265,8 @@ template <int D, int NC, bool SPLIT> struct fw_plan {
     static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
     static constexpr int THREADS = 128 * (NC + 1);
     static constexpr int BM = SPLIT ? 64 : 64 * NC;
-    static constexpr int REG_PRODUCER = NC == 2 ? 40 : 32;
-    static constexpr int REG_CONSUMER = NC == 2 ? 232 : 160;
+    static constexpr int REG_CONSUMER = NC == 2 ? LMK_FLASH_WGMMA_NC2_REGS : 160;
+    static constexpr int REG_PRODUCER = NC == 2 ? (LMK_FLASH_WGMMA_NC2_REGS == 240 ? 24 : 40) : 32;
     static constexpr int NB = D / FW_BOX;                   /* boxes per row of Q, K, V */
     static constexpr int STAGES = SPLIT ? (D <= 64 ? 5 : 3)
                                         : (D <= 64 ? 3 : LMK_FLASH_WGMMA_D128_STAGES); /* K/V ring depth */

@@ -250,6 +250,46 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_LOOKAHEAD
 #define LMK_FLASH_WGMMA_BWD_LOOKAHEAD 0
 #endif
+/*   LMK_FLASH_WGMMA_BWD_DQ_BOX8  bit mask of kernels as LOOKAHEAD's whose
+ *                               consumers write their 64 × 64 float32 dQ
+ *                               tile (DQ_TMA) as eight 8-column boxes of 64
+ *                               rows × 32 bytes, unswizzled, which the dQ warp
+ *                               adds by eight bulk reductions: a half-warp's
+ *                               8-byte stores of one fragment then fill 128
+ *                               contiguous bytes (no bank conflict, no
+ *                               per-lane choice of fragment), at addresses
+ *                               one base register plus constants; 0: two
+ *                               32-column boxes, 128-byte swizzle (32 FSELs
+ *                               and the swizzle's XORs per thread and tile).
+ *   LMK_FLASH_WGMMA_BWD_DNEG    bit mask of kernels as LOOKAHEAD's whose
+ *                               dPᵀ accumulator starts at −D (the producer
+ *                               stores −D; the consumers read it into the
+ *                               accumulator before the dPᵀ wgmmas, which
+ *                               then add to it): dSᵀ = Pᵀ∘acc, one FMUL an
+ *                               element after the wait instead of FADD and
+ *                               FMUL. */
+#ifndef LMK_FLASH_WGMMA_BWD_DQ_BOX8
+#define LMK_FLASH_WGMMA_BWD_DQ_BOX8 0
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_DNEG
+#define LMK_FLASH_WGMMA_BWD_DNEG 0
+#endif
+/*   LMK_FLASH_WGMMA_BWD_DS4     1: the d 128 kernel (and d 80) keeps four
+ *                               dSᵀ buffers (64 KB; the block's shared memory
+ *                               226 of 227 KB) under PINGPONG instead of two,
+ *                               and the "buffer read by the other's dQ"
+ *                               barriers go: a consumer writes tile i's half
+ *                               into buffer i % 4 after it has waited (in tile
+ *                               i − 1) for the other's half of tile i − 2,
+ *                               which the other writes after its tile i − 3
+ *                               and so its dQ of tile i − 4, the buffer's last
+ *                               reader, have completed. The consumers may
+ *                               drift up to a tile apart (two buffers: about
+ *                               half a tile before the "read" barrier
+ *                               waits). 0: two buffers. */
+#ifndef LMK_FLASH_WGMMA_BWD_DS4
+#define LMK_FLASH_WGMMA_BWD_DS4 0
+#endif
 
 namespace {
 
@@ -282,9 +322,11 @@ template <int D, int BM_, bool DQT = false> struct wb_plan {
     static constexpr int OFF_V = KV_TILE;
     static constexpr int OFF_Q = 2 * KV_TILE;
     static constexpr int OFF_DO = OFF_Q + STAGES * Q_TILE;
-    static constexpr int OFF_DS = OFF_DO + STAGES * Q_TILE; /* two buffers */
+    static constexpr int OFF_DS = OFF_DO + STAGES * Q_TILE;
+    /* dSᵀ buffers: 4 at d 128 with DS4 (PINGPONG only), else 2 */
+    static constexpr int DS_BUFS = D == 128 && BM == 64 && LMK_FLASH_WGMMA_BWD_DS4 ? 4 : 2;
     static constexpr int DQ_TILE = 64 * 64 * 4;     /* one consumer's float32 dQ tile (DQT) */
-    static constexpr int OFF_DQ = OFF_DS + 2 * DS_TILE; /* two consumers' tiles when DQT */
+    static constexpr int OFF_DQ = OFF_DS + DS_BUFS * DS_TILE; /* two consumers' tiles when DQT */
     static constexpr int OFF_L = OFF_DQ + (DQT ? 2 * DQ_TILE : 0);
     static constexpr int OFF_DD = OFF_L + STAGES * VEC;
     static constexpr int OFF_BAR = OFF_DD + STAGES * VEC; /* kv_full, q_full[S], do_full[S], empty[S] */
@@ -452,6 +494,14 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
      * c, waited by the other); 12 + 2c + p buffer p read by the other
      * consumer's dQ (arrived by it, waited by c before writing its half) */
     constexpr int BAR_DS_FULL = 8, BAR_DS_FREE = 12;
+    /* PP: dSᵀ buffers, tile i's in buffer i % NDS; NDS 4 (DS4): ids 8 + 4c +
+     * p "written", no "read" barriers (see LMK_FLASH_WGMMA_BWD_DS4) */
+    constexpr int NDS = PP ? P::DS_BUFS : 2;
+    static_assert(NDS == 2 || (NDS == 4 && PP), "four dS buffers: the decoupled consumers");
+    /* this kernel's bit in the knobs' masks (1: d 64 and 32, 2: d 128 and 80) */
+    constexpr int KBIT = D == 64 ? 1 : 2;
+    constexpr bool BOX8 = DQT && (LMK_FLASH_WGMMA_BWD_DQ_BOX8 & KBIT) != 0;
+    constexpr bool DNG = (LMK_FLASH_WGMMA_BWD_DNEG & KBIT) != 0;
     static_assert(!PP || (DQT && !ORD), "the decoupled consumers: the TMA dQ path, their own order");    extern __shared__ __align__(1024) unsigned char smraw[];
     const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
     const uint32_t sK = base + P::OFF_K, sV = base + P::OFF_V;
@@ -518,7 +568,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                 }
 #pragma unroll
                 for (int r = lane; r < BM; r += 32)
-                    wb_st_shared_f32(sDD(s) + 4 * r, q0 + r < Tn ? __ldg(drow + q0 + r) : 0.f);
+                    wb_st_shared_f32(sDD(s) + 4 * r, /* DNG: −D, the dPᵀ accumulator's start */
+                                     q0 + r < Tn ? __ldg(drow + q0 + r) * (DNG ? -1.f : 1.f) : 0.f);
                 mbar_arrive(do_full(s));
             }
         }
@@ -536,10 +587,13 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                         if (lane == 0) {
                             const uint32_t src = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE);
                             const int row = SPLITM ? q0 + 64 * c : q0, col = SPLITM ? 0 : 64 * c;
-                            if (DR == D || col < DR)
-                                wb_tma_reduce_add(&tmdq, src, col, row, bh);
-                            if (DR == D || col + 32 < DR) /* (the map clips a box's columns past DR) */
-                                wb_tma_reduce_add(&tmdq, src + P::DQ_TILE / 2, col + 32, row, bh);
+                            /* BOX8: eight boxes of 8 columns (2 KB each); else two of 32 */
+                            constexpr int NBOX = BOX8 ? 8 : 2, BOXC = 64 / NBOX;
+#pragma unroll
+                            for (int b = 0; b < NBOX; b++)
+                                if (DR == D || col + BOXC * b < DR) /* (the map clips a box's columns past DR) */
+                                    wb_tma_reduce_add(&tmdq, src + (uint32_t)(b * (P::DQ_TILE / NBOX)),
+                                                      col + BOXC * b, row, bh);
                             wb_bulk_commit();
                             wb_bulk_wait_read();
                         }
@@ -613,6 +667,19 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     auto dq_to_shared = [&](const float (&adq)[NQ / 8][4], int j) {
         if (j > 0)
             bar_sync_n(BAR_DQ_EMPTY + c, DQ_THREADS); /* the last tile's read */
+        if constexpr (BOX8) {
+            /* box k = columns 8k…8k+7: 64 rows of 32 bytes; row 16w + g
+             * (+8), bytes 8t… */
+            const uint32_t r0 = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE) + (uint32_t)(16 * w + g) * 32 + 8 * t;
+#pragma unroll
+            for (int k = 0; k < NQ / 8; k++) {
+                wb_st_shared2(r0 + (uint32_t)(k * 2048), adq[k][0], adq[k][1]);
+                wb_st_shared2(r0 + (uint32_t)(k * 2048 + 8 * 32), adq[k][2], adq[k][3]);
+            }
+            wb_fence_async();
+            bar_arrive_n(BAR_DQ_FULL + c, DQ_THREADS);
+            return;
+        }
         const uint32_t r0 = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE) +
                             (uint32_t)(16 * w + g) * 128 + 8 * (t & 1);
         const bool godd = g & 1;
@@ -664,26 +731,49 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     for (; q0 < Tn; i++, q0 += BM) { /* i < nq; q0 = qs + i·BM */
         const int s = i % S;
         const uint32_t ph = (i / S) & 1;
-        const uint32_t sds = base + P::OFF_DS + (uint32_t)((i & 1) * P::DS_TILE);
+        const uint32_t sds = base + P::OFF_DS + (uint32_t)((i & (NDS - 1)) * P::DS_TILE);
         float st_own[BM / 8][4], dpt[BM / 8][4];
         float (&st)[BM / 8][4] = *(LA ? &st_la : &st_own);
         uint32_t pa[BM / 16][4], dsa[BM / 16][4];
 
+        /* DNG: dPᵀ's accumulator starts at −D of this thread's columns, read
+         * while no wgmma is in flight (after the Sᵀ issue, ptxas waits for
+         * Sᵀ before the loads: C7517) */
+        auto load_neg_d = [&]() {
+#pragma unroll
+            for (int j = 0; j < BM / 8; j++) {
+                const float2 a = wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
+                const float2 b = wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
+                dpt[j][0] = a.x;
+                dpt[j][1] = a.y;
+                dpt[j][2] = b.x;
+                dpt[j][3] = b.y;
+            }
+        };
         if constexpr (!LA) {
             mbar_wait(q_full(s), ph);
             __syncwarp(); /* the spin loops may leave lanes apart: .aligned ops follow */
+            if constexpr (DNG) {
+                mbar_wait(do_full(s), ph);
+                __syncwarp();
+                load_neg_d();
+            }
             mma_s(st, s); /* Sᵀ = K_c·Qᵀ */
         }
-        mbar_wait(do_full(s), ph);
-        __syncwarp();
+        if constexpr (!DNG || LA) {
+            mbar_wait(do_full(s), ph);
+            __syncwarp();
+        }
+        if constexpr (DNG && LA)
+            load_neg_d();
         wg_fence();
         {
             const uint64_t dsc_do = sw128_desc(sdO(s), 16);
 #pragma unroll
-            for (int kk = 0; kk < DR / 16; kk++) { /* dPᵀ = V_c·dOᵀ */
+            for (int kk = 0; kk < DR / 16; kk++) { /* dPᵀ = V_c·dOᵀ (DNG: added to −D) */
                 const uint32_t oa = (kk / 4) * BN * 128 + (kk % 4) * 32, ob = (kk / 4) * BM * 128 + (kk % 4) * 32;
                 ss_bm(dpt, DSC ? wb_desc_add(dsc_v, oa) : sw128_desc(vc + oa, 16),
-                      DSC ? wb_desc_add(dsc_do, ob) : sw128_desc(sdO(s) + ob, 16), kk > 0);
+                      DSC ? wb_desc_add(dsc_do, ob) : sw128_desc(sdO(s) + ob, 16), DNG || kk > 0);
             }
         }
         wg_commit();
@@ -728,7 +818,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         } else {
             p_tile(std::integral_constant<int, 2>{});
         }
-        if constexpr (PRE) {
+        if constexpr (PRE && !DNG) {
 #pragma unroll
             for (int j = 0; j < BM / 8; j++)
                 dv_[j] = wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
@@ -741,10 +831,16 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         for (int kq = 0; kq < BM / 16; kq++) {
 #pragma unroll
             for (int j = 2 * kq; j < 2 * kq + 2; j++) {
-                const float2 dd = PRE ? dv_[PRE ? j : 0] : wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
+                if constexpr (DNG) { /* dpt holds dPᵀ − D */
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    dpt[j][e] = st[j][e] * (dpt[j][e] - (e & 1 ? dd.y : dd.x));
+                    for (int e = 0; e < 4; e++)
+                        dpt[j][e] = st[j][e] * dpt[j][e];
+                } else {
+                    const float2 dd = PRE ? dv_[PRE ? j : 0] : wb_ld_shared2(sDD(s) + 4 * (8 * j + 2 * t));
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        dpt[j][e] = st[j][e] * (dpt[j][e] - (e & 1 ? dd.y : dd.x));
+                }
             }
             wb_to_a<T>(pa[kq], st, kq);
             wb_to_a<T>(dsa[kq], dpt, kq);
@@ -784,7 +880,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         /* dSᵀ rows 64c + 16w + g (+8) to the swizzled tile: query column q in
          * box q / 64, 16-byte chunk (q % 64 / 8) ^ (row % 8) of the row's 128 bytes */
         if constexpr (PP) {
-            if (i >= 2) /* the other consumer's dQ of tile i − 2 has read this buffer */
+            if (NDS == 2 && i >= 2) /* the other consumer's dQ of tile i − 2 has read this buffer */
                 bar_sync_n(BAR_DS_FREE + 2 * c + (i & 1), 256);
         }
         if constexpr (LMK_FLASH_WGMMA_BWD_STMATRIX) {
@@ -812,7 +908,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         wb_fence_async();
         __syncwarp();
         if constexpr (PP) {
-            bar_arrive_n(BAR_DS_FULL + 2 * c + (i & 1), 256); /* this half of dSᵀ of tile i written */
+            bar_arrive_n(BAR_DS_FULL + NDS * c + (i & (NDS - 1)), 256); /* this half of dSᵀ of tile i written */
             /* dV, dK of tile i, then dQ of tile i − 1 (both halves of its dSᵀ
              * written: the other consumer may run up to a tile apart) */
             wg_fence();
@@ -824,9 +920,9 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
              * serialised them and spilled) */
             float adq[NQ / 8][4];
             if (i > 0)
-                bar_sync_n(BAR_DS_FULL + 2 * (1 - c) + ((i - 1) & 1), 256);
+                bar_sync_n(BAR_DS_FULL + NDS * (1 - c) + ((i - 1) & (NDS - 1)), 256);
             wg_fence();
-            mma_dq(adq, base + P::OFF_DS + (uint32_t)(((i - 1) & 1) * P::DS_TILE));
+            mma_dq(adq, base + P::OFF_DS + (uint32_t)(((i - 1) & (NDS - 1)) * P::DS_TILE));
             wg_commit();
             if constexpr (LA) {
                 wg_wait<1>(); /* dV, dK done: the stage's Q and dO are free */
@@ -846,7 +942,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                 __syncwarp();
             }
             if (i > 0) {
-                if (q0 + BM < Tn) /* tile i − 1 + 2 exists: hand its buffer back */
+                if (NDS == 2 && q0 + BM < Tn) /* tile i − 1 + 2 exists: hand its buffer back */
                     bar_arrive_n(BAR_DS_FREE + 2 * (1 - c) + ((i - 1) & 1), 256);
                 dq_to_shared(adq, i - 1);
             }
@@ -948,9 +1044,9 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     if constexpr (PP) { /* dQ of the last tile */
         if (i > 0) {
             float adq[NQ / 8][4];
-            bar_sync_n(BAR_DS_FULL + 2 * (1 - c) + ((i - 1) & 1), 256);
+            bar_sync_n(BAR_DS_FULL + NDS * (1 - c) + ((i - 1) & (NDS - 1)), 256);
             wg_fence();
-            mma_dq(adq, base + P::OFF_DS + (uint32_t)(((i - 1) & 1) * P::DS_TILE));
+            mma_dq(adq, base + P::OFF_DS + (uint32_t)(((i - 1) & (NDS - 1)) * P::DS_TILE));
             wg_commit();
             wg_wait<0>();
             pin(adq);
@@ -991,14 +1087,15 @@ __global__ void flash_bwd_wgmma_dq_kernel(T *dq, const float *dqacc, size_t n, f
 }
 
 /* map over the float32 workspace (B·H heads, T rows, d columns), boxes of
- * 32 columns × 64 rows, 128-byte swizzle: the dQ warp's bulk reductions */
-bool wb_map_dq(fw_encode_fn enc, CUtensorMap *map, float *dqacc, const lmk_attn_shape *s)
+ * 32 columns × 64 rows, 128-byte swizzle (box8: 8 columns × 64 rows,
+ * unswizzled): the dQ warp's bulk reductions */
+bool wb_map_dq(fw_encode_fn enc, CUtensorMap *map, float *dqacc, const lmk_attn_shape *s, bool box8)
 {
     const cuuint64_t dims[3] = {(cuuint64_t)s->d, (cuuint64_t)s->T, (cuuint64_t)s->B * s->H};
     const cuuint64_t strides[2] = {(cuuint64_t)s->d * 4, (cuuint64_t)s->T * s->d * 4};
-    const cuuint32_t box[3] = {32, 64, 1}, es[3] = {1, 1, 1};
+    const cuuint32_t box[3] = {box8 ? 8u : 32u, 64, 1}, es[3] = {1, 1, 1};
     return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, dqacc, dims, strides, box, es,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, box8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -1021,7 +1118,7 @@ int launch(void *dq, void *dk, void *dv, float *dqacc, const float *dsum, const 
     CUtensorMap mq, mk, mv, mdo, mdq = {}; /* mdq: DQT only */
     if (!enc || !fw_map(enc, &mq, q, s, P::BM) || !fw_map(enc, &mk, k, s, P::BN) ||
         !fw_map(enc, &mv, v, s, P::BN) || !fw_map(enc, &mdo, dout, s, P::BM) ||
-        (DQT && !wb_map_dq(enc, &mdq, dqacc, s)))
+        (DQT && !wb_map_dq(enc, &mdq, dqacc, s, (LMK_FLASH_WGMMA_BWD_DQ_BOX8 & (D == 64 ? 1 : 2)) != 0)))
         return LMK_DEVICE;
     constexpr bool PP = DQT && LMK_FLASH_WGMMA_BWD_PINGPONG != 0;
     auto kern = flash_bwd_wgmma_kernel<T, DR, D, BM, SPLITN, DQT, LMK_FLASH_WGMMA_BWD_ORDER != 0 && !PP, PP>;

@@ -271,6 +271,16 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_DQ_BOX8
 #define LMK_FLASH_WGMMA_BWD_DQ_BOX8 0
 #endif
+/*   LMK_FLASH_WGMMA_BWD_DQ_NOSEL  bit mask of kernels as LOOKAHEAD's (not
+ *                               with DQ_BOX8) whose consumers store dQ
+ *                               fragment k at store k in every lane of the
+ *                               swizzled two-box layout: no FSELs, rows g and
+ *                               g ^ 1 of a half-warp then share banks
+ *                               (two-way conflicts); 0: fragment k ^ 2 where
+ *                               g is odd. */
+#ifndef LMK_FLASH_WGMMA_BWD_DQ_NOSEL
+#define LMK_FLASH_WGMMA_BWD_DQ_NOSEL 0
+#endif
 #ifndef LMK_FLASH_WGMMA_BWD_DNEG
 #define LMK_FLASH_WGMMA_BWD_DNEG 0
 #endif
@@ -502,6 +512,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     constexpr int KBIT = D == 64 ? 1 : 2;
     constexpr bool BOX8 = DQT && (LMK_FLASH_WGMMA_BWD_DQ_BOX8 & KBIT) != 0;
     constexpr bool DNG = (LMK_FLASH_WGMMA_BWD_DNEG & KBIT) != 0;
+    constexpr bool NOSEL = !BOX8 && (LMK_FLASH_WGMMA_BWD_DQ_NOSEL & KBIT) != 0;
     static_assert(!PP || (DQT && !ORD), "the decoupled consumers: the TMA dQ path, their own order");    extern __shared__ __align__(1024) unsigned char smraw[];
     const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
     const uint32_t sK = base + P::OFF_K, sV = base + P::OFF_V;
@@ -682,7 +693,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
         }
         const uint32_t r0 = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE) +
                             (uint32_t)(16 * w + g) * 128 + 8 * (t & 1);
-        const bool godd = g & 1;
+        const bool godd = !NOSEL && (g & 1);
 #pragma unroll
         for (int k = 0; k < NQ / 8; k++) {
             const int f = godd ? k ^ 2 : k; /* same box: k / 4 == f / 4 */

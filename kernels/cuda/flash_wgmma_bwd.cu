@@ -300,6 +300,35 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_DS4
 #define LMK_FLASH_WGMMA_BWD_DS4 0
 #endif
+/*   LMK_FLASH_WGMMA_BWD_LATE_FENCE_DS  bit mask of kernels as LOOKAHEAD's
+ *                               whose consumers (PINGPONG, not LOOKAHEAD)
+ *                               issue dV, dK right after their dSᵀ stores and
+ *                               only then run the async-proxy fence
+ *                               (MEMBAR.ALL.CTA: waits for the stores) and
+ *                               the "half written" arrival: the wait runs
+ *                               beside their own MMAs (dV and dK do not read
+ *                               dSᵀ from shared memory); 0: fence, arrival,
+ *                               then dV, dK.
+ *   LMK_FLASH_WGMMA_BWD_LATE_FENCE_DQ  the same mask for the dQ tile's
+ *                               stores: their fence and "dQ tile written"
+ *                               arrival move from the end of tile i to after
+ *                               the Sᵀ, dPᵀ issue of tile i + 1 (the dQ warp
+ *                               starts its bulk add that much later); 0: at
+ *                               the end of tile i. */
+/*   LMK_FLASH_WGMMA_BWD_EARLY_RELEASE  the same mask: the consumers hand
+ *                               the tile's Q/dO stage back once dV and dK are
+ *                               done (wait for all but the dQ group), before
+ *                               they wait for dQ of tile i − 1, which reads
+ *                               neither; 0: after all three. */
+#ifndef LMK_FLASH_WGMMA_BWD_EARLY_RELEASE
+#define LMK_FLASH_WGMMA_BWD_EARLY_RELEASE 0
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_LATE_FENCE_DS
+#define LMK_FLASH_WGMMA_BWD_LATE_FENCE_DS 0
+#endif
+#ifndef LMK_FLASH_WGMMA_BWD_LATE_FENCE_DQ
+#define LMK_FLASH_WGMMA_BWD_LATE_FENCE_DQ 0
+#endif
 
 namespace {
 
@@ -513,6 +542,10 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     constexpr bool BOX8 = DQT && (LMK_FLASH_WGMMA_BWD_DQ_BOX8 & KBIT) != 0;
     constexpr bool DNG = (LMK_FLASH_WGMMA_BWD_DNEG & KBIT) != 0;
     constexpr bool NOSEL = !BOX8 && (LMK_FLASH_WGMMA_BWD_DQ_NOSEL & KBIT) != 0;
+    constexpr bool LA_ON = (LMK_FLASH_WGMMA_BWD_LOOKAHEAD & KBIT) != 0;
+    constexpr bool LFS = PP && !LA_ON && (LMK_FLASH_WGMMA_BWD_LATE_FENCE_DS & KBIT) != 0;
+    constexpr bool LFQ = PP && !LA_ON && (LMK_FLASH_WGMMA_BWD_LATE_FENCE_DQ & KBIT) != 0;
+    constexpr bool ERL = PP && !LA_ON && (LMK_FLASH_WGMMA_BWD_EARLY_RELEASE & KBIT) != 0;
     static_assert(!PP || (DQT && !ORD), "the decoupled consumers: the TMA dQ path, their own order");    extern __shared__ __align__(1024) unsigned char smraw[];
     const uint32_t base = (saddr(smraw) + 1023u) & ~1023u;
     const uint32_t sK = base + P::OFF_K, sV = base + P::OFF_V;
@@ -675,7 +708,13 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
      * k, or k ^ 2 where g is odd: each half-warp's 8-byte stores then cover
      * 32 distinct banks (with k for all, rows g and g ^ 1 hit the same two
      * chunks) */
-    auto dq_to_shared = [&](const float (&adq)[NQ / 8][4], int j) {
+    /* the dQ tile's stores visible to the bulk reduction, the dQ warp told */
+    auto dq_publish = [&]() {
+        wb_fence_async();
+        bar_arrive_n(BAR_DQ_FULL + c, DQ_THREADS);
+    };
+    /* publish 0: the caller runs dq_publish later (LFQ) */
+    auto dq_to_shared = [&](const float (&adq)[NQ / 8][4], int j, bool publish = true) {
         if (j > 0)
             bar_sync_n(BAR_DQ_EMPTY + c, DQ_THREADS); /* the last tile's read */
         if constexpr (BOX8) {
@@ -687,8 +726,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                 wb_st_shared2(r0 + (uint32_t)(k * 2048), adq[k][0], adq[k][1]);
                 wb_st_shared2(r0 + (uint32_t)(k * 2048 + 8 * 32), adq[k][2], adq[k][3]);
             }
-            wb_fence_async();
-            bar_arrive_n(BAR_DQ_FULL + c, DQ_THREADS);
+            if (publish)
+                dq_publish();
             return;
         }
         const uint32_t r0 = base + P::OFF_DQ + (uint32_t)(c * P::DQ_TILE) +
@@ -702,8 +741,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             wb_st_shared2(a, godd ? adq[k ^ 2][0] : adq[k][0], godd ? adq[k ^ 2][1] : adq[k][1]);
             wb_st_shared2(a + 8 * 128, godd ? adq[k ^ 2][2] : adq[k][2], godd ? adq[k ^ 2][3] : adq[k][3]);
         }
-        wb_fence_async();
-        bar_arrive_n(BAR_DQ_FULL + c, DQ_THREADS);
+        if (publish)
+            dq_publish();
     };
 
     /* LA: Sᵀ of tile i + 1 is issued before dQ of tile i − 1 is waited for
@@ -788,6 +827,10 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             }
         }
         wg_commit();
+        if constexpr (LFQ) { /* dQ of tile i − 2, stored at the end of tile i − 1 */
+            if (i >= 2)
+                dq_publish();
+        }
 
         /* the warp's keys reach past a query of the tile, or the tile past T */
         const bool mask = q0 + BM > Tn || (causal && wkey + 15 > q0); /* warp-uniform */
@@ -916,16 +959,25 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                     wb_st_shared(r0 + 8 * 128 + off, dsa[kq][2 * hb + 1]);
                 }
         }
+        if constexpr (LFS) { /* dV, dK first (they do not read dSᵀ from shared memory) */
+            __syncwarp();
+            wg_fence();
+            mma_dv();
+            mma_dk();
+            wg_commit();
+        }
         wb_fence_async();
         __syncwarp();
         if constexpr (PP) {
             bar_arrive_n(BAR_DS_FULL + NDS * c + (i & (NDS - 1)), 256); /* this half of dSᵀ of tile i written */
             /* dV, dK of tile i, then dQ of tile i − 1 (both halves of its dSᵀ
              * written: the other consumer may run up to a tile apart) */
-            wg_fence();
-            mma_dv();
-            mma_dk();
-            wg_commit();
+            if constexpr (!LFS) {
+                wg_fence();
+                mma_dv();
+                mma_dk();
+                wg_commit();
+            }
             /* at i = 0 the dQ MMA runs on the unwritten buffer 1 and its
              * result is dropped: no wgmma under a branch (ptxas then
              * serialised them and spilled) */
@@ -946,6 +998,12 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                 mma_s(st, (i + 1) % S);
                 wg_wait<1>(); /* dQ of tile i − 1 done */
                 pin(adq);
+            } else if constexpr (ERL) {
+                wg_wait<1>(); /* dV, dK done: the stage's Q and dO are free */
+                release_stage();
+                wg_wait<0>();
+                pin(adq);
+                __syncwarp();
             } else {
                 wg_wait<0>();
                 pin(adq);
@@ -955,7 +1013,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             if (i > 0) {
                 if (NDS == 2 && q0 + BM < Tn) /* tile i − 1 + 2 exists: hand its buffer back */
                     bar_arrive_n(BAR_DS_FREE + 2 * (1 - c) + ((i - 1) & 1), 256);
-                dq_to_shared(adq, i - 1);
+                dq_to_shared(adq, i - 1, !LFQ);
             }
             if constexpr (LA) { /* no wgmma in flight across the loop's turn: ptxas
                                    serialises them otherwise (C7514) */
@@ -1053,6 +1111,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     if constexpr (LA) /* (the first tile's Sᵀ, were the loop not entered) */
         wg_wait<0>();
     if constexpr (PP) { /* dQ of the last tile */
+        if (LFQ && i >= 2) /* the tile before it, stored in the loop's last turn */
+            dq_publish();
         if (i > 0) {
             float adq[NQ / 8][4];
             bar_sync_n(BAR_DS_FULL + NDS * (1 - c) + ((i - 1) & (NDS - 1)), 256);

@@ -250,41 +250,53 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_LOOKAHEAD
 #define LMK_FLASH_WGMMA_BWD_LOOKAHEAD 0
 #endif
-/*   LMK_FLASH_WGMMA_BWD_DQ_BOX8  bit mask of kernels as LOOKAHEAD's whose
+/* Helper bwd7's knobs (PERF.md "the wgmma backward at d 128 (helper bwd7 ...)";
+ * the lent H100 ran each as a swapped object, 2026-11-22 13:01 and 13:23 UTC).
+ * Off, measured slower:
+ *   LMK_FLASH_WGMMA_BWD_DQ_BOX8  bit mask of kernels as LOOKAHEAD's whose
  *                               consumers write their 64 × 64 float32 dQ
  *                               tile (DQ_TMA) as eight 8-column boxes of 64
  *                               rows × 32 bytes, unswizzled, which the dQ warp
  *                               adds by eight bulk reductions: a half-warp's
  *                               8-byte stores of one fragment then fill 128
  *                               contiguous bytes (no bank conflict, no
- *                               per-lane choice of fragment), at addresses
- *                               one base register plus constants; 0: two
- *                               32-column boxes, 128-byte swizzle (32 FSELs
- *                               and the swizzle's XORs per thread and tile).
+ *                               per-lane choice of fragment, the 32 FSELs
+ *                               gone); 0: two 32-column boxes, 128-byte
+ *                               swizzle. 3: backward +5..+7% (d 64 2.68-2.73
+ *                               -> 2.85-2.86 ms, B8 H1 T16384 d 128 2.50-2.56
+ *                               -> 2.67-2.68): eight 32-byte-row bulk
+ *                               reductions cost more than the FSELs.
  *   LMK_FLASH_WGMMA_BWD_DNEG    bit mask of kernels as LOOKAHEAD's whose
  *                               dPᵀ accumulator starts at −D (the producer
  *                               stores −D; the consumers read it into the
- *                               accumulator before the dPᵀ wgmmas, which
- *                               then add to it): dSᵀ = Pᵀ∘acc, one FMUL an
- *                               element after the wait instead of FADD and
- *                               FMUL. */
-#ifndef LMK_FLASH_WGMMA_BWD_DQ_BOX8
-#define LMK_FLASH_WGMMA_BWD_DQ_BOX8 0
-#endif
-/*   LMK_FLASH_WGMMA_BWD_DQ_NOSEL  bit mask of kernels as LOOKAHEAD's (not
+ *                               accumulator before the Sᵀ issue (after it,
+ *                               ptxas waits for Sᵀ first, C7517) and the dPᵀ
+ *                               wgmmas add to it): dSᵀ = Pᵀ∘acc, one FMUL an
+ *                               element instead of FADD and FMUL. With DS4
+ *                               (2 and 1): d 128 / d 80 backward +2..+7%: the
+ *                               tile's first wgmma waits for those shared
+ *                               loads, which queue behind the other
+ *                               consumer's SS wgmmas.
+ *   LMK_FLASH_WGMMA_BWD_DQ_NOSEL  bit mask of kernels as LOOKAHEAD's (not
  *                               with DQ_BOX8) whose consumers store dQ
  *                               fragment k at store k in every lane of the
  *                               swizzled two-box layout: no FSELs, rows g and
  *                               g ^ 1 of a half-warp then share banks
  *                               (two-way conflicts); 0: fragment k ^ 2 where
- *                               g is odd. */
-#ifndef LMK_FLASH_WGMMA_BWD_DQ_NOSEL
-#define LMK_FLASH_WGMMA_BWD_DQ_NOSEL 0
+ *                               g is odd. 3: d 64 +15% (2.70 -> 3.10 ms),
+ *                               d 128 +2..+6%. */
+#ifndef LMK_FLASH_WGMMA_BWD_DQ_BOX8
+#define LMK_FLASH_WGMMA_BWD_DQ_BOX8 0
 #endif
 #ifndef LMK_FLASH_WGMMA_BWD_DNEG
 #define LMK_FLASH_WGMMA_BWD_DNEG 0
 #endif
-/*   LMK_FLASH_WGMMA_BWD_DS4     1: the d 128 kernel (and d 80) keeps four
+#ifndef LMK_FLASH_WGMMA_BWD_DQ_NOSEL
+#define LMK_FLASH_WGMMA_BWD_DQ_NOSEL 0
+#endif
+/* The next four, together (not alone: see PERF.md), take the decoupled
+ * consumers' fences off their serial path and let them drift further apart:
+ *   LMK_FLASH_WGMMA_BWD_DS4     1: the d 128 kernel (and d 80) keeps four
  *                               dSᵀ buffers (64 KB; the block's shared memory
  *                               226 of 227 KB) under PINGPONG instead of two,
  *                               and the "buffer read by the other's dQ"
@@ -296,16 +308,14 @@ extern "C" {
  *                               reader, have completed. The consumers may
  *                               drift up to a tile apart (two buffers: about
  *                               half a tile before the "read" barrier
- *                               waits). 0: two buffers. */
-#ifndef LMK_FLASH_WGMMA_BWD_DS4
-#define LMK_FLASH_WGMMA_BWD_DS4 0
-#endif
-/*   LMK_FLASH_WGMMA_BWD_LATE_FENCE_DS  bit mask of kernels as LOOKAHEAD's
+ *                               waits). 0: two buffers.
+ *   LMK_FLASH_WGMMA_BWD_LATE_FENCE_DS  bit mask of kernels as LOOKAHEAD's
  *                               whose consumers (PINGPONG, not LOOKAHEAD)
  *                               issue dV, dK right after their dSᵀ stores and
  *                               only then run the async-proxy fence
- *                               (MEMBAR.ALL.CTA: waits for the stores) and
- *                               the "half written" arrival: the wait runs
+ *                               (fence.proxy.async is MEMBAR.ALL.CTA +
+ *                               FENCE.VIEW.ASYNC.S: a wait for the stores)
+ *                               and the "half written" arrival: the wait runs
  *                               beside their own MMAs (dV and dK do not read
  *                               dSᵀ from shared memory); 0: fence, arrival,
  *                               then dV, dK.
@@ -314,12 +324,15 @@ extern "C" {
  *                               arrival move from the end of tile i to after
  *                               the Sᵀ, dPᵀ issue of tile i + 1 (the dQ warp
  *                               starts its bulk add that much later); 0: at
- *                               the end of tile i. */
-/*   LMK_FLASH_WGMMA_BWD_EARLY_RELEASE  the same mask: the consumers hand
+ *                               the end of tile i.
+ *   LMK_FLASH_WGMMA_BWD_EARLY_RELEASE  the same mask: the consumers hand
  *                               the tile's Q/dO stage back once dV and dK are
  *                               done (wait for all but the dQ group), before
  *                               they wait for dQ of tile i − 1, which reads
  *                               neither; 0: after all three. */
+#ifndef LMK_FLASH_WGMMA_BWD_DS4
+#define LMK_FLASH_WGMMA_BWD_DS4 0
+#endif
 #ifndef LMK_FLASH_WGMMA_BWD_EARLY_RELEASE
 #define LMK_FLASH_WGMMA_BWD_EARLY_RELEASE 0
 #endif

@@ -27,7 +27,7 @@
  *       dV_c += Pᵀ·dO and dK_c += dSᵀ·Q (m64nDk16, Pᵀ / dSᵀ from registers
  *         in the accumulator layout, dO / Q as MN-major B operands);
  *       dSᵀ to shared memory (128 keys × BM queries in 64-column boxes, the
- *         128-byte swizzle, double-buffered) and, once both consumers' halves
+ *         128-byte swizzle; two buffers, four at d 128 (DS4)) and, once both consumers' halves
  *         are written, dQ_tile = dS·K (A = dS and B = K both MN-major, over
  *         all 128 keys): BM 128: consumer c takes queries 64c…; BM 64: the
  *         D/2 columns c·D/2… (LMK_FLASH_WGMMA_BWD_SPLITN 0: all columns over
@@ -294,8 +294,19 @@ extern "C" {
 #ifndef LMK_FLASH_WGMMA_BWD_DQ_NOSEL
 #define LMK_FLASH_WGMMA_BWD_DQ_NOSEL 0
 #endif
-/* The next four, together (not alone: see PERF.md), take the decoupled
- * consumers' fences off their serial path and let them drift further apart:
+/* The next four, on together (DS4 1, the others 3), take the decoupled
+ * consumers' fences off their serial path and let them drift further apart.
+ * Switched on after the lent H100 ran this source with them on (helper bwd7,
+ * call 2, 2026-11-22 13:23 UTC): test_flash 120/120 bf16 and 120/120 fp16,
+ * flash_vs_torch --only bf16,fp16 126/126; backward, causal T16384, against
+ * the old default in the same call: bench bf16 B1 H16 d 128 4.41-4.87
+ * (median 4.47) against 5.02-5.27 ms, fp16 4.83-5.10 against 5.41-5.58, bf16
+ * B8 H1 d 128 2.41-2.46 against 2.61; the attention job bf16 B1 H16 d 128
+ * 4.87 / 4.92 against 5.23 / 5.07 (SDPA 4.97), fp16 5.09 / 5.14 against
+ * 5.20 / 5.28 (SDPA 5.05), bf16 B8 H1 2.24 / 2.37 against 2.34 / 2.58 (SDPA
+ * 2.51); d 64 2.63-2.70 against 2.68-2.75, d 80 4.25-4.29 against 4.24-4.34.
+ * Alone or in other subsets none gained (DS4 alone, LATE_FENCE_DS alone,
+ * both fences, both fences and EARLY_RELEASE: 0..+5% at d 128; PERF.md):
  *   LMK_FLASH_WGMMA_BWD_DS4     1: the d 128 kernel (and d 80) keeps four
  *                               dSᵀ buffers (64 KB; the block's shared memory
  *                               226 of 227 KB) under PINGPONG instead of two,
@@ -331,16 +342,16 @@ extern "C" {
  *                               they wait for dQ of tile i − 1, which reads
  *                               neither; 0: after all three. */
 #ifndef LMK_FLASH_WGMMA_BWD_DS4
-#define LMK_FLASH_WGMMA_BWD_DS4 0
+#define LMK_FLASH_WGMMA_BWD_DS4 1
 #endif
 #ifndef LMK_FLASH_WGMMA_BWD_EARLY_RELEASE
-#define LMK_FLASH_WGMMA_BWD_EARLY_RELEASE 0
+#define LMK_FLASH_WGMMA_BWD_EARLY_RELEASE 3
 #endif
 #ifndef LMK_FLASH_WGMMA_BWD_LATE_FENCE_DS
-#define LMK_FLASH_WGMMA_BWD_LATE_FENCE_DS 0
+#define LMK_FLASH_WGMMA_BWD_LATE_FENCE_DS 3
 #endif
 #ifndef LMK_FLASH_WGMMA_BWD_LATE_FENCE_DQ
-#define LMK_FLASH_WGMMA_BWD_LATE_FENCE_DQ 0
+#define LMK_FLASH_WGMMA_BWD_LATE_FENCE_DQ 3
 #endif
 
 namespace {

@@ -226,6 +226,11 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #ifndef LMK_FLASH_WGMMA_LAZY_MAX
 #define LMK_FLASH_WGMMA_LAZY_MAX 0
 #endif
+/*   LMK_FLASH_WGMMA_LAZY_MAX_D64  the same for the d 64 tiles (d 16, 32, 64; default:
+ *                             as LMK_FLASH_WGMMA_LAZY_MAX). */
+#ifndef LMK_FLASH_WGMMA_LAZY_MAX_D64
+#define LMK_FLASH_WGMMA_LAZY_MAX_D64 LMK_FLASH_WGMMA_LAZY_MAX
+#endif
 #ifndef LMK_FLASH_WGMMA_LAZY_TAU
 #define LMK_FLASH_WGMMA_LAZY_TAU 8.0f
 #endif
@@ -237,8 +242,9 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #endif
 static_assert(LMK_FLASH_WGMMA_NC2_REGS == 232 || LMK_FLASH_WGMMA_NC2_REGS == 240,
               "LMK_FLASH_WGMMA_NC2_REGS: 232 or 240");
-static_assert(LMK_FLASH_WGMMA_LAZY_MAX >= 0 && LMK_FLASH_WGMMA_LAZY_MAX <= 2,
-              "LMK_FLASH_WGMMA_LAZY_MAX: 0, 1 or 2");
+static_assert(LMK_FLASH_WGMMA_LAZY_MAX >= 0 && LMK_FLASH_WGMMA_LAZY_MAX <= 2 &&
+                  LMK_FLASH_WGMMA_LAZY_MAX_D64 >= 0 && LMK_FLASH_WGMMA_LAZY_MAX_D64 <= 2,
+              "LMK_FLASH_WGMMA_LAZY_MAX(_D64): 0, 1 or 2");
 static_assert(LMK_FLASH_WGMMA_MAX_CHAINS == 1 || LMK_FLASH_WGMMA_MAX_CHAINS == 2 ||
                   LMK_FLASH_WGMMA_MAX_CHAINS == 4 || LMK_FLASH_WGMMA_MAX_CHAINS == 8,
               "LMK_FLASH_WGMMA_MAX_CHAINS: 1, 2, 4 or 8");
@@ -528,7 +534,7 @@ __global__ void __launch_bounds__(fw_plan<fw_dpad(DR), NC, SPLIT>::THREADS, 1)
     using P = fw_plan<D, NC, SPLIT>;
     constexpr bool PERSIST = (LMK_FLASH_WGMMA_PERSISTENT & (D == 64 ? 1 : 2)) && !SPLIT;
     constexpr bool LATE = LMK_FLASH_WGMMA_LATE_RESCALE && D == 128;
-    constexpr int LAZY = LMK_FLASH_WGMMA_LAZY_MAX;
+    constexpr int LAZY = D == 64 ? LMK_FLASH_WGMMA_LAZY_MAX_D64 : LMK_FLASH_WGMMA_LAZY_MAX;
     static_assert(!PP || (NC == 2 && !SPLIT), "ping-pong between two consumers of their own rows");
     constexpr int S = P::STAGES, NB = P::NB;
     extern __shared__ __align__(1024) unsigned char smraw[];

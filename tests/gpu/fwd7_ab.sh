@@ -10,9 +10,9 @@
 # usage: tests/gpu/fwd7_ab.sh CARRY OUT
 # env: BUILDS "def l1 l2" (folders of CARRY/bins.tar.xz)  REPS 3  POINTS "dtype:B:H:T:d:causal ..."
 #      TF "b..." (test_flash only bfloat16 / float16 of each)  FVT "b..." (flash_vs_torch.py
-#      --only bf16,fp16 of each)  JOB "b..." (lmperfd attention job, bf16 and fp16 B1 H16
-#      T16384 d JOB_D causal, each beside torch_attn.py sdpa)  JOB_D "128"  SASS "b..."
-#      DEADLINE 285
+#      --only bf16,fp16 of each)  JOB "b..." (lmperfd attention job, B1 H16 T16384 causal at
+#      each of JOB_POINTS "bf16:128 fp16:128" (dtype:d), each beside torch_attn.py sdpa)  SASS "b..."
+#      DEADLINE 270
 set -u
 CARRY=$1
 OUT=$2
@@ -29,7 +29,7 @@ device_env "$X/lib"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
 log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/run.log"; }
-lim() { local l=$(( ${DEADLINE:-285} - ($(date +%s) - start) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && l=$1; echo "$l"; }
+lim() { local l=$(( ${DEADLINE:-270} - ($(date +%s) - start) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && l=$1; echo "$l"; }
 finish() {
     [ -n "${smi:-}" ] && kill "$smi" 2>/dev/null
     python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/l/ab.log" "$OUT/l/sdpa.log" >"$OUT/table.md"
@@ -79,12 +79,14 @@ for b in ${FVT:-}; do
     grep -E 'FAIL|Error' "$OUT/l/flash_vs_torch_$b.log" | head -8
 done
 for b in ${JOB:-}; do
-    for dt in bf16:bfloat16 fp16:float16; do
-        d=${JOB_D:-128}
-        echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"${dt#*:}\", \"batch\": 1, \"heads\": 16, \"seq_len\": [16384], \"d_head\": [$d], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/l/spec_${dt%%:*}.json"
+    for jp in ${JOB_POINTS:-bf16:128 fp16:128}; do
+        d=${jp#*:}
+        dt=${jp%%:*}
+        dt=$dt:$([ "$dt" = bf16 ] && echo bfloat16 || echo float16)
+        echo "{\"kind\": \"attention\", \"impl\": \"flash\", \"dtype\": \"${dt#*:}\", \"batch\": 1, \"heads\": 16, \"seq_len\": [16384], \"d_head\": [$d], \"causal\": true, \"passes\": 20, \"warmup\": 3}" >"$OUT/l/spec_${dt%%:*}_$d.json"
         n0=$(wc -l <"$OUT/l/smi.log")
-        timeout $(lim 40) "$X/$b/lmperfd" run "$OUT/l/spec_${dt%%:*}.json" >"$OUT/l/lmperf_${dt%%:*}_$b.json" 2>>"$OUT/l/lmperfd.err"
-        log "lmperf job d$d ${dt%%:*} $b rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; print("fwd %.3f bwd %.3f fwd+bwd %.3f ms" % (r["fwd_ms"], r["bwd_ms"], r["fwd_bwd_ms"]))' "$OUT/l/lmperf_${dt%%:*}_$b.json" 2>&1 | tail -1) | $(smi_since "$n0")"
+        timeout $(lim 40) "$X/$b/lmperfd" run "$OUT/l/spec_${dt%%:*}_$d.json" >"$OUT/l/lmperf_${dt%%:*}_${d}_$b.json" 2>>"$OUT/l/lmperfd.err"
+        log "lmperf job d$d ${dt%%:*} $b rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; print("fwd %.3f bwd %.3f fwd+bwd %.3f ms, NVML SM MHz min %s mean %.0f" % (r["fwd_ms"], r["bwd_ms"], r["fwd_bwd_ms"], r.get("sm_clock_mhz_min"), r.get("sm_clock_mhz_mean") or 0))' "$OUT/l/lmperf_${dt%%:*}_${d}_$b.json" 2>&1 | tail -1) | $(smi_since "$n0")"
         n0=$(wc -l <"$OUT/l/smi.log")
         timeout $(lim 40) python3 "$X/torch_attn.py" --impls sdpa --dtype "${dt%%:*}" --batch 1 --heads 16 --seq 16384 --d "$d" --n 20 --out "$OUT/l/torch_$b.jsonl" >>"$OUT/l/torch.log" 2>&1
         log "torch_attn sdpa d$d ${dt%%:*} rc=$?: $(tail -1 "$OUT/l/torch_$b.jsonl") | $(smi_since "$n0")"

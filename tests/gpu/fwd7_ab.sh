@@ -97,4 +97,10 @@ for b in ${SASS:-}; do
     cuobjdump -sass "$X/$b/test_flash" 2>/dev/null | awk '/Function : .*flash_fwd_wgmma_kernelI13__nv_bfloat16Li128ELi2ELb1ELb0/{f=1; print; next} /Function : /{f=0} f' >"$OUT/l/sass_$b.txt"
     log "sass $b (bf16 d128 unsplit): $(grep -oE 'HGMMA\.[0-9A-Zx]+|MUFU\.EX2|FFMA|FMNMX|FADD|FMUL|F2FP[.A-Z0-9]*|VOTE[.A-Z]*|BAR\.[A-Z]+|SHFL[.A-Z]*|LDL|STL|STG[.A-Z0-9]*' "$OUT/l/sass_$b.txt" | sort | uniq -c | sort -rn | tr -s ' \n' ' ' | head -c 600)"
 done
+for b in ${TF_LAST:-}; do # more test_flash runs, last (cut first by the deadline)
+    for dt in bfloat16 float16; do
+        timeout $(lim 40) "$X/$b/test_flash" only $dt >"$OUT/l/test_flash_${b}_$dt.log" 2>&1
+        log "test_flash $b only $dt rc=$?: $(tail -1 "$OUT/l/test_flash_${b}_$dt.log")"
+    done
+done
 log "done"

@@ -19,7 +19,9 @@
  *     K-major), issued before O += P_{j−1}·V_{j−1} (wgmma m64nDk16, P from
  *     registers in the accumulator layout, V straight from its row-major tile
  *     as an MN-major B operand: the transpose flag, no Vᵀ copy); the softmax
- *     of S_j then runs while that P·V runs. With PINGPONG (NC 2) the two
+ *     of S_j then runs while that P·V runs; after the item's first tile its
+ *     exponentials are taken against the running max as it stands, which
+ *     moves only when a score passes it by 2^8 (LAZY_MAX). With PINGPONG (NC 2) the two
  *     consumers take turns issuing their MMAs (named barriers 1 and 2); at
  *     d 128 O is rescaled after P_{j−1}·V_{j−1} is waited for, outside the
  *     turn (LATE_RESCALE). Causal: every consumer runs every key tile of its
@@ -222,9 +224,17 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
  *                             (any of its 128 threads, bar.red) it runs S = Q·Kᵀ
  *                             of that tile again (K is released after the test)
  *                             and updates as 0. Exact either way: m is only the
- *                             reference of the exponentials (lse = m + log2 l). */
+ *                             reference of the exponentials (lse = m + log2 l).
+ *                             2 since the lent H100 checked this build (helper fwd7
+ *                             call 2, 13:15 UTC: test_flash bf16/fp16 120/120 each,
+ *                             flash_vs_torch 126/126; call 1: TAU 0, the slow path
+ *                             in most tiles, 120/120 each and 126/126): causal B1
+ *                             H16 T16384 d 128 forward bf16 1.574–1.590 against
+ *                             1.670–1.680 ms, fp16 1.677–1.687 against 1.746–1.752
+ *                             (SDPA 1.778, 1.881), d 80 B8 −6%, non-causal d 128
+ *                             −7%; 1 measured −3…−4% at d 128 (PERF.md). */
 #ifndef LMK_FLASH_WGMMA_LAZY_MAX
-#define LMK_FLASH_WGMMA_LAZY_MAX 0
+#define LMK_FLASH_WGMMA_LAZY_MAX 2
 #endif
 /*   LMK_FLASH_WGMMA_LAZY_MAX_D64  the same for the d 64 tiles (d 16, 32, 64; default:
  *                             as LMK_FLASH_WGMMA_LAZY_MAX). */

@@ -225,6 +225,9 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
  *                             of that tile again (K is released after the test)
  *                             and updates as 0. Exact either way: m is only the
  *                             reference of the exponentials (lse = m + log2 l).
+ *                             With 2, a 3-deep d 128 ring (D128_STAGES 3) measured d 80
+ *                             B8 T16384 −4…−6% but d 128 +1…+2%, persistent d 128
+ *                             blocks (PERSISTENT 3) +4…+5% at d 128 (fwd7 call 2).
  *                             2 since the lent H100 checked this build (helper fwd7
  *                             call 2, 13:15 UTC: test_flash bf16/fp16 120/120 each,
  *                             flash_vs_torch 126/126; call 1: TAU 0, the slow path
@@ -246,7 +249,11 @@ static_assert(LMK_FLASH_WGMMA_EXP_EMU >= 0 && LMK_FLASH_WGMMA_EXP_EMU <= 16,
 #endif
 /*   LMK_FLASH_WGMMA_NC2_REGS  registers per consumer thread with two consumer
  *                             warpgroups (d 128 tiles): 232 (the producer keeps 40)
- *                             or 240 (producer 24, FlashAttention-3's split). */
+ *                             or 240 (producer 24, FlashAttention-3's split). With
+ *                             LAZY_MAX 2, 240 measured (helper fwd7 call 2): causal
+ *                             B1 H16 T16384 d 128 bf16 1.576–1.619 against 1.574–1.590
+ *                             ms, fp16 1.634–1.643 against 1.677–1.687; not yet
+ *                             through test_flash / flash_vs_torch on a GPU: 232. */
 #ifndef LMK_FLASH_WGMMA_NC2_REGS
 #define LMK_FLASH_WGMMA_NC2_REGS 232
 #endif

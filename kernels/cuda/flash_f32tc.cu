@@ -104,6 +104,16 @@ extern "C" {
 #ifndef LMK_FLASH_F32TC_FWD_RESPLIT
 #define LMK_FLASH_F32TC_FWD_RESPLIT 1
 #endif
+/* The forward on grids of at most one 64-query block per multiprocessor
+ * (B 8 T ≤ 1024, one head T ≤ 8192) at d 64 and 128: 1 splits d between two
+ * warps per 16 query rows (each its half of Q·Kᵀ's k-steps, the partial
+ * scores exchanged through shared memory and added, then its half of O's
+ * columns), so that the longest causal row block's chain of dependent MMAs
+ * is half as long and each multiprocessor runs 8 warps instead of 4; 0
+ * (the default): 4 warps of whole rows. */
+#ifndef LMK_FLASH_F32TC_FWD_DSPLIT
+#define LMK_FLASH_F32TC_FWD_DSPLIT 0
+#endif
 
 namespace {
 
@@ -312,24 +322,35 @@ template <int D> __host__ __device__ constexpr int fwd_pv_chunk()
     return fwd_pv_resplit<D>() ? 8 : chunk<D>();
 }
 
-template <int D, int NW> constexpr size_t fwd_smem()
+/* Floats of one warp's partial scores in the d-split exchange: 32 lanes ×
+ * (BK / 8) n-tiles × 4. */
+constexpr int SX_WORDS = 32 * (BK / 8) * 4;
+
+template <int D, int NW, int DS> constexpr size_t fwd_smem()
 {
-    return sizeof(float) * (size_t)row_words<D>() * (16 * NW + 4 * BK); /* Q | K[2] | V[2] */
+    /* Q | K[2] | V[2] | DS 2: the partial scores of the NW·2 warps */
+    return sizeof(float) * ((size_t)row_words<D>() * (16 * NW + 4 * BK) +
+                            (DS == 2 ? (size_t)NW * 2 * SX_WORDS : 0));
 }
 
 // o: (B, H, T, D) out; lse: (B, H, T) out; q, k, v: (B, H, T, D), 16-byte
-// aligned. grid (B·H, ceil(T/(16·NW))), NW·32 threads, fwd_smem<D, NW>().
-// Warp w: query rows 16w…16w+15 of the tile; lane (g, t) holds rows g, g+8.
-template <int D, int NW>
-__global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 1)
+// aligned. grid (B·H, ceil(T/(16·NW))), NW·DS·32 threads, fwd_smem<D, NW,
+// DS>(). Warp w: query rows 16(w mod NW)…+15 of the tile; lane (g, t) holds
+// rows g, g+8. DS 2 (d-split): warps w and w + NW share their rows, warp
+// w / NW = part takes the k-steps and O's n-tiles part·D/16…(part+1)·D/16−1.
+template <int D, int NW, int DS>
+__global__ void __launch_bounds__(NW * 32 * DS, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 1)
     f32tc_fwd_kernel(float *o, float *lse, const float *q, const float *k, const float *v, int T,
                      int causal, float scale_log2)
 {
-    constexpr int W = row_words<D>(), BQ = 16 * NW, NT = NW * 32;
+    static_assert(DS == 1 || (DS == 2 && D % 16 == 0 && NW <= 8), "d-split: two warps, even n-tiles");
+    constexpr int W = row_words<D>(), BQ = 16 * NW, NT = NW * 32 * DS;
+    constexpr int NQ = D / 8 / DS; /* the warp's k-steps of Q·Kᵀ and n-tiles of O */
     extern __shared__ float4 smem4[];
     float *Qs = reinterpret_cast<float *>(smem4); /* (BQ, W) */
     float *Ks = Qs + BQ * W;                       /* [2] (BK, W) */
     float *Vs = Ks + 2 * BK * W;                   /* [2] (BK, W) */
+    float *Xs = Vs + 2 * BK * W;                   /* DS 2: [NW·2] (BK / 8 · 4, 32 lanes) */
 
     const int nqt = (T + BQ - 1) / BQ;
     const int q0 = (causal ? nqt - 1 - (int)blockIdx.y : (int)blockIdx.y) * BQ;
@@ -338,7 +359,8 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
     k += head * D;
     v += head * D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-    const int r0 = 16 * warp;
+    const int rows = DS == 1 ? warp : warp % NW, part = DS == 1 ? 0 : warp / NW;
+    const int r0 = 16 * rows;
     const int last_row = q0 + r0 + 15; /* the warp's last query */
     const int nkt_all = (T + BK - 1) / BK;
     const int nkt = causal ? min(nkt_all, (q0 + BQ - 1) / BK + 1) : nkt_all;
@@ -348,9 +370,9 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
     load_rows<D, BK, NT>(Vs, v, 0, T);
     cp_commit();
 
-    float acc[D / 8][4];
+    float acc[NQ][4]; /* O's n-tiles part·NQ… */
 #pragma unroll
-    for (int n = 0; n < D / 8; n++)
+    for (int n = 0; n < NQ; n++)
         acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}; /* rows g, g+8; l per thread */
 
@@ -373,13 +395,33 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
             zero<BK / 8>(s);
             zero<BK / 8>(slo);
 #pragma unroll
-            for (int kk = 0; kk < D / 8; kk++) {
+            for (int i = 0; i < NQ; i++) {
+                const int kk = part * NQ + i;
                 const frag_a a = lda_rows<W>(Qs, r0, kk, g, t);
 #pragma unroll
                 for (int n = 0; n < BK / 8; n++)
                     mma3(s[n], slo[n], a, ldb_rows<W>(Kb, 8 * n, kk, g, t));
             }
             fold<BK / 8>(s, s, slo);
+        }
+        if constexpr (DS == 2) { /* s = the two parts' sums added (a + b = b + a:
+                                  * both warps hold the same scores) */
+            float *mine = Xs + warp * SX_WORDS;
+            const float *other = Xs + (part ? rows : rows + NW) * SX_WORDS; /* the other part's warp */
+#pragma unroll
+            for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    mine[(4 * n + e) * 32 + lane] = s[n][e];
+            /* the pair's barrier (1 + rows; 0 is __syncthreads'); the next
+             * write to mine comes after the loop's __syncthreads, which the
+             * other warp reaches after its reads */
+            asm volatile("bar.sync %0, 64;\n" ::"r"(1 + rows) : "memory");
+#pragma unroll
+            for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    s[n][e] += other[(4 * n + e) * 32 + lane];
         }
         /* s in log2 units, rounded before the max is taken and subtracted
          * (no fma): the row's largest entry then gives p = exp2(0) = 1
@@ -430,7 +472,7 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
                 l[e >> 1] += p;
             }
 #pragma unroll
-        for (int n = 0; n < D / 8; n++) {
+        for (int n = 0; n < NQ; n++) {
             acc[n][0] *= alpha[0];
             acc[n][1] *= alpha[0];
             acc[n][2] *= alpha[1];
@@ -438,10 +480,12 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
         }
         /* acc += P·V: the tile's sum in fresh accumulators, fwd_pv_chunk<D>()
          * n-tiles at a time, then added to acc */
-        constexpr int CH = fwd_pv_chunk<D>();
+        constexpr int CH = fwd_pv_chunk<D>() < NQ ? fwd_pv_chunk<D>() : NQ;
+        static_assert(NQ % CH == 0, "whole chunks of n-tiles");
+        const int nb = part * NQ; /* the warp's first n-tile of O */
         if constexpr (fwd_pv_resplit<D>()) { /* P split again for each chunk */
 #pragma unroll
-            for (int n0 = 0; n0 < D / 8; n0 += CH) {
+            for (int n0 = 0; n0 < NQ; n0 += CH) {
                 float hi[CH][4], lo[CH][4];
                 zero<CH>(hi);
                 zero<CH>(lo);
@@ -450,7 +494,7 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
                     const frag_a pa = acc_as_a_anew(s[kk]);
 #pragma unroll
                     for (int n = 0; n < CH; n++)
-                        mma3(hi[n], lo[n], pa, ldb_cols<W>(Vb, kk, 8 * (n0 + n), g, t));
+                        mma3(hi[n], lo[n], pa, ldb_cols<W>(Vb, kk, 8 * (nb + n0 + n), g, t));
                 }
 #pragma unroll
                 for (int n = 0; n < CH; n++)
@@ -464,7 +508,7 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
             for (int kk = 0; kk < BK / 8; kk++)
                 pa[kk] = acc_as_a(s[kk]);
 #pragma unroll
-            for (int n0 = 0; n0 < D / 8; n0 += CH) {
+            for (int n0 = 0; n0 < NQ; n0 += CH) {
                 float hi[CH][4], lo[CH][4];
                 zero<CH>(hi);
                 zero<CH>(lo);
@@ -472,7 +516,7 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
                 for (int kk = 0; kk < BK / 8; kk++)
 #pragma unroll
                     for (int n = 0; n < CH; n++)
-                        mma3(hi[n], lo[n], pa[kk], ldb_cols<W>(Vb, kk, 8 * (n0 + n), g, t));
+                        mma3(hi[n], lo[n], pa[kk], ldb_cols<W>(Vb, kk, 8 * (nb + n0 + n), g, t));
 #pragma unroll
                 for (int n = 0; n < CH; n++)
 #pragma unroll
@@ -495,10 +539,10 @@ __global__ void __launch_bounds__(NW * 32, D <= 64 ? LMK_FLASH_F32TC_FWD_MINB : 
         const float inv = 1.f / l[h];
         float *orow = o + (head + row) * D;
 #pragma unroll
-        for (int n = 0; n < D / 8; n++)
-            *reinterpret_cast<float2 *>(orow + 8 * n + 2 * t) =
+        for (int n = 0; n < NQ; n++)
+            *reinterpret_cast<float2 *>(orow + 8 * (part * NQ + n) + 2 * t) =
                 make_float2(acc[n][2 * h] * inv, acc[n][2 * h + 1] * inv);
-        if (t == 0)
+        if (t == 0 && part == 0)
             lse[head + row] = (m[h] + log2f(l[h])) * LN2;
     }
 }
@@ -792,17 +836,17 @@ int sm_count()
     return lmk_cuda_sm_count(132);
 }
 
-template <int D, int NW>
+template <int D, int NW, int DS>
 int fwd_launch_nw(float *o, float *lse, const float *q, const float *k, const float *v,
                   const lmk_attn_shape *s, cudaStream_t st)
 {
-    auto kern = f32tc_fwd_kernel<D, NW>;
-    constexpr size_t smem = fwd_smem<D, NW>();
+    auto kern = f32tc_fwd_kernel<D, NW, DS>;
+    constexpr size_t smem = fwd_smem<D, NW, DS>();
     if (set_smem(kern, smem) != LMK_OK)
         return LMK_DEVICE;
     dim3 grid(s->B * s->H, (s->T + 16 * NW - 1) / (16 * NW));
-    kern<<<grid, NW * 32, smem, st>>>(o, lse, q, k, v, s->T, s->causal,
-                                      LOG2E / sqrtf((float)D));
+    kern<<<grid, NW * 32 * DS, smem, st>>>(o, lse, q, k, v, s->T, s->causal,
+                                           LOG2E / sqrtf((float)D));
     return cudaGetLastError() == cudaSuccess ? LMK_OK : LMK_DEVICE;
 }
 
@@ -813,8 +857,11 @@ int fwd_launch(float *o, float *lse, const float *q, const float *k, const float
     /* 128-query blocks (8 warps) where the grid fills every multiprocessor,
      * else 64-query blocks (4 warps) */
     if ((long long)s->B * s->H * ((s->T + 127) / 128) >= sm_count())
-        return fwd_launch_nw<D, 8>(o, lse, q, k, v, s, st);
-    return fwd_launch_nw<D, 4>(o, lse, q, k, v, s, st);
+        return fwd_launch_nw<D, 8, 1>(o, lse, q, k, v, s, st);
+    if constexpr (LMK_FLASH_F32TC_FWD_DSPLIT && (D == 64 || D == 128))
+        if ((long long)s->B * s->H * ((s->T + 63) / 64) <= sm_count()) /* d-split */
+            return fwd_launch_nw<D, 4, 2>(o, lse, q, k, v, s, st);
+    return fwd_launch_nw<D, 4, 1>(o, lse, q, k, v, s, st);
 }
 
 template <int D>

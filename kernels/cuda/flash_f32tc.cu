@@ -109,10 +109,14 @@ extern "C" {
  * warps per 16 query rows (each its half of Q·Kᵀ's k-steps, the partial
  * scores exchanged through shared memory and added, then its half of O's
  * columns), so that the longest causal row block's chain of dependent MMAs
- * is half as long and each multiprocessor runs 8 warps instead of 4; 0
- * (the default): 4 warps of whole rows. */
+ * is half as long and each multiprocessor runs 8 warps instead of 4 (the
+ * default); 0: 4 warps of whole rows. On since the lent H100 ran it
+ * (2026-11-22 14:07 UTC, PERF.md): test_flash only float32 100/100,
+ * flash_vs_torch --only fp32 58/58; causal forward B 8 T 1024 d 128 0.153 →
+ * 0.122 ms, one head T 4096 / 8192 d 128 0.545 / 1.088 → 0.443 / 0.861, d 64
+ * 6–11% less; T ≥ 4096 at B 8 unchanged (not taken). */
 #ifndef LMK_FLASH_F32TC_FWD_DSPLIT
-#define LMK_FLASH_F32TC_FWD_DSPLIT 0
+#define LMK_FLASH_F32TC_FWD_DSPLIT 1
 #endif
 
 namespace {

@@ -347,6 +347,32 @@ template <int EMU> __host__ __device__ constexpr bool fw_emu_group(int j)
  * updates the running max m (log2 units, scale folded in) and sum l (rescaled
  * by alpha, then plus the unrounded exponentials); leaves 2^(s·scale_log2 − m)
  * in sc. */
+/* x = −∞ where its key (column 8j + 2t + (e & 1) of the tile at key k0) is
+ * past Tn or, causal, past its query row (row0 + 8(e >> 1)). */
+__device__ __forceinline__ void fw_mask(float &x, int j, int e, int k0, int Tn, int causal, int row0,
+                                        int t)
+{
+    const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+    if (col >= Tn || (causal && col > row))
+        x = -INFINITY;
+}
+
+/* One row's running max m (log2 units), sum l and rescale alpha after a
+ * tile whose largest raw score in this thread's part of the row is mx (the
+ * quad's four threads share the row); msub: what the tile's exponents
+ * subtract (0 while the row has no key yet). */
+__device__ __forceinline__ void fw_move_max(float mx, float &m, float &l, float &alpha, float &msub,
+                                            float scale_log2)
+{
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mnew = fmaxf(m, mx * scale_log2);
+    msub = mnew == -INFINITY ? 0.f : mnew;
+    alpha = fw_exp2(m - msub);
+    m = mnew;
+    l *= alpha;
+}
+
 template <typename T, bool MASK>
 __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)[2], float (&l)[2],
                                            float (&alpha)[2], int k0, int Tn, int causal,
@@ -363,11 +389,8 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
     for (int j = 0; j < FW_BN / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            if (MASK) {
-                const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-                if (col >= Tn || (causal && col > row))
-                    sc[j][e] = -INFINITY;
-            }
+            if (MASK)
+                fw_mask(sc[j][e], j, e, k0, Tn, causal, row0, t);
             mc[e >> 1][j % CH] = fmaxf(mc[e >> 1][j % CH], sc[j][e]);
         }
     float mx[2];
@@ -382,15 +405,8 @@ __device__ __forceinline__ void fw_softmax(float (&sc)[FW_BN / 8][4], float (&m)
     }
     float msub[2];
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        const float mnew = fmaxf(m[h], mx[h] * scale_log2);
-        msub[h] = mnew == -INFINITY ? 0.f : mnew;
-        alpha[h] = fw_exp2(m[h] - msub[h]);
-        m[h] = mnew;
-        l[h] *= alpha[h];
-    }
+    for (int h = 0; h < 2; h++)
+        fw_move_max(mx[h], m[h], l[h], alpha[h], msub[h], scale_log2);
 #pragma unroll
     for (int j = 0; j < FW_BN / 8; j++)
 #pragma unroll
@@ -439,11 +455,8 @@ __device__ __forceinline__ bool fw_softmax_lazy(float (&sc)[FW_BN / 8][4], float
         for (int j = 0; j < FW_BN / 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                if (MASK) {
-                    const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-                    if (col >= Tn || (causal && col > row))
-                        sc[j][e] = -INFINITY;
-                }
+                if (MASK)
+                    fw_mask(sc[j][e], j, e, k0, Tn, causal, row0, t);
                 sc[j][e] = fw_exp2(fmaf(sc[j][e], scale_log2, -msub[e >> 1]));
                 ls[e >> 1][j & 1] += sc[j][e];
             }
@@ -467,11 +480,8 @@ __device__ __forceinline__ bool fw_softmax_lazy(float (&sc)[FW_BN / 8][4], float
         for (int j = 0; j < FW_BN / 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                if (MASK) {
-                    const int col = k0 + 8 * j + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-                    if (col >= Tn || (causal && col > row))
-                        sc[j][e] = -INFINITY;
-                }
+                if (MASK)
+                    fw_mask(sc[j][e], j, e, k0, Tn, causal, row0, t);
                 mt[e >> 1][j & 1] = fmaxf(mt[e >> 1][j & 1], sc[j][e]);
             }
         bool need = false;
@@ -482,16 +492,8 @@ __device__ __forceinline__ bool fw_softmax_lazy(float (&sc)[FW_BN / 8][4], float
         }
         if (__any_sync(0xffffffffu, need)) { /* as fw_softmax */
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float mx = mt[h][0];
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float mnew = fmaxf(m[h], mx * scale_log2);
-                msub[h] = mnew == -INFINITY ? 0.f : mnew;
-                alpha[h] = fw_exp2(m[h] - msub[h]);
-                m[h] = mnew;
-                l[h] *= alpha[h];
-            }
+            for (int h = 0; h < 2; h++)
+                fw_move_max(mt[h][0], m[h], l[h], alpha[h], msub[h], scale_log2);
         } else {
             alpha[0] = alpha[1] = 1.f;
         }

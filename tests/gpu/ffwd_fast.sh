@@ -16,36 +16,16 @@
 set -u
 CARRY=$1
 OUT=$2
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-[ -f "$ROOT/tests/gpu/flash_vs_torch.py" ] || ROOT=$(pwd)
-mkdir -p "$OUT/l"
-X=$(mktemp -d)
-tar xJf "$CARRY/bins.tar.xz" -C "$X"
-cp "$CARRY"/COMMIT "$CARRY"/torch_attn.py "$X/" 2>/dev/null
 BUILDS=${BUILDS:-base new}
 POINTS=${POINTS:-bf16:1:16:16384:64:1 bf16:8:1:16384:64:1}
-. "$(dirname "$0")/device_env.sh"
-device_env "$X/lib"
-export PYTHONUNBUFFERED=1
-start=$(date +%s)
-log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/run.log"; }
-# lim N: N seconds, or what is left before DEADLINE (default 270 s after the
-# start) less 5, whichever is smaller; 1 when nothing is left
-lim() { local l=$(( ${DEADLINE:-270} - ($(date +%s) - start) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && l=$1; echo "$l"; }
+. "$(dirname "$0")/ab_common.sh"
 finish() {
     python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/l/ab.log" "$OUT/l/sdpa.log" | tee "$OUT/table.md"
     tar czf "$OUT/logs.tgz" -C "$OUT" l && rm -rf "$OUT/l"
 }
 trap finish EXIT
-{
-    date -u +%Y-%m-%dT%H:%M:%SZ
-    echo "commit: $(cat "$X/COMMIT" 2>/dev/null || echo unknown)"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv
-    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
-} >"$OUT/l/env.txt" 2>&1
-cat "$OUT/l/env.txt"
+ab_env
 
-bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done; }
 for rep in $(seq 1 "${REPS:-2}"); do
     for b in $BUILDS; do
         # shellcheck disable=SC2046

@@ -16,41 +16,17 @@
 set -u
 CARRY=$1
 OUT=$2
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-[ -f "$ROOT/tests/gpu/flash_vs_torch.py" ] || ROOT=$(pwd)
-mkdir -p "$OUT/l"
-X=$(mktemp -d)
-tar xJf "$CARRY/bins.tar.xz" -C "$X"
-cp "$CARRY"/COMMIT "$CARRY"/torch_attn.py "$X/" 2>/dev/null
 BUILDS=${BUILDS:-def l1 l2}
 POINTS=${POINTS:-bf16:1:16:16384:128:1 fp16:1:16:16384:128:1 bf16:1:16:16384:64:1}
-. "$ROOT/tests/gpu/device_env.sh"
-device_env "$X/lib"
-export PYTHONUNBUFFERED=1
-start=$(date +%s)
-log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/run.log"; }
-lim() { local l=$(( ${DEADLINE:-270} - ($(date +%s) - start) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && l=$1; echo "$l"; }
+. "$(dirname "$0")/ab_common.sh"
 finish() {
     [ -n "${smi:-}" ] && kill "$smi" 2>/dev/null
     python3 "$ROOT/tests/gpu/ab_table.py" "$OUT/l/ab.log" "$OUT/l/sdpa.log" >"$OUT/table.md"
     tar czf "$OUT/logs.tgz" -C "$OUT" l && rm -rf "$OUT/l"
 }
 trap finish EXIT
-{
-    date -u +%Y-%m-%dT%H:%M:%SZ
-    echo "commit: $(cat "$X/COMMIT" 2>/dev/null || echo unknown)"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,temperature.gpu,power.draw,power.limit --format=csv
-    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
-} >"$OUT/l/env.txt" 2>&1
-cat "$OUT/l/env.txt"
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
-    --format=csv -lms 250 >"$OUT/l/smi.log" 2>&1 &
-smi=$!
-# the smi samples since line $1: SM MHz min / mean, W max, throttle reasons seen
-smi_since() {
-    tail -n +$(($1 + 1)) "$OUT/l/smi.log" | awk -F', ' '$2+0 > 0 {c = $2 + 0; p = $3 + 0; if (!n || c < cmin) cmin = c; s += c; if (p > pmax) pmax = p; if ($5 != "0x0000000000000000" && $5 != "0x0000000000000001") seen[$5] = 1; n++} END {for (x in seen) r = r " " x; printf "SM MHz min %d mean %d, W max %.0f, reasons%s", cmin, n ? s / n : 0, pmax, r ? r : " none"}'
-}
-bench_args() { for p in $POINTS; do echo "flash ${p//:/ }"; done; }
+ab_env
+smi_start
 for rep in $(seq 1 "${REPS:-3}"); do
     for b in $BUILDS; do
         n0=$(wc -l <"$OUT/l/smi.log")

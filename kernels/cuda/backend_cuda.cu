@@ -129,6 +129,8 @@ static void cu_destroy(lmk_backend *b)
         (void)cudaSetDevice(st->device);
         if (st->stream)
             (void)cudaStreamSynchronize(st->stream);
+        if (st->cublas_batched && st->cublas_batched != st->cublas)
+            (void)cublasDestroy(st->cublas_batched);
         if (st->cublas)
             (void)cublasDestroy(st->cublas);
         cuda_gemm_tuned_free(st);
@@ -214,12 +216,22 @@ static int create_state(cuda_state *st, int device)
     CUDA_TRY(st, cudaMemPoolCreate(&st->pool, &props));
     uint64_t threshold = UINT64_MAX;
     CUDA_TRY(st, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    CUDA_TRY(st, cudaMalloc(&st->cublas_ws, CUDA_CUBLAS_WS_BYTES));
+    if (CUDA_CUBLAS_WS_BYTES > 0)
+        CUDA_TRY(st, cudaMalloc(&st->cublas_ws, CUDA_CUBLAS_WS_BYTES));
     CUBLAS_TRY(st, cublasCreate(&st->cublas));
     CUBLAS_TRY(st, cublasSetStream(st->cublas, st->stream));
     CUBLAS_TRY(st, cublasSetWorkspace(st->cublas, st->cublas_ws, CUDA_CUBLAS_WS_BYTES));
     CUBLAS_TRY(st, cublasSetPointerMode(st->cublas, CUBLAS_POINTER_MODE_HOST));
     CUBLAS_TRY(st, cublasSetMathMode(st->cublas, CUBLAS_DEFAULT_MATH));
+    st->cublas_batched = st->cublas;
+    if (!LMK_CUBLAS_BATCHED_WS && CUDA_CUBLAS_WS_BYTES > 0) {
+        st->cublas_batched = NULL;
+        CUBLAS_TRY(st, cublasCreate(&st->cublas_batched));
+        CUBLAS_TRY(st, cublasSetStream(st->cublas_batched, st->stream));
+        CUBLAS_TRY(st, cublasSetWorkspace(st->cublas_batched, NULL, 0));
+        CUBLAS_TRY(st, cublasSetPointerMode(st->cublas_batched, CUBLAS_POINTER_MODE_HOST));
+        CUBLAS_TRY(st, cublasSetMathMode(st->cublas_batched, CUBLAS_DEFAULT_MATH));
+    }
     return LMK_OK;
 }
 

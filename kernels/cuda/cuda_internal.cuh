@@ -20,7 +20,8 @@ typedef struct cuda_state {
     cudaStream_t stream;
     cudaMemPool_t pool;
     cublasHandle_t cublas;
-    void *cublas_ws;        /* cuBLAS workspace, CUDA_CUBLAS_WS_BYTES */
+    cublasHandle_t cublas_batched; /* strided-batched GEMMs: no workspace (LMK_CUBLAS_BATCHED_WS 0), else == cublas */
+    void *cublas_ws;        /* cuBLAS workspace, CUDA_CUBLAS_WS_BYTES (NULL when 0) */
     void *scratch;          /* grow-only op scratch (stream-ordered) */
     size_t scratch_bytes;
     char last_error[256];
@@ -29,7 +30,20 @@ typedef struct cuda_state {
     int ntuned;
 } cuda_state;
 
-#define CUDA_CUBLAS_WS_BYTES ((size_t)32 << 20)
+/* Build-time knob: the cuBLAS workspace in MiB (0: none, cuBLAS then picks
+ * algorithms that need none). */
+#ifndef LMK_CUBLAS_WS_MIB
+#define LMK_CUBLAS_WS_MIB 32
+#endif
+#define CUDA_CUBLAS_WS_BYTES ((size_t)LMK_CUBLAS_WS_MIB << 20)
+/* Build-time knob: 1, the strided-batched GEMMs (the attention GEMMs) get the
+ * workspace too; 0, they run on a handle without one. With a workspace cuBLAS
+ * picks kernels whose dynamic tile scheduler needs a counter zeroed by a
+ * 4-byte memset before each launch: a stream operation and two launch gaps
+ * (≈ 3.5 µs) per GEMM; without it the same tiles, statically scheduled. */
+#ifndef LMK_CUBLAS_BATCHED_WS
+#define LMK_CUBLAS_BATCHED_WS 1
+#endif
 
 /* Block-wide sum of v (double) in a fixed order (warp shuffles, then the
  * warps' partials in warp order): every thread gets the same result. sh holds

@@ -114,7 +114,7 @@ static cublasStatus_t gemm_default(cuda_state *st, const gemm_shape *z, const fl
         return cublasGemmEx(st->cublas, (cublasOperation_t)z->op_b, (cublasOperation_t)z->op_a, z->n, z->m, z->k,
                             alpha, pb, ta, (int)z->ldb, pa, ta, (int)z->lda, beta, c, tc, (int)z->ldc, compute,
                             CUBLAS_GEMM_DEFAULT);
-    return cublasGemmStridedBatchedEx(st->cublas, (cublasOperation_t)z->op_b, (cublasOperation_t)z->op_a, z->n,
+    return cublasGemmStridedBatchedEx(st->cublas_batched, (cublasOperation_t)z->op_b, (cublasOperation_t)z->op_a, z->n,
                                       z->m, z->k, alpha, pb, ta, (int)z->ldb, z->sb, pa, ta, (int)z->lda, z->sa, beta,
                                       c, tc, (int)z->ldc, z->sc, z->batch, compute, CUBLAS_GEMM_DEFAULT);
 }
@@ -383,7 +383,7 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
                                     (int)lda, &beta, c, tc, (int)ldc, compute,
                                     CUBLAS_GEMM_DEFAULT));
     } else {
-        CUBLAS_TRY(st, cublasGemmStridedBatchedEx(st->cublas, opB, opA, n, m, k, &alpha, pb, ta,
+        CUBLAS_TRY(st, cublasGemmStridedBatchedEx(st->cublas_batched, opB, opA, n, m, k, &alpha, pb, ta,
                                                   (int)ldb, sb, pa, ta, (int)lda, sa, &beta, c, tc,
                                                   (int)ldc, sc, g->batch, compute,
                                                   CUBLAS_GEMM_DEFAULT));

@@ -13,10 +13,19 @@
  * that hold entries j ≤ i and writes the zeros above by whole vectors. Rows
  * of at most 32·8 vectors stay in registers between the passes (one read of
  * each input; bit for bit the vector kernels' results: the same operations
- * in the same order, the backward's dot product in explicit FMAs).
+ * in the same order, the backward's dot product in explicit FMAs; only a
+ * zero's sign may differ: the register backward writes +0).
  * zero_block (backend.h): row i writes only j < row_end(i) (rounded up to
  * whole vectors), the end of its causal block; the blocked attention GEMMs
- * read nothing beyond, so the zeros there are not written. */
+ * read nothing beyond, so the zeros there are not written.
+ * The exponential (softmax_exp): float32 tensors expf; 16-bit tensors 2^x by
+ * the special-function unit (relative error ≈ 2^-22, far below their
+ * rounding: a stored value may differ from expf's by one unit in the last
+ * place), the same in every kernel. The register kernels keep each lane's
+ * vectors raw (16 bytes each), mask only the vector holding the diagonal
+ * (−inf in the forward, 0 in the backward: exp(−inf) = 0 and 0·0 add nothing,
+ * so the sums are the same operations in the same order as the other kernels)
+ * and skip the 32-vector groups right of the diagonal warp-wide. */
 #include "cuda_internal.cuh"
 
 #define SM_WARPS 8
@@ -28,6 +37,26 @@ __device__ __forceinline__ int row_end(int i, int T, int zb)
         return T;
     int end = (i / zb + 1) * zb;
     return end < T ? end : T;
+}
+
+constexpr float SOFTMAX_LOG2E = 1.4426950408889634f;
+
+// e^(x − mx) as every kernel here computes it for tensors of T_ (see the top)
+template <typename T_> __device__ __forceinline__ float softmax_exp(float x, float mx)
+{
+    if constexpr (sizeof(T_) == 2) {
+        float y;
+        asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(fmaf(x, SOFTMAX_LOG2E, -mx * SOFTMAX_LOG2E)));
+        return y;
+    } else {
+        return expf(x - mx);
+    }
+}
+
+// row r's query index r % T, in 32 bits where r allows
+__device__ __forceinline__ int row_query(size_t r, int T)
+{
+    return r <= 0xffffffffu ? (int)((unsigned)r % (unsigned)T) : (int)(r % (size_t)T);
 }
 
 __device__ __forceinline__ float warp_max(float v)
@@ -52,7 +81,7 @@ __global__ void softmax_causal_fwd_kernel(T_ *p, const T_ *s, size_t rows, int T
     int lane = threadIdx.x & 31;
     if (r >= rows)
         return;
-    int i = (int)(r % T);
+    int i = row_query(r, T);
     const T_ *sr = s + r * T;
     T_ *pr = p + r * T;
     float mx = -INFINITY;
@@ -61,11 +90,11 @@ __global__ void softmax_causal_fwd_kernel(T_ *p, const T_ *s, size_t rows, int T
     mx = warp_max(mx);
     float sum = 0.0f;
     for (int j = lane; j <= i; j += 32)
-        sum += expf(ld_f(sr, j) - mx);
+        sum += softmax_exp<T_>(ld_f(sr, j), mx);
     sum = warp_sum(sum);
     float inv = 1.0f / sum;
     for (int j = lane, end = row_end(i, T, zb); j < end; j += 32)
-        st_f(pr, j, j <= i ? expf(ld_f(sr, j) - mx) * inv : 0.0f);
+        st_f(pr, j, j <= i ? softmax_exp<T_>(ld_f(sr, j), mx) * inv : 0.0f);
 }
 
 // ds (rows, T), dp (rows, T), p (rows, T) of T_
@@ -76,7 +105,7 @@ __global__ void softmax_causal_bwd_kernel(T_ *ds, const T_ *dp, const T_ *p, siz
     int lane = threadIdx.x & 31;
     if (r >= rows)
         return;
-    int i = (int)(r % T);
+    int i = row_query(r, T);
     const T_ *dpr = dp + r * T, *pr = p + r * T;
     T_ *dsr = ds + r * T;
     float dot = 0.0f;
@@ -96,7 +125,7 @@ __global__ void softmax_causal_fwd_vec_kernel(T_ *p, const T_ *s, size_t rows, i
     int lane = threadIdx.x & 31;
     if (r >= rows)
         return;
-    int i = (int)(r % T);
+    int i = row_query(r, T);
     int valid = i / VE + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE; /* vectors holding j ≤ i; written */
     const T_ *sr = s + r * T;
     T_ *pr = p + r * T;
@@ -119,7 +148,7 @@ __global__ void softmax_causal_fwd_vec_kernel(T_ *p, const T_ *s, size_t rows, i
 #pragma unroll
         for (int k = 0; k < VE; k++)
             if (v * VE + k <= i)
-                sum += expf(f[k] - mx);
+                sum += softmax_exp<T_>(f[k], mx);
     }
     sum = warp_sum(sum);
     float inv = 1.0f / sum;
@@ -130,7 +159,7 @@ __global__ void softmax_causal_fwd_vec_kernel(T_ *p, const T_ *s, size_t rows, i
             ld_vec(sr, (size_t)v * VE, f);
 #pragma unroll
             for (int k = 0; k < VE; k++)
-                f[k] = v * VE + k <= i ? expf(f[k] - mx) * inv : 0.0f;
+                f[k] = v * VE + k <= i ? softmax_exp<T_>(f[k], mx) * inv : 0.0f;
         } else {
 #pragma unroll
             for (int k = 0; k < VE; k++)
@@ -149,7 +178,7 @@ __global__ void softmax_causal_bwd_vec_kernel(T_ *ds, const T_ *dp, const T_ *p,
     int lane = threadIdx.x & 31;
     if (r >= rows)
         return;
-    int i = (int)(r % T);
+    int i = row_query(r, T);
     int valid = i / VE + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE;
     const T_ *dpr = dp + r * T, *pr = p + r * T;
     T_ *dsr = ds + r * T;
@@ -183,107 +212,125 @@ __global__ void softmax_causal_bwd_vec_kernel(T_ *ds, const T_ *dp, const T_ *p,
     }
 }
 
-// as softmax_causal_fwd_vec_kernel with the row in registers: T ≤ 32·NV vectors
+// as softmax_causal_fwd_vec_kernel with the row in registers (raw, see the
+// top): T ≤ 32·NV vectors
 template <typename T_, int NV>
-__global__ void softmax_causal_fwd_reg_kernel(T_ *p, const T_ *s, size_t rows, int T, int zb)
+__global__ void __launch_bounds__(32 * SM_WARPS) softmax_causal_fwd_reg_kernel(T_ *p, const T_ *s, size_t rows, int T,
+                                                                               int zb)
 {
     constexpr int VE = vec16<T_>::n;
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (r >= rows)
         return;
-    int i = (int)(r % T);
-    int valid = i / VE + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE;
+    int i = row_query(r, T);
+    int last = i / VE, keep = i - last * VE; /* the diagonal's vector; its entries ≤ keep are j ≤ i */
+    int groups = last / 32 + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE; /* groups read; vectors written */
     const T_ *sr = s + r * T;
     T_ *pr = p + r * T;
-    float x[NV][VE];
+    vec16<T_> x[NV]; /* vector lane + 32·q, q < groups; −inf right of the diagonal */
     float mx = -INFINITY;
 #pragma unroll
     for (int q = 0; q < NV; q++) {
+        if (q >= groups)
+            break;
         int v = lane + 32 * q;
-        if (v < valid)
-            ld_vec(sr, (size_t)v * VE, x[q]);
-    }
+        if (v < last) {
+            x[q].u = *(const uint4 *)(sr + (size_t)v * VE);
+        } else if (v == last) {
+            x[q].u = *(const uint4 *)(sr + (size_t)v * VE);
 #pragma unroll
-    for (int q = 0; q < NV; q++) {
-        int v = lane + 32 * q;
-        if (v < valid)
+            for (int k = 1; k < VE; k++)
+                if (k > keep)
+                    st_f(x[q].e, k, -INFINITY);
+        } else {
 #pragma unroll
             for (int k = 0; k < VE; k++)
-                if (v * VE + k <= i)
-                    mx = fmaxf(mx, x[q][k]);
+                st_f(x[q].e, k, -INFINITY);
+        }
+#pragma unroll
+        for (int k = 0; k < VE; k++)
+            mx = fmaxf(mx, ld_f(x[q].e, k));
     }
     mx = warp_max(mx);
     float sum = 0.0f;
 #pragma unroll
     for (int q = 0; q < NV; q++) {
-        int v = lane + 32 * q;
-        if (v < valid)
+        if (q >= groups)
+            break;
 #pragma unroll
-            for (int k = 0; k < VE; k++)
-                if (v * VE + k <= i) {
-                    x[q][k] = expf(x[q][k] - mx);
-                    sum += x[q][k];
-                }
+        for (int k = 0; k < VE; k++)
+            sum += softmax_exp<T_>(ld_f(x[q].e, k), mx);
     }
     sum = warp_sum(sum);
     float inv = 1.0f / sum;
 #pragma unroll
     for (int q = 0; q < NV; q++) {
         int v = lane + 32 * q;
-        if (v >= nvec)
+        if (32 * q >= nvec)
             break;
         float o[VE];
 #pragma unroll
         for (int k = 0; k < VE; k++)
-            o[k] = v < valid && v * VE + k <= i ? x[q][k] * inv : 0.0f;
-        st_vec(pr, (size_t)v * VE, o);
+            o[k] = q < groups ? softmax_exp<T_>(ld_f(x[q].e, k), mx) * inv : 0.0f;
+        if (v < nvec)
+            st_vec(pr, (size_t)v * VE, o);
     }
 }
 
-// as softmax_causal_bwd_vec_kernel with the rows in registers: T ≤ 32·NV vectors
+// as softmax_causal_bwd_vec_kernel with the rows in registers (raw, see the
+// top): T ≤ 32·NV vectors
 template <typename T_, int NV>
-__global__ void softmax_causal_bwd_reg_kernel(T_ *ds, const T_ *dp, const T_ *p, size_t rows, int T, int zb)
+__global__ void __launch_bounds__(32 * SM_WARPS) softmax_causal_bwd_reg_kernel(T_ *ds, const T_ *dp, const T_ *p,
+                                                                               size_t rows, int T, int zb)
 {
     constexpr int VE = vec16<T_>::n;
     size_t r = (size_t)blockIdx.x * SM_WARPS + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (r >= rows)
         return;
-    int i = (int)(r % T);
-    int valid = i / VE + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE;
+    int i = row_query(r, T);
+    int last = i / VE, keep = i - last * VE;
+    int groups = last / 32 + 1, nvec = (row_end(i, T, zb) + VE - 1) / VE;
     const T_ *dpr = dp + r * T, *pr = p + r * T;
     T_ *dsr = ds + r * T;
-    float a[NV][VE], b[NV][VE];
-#pragma unroll
-    for (int q = 0; q < NV; q++) {
-        int v = lane + 32 * q;
-        if (v < valid) {
-            ld_vec(dpr, (size_t)v * VE, a[q]);
-            ld_vec(pr, (size_t)v * VE, b[q]);
-        }
-    }
+    vec16<T_> a[NV], b[NV]; /* dp, p of vector lane + 32·q, q < groups; 0 right of the diagonal */
     float dot = 0.0f;
 #pragma unroll
     for (int q = 0; q < NV; q++) {
+        if (q >= groups)
+            break;
         int v = lane + 32 * q;
-        if (v < valid)
+        if (v <= last) {
+            a[q].u = *(const uint4 *)(dpr + (size_t)v * VE);
+            b[q].u = *(const uint4 *)(pr + (size_t)v * VE);
+            if (v == last) {
 #pragma unroll
-            for (int k = 0; k < VE; k++)
-                if (v * VE + k <= i)
-                    dot = __fmaf_rn(a[q][k], b[q][k], dot);
+                for (int k = 1; k < VE; k++)
+                    if (k > keep) {
+                        st_f(a[q].e, k, 0.0f);
+                        st_f(b[q].e, k, 0.0f);
+                    }
+            }
+        } else {
+            a[q].u = b[q].u = make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int k = 0; k < VE; k++)
+            dot = __fmaf_rn(ld_f(a[q].e, k), ld_f(b[q].e, k), dot);
     }
     dot = warp_sum(dot);
 #pragma unroll
     for (int q = 0; q < NV; q++) {
         int v = lane + 32 * q;
-        if (v >= nvec)
+        if (32 * q >= nvec)
             break;
         float o[VE];
 #pragma unroll
-        for (int k = 0; k < VE; k++)
-            o[k] = v < valid && v * VE + k <= i ? b[q][k] * (a[q][k] - dot) : 0.0f;
-        st_vec(dsr, (size_t)v * VE, o);
+        for (int k = 0; k < VE; k++) /* + 0: the zeros right of the diagonal are +0 */
+            o[k] = q < groups ? __fmaf_rn(ld_f(b[q].e, k), ld_f(a[q].e, k) - dot, 0.0f) : 0.0f;
+        if (v < nvec)
+            st_vec(dsr, (size_t)v * VE, o);
     }
 }
 

@@ -42,7 +42,7 @@ typedef struct cuda_state {
  * 4-byte memset before each launch: a stream operation and two launch gaps
  * (≈ 3.5 µs) per GEMM; without it the same tiles, statically scheduled. */
 #ifndef LMK_CUBLAS_BATCHED_WS
-#define LMK_CUBLAS_BATCHED_WS 1
+#define LMK_CUBLAS_BATCHED_WS 0
 #endif
 
 /* Block-wide sum of v (double) in a fixed order (warp shuffles, then the

@@ -14,12 +14,23 @@
  *   rmsnorm_bwd_add: dx = (the backward's dx) + dres, and its 16-bit copy
  *                    rounded as cast_half_kernel. dx's expression is written
  *                    without FMA contraction (the compiler could contract it
- *                    differently in the two kernels). */
+ *                    differently in the two kernels).
+ * Vector kernels (knob LMK_RMSNORM_VEC; d a multiple of 4, d ≤ 4096, every
+ * tensor aligned to 4 elements): 128 threads per row, 4 elements per access
+ * (16-byte float, 8-byte 16-bit), the row kept in registers between the sum
+ * and the output pass; the same expressions per element, the double sums
+ * over another order of elements (rstd may differ from the scalar kernels'
+ * in the last place). */
+#include <initializer_list>
 #include <type_traits>
 
 #include "cuda_internal.cuh"
 
 #define RMS_THREADS 256
+#define RMS_VEC_THREADS 128
+#ifndef LMK_RMSNORM_VEC
+#define LMK_RMSNORM_VEC 0
+#endif
 #define RMS_ROWS 64 /* rows per dw partial */
 
 // out (n, d) of E, rstd (n), x (n, d), w (d). Fused residual add when X2 is
@@ -86,6 +97,172 @@ __global__ void rmsnorm_bwd_dx_kernel(float *dx, const E *dout, const float *x,
     }
 }
 
+// four elements of p from element i (4-aligned) as floats, and back (one rounding each)
+__device__ __forceinline__ void ld4(const float *p, size_t i, float (&f)[4])
+{
+    float4 v = *(const float4 *)(p + i);
+    f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+}
+template <typename T_> __device__ __forceinline__ void ld4(const T_ *p, size_t i, float (&f)[4])
+{
+    union {
+        uint2 u;
+        T_ e[4];
+    } v;
+    v.u = *(const uint2 *)(p + i);
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        f[k] = ld_f(v.e, k);
+}
+__device__ __forceinline__ void st4(float *p, size_t i, const float (&f)[4])
+{
+    *(float4 *)(p + i) = make_float4(f[0], f[1], f[2], f[3]);
+}
+template <typename T_> __device__ __forceinline__ void st4(T_ *p, size_t i, const float (&f)[4])
+{
+    union {
+        uint2 u;
+        T_ e[4];
+    } v;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        st_f(v.e, k, f[k]);
+    *(uint2 *)(p + i) = v.u;
+}
+
+// as rmsnorm_fwd_kernel, vectors of 4, the row in registers: d ≤ 4·RMS_VEC_THREADS·NV;
+// thread t holds elements 4·(t + RMS_VEC_THREADS·c)…+3, c < NV
+template <typename E, typename X2, int NV>
+__global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_fwd_vec_kernel(E *out, float *rstd, float *x,
+                                                                          const float *x1, const X2 *x2, int d,
+                                                                          const float *w, float eps)
+{
+    __shared__ double sh[32];
+    size_t row = blockIdx.x, at = row * d;
+    float v[NV][4];
+    double ss = 0.0;
+#pragma unroll
+    for (int c = 0; c < NV; c++) {
+        int j = 4 * (threadIdx.x + RMS_VEC_THREADS * c);
+        if (j >= d)
+            break;
+        if constexpr (std::is_void<X2>::value) {
+            ld4(x, at + j, v[c]);
+        } else {
+            float a[4], b[4];
+            ld4(x1, at + j, a);
+            ld4(x2, at + j, b);
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                v[c][k] = a[k] + b[k];
+            st4(x, at + j, v[c]);
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            ss += (double)v[c][k] * v[c][k];
+    }
+    ss = block_sum_double(ss, sh);
+    float r = (float)(1.0 / sqrt(ss / d + eps));
+    if (threadIdx.x == 0)
+        rstd[row] = r;
+#pragma unroll
+    for (int c = 0; c < NV; c++) {
+        int j = 4 * (threadIdx.x + RMS_VEC_THREADS * c);
+        if (j >= d)
+            break;
+        float wv[4], o[4];
+        ld4(w, j, wv);
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            o[k] = v[c][k] * r * wv[k];
+        st4(out, at + j, o);
+    }
+}
+
+// as rmsnorm_bwd_dx_kernel, vectors of 4, dout and x of the row in registers (layout as
+// rmsnorm_fwd_vec_kernel)
+template <typename E, typename H, int NV>
+__global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_bwd_dx_vec_kernel(float *dx, const E *dout,
+                                                                             const float *x, const float *w,
+                                                                             const float *rstd, int d,
+                                                                             const float *dres, H *dx16, int fmt)
+{
+    __shared__ double sh[32];
+    size_t row = blockIdx.x, at = row * d;
+    float r = rstd[row];
+    float dy[NV][4], xv[NV][4];
+    double dot = 0.0;
+#pragma unroll
+    for (int c = 0; c < NV; c++) {
+        int j = 4 * (threadIdx.x + RMS_VEC_THREADS * c);
+        if (j >= d)
+            break;
+        float wv[4];
+        ld4(dout, at + j, dy[c]);
+        ld4(x, at + j, xv[c]);
+        ld4(w, j, wv);
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            dot += (double)dy[c][k] * wv[k] * xv[c][k];
+    }
+    dot = block_sum_double(dot, sh);
+    float cf = (float)(dot * r * r * r / d);
+#pragma unroll
+    for (int c = 0; c < NV; c++) {
+        int j = 4 * (threadIdx.x + RMS_VEC_THREADS * c);
+        if (j >= d)
+            break;
+        float wv[4], o[4];
+        ld4(w, j, wv);
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            o[k] = __fsub_rn(__fmul_rn(__fmul_rn(r, dy[c][k]), wv[k]), __fmul_rn(xv[c][k], cf));
+        if (dres) {
+            float rs[4];
+            ld4(dres, at + j, rs);
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                o[k] = o[k] + rs[k];
+        }
+        st4(dx, at + j, o);
+        if (dx16) {
+            float h[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                h[k] = round_value_dev(o[k], fmt);
+            st4(dx16, at + j, h);
+        }
+    }
+}
+
+/* The vector kernels' chunks per thread for rows of d (0: the scalar kernels
+ * run): LMK_RMSNORM_VEC on, d a multiple of 4 up to 4096, every pointer
+ * aligned to 16 bytes (4 floats; 8 would do for 16-bit tensors). */
+static int rms_vec_chunks(int d, std::initializer_list<const void *> ptrs)
+{
+    bool ok = LMK_RMSNORM_VEC && d % 4 == 0 && d <= 4 * RMS_VEC_THREADS * 8;
+    for (const void *p : ptrs)
+        ok = ok && ((uintptr_t)p & 15) == 0;
+    if (!ok)
+        return 0;
+    int per = (d / 4 + RMS_VEC_THREADS - 1) / RMS_VEC_THREADS;
+    return per <= 2 ? 2 : per <= 4 ? 4 : 8;
+}
+
+#define RMS_NV_DISPATCH(nv, NV, ...)  \
+    do {                              \
+        if ((nv) == 2) {              \
+            constexpr int NV = 2;     \
+            __VA_ARGS__;              \
+        } else if ((nv) == 4) {       \
+            constexpr int NV = 4;     \
+            __VA_ARGS__;              \
+        } else {                      \
+            constexpr int NV = 8;     \
+            __VA_ARGS__;              \
+        }                             \
+    } while (0)
+
 /* grid (ceil(d/32), chunks), block (32, 8): part (chunks, d) = Σ over the
  * chunk's rows of dy x r, in a fixed order. */
 template <typename E>
@@ -127,8 +304,15 @@ int cuda_rmsnorm_fwd(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, c
     cuda_state *st = CST(b);
     if (n <= 0 || d <= 0)
         return LMK_INVALID;
-    DT_DISPATCH(out_dt, E, rmsnorm_fwd_kernel<E, void><<<n, RMS_THREADS, 0, st->stream>>>(
-                               (E *)out, rstd, (float *)x, NULL, (const void *)NULL, d, w, eps));
+    int nv = rms_vec_chunks(d, {out, x, w});
+    if (nv)
+        RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(out_dt, E, rmsnorm_fwd_vec_kernel<E, void, NV><<<n, RMS_VEC_THREADS, 0,
+                                                                                        st->stream>>>(
+                                                           (E *)out, rstd, (float *)x, NULL, (const void *)NULL,
+                                                           d, w, eps)));
+    else
+        DT_DISPATCH(out_dt, E, rmsnorm_fwd_kernel<E, void><<<n, RMS_THREADS, 0, st->stream>>>(
+                                   (E *)out, rstd, (float *)x, NULL, (const void *)NULL, d, w, eps));
     LAUNCH_CHECK(st, "rmsnorm_fwd_kernel");
     return LMK_OK;
 }
@@ -139,8 +323,17 @@ int cuda_add_rmsnorm_fwd(lmk_backend *b, float *y, const float *x1, const void *
     cuda_state *st = CST(b);
     if (n <= 0 || d <= 0 || (x2_dt != LMK_F32 && x2_dt != LMK_BF16 && x2_dt != LMK_F16))
         return LMK_INVALID;
-    DT_DISPATCH(out_dt, E, DT_DISPATCH(x2_dt, X, rmsnorm_fwd_kernel<E, X><<<n, RMS_THREADS, 0, st->stream>>>(
-                                                     (E *)out, rstd, y, x1, (const X *)x2, d, w, eps)));
+    int nv = rms_vec_chunks(d, {y, x1, x2, out, w});
+    if (nv)
+        RMS_NV_DISPATCH(nv, NV,
+                        DT_DISPATCH(out_dt, E,
+                                    DT_DISPATCH(x2_dt, X,
+                                                rmsnorm_fwd_vec_kernel<E, X, NV><<<n, RMS_VEC_THREADS, 0,
+                                                                                   st->stream>>>(
+                                                    (E *)out, rstd, y, x1, (const X *)x2, d, w, eps))));
+    else
+        DT_DISPATCH(out_dt, E, DT_DISPATCH(x2_dt, X, rmsnorm_fwd_kernel<E, X><<<n, RMS_THREADS, 0, st->stream>>>(
+                                                         (E *)out, rstd, y, x1, (const X *)x2, d, w, eps)));
     LAUNCH_CHECK(st, "rmsnorm_fwd_kernel (add)");
     return LMK_OK;
 }
@@ -174,8 +367,14 @@ int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk
     int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
     if (rc != LMK_OK)
         return rc;
-    DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
-                           dx, (const E *)dout, x, w, rstd, d, NULL, NULL, 0));
+    int nv = rms_vec_chunks(d, {dx, dout, x, w});
+    if (nv)
+        RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dx_vec_kernel<E, __nv_bfloat16, NV>
+                                                   <<<n, RMS_VEC_THREADS, 0, st->stream>>>(
+                                                       dx, (const E *)dout, x, w, rstd, d, NULL, NULL, 0)));
+    else
+        DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
+                               dx, (const E *)dout, x, w, rstd, d, NULL, NULL, 0));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel");
     return LMK_OK;
 }
@@ -191,7 +390,18 @@ int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, f
     int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
     if (rc != LMK_OK)
         return rc;
-    if (fmt == LMK_ROUND_FP16)
+    int nv = rms_vec_chunks(d, {dx, dx16, dout, dres, x, w});
+    if (nv && fmt == LMK_ROUND_FP16)
+        RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dx_vec_kernel<E, __half, NV>
+                                                   <<<n, RMS_VEC_THREADS, 0, st->stream>>>(
+                                                       dx, (const E *)dout, x, w, rstd, d, dres, (__half *)dx16,
+                                                       fmt)));
+    else if (nv)
+        RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dx_vec_kernel<E, __nv_bfloat16, NV>
+                                                   <<<n, RMS_VEC_THREADS, 0, st->stream>>>(
+                                                       dx, (const E *)dout, x, w, rstd, d, dres,
+                                                       (__nv_bfloat16 *)dx16, fmt)));
+    else if (fmt == LMK_ROUND_FP16)
         DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __half><<<n, RMS_THREADS, 0, st->stream>>>(
                                dx, (const E *)dout, x, w, rstd, d, dres, (__half *)dx16, fmt))
     else

@@ -1,5 +1,5 @@
 #!/bin/bash
-# A variant lmperfd (and test_cuda_ops) next to an existing build: the named
+# A variant lmperfd (and test_cuda_ops, test_graph_step, dump_model) next to an existing build: the named
 # objects of the kernels library recompiled with extra flags (e.g.
 # -DLMK_CUBLAS_WS_MIB=0), the rest and the link lines as BUILD has them. For
 # A/B runs of engine knobs in one device call; tests/gpu/ffwd_variant.sh does
@@ -26,7 +26,7 @@ for src in "$@"; do
 done
 rm -f "$OUT/libkernels.a"
 gcc-ar csrD "$OUT/libkernels.a" $objs
-for t in daemon/lmperfd tests/gpu/test_cuda_ops; do
+for t in daemon/lmperfd tests/gpu/test_cuda_ops tests/gpu/test_graph_step tests/gpu/dump_model; do
     link=$(ninja -t commands "$t" | tail -1)
     link=${link/-Xlinker=$lib/-Xlinker=$OUT/libkernels.a}
     link=${link//$lib /$OUT/libkernels.a }

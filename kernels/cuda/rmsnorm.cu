@@ -15,7 +15,7 @@
  *                    rounded as cast_half_kernel. dx's expression is written
  *                    without FMA contraction (the compiler could contract it
  *                    differently in the two kernels).
- * Vector kernels (knob LMK_RMSNORM_VEC; d a multiple of 4, d ≤ 4096, every
+ * Vector kernels (knob LMK_RMSNORM_VEC, on; d a multiple of 4, d ≤ 4096, every
  * tensor aligned to 4 elements): 128 threads per row, 4 elements per access
  * (16-byte float, 8-byte 16-bit), the row kept in registers between the sum
  * and the output pass; the same expressions per element, the double sums
@@ -29,7 +29,7 @@
 #define RMS_THREADS 256
 #define RMS_VEC_THREADS 128
 #ifndef LMK_RMSNORM_VEC
-#define LMK_RMSNORM_VEC 0
+#define LMK_RMSNORM_VEC 1
 #endif
 #define RMS_ROWS 64 /* rows per dw partial */
 

@@ -16,7 +16,7 @@
  *                    without FMA contraction (the compiler could contract it
  *                    differently in the two kernels).
  * Vector kernels (knob LMK_RMSNORM_VEC, on; d a multiple of 4, d ≤ 4096, every
- * tensor aligned to 4 elements): 128 threads per row, 4 elements per access
+ * pointer 16-byte aligned): 128 threads per row, 4 elements per access
  * (16-byte float, 8-byte 16-bit), the row kept in registers between the sum
  * and the output pass; the same expressions per element, the double sums
  * over another order of elements (rstd may differ from the scalar kernels'

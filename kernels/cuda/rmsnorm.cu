@@ -130,6 +130,9 @@ template <typename T_> __device__ __forceinline__ void st4(T_ *p, size_t i, cons
     *(uint2 *)(p + i) = v.u;
 }
 
+// the first of this thread's 4 elements in chunk c of a row (the vector kernels' layout)
+__device__ __forceinline__ int rms_vec_col(int c) { return 4 * (threadIdx.x + RMS_VEC_THREADS * c); }
+
 // as rmsnorm_fwd_kernel, vectors of 4, the row in registers: d ≤ 4·RMS_VEC_THREADS·NV;
 // thread t holds elements 4·(t + RMS_VEC_THREADS·c)…+3, c < NV
 template <typename E, typename X2, int NV>
@@ -143,7 +146,7 @@ __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_fwd_vec_kernel(E *out
     double ss = 0.0;
 #pragma unroll
     for (int c = 0; c < NV; c++) {
-        int j = 4 * (threadIdx.x + RMS_VEC_THREADS * c);
+        int j = rms_vec_col(c);
         if (j >= d)
             break;
         if constexpr (std::is_void<X2>::value) {
@@ -167,7 +170,7 @@ __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_fwd_vec_kernel(E *out
         rstd[row] = r;
 #pragma unroll
     for (int c = 0; c < NV; c++) {
-        int j = 4 * (threadIdx.x + RMS_VEC_THREADS * c);
+        int j = rms_vec_col(c);
         if (j >= d)
             break;
         float wv[4], o[4];
@@ -194,7 +197,7 @@ __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_bwd_dx_vec_kernel(flo
     double dot = 0.0;
 #pragma unroll
     for (int c = 0; c < NV; c++) {
-        int j = 4 * (threadIdx.x + RMS_VEC_THREADS * c);
+        int j = rms_vec_col(c);
         if (j >= d)
             break;
         float wv[4];
@@ -209,7 +212,7 @@ __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_bwd_dx_vec_kernel(flo
     float cf = (float)(dot * r * r * r / d);
 #pragma unroll
     for (int c = 0; c < NV; c++) {
-        int j = 4 * (threadIdx.x + RMS_VEC_THREADS * c);
+        int j = rms_vec_col(c);
         if (j >= d)
             break;
         float wv[4], o[4];

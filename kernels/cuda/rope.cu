@@ -85,6 +85,46 @@ __global__ void rope_vec_kernel(E *out, const E *in, const float *table, int B, 
     }
 }
 
+/* Build-time knob: 1, the vector path runs rope_rows_kernel (one block row
+ * per (b, t): one integer division per thread instead of five, the same
+ * per-element arithmetic, so the same bits as rope_vec_kernel). */
+#ifndef LMK_ROPE_ROWS
+#define LMK_ROPE_ROWS 0
+#endif
+#define ROPE_ROW_THREADS 128
+
+// as rope_vec_kernel; grid (B·T, ceil(H·dh/VE / ROPE_ROW_THREADS)): block (bt, y)
+// takes vectors y·ROPE_ROW_THREADS… of the H·dh/VE in position bt = b·T + t
+template <typename E>
+__global__ void __launch_bounds__(ROPE_ROW_THREADS) rope_rows_kernel(E *out, const E *in, const float *table,
+                                                                     int T, int H, int dh, int64_t ld, int dir)
+{
+    constexpr int VE = vec16<E>::n;
+    unsigned vpr = (unsigned)(dh / VE), u = blockIdx.y * ROPE_ROW_THREADS + threadIdx.x;
+    if (u >= (unsigned)H * vpr)
+        return;
+    unsigned bt = blockIdx.x, bb = bt / (unsigned)T, t = bt - bb * (unsigned)T;
+    unsigned h = u / vpr, v = u - h * vpr;
+    size_t bthd = (size_t)bt * (size_t)ld + (size_t)h * dh + (size_t)v * VE;
+    size_t bhtd = (((size_t)bb * H + h) * T + t) * dh + (size_t)v * VE;
+    float x[VE], y[VE];
+    ld_vec(in, dir > 0 ? bthd : bhtd, x);
+    if (!table) {
+#pragma unroll
+        for (int q = 0; q < VE; q++)
+            y[q] = x[q];
+    } else {
+        const float *cs = table + (size_t)t * dh + (size_t)v * VE; /* VE/2 (c, s) pairs */
+#pragma unroll
+        for (int q = 0; q < VE; q += 2) {
+            float c = cs[q], sn = dir > 0 ? cs[q + 1] : -cs[q + 1];
+            y[q] = __fsub_rn(__fmul_rn(x[q], c), __fmul_rn(x[q + 1], sn));
+            y[q + 1] = __fadd_rn(__fmul_rn(x[q], sn), __fmul_rn(x[q + 1], c));
+        }
+    }
+    st_vec(out, dir > 0 ? bhtd : bthd, y);
+}
+
 static int rope_launch(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,
                        int B, int T, int H, int dh, int ld, int dir)
 {
@@ -94,6 +134,14 @@ static int rope_launch(lmk_backend *b, void *out, const void *in, lmk_dtype dt, 
     int ve = dt == LMK_F32 ? 4 : 8;
     size_t vecs = (size_t)B * T * H * (dh / ve);
     if (dh % ve == 0 && ld % ve == 0 && vecs < (1u << 31) && (((uintptr_t)out | (uintptr_t)in) & 15) == 0) {
+        if (LMK_ROPE_ROWS) {
+            unsigned per = (unsigned)(H * (dh / ve)), chunks = (per + ROPE_ROW_THREADS - 1) / ROPE_ROW_THREADS;
+            dim3 grid((unsigned)(B * T), chunks);
+            DT_DISPATCH(dt, E, rope_rows_kernel<E><<<grid, ROPE_ROW_THREADS, 0, st->stream>>>(
+                                   (E *)out, (const E *)in, table, T, H, dh, ld, dir));
+            LAUNCH_CHECK(st, "rope_rows_kernel");
+            return LMK_OK;
+        }
         DT_DISPATCH(dt, E, rope_vec_kernel<E><<<grid_for(vecs, 256, 1u << 20), 256, 0, st->stream>>>(
                                (E *)out, (const E *)in, table, B, T, H, dh, ld, dir));
         LAUNCH_CHECK(st, "rope_vec_kernel");

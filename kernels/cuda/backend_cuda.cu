@@ -195,6 +195,18 @@ static lmk_backend cuda_template(void)
     return t;
 }
 
+/* *h: a cuBLAS handle on st's stream with workspace (ws, bytes; NULL, 0: none),
+ * host pointer mode, default math (pure FP32 for float32 compute). */
+static int create_cublas(cuda_state *st, cublasHandle_t *h, void *ws, size_t bytes)
+{
+    CUBLAS_TRY(st, cublasCreate(h));
+    CUBLAS_TRY(st, cublasSetStream(*h, st->stream));
+    CUBLAS_TRY(st, cublasSetWorkspace(*h, ws, bytes));
+    CUBLAS_TRY(st, cublasSetPointerMode(*h, CUBLAS_POINTER_MODE_HOST));
+    CUBLAS_TRY(st, cublasSetMathMode(*h, CUBLAS_DEFAULT_MATH));
+    return LMK_OK;
+}
+
 static int create_state(cuda_state *st, int device)
 {
     int count = 0;
@@ -218,21 +230,13 @@ static int create_state(cuda_state *st, int device)
     CUDA_TRY(st, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
     if (CUDA_CUBLAS_WS_BYTES > 0)
         CUDA_TRY(st, cudaMalloc(&st->cublas_ws, CUDA_CUBLAS_WS_BYTES));
-    CUBLAS_TRY(st, cublasCreate(&st->cublas));
-    CUBLAS_TRY(st, cublasSetStream(st->cublas, st->stream));
-    CUBLAS_TRY(st, cublasSetWorkspace(st->cublas, st->cublas_ws, CUDA_CUBLAS_WS_BYTES));
-    CUBLAS_TRY(st, cublasSetPointerMode(st->cublas, CUBLAS_POINTER_MODE_HOST));
-    CUBLAS_TRY(st, cublasSetMathMode(st->cublas, CUBLAS_DEFAULT_MATH));
+    int rc = create_cublas(st, &st->cublas, st->cublas_ws, CUDA_CUBLAS_WS_BYTES);
     st->cublas_batched = st->cublas;
-    if (!LMK_CUBLAS_BATCHED_WS && CUDA_CUBLAS_WS_BYTES > 0) {
+    if (rc == LMK_OK && !LMK_CUBLAS_BATCHED_WS && CUDA_CUBLAS_WS_BYTES > 0) {
         st->cublas_batched = NULL;
-        CUBLAS_TRY(st, cublasCreate(&st->cublas_batched));
-        CUBLAS_TRY(st, cublasSetStream(st->cublas_batched, st->stream));
-        CUBLAS_TRY(st, cublasSetWorkspace(st->cublas_batched, NULL, 0));
-        CUBLAS_TRY(st, cublasSetPointerMode(st->cublas_batched, CUBLAS_POINTER_MODE_HOST));
-        CUBLAS_TRY(st, cublasSetMathMode(st->cublas_batched, CUBLAS_DEFAULT_MATH));
+        rc = create_cublas(st, &st->cublas_batched, NULL, 0);
     }
-    return LMK_OK;
+    return rc;
 }
 
 extern "C" int lmk_backend_cuda_create(int device, lmk_backend **out, char *errbuf, size_t errlen)

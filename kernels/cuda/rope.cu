@@ -46,6 +46,32 @@ __global__ void rope_kernel(E *out, const E *in, const float *table, int B, int 
     }
 }
 
+// one 16-byte vector (VE elements) of position t, pairs v·VE/2…: read at bthd and
+// written at bhtd (dir > 0, the forward), or the reverse with the transposed
+// rotation (dir < 0); copied when table is NULL
+template <typename E>
+__device__ __forceinline__ void rope_vector(E *out, const E *in, const float *table, size_t bthd, size_t bhtd,
+                                            unsigned t, unsigned v, int dh, int dir)
+{
+    constexpr int VE = vec16<E>::n;
+    float x[VE], y[VE];
+    ld_vec(in, dir > 0 ? bthd : bhtd, x);
+    if (!table) {
+#pragma unroll
+        for (int q = 0; q < VE; q++)
+            y[q] = x[q];
+    } else {
+        const float *cs = table + (size_t)t * dh + (size_t)v * VE; /* VE/2 (c, s) pairs */
+#pragma unroll
+        for (int q = 0; q < VE; q += 2) {
+            float c = cs[q], sn = dir > 0 ? cs[q + 1] : -cs[q + 1];
+            y[q] = __fsub_rn(__fmul_rn(x[q], c), __fmul_rn(x[q + 1], sn));
+            y[q + 1] = __fadd_rn(__fmul_rn(x[q], sn), __fmul_rn(x[q + 1], c));
+        }
+    }
+    st_vec(out, dir > 0 ? bhtd : bthd, y);
+}
+
 // as rope_kernel, a 16-byte vector (VE elements, VE/2 pairs) per thread;
 // dh % VE == 0, ld % VE == 0, B·T·H·dh/VE < 2³¹
 template <typename E>
@@ -66,22 +92,7 @@ __global__ void rope_vec_kernel(E *out, const E *in, const float *table, int B, 
         }
         size_t bthd = ((size_t)bb * T + t) * (size_t)ld + (size_t)h * dh + (size_t)v * VE;
         size_t bhtd = (((size_t)bb * H + h) * T + t) * dh + (size_t)v * VE;
-        float x[VE], y[VE];
-        ld_vec(in, dir > 0 ? bthd : bhtd, x);
-        if (!table) {
-#pragma unroll
-            for (int q = 0; q < VE; q++)
-                y[q] = x[q];
-        } else {
-            const float *cs = table + (size_t)t * dh + (size_t)v * VE; /* VE/2 (c, s) pairs */
-#pragma unroll
-            for (int q = 0; q < VE; q += 2) {
-                float c = cs[q], sn = dir > 0 ? cs[q + 1] : -cs[q + 1];
-                y[q] = __fsub_rn(__fmul_rn(x[q], c), __fmul_rn(x[q + 1], sn));
-                y[q + 1] = __fadd_rn(__fmul_rn(x[q], sn), __fmul_rn(x[q + 1], c));
-            }
-        }
-        st_vec(out, dir > 0 ? bhtd : bthd, y);
+        rope_vector(out, in, table, bthd, bhtd, t, v, dh, dir);
     }
 }
 
@@ -107,22 +118,7 @@ __global__ void __launch_bounds__(ROPE_ROW_THREADS) rope_rows_kernel(E *out, con
     unsigned h = u / vpr, v = u - h * vpr;
     size_t bthd = (size_t)bt * (size_t)ld + (size_t)h * dh + (size_t)v * VE;
     size_t bhtd = (((size_t)bb * H + h) * T + t) * dh + (size_t)v * VE;
-    float x[VE], y[VE];
-    ld_vec(in, dir > 0 ? bthd : bhtd, x);
-    if (!table) {
-#pragma unroll
-        for (int q = 0; q < VE; q++)
-            y[q] = x[q];
-    } else {
-        const float *cs = table + (size_t)t * dh + (size_t)v * VE; /* VE/2 (c, s) pairs */
-#pragma unroll
-        for (int q = 0; q < VE; q += 2) {
-            float c = cs[q], sn = dir > 0 ? cs[q + 1] : -cs[q + 1];
-            y[q] = __fsub_rn(__fmul_rn(x[q], c), __fmul_rn(x[q + 1], sn));
-            y[q + 1] = __fadd_rn(__fmul_rn(x[q], sn), __fmul_rn(x[q + 1], c));
-        }
-    }
-    st_vec(out, dir > 0 ? bhtd : bthd, y);
+    rope_vector(out, in, table, bthd, bhtd, t, v, dh, dir);
 }
 
 static int rope_launch(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,

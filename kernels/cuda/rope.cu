@@ -10,8 +10,8 @@
  * without FMA contraction (as the cpu computes it), one rounding per stored
  * element. One thread per pair (or per element without a table); any dh,
  * H, T. When dh is a multiple of the 16-byte vector (8 16-bit or 4 float
- * elements) and in, out are 16-byte aligned: one thread per vector, row
- * indices in 32 bits (the same values). */
+ * elements) and in, out are 16-byte aligned: one thread per vector, one
+ * block row per position (b, t), indices in 32 bits (the same values). */
 #include "cuda_internal.cuh"
 
 // dir > 0: in (B,T,H,dh) → out (B,H,T,dh); dir < 0: in (B,H,T,dh) → out (B,T,H,dh); of E;
@@ -72,40 +72,11 @@ __device__ __forceinline__ void rope_vector(E *out, const E *in, const float *ta
     st_vec(out, dir > 0 ? bhtd : bthd, y);
 }
 
-// as rope_kernel, a 16-byte vector (VE elements, VE/2 pairs) per thread;
-// dh % VE == 0, ld % VE == 0, B·T·H·dh/VE < 2³¹
-template <typename E>
-__global__ void rope_vec_kernel(E *out, const E *in, const float *table, int B, int T, int H, int dh,
-                                int64_t ld, int dir)
-{
-    constexpr int VE = vec16<E>::n;
-    unsigned vpr = (unsigned)(dh / VE); /* vectors per (b, t, h) row */
-    unsigned total = (unsigned)B * T * H * vpr;
-    for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += gridDim.x * blockDim.x) {
-        unsigned v = idx % vpr, r = idx / vpr; /* r: the row in the source's order */
-        unsigned t, h, bb;
-        if (dir > 0) { /* source (B, T, H) */
-            h = r % H, t = (r / H) % T, bb = r / ((unsigned)H * T);
-        } else { /* source (B, H, T) */
-            t = r % T, h = (r / T) % H, bb = r / ((unsigned)H * T);
-        }
-        size_t bthd = ((size_t)bb * T + t) * (size_t)ld + (size_t)h * dh + (size_t)v * VE;
-        size_t bhtd = (((size_t)bb * H + h) * T + t) * dh + (size_t)v * VE;
-        rope_vector(out, in, table, bthd, bhtd, t, v, dh, dir);
-    }
-}
-
-/* Build-time knob: 1, the vector path runs rope_rows_kernel (one block row
- * per (b, t): one integer division per thread instead of five, the same
- * per-element arithmetic, so the same bits as rope_vec_kernel). */
-#ifndef LMK_ROPE_ROWS
-#define LMK_ROPE_ROWS 0
-#endif
 #define ROPE_ROW_THREADS 128
 
-// as rope_vec_kernel; grid (B·T, ceil(H·dh/VE / ROPE_ROW_THREADS)): block (bt, y)
-// takes vectors y·ROPE_ROW_THREADS… of the H·dh/VE in position bt = b·T + t
+// as rope_kernel, a 16-byte vector (VE elements, VE/2 pairs) per thread; dh % VE == 0, ld % VE == 0;
+// grid (B·T, ceil(H·dh/VE / ROPE_ROW_THREADS)): block (bt, y) takes vectors y·ROPE_ROW_THREADS… of the
+// H·dh/VE in position bt = b·T + t (one integer division per thread)
 template <typename E>
 __global__ void __launch_bounds__(ROPE_ROW_THREADS) rope_rows_kernel(E *out, const E *in, const float *table,
                                                                      int T, int H, int dh, int64_t ld, int dir)
@@ -130,17 +101,11 @@ static int rope_launch(lmk_backend *b, void *out, const void *in, lmk_dtype dt, 
     int ve = dt == LMK_F32 ? 4 : 8;
     size_t vecs = (size_t)B * T * H * (dh / ve);
     if (dh % ve == 0 && ld % ve == 0 && vecs < (1u << 31) && (((uintptr_t)out | (uintptr_t)in) & 15) == 0) {
-        if (LMK_ROPE_ROWS) {
-            unsigned per = (unsigned)(H * (dh / ve)), chunks = (per + ROPE_ROW_THREADS - 1) / ROPE_ROW_THREADS;
-            dim3 grid((unsigned)(B * T), chunks);
-            DT_DISPATCH(dt, E, rope_rows_kernel<E><<<grid, ROPE_ROW_THREADS, 0, st->stream>>>(
-                                   (E *)out, (const E *)in, table, T, H, dh, ld, dir));
-            LAUNCH_CHECK(st, "rope_rows_kernel");
-            return LMK_OK;
-        }
-        DT_DISPATCH(dt, E, rope_vec_kernel<E><<<grid_for(vecs, 256, 1u << 20), 256, 0, st->stream>>>(
-                               (E *)out, (const E *)in, table, B, T, H, dh, ld, dir));
-        LAUNCH_CHECK(st, "rope_vec_kernel");
+        unsigned per = (unsigned)(H * (dh / ve)), chunks = (per + ROPE_ROW_THREADS - 1) / ROPE_ROW_THREADS;
+        dim3 grid((unsigned)(B * T), chunks);
+        DT_DISPATCH(dt, E, rope_rows_kernel<E><<<grid, ROPE_ROW_THREADS, 0, st->stream>>>(
+                               (E *)out, (const E *)in, table, T, H, dh, ld, dir));
+        LAUNCH_CHECK(st, "rope_rows_kernel");
         return LMK_OK;
     }
     size_t total = (size_t)B * T * H * (table ? dh / 2 : dh);

@@ -23,9 +23,9 @@
  *   lda/ldb/ldc   : passed to cuBLAS (sub-matrices of wider matrices); not
  *                   with a float32 input cast into scratch or the rounding
  *                   pass over float32 C, which assume packed storage.
- *   LMK_GEMM_TUNE : 16-bit GEMMs with beta 0 are timed once per shape
+ *   LMK_GEMM_TUNE : GEMMs with beta 0 are timed once per shape
  *                   (transposes, sizes, leading dimensions, batch strides,
- *                   types) outside graph capture: cublasGemmEx's default
+ *                   types, compute type) outside graph capture: cublasGemmEx's default
  *                   against cuBLASLt's heuristic candidates (up to
  *                   GEMM_TUNE_ALGOS, GEMM_TUNE_REPS runs each on the call's
  *                   own operands: beta 0, so C is overwritten); the fastest
@@ -56,7 +56,7 @@
 typedef struct gemm_shape {
     int op_b, op_a, n, m, k, batch;
     int64_t ldb, lda, ldc, sb, sa, sc;
-    int ta, tc;
+    int ta, tc, compute; /* cudaDataType_t of A and B, of C; cublasComputeType_t */
     int align; /* bytes (≤ 256, a power of two) every operand pointer is aligned to */
 } gemm_shape;
 
@@ -107,9 +107,10 @@ static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int
 
 /* The default path of a shape: cublasGemmEx or its strided-batched form. */
 static cublasStatus_t gemm_default(cuda_state *st, const gemm_shape *z, const float *alpha, const void *pb,
-                                   const void *pa, const float *beta, void *c, cublasComputeType_t compute)
+                                   const void *pa, const float *beta, void *c)
 {
     cudaDataType_t ta = (cudaDataType_t)z->ta, tc = (cudaDataType_t)z->tc;
+    cublasComputeType_t compute = (cublasComputeType_t)z->compute;
     if (z->batch == 1)
         return cublasGemmEx(st->cublas, (cublasOperation_t)z->op_b, (cublasOperation_t)z->op_a, z->n, z->m, z->k,
                             alpha, pb, ta, (int)z->ldb, pa, ta, (int)z->lda, beta, c, tc, (int)z->ldc, compute,
@@ -160,7 +161,7 @@ static float time_runs(cuda_state *st, cudaEvent_t e0, cudaEvent_t e1, F fn)
  * Returns the new entry, or NULL (table full, or cuBLASLt unavailable: the
  * default path runs). Leaves no pending CUDA error behind. */
 static gemm_tuned *gemm_tune(cuda_state *st, const gemm_shape *z, const float *alpha, const void *pb,
-                             const void *pa, const float *beta, void *c, cublasComputeType_t compute)
+                             const void *pa, const float *beta, void *c)
 {
     if (!st->tuned && !(st->tuned = (gemm_tuned *)calloc(GEMM_TUNED_MAX, sizeof *st->tuned)))
         return NULL;
@@ -176,7 +177,8 @@ static gemm_tuned *gemm_tune(cuda_state *st, const gemm_shape *z, const float *a
     int found = 0;
     uint64_t ws = CUDA_CUBLAS_WS_BYTES;
     cudaEvent_t e0 = NULL, e1 = NULL;
-    bool ok = cublasLtMatmulDescCreate(&t->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+    bool ok = cublasLtMatmulDescCreate(&t->desc, (cublasComputeType_t)z->compute, CUDA_R_32F) ==
+                  CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(t->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ob, sizeof ob) ==
                   CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(t->desc, CUBLASLT_MATMUL_DESC_TRANSB, &oa, sizeof oa) ==
@@ -194,7 +196,7 @@ static gemm_tuned *gemm_tune(cuda_state *st, const gemm_shape *z, const float *a
                                              res, &found) == CUBLAS_STATUS_SUCCESS &&
               cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
     if (ok) {
-        float best = time_runs(st, e0, e1, [&] { return gemm_default(st, z, alpha, pb, pa, beta, c, compute); });
+        float best = time_runs(st, e0, e1, [&] { return gemm_default(st, z, alpha, pb, pa, beta, c); });
         float limit = best > 0 ? best * GEMM_TUNE_MARGIN : -1.0f;
         for (int i = 0; i < found && best > 0; i++) {
             if (res[i].state != CUBLAS_STATUS_SUCCESS)
@@ -353,12 +355,12 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
         }
     }
     float alpha = g->alpha, beta = g->beta;
-    if (LMK_GEMM_TUNE && half_in && beta == 0.0f) {
+    if (LMK_GEMM_TUNE && beta == 0.0f) {
         gemm_shape z;
         memset(&z, 0, sizeof z);
         z.op_b = opB, z.op_a = opA, z.n = n, z.m = m, z.k = k, z.batch = g->batch;
         z.ldb = ldb, z.lda = lda, z.ldc = ldc, z.sb = g->batch > 1 ? sb : 0, z.sa = g->batch > 1 ? sa : 0;
-        z.sc = g->batch > 1 ? sc : 0, z.ta = ta, z.tc = tc;
+        z.sc = g->batch > 1 ? sc : 0, z.ta = ta, z.tc = tc, z.compute = compute;
         uintptr_t bits = (uintptr_t)pa | (uintptr_t)pb | (uintptr_t)c | 256;
         z.align = (int)(bits & (~bits + 1)); /* the lowest set bit */
         gemm_tuned *t = NULL;
@@ -369,7 +371,7 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
             cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             CUDA_TRY(st, cudaStreamIsCapturing(st->stream, &cs));
             if (cs == cudaStreamCaptureStatusNone)
-                t = gemm_tune(st, &z, &alpha, pb, pa, &beta, c, compute);
+                t = gemm_tune(st, &z, &alpha, pb, pa, &beta, c);
         }
         if (t && t->use_lt) {
             if (gemm_lt(st, t, &t->algo, &alpha, pb, pa, &beta, c) == CUBLAS_STATUS_SUCCESS)

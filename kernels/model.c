@@ -1127,7 +1127,9 @@ static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, op
 /* Build-time knob: the causal GEMMs' blocks per T (k blocks compute
  * (k + 1) / 2k of the square: 4 → 5/8, 8 → 9/16), before the rounding and
  * the minimum below. 8 measured slower on the H100 (large/1024 fwd+bwd
- * 72.6 → 75.1 ms: twice the GEMM launches, smaller GEMMs; kernels/PERF.md). */
+ * 72.6 → 75.1 ms: twice the GEMM launches, smaller GEMMs) and again on the
+ * H200 without cuBLAS's memsets (61.1 → 63.9 ms; with a 64-row minimum
+ * also slower at T 512: large 31.5 → 35.2 ms; kernels/PERF.md). */
 #ifndef LMK_CAUSAL_BLOCKS
 #define LMK_CAUSAL_BLOCKS 4
 #endif

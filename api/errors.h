@@ -40,4 +40,10 @@ const char *api_error_wire_code(api_error_code code);
 int api_fail(api_error *err, api_error_code code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Makes s valid UTF-8 in place and returns it: every byte that is not part of
+ * a well-formed sequence (a character cut by a fixed-size buffer, text that
+ * was never UTF-8) becomes '?'. JSON strings must be valid UTF-8: jansson
+ * refuses to build one from anything else. */
+char *utf8_repair(char *s);
+
 #endif

@@ -18,6 +18,7 @@
 #define MAX_PATH_SEGMENTS 8
 #define DEFAULT_LIST_LIMIT 50
 #define MAX_LIST_LIMIT 1000
+#define HTTP_CONNECTION_MEMORY (256u << 10) /* per connection: request line, headers, query arguments */
 
 /* --- requests and responses ------------------------------------------------------ */
 
@@ -54,12 +55,22 @@ typedef struct route {
     const char *name; /* label for /metrics */
 } route;
 
+/* A body jansson could not build or write (value NULL: text that is not
+ * UTF-8 reached json_pack) is answered with this, never with an empty body. */
+static const char unencodable_body[] =
+    "{\n  \"error\": {\n    \"code\": \"internal\",\n    \"message\": \"the response could not be encoded as "
+    "JSON\",\n    \"field\": null\n  }\n}";
+
 static void set_json(response *res, int status, json_t *value /* steals */)
 {
     res->status = status;
-    res->body = json_dumps(value, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    res->body = value ? json_dumps(value, JSON_INDENT(2) | JSON_ENCODE_ANY) : NULL;
     res->content_type = "application/json; charset=utf-8";
     json_decref(value);
+    if (!res->body) {
+        res->status = 500;
+        res->body = strdup(unencodable_body);
+    }
 }
 
 static void set_error(response *res, const api_error *err)
@@ -623,7 +634,8 @@ int api_server_start(const api_config *config, const api_backend *backend, api_s
         on_request, server, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(config->threads ? config->threads : 4),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(config->timeout_s ? config->timeout_s : 30),
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
         MHD_OPTION_END);
     if (!server->mhd) {
         snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", config->host, config->port,

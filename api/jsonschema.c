@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PATH_MAX_LEN 128
@@ -18,15 +19,21 @@ typedef struct schema_ctx {
 static int validate_at(schema_ctx *ctx, const json_t *schema, const json_t *value, const char *path,
                        api_error *err);
 
+/* "integer" takes JSON integers only: the runners read these fields as
+ * integers, and 64.0 (a real to jansson) would read as 0. */
 static int is_integer_value(const json_t *v)
 {
-    if (json_is_integer(v))
-        return 1;
-    if (json_is_real(v)) {
-        double d = json_real_value(v);
-        return isfinite(d) && d == floor(d);
-    }
-    return 0;
+    return json_is_integer(v);
+}
+
+/* A real with no fraction (64.0, 1e3): refused where an integer is wanted,
+ * with a message that says how to write it. */
+static int is_whole_real(const json_t *v)
+{
+    if (!json_is_real(v))
+        return 0;
+    double d = json_real_value(v);
+    return isfinite(d) && d == floor(d);
 }
 
 static int type_matches(const char *type, const json_t *v)
@@ -75,30 +82,19 @@ static const char *field_or_root(const char *path)
     return path[0] ? path : "(body)";
 }
 
-static int check_type(const json_t *schema, const json_t *v, const char *path, api_error *err)
+/* Whether type (a string or a list of strings) names "integer". */
+static int wants_integer(const json_t *type)
 {
-    const json_t *type = json_object_get(schema, "type");
-    if (!type)
-        return 0;
-    if (json_is_string(type)) {
-        if (type_matches(json_string_value(type), v))
-            return 0;
-        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s %s, not %s",
-                        field_or_root(path), strchr("aeiou", json_string_value(type)[0]) ? "an" : "a",
-                        json_string_value(type), json_type_name(v));
-    }
+    if (json_is_string(type))
+        return strcmp(json_string_value(type), "integer") == 0;
     size_t i;
     const json_t *t;
-    char names[160] = "";
     json_array_foreach(type, i, t)
     {
-        if (type_matches(json_string_value(t), v))
-            return 0;
-        size_t len = strlen(names);
-        snprintf(names + len, sizeof names - len, "%s%s", i ? " or " : "", json_string_value(t));
+        if (json_is_string(t) && strcmp(json_string_value(t), "integer") == 0)
+            return 1;
     }
-    return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s, not %s", field_or_root(path),
-                    names, json_type_name(v));
+    return 0;
 }
 
 static void describe_value(const json_t *v, char *buf, size_t len)
@@ -106,6 +102,41 @@ static void describe_value(const json_t *v, char *buf, size_t len)
     char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     snprintf(buf, len, "%s", text ? text : "?");
     free(text);
+}
+
+static int check_type(const json_t *schema, const json_t *v, const char *path, api_error *err)
+{
+    const json_t *type = json_object_get(schema, "type");
+    if (!type)
+        return 0;
+    if (json_is_string(type) && type_matches(json_string_value(type), v))
+        return 0;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(type, i, t)
+    {
+        if (type_matches(json_string_value(t), v))
+            return 0;
+    }
+    if (is_whole_real(v) && wants_integer(type)) {
+        char text[64];
+        describe_value(v, text, sizeof text);
+        return api_fail(err, API_ERR_INVALID_SPEC, path,
+                        "%s must be an integer written without a decimal point or exponent, not %s",
+                        field_or_root(path), text);
+    }
+    if (json_is_string(type))
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s %s, not %s", field_or_root(path),
+                        strchr("aeiou", json_string_value(type)[0]) ? "an" : "a", json_string_value(type),
+                        json_type_name(v));
+    char names[160] = "";
+    json_array_foreach(type, i, t)
+    {
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", i ? " or " : "", json_string_value(t));
+    }
+    return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s, not %s", field_or_root(path), names,
+                    json_type_name(v));
 }
 
 static int check_enum(const json_t *schema, const json_t *v, const char *path, api_error *err)
@@ -133,24 +164,56 @@ static int check_enum(const json_t *schema, const json_t *v, const char *path, a
                     got, allowed);
 }
 
+/* The shortest text that reads back as v's value: integers exactly (1e10 + 1
+ * is not "1e+10"), reals with as many digits as they need. */
+static void format_number(const json_t *v, char *buf, size_t len)
+{
+    if (json_is_integer(v)) {
+        snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+        return;
+    }
+    double x = json_number_value(v);
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, len, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x)
+            return;
+    }
+}
+
 static int check_number(const json_t *schema, const json_t *v, const char *path, api_error *err)
 {
     if (!json_is_number(v))
         return 0;
-    double x = json_number_value(v);
-    const json_t *bound;
-    if ((bound = json_object_get(schema, "minimum")) && x < json_number_value(bound))
-        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be >= %g, got %g",
-                        field_or_root(path), json_number_value(bound), x);
-    if ((bound = json_object_get(schema, "maximum")) && x > json_number_value(bound))
-        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be <= %g, got %g",
-                        field_or_root(path), json_number_value(bound), x);
-    if ((bound = json_object_get(schema, "exclusiveMinimum")) && x <= json_number_value(bound))
-        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be > %g, got %g",
-                        field_or_root(path), json_number_value(bound), x);
-    if ((bound = json_object_get(schema, "exclusiveMaximum")) && x >= json_number_value(bound))
-        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be < %g, got %g",
-                        field_or_root(path), json_number_value(bound), x);
+    static const struct {
+        const char *keyword, *relation;
+        int sign; /* the value is out of range when sign · (x − bound) > 0, or ≥ 0 for exclusive bounds */
+        int exclusive;
+    } bounds[] = {{"minimum", ">=", -1, 0},
+                  {"maximum", "<=", 1, 0},
+                  {"exclusiveMinimum", ">", -1, 1},
+                  {"exclusiveMaximum", "<", 1, 1}};
+    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+        const json_t *bound = json_object_get(schema, bounds[i].keyword);
+        if (!bound)
+            continue;
+        /* integers against integer bounds exactly; anything else as doubles */
+        int cmp;
+        if (json_is_integer(v) && json_is_integer(bound)) {
+            json_int_t a = json_integer_value(v), b = json_integer_value(bound);
+            cmp = (a > b) - (a < b);
+        } else {
+            double a = json_number_value(v), b = json_number_value(bound);
+            cmp = (a > b) - (a < b);
+        }
+        int out = bounds[i].exclusive ? bounds[i].sign * cmp >= 0 : bounds[i].sign * cmp > 0;
+        if (out) {
+            char want[32], got[32];
+            format_number(bound, want, sizeof want);
+            format_number(v, got, sizeof got);
+            return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s %s, got %s", field_or_root(path),
+                            bounds[i].relation, want, got);
+        }
+    }
     return 0;
 }
 
@@ -158,7 +221,11 @@ static int check_string(const json_t *schema, const json_t *v, const char *path,
 {
     if (!json_is_string(v))
         return 0;
-    size_t len = json_string_length(v);
+    /* characters (code points), as JSON Schema counts them; jansson's strings are valid UTF-8 */
+    const unsigned char *text = (const unsigned char *)json_string_value(v);
+    size_t bytes = json_string_length(v), len = 0;
+    for (size_t i = 0; i < bytes; i++)
+        len += (text[i] & 0xC0) != 0x80;
     const json_t *bound;
     if ((bound = json_object_get(schema, "minLength")) && (json_int_t)len < json_integer_value(bound))
         return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at least %lld characters",

@@ -1,6 +1,7 @@
 /* A JSON Schema validator for the subset lmperf's schemas use.
  *
- * Keywords: type (string or list; "integer" accepts numbers with no fraction),
+ * Keywords: type (string or list; "integer" takes JSON integers only: 64.0 is
+ * refused with a message saying how to write it),
  * properties, required, additionalProperties (boolean), enum, const, minimum,
  * maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength, items,
  * minItems, maxItems, uniqueItems, oneOf, anyOf, default, and "$ref" to

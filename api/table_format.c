@@ -115,8 +115,14 @@ char *api_table_markdown(const json_t *table)
         for (size_t c = 0; c < ncol; c++) {
             char *text = cell_text(json_array_get(row, c));
             append_str(&b, " ");
-            for (char *p = text; p && *p; p++) /* a pipe would end the cell */
-                append(&b, *p == '|' ? "\\|" : p, *p == '|' ? 2 : 1);
+            for (char *p = text; p && *p; p++) { /* a pipe would end the cell, a line break the row */
+                if (*p == '|')
+                    append(&b, "\\|", 2);
+                else if (*p == '\n' || *p == '\r')
+                    append(&b, " ", 1);
+                else
+                    append(&b, p, 1);
+            }
             append_str(&b, " |");
             free(text);
         }

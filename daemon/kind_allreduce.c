@@ -31,6 +31,7 @@
 #include "allreduce_rank.h"
 #include "collectives.h"
 #include "device.h"
+#include "errors.h"
 #include "jobkind.h"
 #include "status.h"
 
@@ -186,6 +187,7 @@ static void emit_failed(job_state *js, int world, const size_point *p, const cha
     va_start(ap, fmt);
     vsnprintf(error, sizeof error, fmt, ap);
     va_end(ap);
+    utf8_repair(error); /* tool output cut inside a character; the job's error is repaired by the worker */
     json_t *run = point_new(js, world, p);
     json_object_set_new(run, "status", json_string("failed"));
     json_object_set_new(run, "error", json_string(error));

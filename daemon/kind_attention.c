@@ -20,6 +20,7 @@
 
 #include "attention.h"
 #include "clock_ms.h"
+#include "errors.h"
 #include "gpu_power.h"
 #include "jobkind.h"
 #include "stats.h"
@@ -222,7 +223,7 @@ static json_t *run_point(run_ctx *ctx, const json_t *spec, size_t i, gpu_power_w
     }
     if (rc != LMK_OK) {
         json_object_set_new(run, "status", json_string("failed"));
-        json_object_set_new(run, "error", json_string(err[0] ? err : lmk_status_text(rc)));
+        json_object_set_new(run, "error", json_string(err[0] ? utf8_repair(err) : lmk_status_text(rc)));
         return run;
     }
     json_object_set_new(run, "status", json_string("succeeded"));

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "device.h"
+#include "errors.h"
 #include "status.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -230,6 +231,7 @@ void model_point_fail(json_t *run, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    utf8_repair(msg);
     json_object_set_new(run, "status", json_string("failed"));
     json_object_set_new(run, "error", json_string(msg));
 }

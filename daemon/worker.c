@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "errors.h"
 #include "jobkind.h"
 #include "lineio.h"
 #include "log.h"
@@ -33,6 +34,7 @@ static int run_job(run_ctx *ctx, const json_t *spec, json_t **result, char *errb
         *result = NULL;
         if (!errbuf[0])
             snprintf(errbuf, errlen, "%s", lmk_status_text(rc));
+        utf8_repair(errbuf); /* e.g. tool output cut inside a character: a JSON string needs UTF-8 */
     } else if (!*result) {
         *result = json_object();
     }
@@ -57,6 +59,7 @@ int worker_main(int fd, int want)
     int gpu_count = 0;
     char err[512];
     if (device_probe(want, &device, &gpu_count, err, sizeof err)) {
+        utf8_repair(err);
         log_error("worker", "%s", err);
         send_line(fd, json_pack("{s:s, s:s}", "type", "fatal", "error", err));
         return 2;
@@ -120,6 +123,7 @@ int worker_run_oneshot(const json_t *spec, int want, json_t **out)
     json_object_set_new(doc, "kind", json_deep_copy(json_object_get(spec, "kind")));
     json_object_set_new(doc, "spec", json_deep_copy(spec));
     if (device_probe(want, &device, &gpu_count, err, sizeof err)) {
+        utf8_repair(err);
         json_object_set_new(doc, "status", json_string("failed"));
         json_object_set_new(doc, "error", json_string(err));
         *out = doc;

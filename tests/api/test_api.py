@@ -8,6 +8,7 @@ usage: test_api.py LMPERFD [WEB_ROOT]"""
 import http.client
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -374,6 +375,54 @@ def test_errors(d):
     check(d.get("/healthz")[0] == 200, "daemon alive after the error barrage")
 
 
+def test_text_and_numbers(d):
+    """Integers written as reals, exact bounds in messages, text that is not
+    (or no longer) UTF-8, characters counted as characters, many query
+    arguments, a worker error cut inside a character."""
+    json_hdr = {"Content-Type": "application/json"}
+    # 64.0 would read as 0 in the runner: refused, naming the field and saying how to write it
+    attention = {"kind": "attention", "seq_len": 16, "impl": "naive", "passes": 64.0, "batch": 1, "d_head": 16}
+    got, _, body = d.request("POST", "/v1/jobs", attention)
+    check(got == 400 and body["error"]["field"] == "passes" and "64.0" in body["error"]["message"],
+          f"passes 64.0: {got} {body}")
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "context_length[1]",
+                 body={"kind": "benchmark", "model": "tiny", "context_length": [16, 32.0]})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "count", body='{"kind": "numerics", "count": 1e3}',
+                 headers=json_hdr)
+    got, _, body = d.request("POST", "/v1/jobs", {"kind": "numerics", "count": 10000000001})
+    check(got == 400 and "10000000000" in body["error"]["message"] and "10000000001" in body["error"]["message"],
+          f"count bound printed exactly: {body}")
+    # client text that is not UTF-8 (%ff), and UTF-8 cut by a fixed-size message buffer: JSON bodies
+    for path in ("/v1/jobs/%ff", "/v1/jobs?kind=%ff", "/v1/schemas/%ff"):
+        got, resp, body = d.request("GET", path)
+        check(got in (400, 404) and isinstance(body, dict) and "error" in body, f"GET {path}: {got} {body!r}")
+    long_impl = "a" + "\u00e9" * 60
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "impl",
+                 body={"kind": "attention", "seq_len": 16, "impl": long_impl})
+    # maxLength counts characters: 150 two-byte characters fit a 200-character label
+    job = d.submit({"kind": "numerics", "count": 10, "label": "\u00e9" * 150})
+    check(d.wait_status(job["id"], ("succeeded",))["label"] == "\u00e9" * 150, "a 150-character label kept")
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "label", body={"kind": "numerics", "label": "\u00e9" * 201})
+    # thousands of query arguments still get an answer
+    got, _, _ = d.get("/healthz?" + "a=b&" * 2000)
+    check(got == 200, f"2000 query arguments: {got}")
+    # a worker error holding a character cut at a buffer's end (mpirun repeats the
+    # hostfile path) is still reported: the job fails with its reason, it does not hang
+    if shutil.which("mpirun"):
+        where = os.path.join(TMP, "\u00e9" * 100)
+        os.makedirs(where, exist_ok=True)
+        hostfile = os.path.join(where, "\u00e9" * 100)
+        with open(hostfile, "w") as f:
+            f.write("no-such-host-for-lmperf slots=1\n")
+        job = d.submit({"kind": "allreduce", "backend": "mpi", "sizes": [1024], "world_sizes": [2],
+                        "iterations": 1, "warmup": 0, "hostfile": hostfile})
+        done = d.wait_status(job["id"], ("failed", "succeeded"), timeout=60)
+        check(done["status"] == "failed" and done.get("error"), f"mpi job with a cut error: {done}")
+    else:
+        print("mpirun not found: the cut-error check did not run", flush=True)
+    check(d.get("/healthz")[0] == 200, "daemon alive after the text checks")
+
+
 def test_cancel(d):
     long_job = d.submit({"kind": "numerics", "count": LONG_COUNT})
     queued = d.submit({"kind": "numerics"})
@@ -504,7 +553,7 @@ def test_sigterm_graceful():
 def main():
     d = Daemon("main")
     try:
-        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_cancel, test_worker_killed, test_profile_fresh_worker, test_timeout):
+        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_worker_killed, test_profile_fresh_worker, test_timeout):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

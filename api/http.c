@@ -22,6 +22,40 @@
 
 /* --- requests and responses ------------------------------------------------------ */
 
+/* The value of hexadecimal digit c, −1 for any other character. */
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decoding of the path and query arguments in place (libmicrohttpd's
+ * unescape callback), as libmicrohttpd's own except that %00 stays as it is:
+ * a NUL would end the text early, "/v1/jobs/2%00x" acting on job 2. Returns
+ * the new length. */
+static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi = r[0] == '%' ? hex_digit(r[1]) : -1, lo = hi >= 0 ? hex_digit(r[2]) : -1;
+        if (lo >= 0 && (hi | lo)) {
+            *w++ = (char)(hi << 4 | lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
 /* Per-request state kept between MHD calls (request body accumulation). */
 typedef struct request {
     char *body;
@@ -635,7 +669,8 @@ int api_server_start(const api_config *config, const api_backend *backend, api_s
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(config->threads ? config->threads : 4),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(config->timeout_s ? config->timeout_s : 30),
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
+        (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
         MHD_OPTION_END);
     if (!server->mhd) {
         snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", config->host, config->port,

@@ -90,7 +90,8 @@ static int serve(int argc, char **argv)
     struct timeval tv;
     gettimeofday(&tv, NULL);
     service svc = {.store = st, .queue = queue, .scheduler = sched, .db_path = config.db_path,
-                   .accepting = 1, .max_queued = (size_t)config.max_queued, .started_unix = (double)tv.tv_sec + tv.tv_usec * 1e-6};
+                   .accepting = 1, .max_queued = (size_t)config.max_queued,
+                   .started_unix = (double)tv.tv_sec + tv.tv_usec * 1e-6, .submit_lock = PTHREAD_MUTEX_INITIALIZER};
     api_backend backend;
     service_bind(&svc, &backend);
     api_config ac = {.host = config.host, .port = config.port,

@@ -31,17 +31,24 @@ static int svc_submit(void *self, json_t *spec, json_t **job, api_error *err)
     const jobkind *kind;
     if (!svc->accepting)
         return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the daemon is shutting down");
-    if (queue_length(svc->queue) >= svc->max_queued)
-        return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the queue is full (%zu jobs); try later",
-                        svc->max_queued);
     if (spec_validate(spec, &kind, err))
         return -1;
     int64_t id;
     double timeout = json_number_value(json_object_get(spec, "timeout_s"));
-    if (store_job_insert(svc->store, kind->name, json_string_value(json_object_get(spec, "label")), timeout,
-                         spec, &id) != STORE_OK)
+    /* concurrent submissions: the check, the insert and the push under one lock, so
+     * max_queued holds (the scheduler only ever shortens the queue meanwhile) */
+    pthread_mutex_lock(&svc->submit_lock);
+    int full = queue_length(svc->queue) >= svc->max_queued;
+    int stored = !full && store_job_insert(svc->store, kind->name, json_string_value(json_object_get(spec, "label")),
+                                           timeout, spec, &id) == STORE_OK;
+    int queued = stored && queue_push(svc->queue, id) == 0;
+    pthread_mutex_unlock(&svc->submit_lock);
+    if (full)
+        return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the queue is full (%zu jobs); try later",
+                        svc->max_queued);
+    if (!stored)
         return api_fail(err, API_ERR_INTERNAL, NULL, "could not store the job (see the daemon log)");
-    if (queue_push(svc->queue, id))
+    if (!queued)
         return api_fail(err, API_ERR_UNAVAILABLE, NULL, "out of memory queuing job %lld", (long long)id);
     scheduler_wake(svc->scheduler);
     log_info("api", "job %lld (%s) queued", (long long)id, kind->name);

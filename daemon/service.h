@@ -4,6 +4,8 @@
 #ifndef DAEMON_SERVICE_H
 #define DAEMON_SERVICE_H
 
+#include <pthread.h>
+
 #include "api.h"
 #include "queue.h"
 #include "scheduler.h"
@@ -17,6 +19,7 @@ typedef struct service {
     volatile int accepting; /* 0 once shutdown began */
     double started_unix;    /* s */
     size_t max_queued;      /* more queued jobs than this: 503 */
+    pthread_mutex_t submit_lock; /* the queue-length check and the insert as one step (PTHREAD_MUTEX_INITIALIZER) */
 } service;
 
 /* Fills *backend with callbacks bound to svc (borrowed). */

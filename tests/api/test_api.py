@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 LMPERFD = sys.argv[1]
@@ -361,6 +362,7 @@ def test_errors(d):
     expect_error(d, "GET", "/v1/nothing", 404, "not_found")
     expect_error(d, "GET", "/v1/jobs/999999", 404, "not_found", "id")
     expect_error(d, "GET", "/v1/jobs/abc", 404, "not_found", "id")
+    expect_error(d, "GET", "/v1/jobs/%00", 404, "not_found", "id")  # not the job list
     expect_error(d, "DELETE", "/v1/jobs/999999", 404, "not_found", "id")
     resp = expect_error(d, "PUT", "/v1/jobs", 405, "method_not_allowed")
     check("POST" in (resp.getheader("Allow") or "") and "GET" in resp.getheader("Allow"), "Allow header")
@@ -372,6 +374,7 @@ def test_errors(d):
     job = d.submit({"kind": "numerics"})
     d.wait_status(job["id"], ("succeeded",))
     expect_error(d, "DELETE", f"/v1/jobs/{job['id']}", 409, "conflict", "id")
+    expect_error(d, "DELETE", f"/v1/jobs/{job['id']}%00zzz", 404, "not_found", "id")  # a NUL does not end the id
     check(d.get("/healthz")[0] == 200, "daemon alive after the error barrage")
 
 
@@ -507,6 +510,24 @@ def test_queue_full():
         d.wait_status(running["id"], ("running",))
         d.submit({"kind": "numerics"})
         expect_error(d, "POST", "/v1/jobs", 503, "unavailable", body={"kind": "numerics"})
+    finally:
+        d.stop(signal.SIGKILL)
+    # concurrent submissions do not slip past the limit between its check and the insert
+    d = Daemon("full2", args=["--max-queued", "2"])
+    try:
+        running = d.submit({"kind": "numerics", "count": LONG_COUNT})
+        d.wait_status(running["id"], ("running",))
+        codes = []
+        def post():
+            codes.append(d.request("POST", "/v1/jobs", {"kind": "numerics"})[0])
+        threads = [threading.Thread(target=post) for _ in range(40)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        depth = d.get("/healthz")[2]["queue_depth"]
+        check(codes.count(202) == 2 and codes.count(503) == 38 and depth == 2,
+              f"40 concurrent submissions at --max-queued 2: {codes.count(202)} accepted, queue depth {depth}")
     finally:
         d.stop(signal.SIGKILL)
 

@@ -65,8 +65,6 @@ int api_server_start(const api_config *config, const api_backend *backend, api_s
                      char *errbuf, size_t errlen);
 /* The port actually bound. */
 int api_server_port(const api_server *server);
-/* Stops accepting new connections (in-flight requests finish). */
-void api_server_quiesce(api_server *server);
 /* Stops and frees. Accepts NULL. */
 void api_server_stop(api_server *server);
 

@@ -691,15 +691,6 @@ int api_server_port(const api_server *server)
     return info ? info->port : server->config.port;
 }
 
-void api_server_quiesce(api_server *server)
-{
-    if (server && server->mhd) {
-        MHD_socket fd = MHD_quiesce_daemon(server->mhd);
-        if (fd != MHD_INVALID_SOCKET)
-            close(fd);
-    }
-}
-
 void api_server_stop(api_server *server)
 {
     if (!server)

@@ -112,8 +112,7 @@ static int serve(int argc, char **argv)
     int sig = 0;
     sigwait(&stop_signals, &sig);
     log_info("daemon", "%s: no new jobs; waiting for running jobs to finish", strsignal(sig));
-    svc.accepting = 0;
-    api_server_quiesce(server);
+    svc.accepting = 0; /* the API stays up while jobs drain: healthz says "stopping", POST gets 503, DELETE cancels */
     scheduler_stop(sched);
     sched = NULL;
     status = 0;

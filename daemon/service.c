@@ -33,14 +33,17 @@ static int svc_submit(void *self, json_t *spec, json_t **job, api_error *err)
         return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the daemon is shutting down");
     if (spec_validate(spec, &kind, err))
         return -1;
-    int64_t id;
+    int64_t id = 0;
     double timeout = json_number_value(json_object_get(spec, "timeout_s"));
-    /* concurrent submissions: the check, the insert and the push under one lock, so
-     * max_queued holds (the scheduler only ever shortens the queue meanwhile) */
+    /* Concurrent submissions: the check, the insert and the push under one
+     * lock, so max_queued holds (the scheduler only shortens the queue
+     * meanwhile). The answer is the job as stored before it is queued: queued,
+     * however fast a worker then runs it. */
     pthread_mutex_lock(&svc->submit_lock);
     int full = queue_length(svc->queue) >= svc->max_queued;
     int stored = !full && store_job_insert(svc->store, kind->name, json_string_value(json_object_get(spec, "label")),
                                            timeout, spec, &id) == STORE_OK;
+    int got = stored ? store_job_get(svc->store, id, 0, job) : STORE_OK;
     int queued = stored && queue_push(svc->queue, id) == 0;
     pthread_mutex_unlock(&svc->submit_lock);
     if (full)
@@ -48,12 +51,18 @@ static int svc_submit(void *self, json_t *spec, json_t **job, api_error *err)
                         svc->max_queued);
     if (!stored)
         return api_fail(err, API_ERR_INTERNAL, NULL, "could not store the job (see the daemon log)");
-    if (!queued)
+    if (queued) {
+        scheduler_wake(svc->scheduler);
+        log_info("api", "job %lld (%s) queued", (long long)id, kind->name);
+    }
+    if (got != STORE_OK)
+        return store_failed(err, got, id);
+    if (!queued) {
+        json_decref(*job);
+        *job = NULL;
         return api_fail(err, API_ERR_UNAVAILABLE, NULL, "out of memory queuing job %lld", (long long)id);
-    scheduler_wake(svc->scheduler);
-    log_info("api", "job %lld (%s) queued", (long long)id, kind->name);
-    int rc = store_job_get(svc->store, id, 0, job);
-    return rc == STORE_OK ? 0 : store_failed(err, rc, id);
+    }
+    return 0;
 }
 
 static int svc_get(void *self, int64_t id, json_t **job, api_error *err)

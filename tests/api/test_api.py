@@ -571,6 +571,27 @@ def test_sigterm_graceful():
     check("waiting for running jobs" in log and "stopped" in log, "shutdown logged")
 
 
+def test_sigterm_drain():
+    """While running jobs drain after SIGTERM the API still answers: healthz
+    503 "stopping", submissions 503, and a cancel ends the wait."""
+    d = Daemon("drain")
+    job = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    d.wait_status(job["id"], ("running",))
+    d.proc.send_signal(signal.SIGTERM)
+    d.wait_for(lambda: d.get("/healthz")[0] == 503, "healthz 503 while draining", timeout=10)
+    status, _, body = d.get("/healthz")
+    check(body.get("status") == "stopping", f"healthz while draining: {status} {body}")
+    expect_error(d, "POST", "/v1/jobs", 503, "unavailable", body={"kind": "numerics"})
+    got, _, _ = d.request("DELETE", f"/v1/jobs/{job['id']}")
+    check(got in (200, 202), f"cancel while draining: {got}")
+    code = d.stop(signal.SIGTERM, timeout=30)
+    check(code == 0, f"exit status after the drain: {code}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    status = db.execute("SELECT status FROM jobs WHERE id = ?", (job["id"],)).fetchone()[0]
+    check(status == "cancelled", f"the cancelled job: {status}")
+    db.close()
+
+
 def main():
     d = Daemon("main")
     try:
@@ -579,7 +600,7 @@ def main():
             test(d)
     finally:
         d.stop()
-    for test in (test_token, test_queue_full, test_sigkill_restart, test_sigterm_graceful):
+    for test in (test_token, test_queue_full, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain):
         print("--", test.__name__, flush=True)
         test()
     if failures:

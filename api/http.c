@@ -539,7 +539,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     request *req = *con_cls;
     response res = {0};
 
-    /* find the route first: unknown routes and wrong methods need no body */
+    /* find the route first: unknown routes and wrong methods need no body.
+     * HEAD is GET without the body (libmicrohttpd leaves the body out). */
+    const char *route_method = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0 ? MHD_HTTP_METHOD_GET : method;
     size_t route_index = ROUTE_UNMATCHED;
     char id[64] = "";
     char allow[64] = "";
@@ -552,7 +554,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t len = strlen(allow);
         if (!strstr(allow, routes[i].method))
             snprintf(allow + len, sizeof allow - len, "%s%s", len ? ", " : "", routes[i].method);
-        if (strcmp(routes[i].method, method) == 0) {
+        if (strcmp(routes[i].method, route_method) == 0) {
             route_index = i;
             memcpy(id, seg, sizeof id);
         }
@@ -618,7 +620,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         api_fail(&err, API_ERR_METHOD_NOT_ALLOWED, NULL, "%s is not allowed on %s (allowed: %s)", method,
                  url, allow);
         set_error(&res, &err);
-    } else if (strcmp(method, "GET") == 0 && strncmp(url, "/v1/", 4) != 0) {
+    } else if (strcmp(route_method, "GET") == 0 && strncmp(url, "/v1/", 4) != 0) {
         enum MHD_Result result;
         if (serve_static(server, conn, url, &result)) {
             count_request(server, ROUTE_STATIC, 200);

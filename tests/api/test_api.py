@@ -367,6 +367,13 @@ def test_errors(d):
     resp = expect_error(d, "PUT", "/v1/jobs", 405, "method_not_allowed")
     check("POST" in (resp.getheader("Allow") or "") and "GET" in resp.getheader("Allow"), "Allow header")
     expect_error(d, "POST", "/healthz", 405, "method_not_allowed")
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)  # HEAD: GET without the body
+    conn.request("HEAD", "/healthz")
+    resp = conn.getresponse()
+    body = resp.read()
+    check(resp.status == 200 and body == b"" and int(resp.getheader("Content-Length", "0")) > 0,
+          f"HEAD /healthz: {resp.status} {body!r}")
+    conn.close()
     expect_error(d, "GET", "/v1/jobs?status=done", 400, "bad_request", "status")
     expect_error(d, "GET", "/v1/jobs?kind=teleport", 400, "bad_request", "kind")
     expect_error(d, "GET", "/v1/jobs?limit=-1", 400, "bad_request", "limit")

@@ -65,6 +65,10 @@ static int parse_size(const json_t *v, size_point *out, char *why, size_t whylen
     memset(out, 0, sizeof *out);
     if (json_is_integer(v) || json_is_real(v)) {
         double d = json_number_value(v);
+        if (d != floor(d)) {
+            snprintf(why, whylen, "%g is not a whole number of bytes", d);
+            return -1;
+        }
         out->bytes = d > 0 ? (uint64_t)d : 0;
         snprintf(out->label, sizeof out->label, "%llu", (unsigned long long)out->bytes);
     } else if (json_is_string(v)) {
@@ -83,7 +87,8 @@ static int parse_size(const json_t *v, size_point *out, char *why, size_t whylen
             return -1;
         }
         double bytes = x * (double)scale;
-        if (bytes > (double)MAX_SIZE_BYTES || fabs(bytes - round(bytes)) > 1e-6) {
+        /* relative: "0.1MB" is 100000 up to rounding, "4.0000001B" is not 4 */
+        if (bytes > (double)MAX_SIZE_BYTES || fabs(bytes - round(bytes)) > 1e-9 * bytes) {
             snprintf(why, whylen, "\"%s\" is not a whole number of bytes up to 16 GiB", s);
             return -1;
         }

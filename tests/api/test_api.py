@@ -402,6 +402,10 @@ def test_text_and_numbers(d):
     got, _, body = d.request("POST", "/v1/jobs", {"kind": "numerics", "count": 10000000001})
     check(got == 400 and "10000000000" in body["error"]["message"] and "10000000001" in body["error"]["message"],
           f"count bound printed exactly: {body}")
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "sizes[0]",
+                 body={"kind": "allreduce", "backend": "mpi", "sizes": ["4.0000001B"], "world_sizes": [2]})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "precision[1]",
+                 body={"kind": "benchmark", "model": "tiny", "context_length": 16, "precision": ["fp32", "fp32"]})
     # client text that is not UTF-8 (%ff), and UTF-8 cut by a fixed-size message buffer: JSON bodies
     for path in ("/v1/jobs/%ff", "/v1/jobs?kind=%ff", "/v1/schemas/%ff"):
         got, resp, body = d.request("GET", path)

@@ -284,7 +284,7 @@ static int check_object(schema_ctx *ctx, const json_t *schema, const json_t *v, 
     json_object_foreach((json_t *)v, key, child)
     {
         char sub[PATH_MAX_LEN];
-        snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", key);
+        snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", key[0] ? key : "\"\""); /* "" named */
         const json_t *child_schema = properties ? json_object_get(properties, key) : NULL;
         if (child_schema) {
             if (validate_at(ctx, child_schema, child, sub, err))

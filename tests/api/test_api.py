@@ -325,6 +325,7 @@ def test_errors(d):
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "count", body={"kind": "numerics", "count": "lots"})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "count", body={"kind": "numerics", "count": -3})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "colour", body={"kind": "numerics", "colour": 1})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", '""', body={"kind": "numerics", "": 1})
     expect_error(d, "POST", "/v1/jobs", 400, "malformed_json", body='{"kind":"numerics","kind":"numerics"}',
                  headers={"Content-Type": "application/json"})
     expect_error(d, "POST", "/v1/jobs", 415, "unsupported_media_type", body="kind=numerics",

@@ -32,6 +32,13 @@
 #define LMK_RMSNORM_VEC 1
 #endif
 #define RMS_ROWS 64 /* rows per dw partial */
+/* Build-time knob, off: the vector backward computes dx and dw in one pass
+ * (rmsnorm_bwd_dxdw_vec_kernel, RMS_FUSED_ROWS rows per block) instead of
+ * reading dout and x again for dw. Not yet timed on a GPU. */
+#ifndef LMK_RMSNORM_FUSED_DW
+#define LMK_RMSNORM_FUSED_DW 0
+#endif
+#define RMS_FUSED_ROWS 4 /* rows per block and per dw partial in the fused pass */
 
 // out (n, d) of E, rstd (n), x (n, d), w (d). Fused residual add when X2 is
 // not void: x (n, d) = x1 + x2 (x2 of X2) is written first (x may alias x1:
@@ -182,16 +189,15 @@ __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_fwd_vec_kernel(E *out
     }
 }
 
-// as rmsnorm_bwd_dx_kernel, vectors of 4, dout and x of the row in registers (layout as
-// rmsnorm_fwd_vec_kernel)
-template <typename E, typename H, int NV>
-__global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_bwd_dx_vec_kernel(float *dx, const E *dout,
-                                                                             const float *x, const float *w,
-                                                                             const float *rstd, int d,
-                                                                             const float *dres, H *dx16, int fmt)
+// one row of rmsnorm_bwd_dx_vec_kernel (vectors of 4, dout and x of the row in registers, layout as
+// rmsnorm_fwd_vec_kernel); DW: acc (this thread's elements) += dout · x · rstd of the row, in the
+// order rmsnorm_bwd_dw_part_kernel multiplies them
+template <typename E, typename H, int NV, bool DW>
+__device__ __forceinline__ void rms_bwd_vec_row(size_t row, float *dx, const E *dout, const float *x, const float *w,
+                                                const float *rstd, int d, const float *dres, H *dx16, int fmt,
+                                                double *sh, float (&acc)[NV][4])
 {
-    __shared__ double sh[32];
-    size_t row = blockIdx.x, at = row * d;
+    size_t at = row * d;
     float r = rstd[row];
     float dy[NV][4], xv[NV][4];
     double dot = 0.0;
@@ -207,6 +213,11 @@ __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_bwd_dx_vec_kernel(flo
 #pragma unroll
         for (int k = 0; k < 4; k++)
             dot += (double)dy[c][k] * wv[k] * xv[c][k];
+        if constexpr (DW) {
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                acc[c][k] += dy[c][k] * xv[c][k] * r;
+        }
     }
     dot = block_sum_double(dot, sh);
     float cf = (float)(dot * r * r * r / d);
@@ -235,6 +246,41 @@ __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_bwd_dx_vec_kernel(flo
                 h[k] = round_value_dev(o[k], fmt);
             st4(dx16, at + j, h);
         }
+    }
+}
+
+// as rmsnorm_bwd_dx_kernel, one row per block (rms_bwd_vec_row)
+template <typename E, typename H, int NV>
+__global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_bwd_dx_vec_kernel(float *dx, const E *dout,
+                                                                             const float *x, const float *w,
+                                                                             const float *rstd, int d,
+                                                                             const float *dres, H *dx16, int fmt)
+{
+    __shared__ double sh[32];
+    float no_acc[NV][4];
+    rms_bwd_vec_row<E, H, NV, false>(blockIdx.x, dx, dout, x, w, rstd, d, dres, dx16, fmt, sh, no_acc);
+}
+
+// rmsnorm_bwd_dx_vec_kernel over rows [blockIdx.x · rows_per_block, +rows_per_block) ∩ [0, n), and
+// this block's share of dw: part (gridDim.x, d) row blockIdx.x = Σ over those rows of dout · x · rstd
+// (each thread its own elements, rows in order); rmsnorm_dw_reduce_kernel adds the rows of part
+template <typename E, typename H, int NV>
+__global__ void __launch_bounds__(RMS_VEC_THREADS)
+    rmsnorm_bwd_dxdw_vec_kernel(float *dx, float *part, const E *dout, const float *x, const float *w,
+                                const float *rstd, int n, int d, int rows_per_block, const float *dres, H *dx16,
+                                int fmt)
+{
+    __shared__ double sh[32];
+    float acc[NV][4] = {};
+    int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, n);
+    for (int row = r0; row < r1; row++)
+        rms_bwd_vec_row<E, H, NV, true>(row, dx, dout, x, w, rstd, d, dres, dx16, fmt, sh, acc);
+#pragma unroll
+    for (int c = 0; c < NV; c++) {
+        int j = rms_vec_col(c);
+        if (j >= d)
+            break;
+        st4(part, (size_t)blockIdx.x * d + j, acc[c]);
     }
 }
 
@@ -301,6 +347,27 @@ __global__ void rmsnorm_bwd_dw_sum_kernel(float *dw, const float *part, int chun
     dw[j] += t;
 }
 
+/* grid (ceil(d/32)), block (32, 8): dw (d) += Σ_c part (chunks, d), thread
+ * (x, y) over chunks y, y + 8, …, then the 8 sums in order: for the many
+ * chunks of rmsnorm_bwd_dxdw_vec_kernel. */
+__global__ void rmsnorm_dw_reduce_kernel(float *dw, const float *part, int chunks, int d)
+{
+    __shared__ float sh[8][33];
+    int j = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (j < d)
+        for (int c = threadIdx.y; c < chunks; c += 8)
+            acc += part[(size_t)c * d + j];
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < d) {
+        float t = 0.0f;
+        for (int y = 0; y < 8; y++)
+            t += sh[y][threadIdx.x];
+        dw[j] += t;
+    }
+}
+
 int cuda_rmsnorm_fwd(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, const float *x,
                      const float *w, int n, int d, float eps)
 {
@@ -361,23 +428,55 @@ static int rmsnorm_dw(cuda_state *st, float *dw, const void *dout, lmk_dtype dt,
     return LMK_OK;
 }
 
+/* The vector kernels' backward (nv chunks per thread, rms_vec_chunks): dx
+ * (+ dres, and dx16 of H when given) and dw. LMK_RMSNORM_FUSED_DW: one pass
+ * over the rows, RMS_FUSED_ROWS per block, each block's share of dw in
+ * scratch, then rmsnorm_dw_reduce_kernel; otherwise rmsnorm_dw's two
+ * kernels, then one block per row. */
+template <typename H>
+static int rms_bwd_vec(cuda_state *st, int nv, float *dx, H *dx16, int fmt, float *dw, const void *dout,
+                       lmk_dtype dt, const float *dres, const float *x, const float *w, const float *rstd, int n,
+                       int d)
+{
+    if (LMK_RMSNORM_FUSED_DW) {
+        int blocks = (n + RMS_FUSED_ROWS - 1) / RMS_FUSED_ROWS;
+        void *ws = NULL;
+        int rc = cuda_scratch(st, sizeof(float) * (size_t)blocks * d, &ws);
+        if (rc != LMK_OK)
+            return rc;
+        RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dxdw_vec_kernel<E, H, NV>
+                                                   <<<blocks, RMS_VEC_THREADS, 0, st->stream>>>(
+                                                       dx, (float *)ws, (const E *)dout, x, w, rstd, n, d,
+                                                       RMS_FUSED_ROWS, dres, dx16, fmt)));
+        LAUNCH_CHECK(st, "rmsnorm_bwd_dxdw_vec_kernel");
+        rmsnorm_dw_reduce_kernel<<<(d + 31) / 32, dim3(32, 8), 0, st->stream>>>(dw, (const float *)ws, blocks, d);
+        LAUNCH_CHECK(st, "rmsnorm_dw_reduce_kernel");
+        return LMK_OK;
+    }
+    int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
+    if (rc != LMK_OK)
+        return rc;
+    RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dx_vec_kernel<E, H, NV>
+                                               <<<n, RMS_VEC_THREADS, 0, st->stream>>>(
+                                                   dx, (const E *)dout, x, w, rstd, d, dres, dx16, fmt)));
+    LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel");
+    return LMK_OK;
+}
+
 int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dt,
                      const float *x, const float *w, const float *rstd, int n, int d)
 {
     cuda_state *st = CST(b);
     if (n <= 0 || d <= 0 || (dt != LMK_F32 && dt != LMK_BF16 && dt != LMK_F16))
         return LMK_INVALID;
+    int nv = rms_vec_chunks(d, {dx, dout, x, w});
+    if (nv)
+        return rms_bwd_vec(st, nv, dx, (__nv_bfloat16 *)NULL, 0, dw, dout, dt, NULL, x, w, rstd, n, d);
     int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
     if (rc != LMK_OK)
         return rc;
-    int nv = rms_vec_chunks(d, {dx, dout, x, w});
-    if (nv)
-        RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dx_vec_kernel<E, __nv_bfloat16, NV>
-                                                   <<<n, RMS_VEC_THREADS, 0, st->stream>>>(
-                                                       dx, (const E *)dout, x, w, rstd, d, NULL, NULL, 0)));
-    else
-        DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
-                               dx, (const E *)dout, x, w, rstd, d, NULL, NULL, 0));
+    DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
+                           dx, (const E *)dout, x, w, rstd, d, NULL, NULL, 0));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel");
     return LMK_OK;
 }
@@ -390,21 +489,15 @@ int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, f
     if (n <= 0 || d <= 0 || (dt != LMK_F32 && dt != LMK_BF16 && dt != LMK_F16) ||
         (dx16 && fmt != LMK_ROUND_BF16 && fmt != LMK_ROUND_FP16))
         return LMK_INVALID;
+    int nv = rms_vec_chunks(d, {dx, dx16, dout, dres, x, w});
+    if (nv && fmt == LMK_ROUND_FP16)
+        return rms_bwd_vec(st, nv, dx, (__half *)dx16, fmt, dw, dout, dt, dres, x, w, rstd, n, d);
+    if (nv)
+        return rms_bwd_vec(st, nv, dx, (__nv_bfloat16 *)dx16, fmt, dw, dout, dt, dres, x, w, rstd, n, d);
     int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
     if (rc != LMK_OK)
         return rc;
-    int nv = rms_vec_chunks(d, {dx, dx16, dout, dres, x, w});
-    if (nv && fmt == LMK_ROUND_FP16)
-        RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dx_vec_kernel<E, __half, NV>
-                                                   <<<n, RMS_VEC_THREADS, 0, st->stream>>>(
-                                                       dx, (const E *)dout, x, w, rstd, d, dres, (__half *)dx16,
-                                                       fmt)));
-    else if (nv)
-        RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dx_vec_kernel<E, __nv_bfloat16, NV>
-                                                   <<<n, RMS_VEC_THREADS, 0, st->stream>>>(
-                                                       dx, (const E *)dout, x, w, rstd, d, dres,
-                                                       (__nv_bfloat16 *)dx16, fmt)));
-    else if (fmt == LMK_ROUND_FP16)
+    if (fmt == LMK_ROUND_FP16)
         DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __half><<<n, RMS_THREADS, 0, st->stream>>>(
                                dx, (const E *)dout, x, w, rstd, d, dres, (__half *)dx16, fmt))
     else

@@ -243,11 +243,13 @@ static int check_array(schema_ctx *ctx, const json_t *schema, const json_t *v, c
     size_t n = json_array_size(v);
     const json_t *bound;
     if ((bound = json_object_get(schema, "minItems")) && (json_int_t)n < json_integer_value(bound))
-        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at least %lld items",
-                        field_or_root(path), (long long)json_integer_value(bound));
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at least %lld item%s",
+                        field_or_root(path), (long long)json_integer_value(bound),
+                        json_integer_value(bound) == 1 ? "" : "s");
     if ((bound = json_object_get(schema, "maxItems")) && (json_int_t)n > json_integer_value(bound))
-        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at most %lld items",
-                        field_or_root(path), (long long)json_integer_value(bound));
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at most %lld item%s",
+                        field_or_root(path), (long long)json_integer_value(bound),
+                        json_integer_value(bound) == 1 ? "" : "s");
     const json_t *items = json_object_get(schema, "items");
     int unique = json_is_true(json_object_get(schema, "uniqueItems"));
     for (size_t i = 0; i < n; i++) {

@@ -699,5 +699,6 @@ const jobkind jobkind_allreduce = {
     .gpus_needed = allreduce_gpus_needed,
     .run = allreduce_run,
     .store_run = allreduce_store_run,
+    .store_failed_runs = 1, /* allreduce_runs keeps failed points with their error (0003_allreduce.sql) */
     .table = allreduce_table,
 };

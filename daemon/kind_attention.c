@@ -261,10 +261,9 @@ static json_t *run_point(run_ctx *ctx, const json_t *spec, size_t i, gpu_power_w
 static int attention_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf,
                          size_t errlen)
 {
-    (void)errbuf;
-    (void)errlen;
     size_t points = point_count(spec);
     int succeeded = 0, ooms = 0;
+    char first_error[320] = "";
     const runctx_device *dev = runctx_device_info(ctx);
     gpu_power_watch *watch = dev && dev->gpu_index >= 0 ? gpu_power_open(dev->gpu_index) : NULL;
     for (size_t i = 0; i < points; i++) {
@@ -276,12 +275,21 @@ static int attention_run(run_ctx *ctx, const json_t *spec, json_t **result, char
         snprintf(what, sizeof what, "point %zu of %zu", i + 1, points);
         runctx_progress(ctx, (double)i / (double)points, what);
         json_t *run = run_point(ctx, spec, i, watch);
-        succeeded += strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0;
+        if (strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0)
+            succeeded++;
+        else if (!first_error[0])
+            snprintf(first_error, sizeof first_error, "%s: %s", what,
+                     json_string_value(json_object_get(run, "error")) ? json_string_value(json_object_get(run, "error"))
+                                                                      : "failed");
         ooms += json_is_true(json_object_get(run, "oom"));
         runctx_emit_run(ctx, run);
     }
     gpu_power_close(watch);
     runctx_progress(ctx, 1.0, "done");
+    if (points && !succeeded) { /* the runs are kept; the job says it produced nothing */
+        snprintf(errbuf, errlen, "no point succeeded; first: %s", first_error);
+        return LMK_INVALID;
+    }
     *result = json_pack("{s:I, s:i, s:I, s:i, s:s}", "runs", (json_int_t)points, "succeeded",
                         succeeded, "failed", (json_int_t)(points - (size_t)succeeded), "oom", ooms,
                         "flop_convention", ATTN_FLOP_CONVENTION);

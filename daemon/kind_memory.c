@@ -15,7 +15,8 @@
  * note. A point that fails (out of memory on the device, or past the spec's
  * memory_limit_bytes) is a failed run carrying the requested and free bytes
  * and the report of the events up to the failure, its event list stored for
- * download like a succeeded run's (store_failed_runs); the sweep goes on. */
+ * download like a succeeded run's (store_failed_runs); the sweep goes on, and
+ * the job fails only when no point succeeded (model_point_sweep). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,7 +304,7 @@ static json_t *oom_json(const mem_watch *w, const lmk_allocator *a, const char *
 static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const model_point *p, int *cancelled,
                          char *errbuf, size_t errlen)
 {
-    (void)errbuf, (void)errlen; /* a point's failure is a failed run, never the job's */
+    (void)errbuf, (void)errlen; /* a point's failure is a failed run (the job fails only when no point succeeded) */
     json_t *run = model_point_run_json(p);
     int training = p->mode && strcmp(p->mode, "train_step") == 0;
     int steps = spec_int(spec, "steps", 2);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -146,6 +147,70 @@ static int worker_command(int argc, char **argv)
 }
 
 /* lmperfd run SPEC.json [--cpu-only] */
+#define RUN_SPEC_MAX_BYTES (16u << 20) /* a spec file larger than this is refused unread */
+
+/* The text of the spec file at path ("-": stdin), NUL-terminated, in *text
+ * (new) and its length in *len, a UTF-8 byte order mark left out. Returns 0,
+ * or -1 with the reason in why. */
+static int read_spec_text(const char *path, char **text, size_t *len, char *why, size_t whylen)
+{
+    int from_stdin = strcmp(path, "-") == 0;
+    FILE *f = from_stdin ? stdin : fopen(path, "rb");
+    if (!f) {
+        snprintf(why, whylen, "cannot open it: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (!from_stdin && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        snprintf(why, whylen, "is a directory, not a spec file");
+        return -1;
+    }
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap + 1);
+    int rc = 0;
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) {
+            if (ferror(f)) {
+                snprintf(why, whylen, "cannot read it: %s", strerror(errno));
+                rc = -1;
+            }
+            break;
+        }
+        if (cap >= RUN_SPEC_MAX_BYTES) {
+            snprintf(why, whylen, "is larger than %u MiB: not a job spec", RUN_SPEC_MAX_BYTES >> 20);
+            rc = -1;
+            break;
+        }
+        cap *= 2;
+        char *grown = realloc(buf, cap + 1);
+        if (!grown)
+            free(buf);
+        buf = grown;
+    }
+    if (!from_stdin)
+        fclose(f);
+    if (!buf) {
+        snprintf(why, whylen, "out of memory reading it");
+        return -1;
+    }
+    if (rc == 0 && n == 0) {
+        snprintf(why, whylen, "is empty: a job spec is a JSON object such as {\"kind\": \"numerics\"}");
+        rc = -1;
+    }
+    if (rc) {
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    size_t skip = n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    memmove(buf, buf + skip, n - skip + 1);
+    *text = buf;
+    *len = n - skip;
+    return 0;
+}
+
 static int run_command(int argc, char **argv)
 {
     const char *path = NULL;
@@ -164,21 +229,31 @@ static int run_command(int argc, char **argv)
         fprintf(stderr, "usage: lmperfd run SPEC.json [--cpu-only]   (SPEC.json may be - for stdin)\n");
         return 2;
     }
+    char *text = NULL, why[256];
+    size_t len = 0;
+    if (read_spec_text(path, &text, &len, why, sizeof why)) {
+        fprintf(stderr, "lmperfd run: %s %s\n", path, why);
+        return 2;
+    }
     json_error_t jerr;
-    json_t *spec = strcmp(path, "-") == 0 ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
-                                          : json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *spec = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (!spec) {
-        fprintf(stderr, "lmperfd run: %s: %s (line %d)\n", path, jerr.text, jerr.line);
+        fprintf(stderr, "lmperfd run: %s is not valid JSON: %s (line %d, column %d)\n", path, jerr.text, jerr.line,
+                jerr.column);
         return 2;
     }
     const jobkind *kind;
     api_error aerr;
     if (spec_validate(spec, &kind, &aerr)) {
+        /* the API's error document on stdout, one line for a person on stderr */
         json_t *e = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", api_error_wire_code(aerr.code), "message",
                               aerr.message, "field", aerr.field[0] ? aerr.field : NULL);
         json_dumpf(e, stdout, JSON_INDENT(2));
         putchar('\n');
         json_decref(e);
+        fprintf(stderr, "lmperfd run: %s: %s%s%s%s\n", path, aerr.message, aerr.field[0] ? " (field " : "",
+                aerr.field, aerr.field[0] ? ")" : "");
         json_decref(spec);
         return 2;
     }
@@ -186,6 +261,10 @@ static int run_command(int argc, char **argv)
     int rc = worker_run_oneshot(spec, want, &out);
     json_dumpf(out, stdout, JSON_INDENT(2));
     putchar('\n');
+    if (rc != 0)
+        fprintf(stderr, "lmperfd run: %s: the job failed: %s\n", path,
+                json_string_value(json_object_get(out, "error")) ? json_string_value(json_object_get(out, "error"))
+                                                                 : "(no reason given)");
     json_decref(out);
     json_decref(spec);
     return rc == 0 ? 0 : 1;

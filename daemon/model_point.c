@@ -286,6 +286,7 @@ int model_point_sweep(run_ctx *ctx, const json_t *spec, model_point_runner run_p
         return rc;
     size_t points = model_point_count(spec);
     size_t succeeded = 0;
+    char first_error[320] = "";
     for (size_t i = 0; i < points; i++) {
         model_point p;
         if (runctx_cancelled(ctx))
@@ -305,10 +306,19 @@ int model_point_sweep(run_ctx *ctx, const json_t *spec, model_point_runner run_p
             json_decref(run);
             return LMK_CANCELLED;
         }
-        succeeded += strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0;
+        if (strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0)
+            succeeded++;
+        else if (!first_error[0])
+            snprintf(first_error, sizeof first_error, "%s: %s", what,
+                     json_string_value(json_object_get(run, "error")) ? json_string_value(json_object_get(run, "error"))
+                                                                      : "failed");
         runctx_emit_run(ctx, run);
     }
     runctx_progress(ctx, 1.0, "done");
+    if (points && !succeeded) { /* the runs are kept; the job says it produced nothing */
+        snprintf(errbuf, errlen, "no point succeeded; first: %s", first_error);
+        return LMK_INVALID;
+    }
     *result = json_pack("{s:I, s:I, s:I}", "runs", (json_int_t)points, "succeeded", (json_int_t)succeeded,
                         "failed", (json_int_t)(points - succeeded));
     return LMK_OK;

@@ -67,7 +67,8 @@ typedef json_t *(*model_point_runner)(run_ctx *ctx, struct lmk_backend *b, const
 /* Walks the sweep of spec in order: the worker's backend, progress,
  * cancellation between points, each run emitted as soon as it is done, and
  * *result (new) = {"runs", "succeeded", "failed"}. Returns 0, LMK_CANCELLED,
- * or another lmk status with errbuf filled. */
+ * or another lmk status with errbuf filled: LMK_INVALID with "no point
+ * succeeded; first: …" when every point failed (the runs are emitted). */
 int model_point_sweep(run_ctx *ctx, const json_t *spec, model_point_runner run_point, json_t **result,
                       char *errbuf, size_t errlen);
 

@@ -25,11 +25,13 @@ struct run_ctx {
     int run_index;
     int cancelled;
     long long last_progress_ns;
+    char last_progress[160];       /* the message last sent: a new one is never held back */
     json_t *collected;             /* one-shot: emitted runs */
     int gpus[RUNCTX_MAX_GPUS];     /* reserved for the current job, own first */
     int gpu_count;
     line_reader reader;            /* worker: lines arriving during a job */
     struct lmk_backend *backend;   /* created on first use, owned */
+    volatile sig_atomic_t *stop;   /* one-shot: set by a signal handler; NULL when none */
 };
 
 static long long now_ns(void)
@@ -67,6 +69,7 @@ void runctx_begin_job(run_ctx *ctx, int64_t job_id)
     ctx->run_index = 0;
     ctx->cancelled = 0;
     ctx->last_progress_ns = 0;
+    ctx->last_progress[0] = '\0';
     ctx->gpu_count = 0;
     json_array_clear(ctx->collected);
 }
@@ -96,10 +99,15 @@ void runctx_set_cancelled(run_ctx *ctx)
 
 void runctx_progress(run_ctx *ctx, double fraction, const char *message)
 {
+    /* Repeats of one message are thinned to one per PROGRESS_MIN_INTERVAL_NS; a
+     * changed message goes out at once (the kinds change it once per point), so
+     * a long point never shows the previous point's text. */
     long long now = now_ns();
-    if (now - ctx->last_progress_ns < PROGRESS_MIN_INTERVAL_NS && fraction < 1.0)
+    int same = strncmp(message ? message : "", ctx->last_progress, sizeof ctx->last_progress - 1) == 0;
+    if (same && now - ctx->last_progress_ns < PROGRESS_MIN_INTERVAL_NS && fraction < 1.0)
         return;
     ctx->last_progress_ns = now;
+    snprintf(ctx->last_progress, sizeof ctx->last_progress, "%s", message ? message : "");
     if (ctx->mode == RUNCTX_ONESHOT) {
         log_info("run", "%5.1f%% %s", fraction * 100.0, message ? message : "");
         return;
@@ -176,7 +184,14 @@ int runctx_cancelled(run_ctx *ctx)
 {
     if (ctx->mode == RUNCTX_WORKER && !ctx->cancelled)
         poll_daemon(ctx);
+    if (ctx->stop && *ctx->stop)
+        ctx->cancelled = 1;
     return ctx->cancelled;
+}
+
+void runctx_set_stop_flag(run_ctx *ctx, volatile sig_atomic_t *flag)
+{
+    ctx->stop = flag;
 }
 
 const runctx_device *runctx_device_info(const run_ctx *ctx)

@@ -9,6 +9,7 @@
 #define DAEMON_RUNCTX_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,6 +76,9 @@ json_t *runctx_collected_runs(run_ctx *ctx);
  * *closed = 1 when the socket closed or failed. Lines read ahead while a job
  * runs stay buffered here, so a cancel sent right behind its job is seen. */
 json_t *runctx_next_message(run_ctx *ctx, int *closed);
+/* One-shot mode: *flag non-zero (set by a signal handler, e.g. timeout_s
+ * passing) cancels the job like a DELETE does. flag borrowed, may be NULL. */
+void runctx_set_stop_flag(run_ctx *ctx, volatile sig_atomic_t *flag);
 /* Records the GPUs reserved for the current job (from the job line). */
 void runctx_set_gpus(run_ctx *ctx, const int *gpus, int count);
 /* Marks the current job cancelled (the worker calls this when a cancel line

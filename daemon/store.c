@@ -677,8 +677,8 @@ int store_job_events(store *s, const jobkind *kind, int64_t id, int run_index, j
 int store_job_trace(store *s, const jobkind *kind, int64_t id, int run_index, json_t **out, api_error *err)
 {
     if (!kind->trace)
-        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld is a %s job; traces come from profile jobs",
-                        (long long)id, kind->name);
+        return api_fail(err, API_ERR_NOT_FOUND, NULL, "job %lld is %s %s job; traces come from profile jobs",
+                        (long long)id, strchr("aeiou", kind->name[0]) ? "an" : "a", kind->name);
     return run_view(s, kind->trace, id, run_index, out, err);
 }
 

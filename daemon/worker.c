@@ -1,6 +1,7 @@
 /* Worker process main loop and the one-shot runner; both call the job kind's
  * run() through run_job(). */
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -114,6 +115,26 @@ int worker_main(int fd, int want)
     return status;
 }
 
+/* One-shot mode's timeout_s (the daemon's scheduler enforces it for
+ * workers): the first SIGALRM asks the job to stop at its next safe point;
+ * one ONESHOT_GRACE_S later, a job still running is ended with the process,
+ * as the daemon restarts a worker that does not stop. */
+#define ONESHOT_GRACE_S 30
+static volatile sig_atomic_t oneshot_timed_out;
+
+static void oneshot_alarm(int sig)
+{
+    (void)sig;
+    if (oneshot_timed_out) {
+        static const char msg[] = "lmperfd run: the job did not stop within 30 s of its timeout_s; exiting\n";
+        ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)ignored;
+        _exit(1);
+    }
+    oneshot_timed_out = 1;
+    alarm(ONESHOT_GRACE_S);
+}
+
 int worker_run_oneshot(const json_t *spec, int want, json_t **out)
 {
     runctx_device device;
@@ -136,8 +157,21 @@ int worker_run_oneshot(const json_t *spec, int want, json_t **out)
         return -1;
     }
     runctx_begin_job(ctx, 0);
+    double timeout_s = json_number_value(json_object_get(spec, "timeout_s"));
+    unsigned alarm_s = timeout_s > 0 ? (unsigned)ceil(timeout_s) : 0;
+    if (alarm_s) {
+        oneshot_timed_out = 0;
+        runctx_set_stop_flag(ctx, &oneshot_timed_out);
+        signal(SIGALRM, oneshot_alarm);
+        alarm(alarm_s);
+    }
     json_t *result = NULL;
     int rc = run_job(ctx, spec, &result, err, sizeof err);
+    alarm(0);
+    if (oneshot_timed_out && rc != LMK_OK) {
+        snprintf(err, sizeof err, "timed out after %g s (timeout_s)", timeout_s);
+        rc = LMK_CANCELLED;
+    }
     json_object_set_new(doc, "status", json_string(rc == LMK_OK ? "succeeded" : "failed"));
     json_object_set_new(doc, "error", rc == LMK_OK ? json_null() : json_string(err));
     json_object_set_new(doc, "result", result ? result : json_null());

@@ -433,6 +433,10 @@ def test_text_and_numbers(d):
                         "iterations": 1, "warmup": 0, "hostfile": hostfile})
         done = d.wait_status(job["id"], ("failed", "succeeded"), timeout=60)
         check(done["status"] == "failed" and done.get("error"), f"mpi job with a cut error: {done}")
+        # its failed point is a row of the allreduce table (allreduce_runs keeps failed points)
+        status, _, tbl = d.get(f"/v1/jobs/{job['id']}/table?format=json")
+        rows = tbl.get("rows") if isinstance(tbl, dict) else None
+        check(status == 200 and rows and str(rows[0][-1]).startswith("failed"), f"failed allreduce point stored: {tbl}")
     else:
         print("mpirun not found: the cut-error check did not run", flush=True)
     check(d.get("/healthz")[0] == 200, "daemon alive after the text checks")

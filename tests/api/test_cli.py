@@ -1,0 +1,78 @@
+"""`lmperfd run SPEC` (the one-shot runner) on bad input and its job outcomes,
+cpu worker: a directory, a missing, an empty and an oversized file, a UTF-8
+byte order mark, a spec error (the API's error document on stdout, one line
+naming the field on stderr), timeout_s (the job fails, the process does not
+hang), a sweep in which no point succeeds (the job fails, its runs are kept).
+usage: test_cli.py LMPERFD. Exit 0 when every check passes, 1 otherwise."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+LMPERFD = sys.argv[1]
+failures = []
+
+
+def check(cond, message):
+    if not cond:
+        failures.append(message)
+        print("FAIL:", message, flush=True)
+    return cond
+
+
+def run(path, timeout=60):
+    t0 = time.time()
+    p = subprocess.run([LMPERFD, "run", path, "--cpu-only"], capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr, time.time() - t0
+
+
+def write(folder, name, text, mode="w"):
+    path = os.path.join(folder, name)
+    with open(path, mode) as f:
+        f.write(text)
+    return path
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        rc, _, err, _ = run(tmp)
+        check(rc == 2 and "is a directory" in err, f"a directory: {rc} {err!r}")
+        rc, _, err, _ = run(os.path.join(tmp, "missing.json"))
+        check(rc == 2 and "cannot open" in err and "No such file" in err, f"a missing file: {rc} {err!r}")
+        rc, _, err, _ = run(write(tmp, "empty.json", ""))
+        check(rc == 2 and "is empty" in err, f"an empty file: {rc} {err!r}")
+        rc, _, err, _ = run(write(tmp, "big.json", b"{" + b" " * (17 << 20) + b"}", "wb"))
+        check(rc == 2 and "larger than" in err, f"an oversized file: {rc} {err!r}")
+        rc, out, err, _ = run(write(tmp, "bom.json", b'\xef\xbb\xbf{"kind": "numerics", "count": 10}', "wb"))
+        check(rc == 0 and json.loads(out)["status"] == "succeeded", f"a byte order mark: {rc} {err[-300:]!r}")
+        rc, out, err, _ = run(write(tmp, "bad.json", '{"kind": "numerics", "count": "many"}'))
+        doc = json.loads(out) if out.strip() else {}
+        check(rc == 2 and doc.get("error", {}).get("field") == "count", f"a spec error on stdout: {rc} {out!r}")
+        check("(field count)" in err and "must be an integer" in err, f"a spec error on stderr: {err!r}")
+        rc, out, err, secs = run(write(tmp, "slow.json", json.dumps(
+            {"kind": "benchmark", "model": "tiny", "context_length": 256, "warmup_steps": 0, "measure_steps": 10000,
+             "timeout_s": 2})), timeout=120)
+        doc = json.loads(out) if out.strip() else {}
+        check(rc == 1 and doc.get("status") == "failed" and "timed out after 2 s" in (doc.get("error") or ""),
+              f"timeout_s in one-shot mode: {rc} {doc.get('status')} {doc.get('error')}")
+        check(secs < 45, f"timeout_s 2 ended the run in {secs:.0f} s")
+        rc, out, err, _ = run(write(tmp, "flash.json", json.dumps(
+            {"kind": "attention", "impl": "flash", "batch": 1, "seq_len": 32, "d_head": 16, "passes": 2,
+             "warmup": 0})))
+        doc = json.loads(out) if out.strip() else {}
+        check(rc == 1 and doc.get("status") == "failed" and "no point succeeded" in (doc.get("error") or ""),
+              f"no point succeeded: {rc} {doc.get('status')} {doc.get('error')}")
+        check(len(doc.get("runs") or []) == 1 and doc["runs"][0].get("status") == "failed",
+              f"the failed point is kept: {doc.get('runs')}")
+        check("the job failed" in err, f"a failed job says so on stderr: {err[-300:]!r}")
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    print("lmperfd run: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -275,12 +275,7 @@ static int attention_run(run_ctx *ctx, const json_t *spec, json_t **result, char
         snprintf(what, sizeof what, "point %zu of %zu", i + 1, points);
         runctx_progress(ctx, (double)i / (double)points, what);
         json_t *run = run_point(ctx, spec, i, watch);
-        if (strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0)
-            succeeded++;
-        else if (!first_error[0])
-            snprintf(first_error, sizeof first_error, "%s: %s", what,
-                     json_string_value(json_object_get(run, "error")) ? json_string_value(json_object_get(run, "error"))
-                                                                      : "failed");
+        succeeded += runctx_tally(run, what, first_error, sizeof first_error);
         ooms += json_is_true(json_object_get(run, "oom"));
         runctx_emit_run(ctx, run);
     }

@@ -306,12 +306,7 @@ int model_point_sweep(run_ctx *ctx, const json_t *spec, model_point_runner run_p
             json_decref(run);
             return LMK_CANCELLED;
         }
-        if (strcmp(json_string_value(json_object_get(run, "status")), "succeeded") == 0)
-            succeeded++;
-        else if (!first_error[0])
-            snprintf(first_error, sizeof first_error, "%s: %s", what,
-                     json_string_value(json_object_get(run, "error")) ? json_string_value(json_object_get(run, "error"))
-                                                                      : "failed");
+        succeeded += (size_t)runctx_tally(run, what, first_error, sizeof first_error);
         runctx_emit_run(ctx, run);
     }
     runctx_progress(ctx, 1.0, "done");

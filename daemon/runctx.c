@@ -189,6 +189,17 @@ int runctx_cancelled(run_ctx *ctx)
     return ctx->cancelled;
 }
 
+int runctx_tally(const json_t *run, const char *what, char *first_error, size_t len)
+{
+    const char *status = json_string_value(json_object_get(run, "status"));
+    if (status && strcmp(status, "succeeded") == 0)
+        return 1;
+    const char *error = json_string_value(json_object_get(run, "error"));
+    if (!first_error[0])
+        snprintf(first_error, len, "%s: %s", what, error ? error : "failed");
+    return 0;
+}
+
 void runctx_set_stop_flag(run_ctx *ctx, volatile sig_atomic_t *flag)
 {
     ctx->stop = flag;

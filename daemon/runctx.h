@@ -38,6 +38,11 @@ void runctx_progress(run_ctx *ctx, double fraction, const char *message);
  * must carry "status": "succeeded" | "failed" and, when failed, "error". */
 void runctx_emit_run(run_ctx *ctx, json_t *run);
 
+/* A sweep's outcome, run by run (call before runctx_emit_run steals run):
+ * returns 1 when run succeeded; otherwise records "what: <its error>" in
+ * first_error (len bytes) unless it already holds one, and returns 0. */
+int runctx_tally(const json_t *run, const char *what, char *first_error, size_t len);
+
 /* Non-zero once the job has been asked to stop (DELETE while running). */
 int runctx_cancelled(run_ctx *ctx);
 

@@ -312,6 +312,21 @@ static int rms_vec_chunks(int d, std::initializer_list<const void *> ptrs)
         }                             \
     } while (0)
 
+/* Blocks of (32, 8) threads, one column per threadIdx.x: the 8 threads'
+ * sums acc of a column added in the order of threadIdx.y, returned where
+ * out (a thread of threadIdx.y 0 whose column exists; the others get 0).
+ * sh: the block's [8][33] floats. */
+__device__ __forceinline__ float column_sum8(float acc, float (*sh)[33], bool out)
+{
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    float t = 0.0f;
+    if (out)
+        for (int y = 0; y < 8; y++)
+            t += sh[y][threadIdx.x];
+    return t;
+}
+
 /* grid (ceil(d/32), chunks), block (32, 8): part (chunks, d) = Σ over the
  * chunk's rows of dy x r, in a fixed order. */
 template <typename E>
@@ -325,14 +340,10 @@ __global__ void rmsnorm_bwd_dw_part_kernel(float *part, const E *dout, const flo
     if (j < d)
         for (int i = r0 + threadIdx.y; i < r1; i += 8)
             acc += ld_f(dout, (size_t)i * d + j) * x[(size_t)i * d + j] * rstd[i];
-    sh[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && j < d) {
-        float t = 0.0f;
-        for (int y = 0; y < 8; y++)
-            t += sh[y][threadIdx.x];
+    bool out = threadIdx.y == 0 && j < d;
+    float t = column_sum8(acc, sh, out);
+    if (out)
         part[(size_t)blockIdx.y * d + j] = t;
-    }
 }
 
 // dw (d) += Σ_c part (chunks, d)
@@ -358,14 +369,10 @@ __global__ void rmsnorm_dw_reduce_kernel(float *dw, const float *part, int chunk
     if (j < d)
         for (int c = threadIdx.y; c < chunks; c += 8)
             acc += part[(size_t)c * d + j];
-    sh[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && j < d) {
-        float t = 0.0f;
-        for (int y = 0; y < 8; y++)
-            t += sh[y][threadIdx.x];
+    bool out = threadIdx.y == 0 && j < d;
+    float t = column_sum8(acc, sh, out);
+    if (out)
         dw[j] += t;
-    }
 }
 
 int cuda_rmsnorm_fwd(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, const float *x,

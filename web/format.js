@@ -41,8 +41,15 @@ export function ratio(x) {
   return isNum(x) ? NF[2].format(x) + '×' : '—';
 }
 
+/* A user's text (a job label) inside a string the page puts together: isolated
+ * (U+2068 … U+2069), so right-to-left characters in it do not reorder the text
+ * around it. */
+export function isolate(text) {
+  return '\u2068' + text + '\u2069';
+}
+
 export function percent(x) {
-  return isNum(x) ? NF[1].format(x * 100) + ' %' : '—';
+  return isNum(x) ? NF[1].format(x * 100).replace(/^-(0\.0)$/, '$1') + ' %' : '—'; /* no "-0.0 %" */
 }
 
 export function tflops(x) {

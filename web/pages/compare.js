@@ -123,7 +123,8 @@ export async function render(main, ctx) {
     runs: (params.get('runs') || '').split(',').filter(Boolean),
     jobs: (params.get('jobs') || '').split(',').filter(Boolean).map(Number),
     baseline: params.get('baseline') || '',
-    phase: params.get('phase') || 'total',
+    // an unknown phase in a hand-edited URL falls back to the whole step
+    phase: PHASES.some((p) => p.key === params.get('phase')) ? params.get('phase') : 'total',
     logX: params.get('logx') === '1', logY: params.get('logy') === '1',
     filter: '',
   };
@@ -255,7 +256,7 @@ export async function render(main, ctx) {
       mount(list, [...byJob].sort((a, b) => b[0] - a[0]).map(([jid, rs]) => {
         const match = rs.filter((r) => words.every((w) => text(r).includes(w)));
         if (!match.length) return null;
-        return h('fieldset', null, h('legend', null, `Job #${jid} ${rs[0].stats ? 'benchmark' : 'memory'}${rs[0].job_label ? ' — ' + rs[0].job_label : ''} · ${fmt.when(rs[0].job_created_at)}`),
+        return h('fieldset', null, h('legend', null, `Job #${jid} ${rs[0].stats ? 'benchmark' : 'memory'}${rs[0].job_label ? ' — ' + fmt.isolate(rs[0].job_label) : ''} · ${fmt.when(rs[0].job_created_at)}`),
           [...match].sort(rs[0].stats ? compareRuns : MEMORY_ORDER).map((r) => h('label', {class: 'check'},
             h('input', {type: 'checkbox', value: ref(r), checked: state.runs.includes(ref(r)), onchange: (e) => {
               if (e.target.checked) state.runs.push(ref(r)); else state.runs = state.runs.filter((x) => x !== ref(r));

@@ -113,7 +113,7 @@ function allreduceView(job) {
   });
   if (ok.length) api.list({kind: 'allreduce', status: 'succeeded', limit: 200}).then((page) => {
     for (const j of page.jobs || []) if (j.id !== job.id)
-      overlaySel.append(h('option', {value: j.id}, `#${j.id} ${j.spec && j.spec.backend ? j.spec.backend : ''}${j.label ? ' — ' + j.label : ''}`));
+      overlaySel.append(h('option', {value: j.id}, `#${j.id} ${j.spec && j.spec.backend ? j.spec.backend : ''}${j.label ? ' — ' + fmt.isolate(j.label) : ''}`));
   }).catch(() => {});
   return [
     h('h2', null, `All-reduce (${runs[0] ? runs[0].backend : ''}, ${runs[0] ? runs[0].dtype : ''})`),

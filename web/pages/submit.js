@@ -42,7 +42,8 @@ function buildField(f, presets) {
     return {
       el: wrap(el),
       read: () => {
-        const v = el.value.split(',').map((x) => x.trim()).filter(Boolean).map(Number);
+        // a token that is not a number stays text, so the server's error names it (not "null")
+        const v = el.value.split(',').map((x) => x.trim()).filter(Boolean).map((x) => (/^-?\d+$/.test(x) ? Number(x) : x));
         return v.length === 1 && !f.alwaysArray ? v[0] : v;
       },
       input: el,
@@ -117,7 +118,7 @@ export async function render(main, ctx) {
 
   const kindSel = h('select', {id: 'kind', name: 'kind', onchange: (e) => { kind = e.target.value; replaceParams(new URLSearchParams({kind})); build(); }},
     kinds.map((k) => h('option', {value: k, selected: k === kind, disabled: !available.includes(k)},
-      (KINDS[k] ? KINDS[k].title : k) + (available.includes(k) ? '' : ' (not on this daemon)'))));
+      (Object.hasOwn(KINDS, k) ? KINDS[k].title : k) + (available.includes(k) ? '' : ' (not on this daemon)'))));
   const formBody = h('div');
   const specPre = h('pre', {class: 'code', id: 'spec-json'});
   const curlPre = h('pre', {class: 'code', id: 'curl'});
@@ -142,7 +143,7 @@ export async function render(main, ctx) {
 
   function build() {
     errorBox.hidden = true;
-    const def = KINDS[kind];
+    const def = Object.hasOwn(KINDS, kind) ? KINDS[kind] : null; /* not Object.prototype's "constructor" */
     if (def) {
       fields = def.fields.map((f) => ({f, ...buildField(f, presets)}));
       mount(formBody, h('p', {class: 'muted', id: 'kind-help'}, def.help), fields.map((x) => x.el));

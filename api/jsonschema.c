@@ -19,13 +19,6 @@ typedef struct schema_ctx {
 static int validate_at(schema_ctx *ctx, const json_t *schema, const json_t *value, const char *path,
                        api_error *err);
 
-/* "integer" takes JSON integers only: the runners read these fields as
- * integers, and 64.0 (a real to jansson) would read as 0. */
-static int is_integer_value(const json_t *v)
-{
-    return json_is_integer(v);
-}
-
 /* A real with no fraction (64.0, 1e3): refused where an integer is wanted,
  * with a message that says how to write it. */
 static int is_whole_real(const json_t *v)
@@ -44,8 +37,8 @@ static int type_matches(const char *type, const json_t *v)
         return json_is_array(v);
     if (strcmp(type, "string") == 0)
         return json_is_string(v);
-    if (strcmp(type, "integer") == 0)
-        return is_integer_value(v);
+    if (strcmp(type, "integer") == 0) /* JSON integers only: the runners read 64.0 (a real to jansson) as 0 */
+        return json_is_integer(v);
     if (strcmp(type, "number") == 0)
         return json_is_number(v);
     if (strcmp(type, "boolean") == 0)

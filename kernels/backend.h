@@ -66,6 +66,13 @@ typedef struct lmk_gemm {
      * batch strides stay in stride_a/b/c. cuda: not with a float32 input
      * rounded to 16 bits or an out_round pass over float32 C (LMK_INVALID). */
     int64_t lda, ldb, ldc;
+    /* A hint: the GEMM may run concurrently with the work the caller issues
+     * after it, up to the next lane_join (cuda with LMK_OVERLAP_GEMMS: on a
+     * second stream, ordered after everything issued before it; cpu:
+     * ignored). Until lane_join the caller must not free, overwrite or read
+     * c, nor free or overwrite a or b. Results are those of the same GEMM
+     * without the hint. */
+    int overlap;
 } lmk_gemm;
 
 /* Hyper-parameters of one AdamW step (CS336 form, see model.h). */
@@ -110,6 +117,9 @@ struct lmk_backend {
     int (*download)(lmk_backend *b, void *host_dst, const void *src, size_t bytes); /* device→host, waits */
     /* Waits for all queued work. */
     int (*synchronize)(lmk_backend *b);
+    /* Orders all later work after every overlap GEMM (lmk_gemm.overlap)
+     * issued so far. NULL: the backend runs overlap GEMMs in order. */
+    int (*lane_join)(lmk_backend *b);
 
     /* --- ops -------------------------------------------------------------- */
     /* out (n, d) = w[ids[i]] for ids (n) in [0, vocab); w (vocab, d). */

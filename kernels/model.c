@@ -901,6 +901,14 @@ static int make_persistent_copies(lmk_model *m)
     return LMK_OK;
 }
 
+/* Orders the backend's later work after the overlap GEMMs issued so far
+ * (lmk_gemm.overlap): called before anything they read or write is freed,
+ * overwritten or read. */
+static int lane_join(lmk_model *m)
+{
+    return m->b->lane_join ? m->b->lane_join(m->b) : LMK_OK;
+}
+
 /* The gradient of s for a GEMM that writes all of it (dW = dyᵀ x): *beta = 0
  * at the first write of a backward (the GEMM overwrites: no zeroing pass,
  * the same values as accumulating into zeros), else 1 (accumulate);
@@ -978,19 +986,21 @@ static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumula
         dyo.h = dy16.data;
     else if (dy_half && dy_half->data)
         dyo.h = dy_half->data;
-    lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1.0f,
-                   .beta = accumulate_dx ? 1.0f : 0.0f, .in_round = m->in_round,
-                   .out_round = dx->dtype == LMK_F32 ? LMK_ROUND_NONE : m->out_round};
-    snprintf(name, sizeof name, "%s dx = dy W", op);
-    rc = gemm2(m, name, &gx, dx, dyo, op_w(w));
+    /* dW first, as an overlap GEMM: it may run beside dx (lane_join below) */
+    lmk_gemm gw = {.trans_a = 1, .m = dout, .n = din, .k = n, .batch = 1, .alpha = 1.0f,
+                   .beta = beta_w, .in_round = m->in_round, .out_round = LMK_ROUND_NONE, .overlap = 1};
+    snprintf(name, sizeof name, "%s dW += dy^T x", op);
+    rc = gemm2(m, name, &gw, &w->g, dyo, x);
     if (rc == LMK_OK) {
-        lmk_gemm gw = {.trans_a = 1, .m = dout, .n = din, .k = n, .batch = 1, .alpha = 1.0f,
-                       .beta = beta_w, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
-        snprintf(name, sizeof name, "%s dW += dy^T x", op);
-        rc = gemm2(m, name, &gw, &w->g, dyo, x);
+        lmk_gemm gx = {.m = n, .n = din, .k = dout, .batch = 1, .alpha = 1.0f,
+                       .beta = accumulate_dx ? 1.0f : 0.0f, .in_round = m->in_round,
+                       .out_round = dx->dtype == LMK_F32 ? LMK_ROUND_NONE : m->out_round};
+        snprintf(name, sizeof name, "%s dx = dy W", op);
+        rc = gemm2(m, name, &gx, dx, dyo, op_w(w));
     }
+    int jrc = lane_join(m);
     lmk_tensor_release(m->a, &dy16);
-    return rc;
+    return rc != LMK_OK ? rc : jrc;
 }
 
 /* The rows of fused group first's weights together (Σ dout). */
@@ -1066,48 +1076,48 @@ static int fused_bwd(lmk_model *m, const char *op, const char *const *names, lmk
     if (rc != LMK_OK)
         return rc;
     operand dyo = op_x(dy);
-    snprintf(name, sizeof name, "%s dx = dy W", op);
-    if (m->half != LMK_ROUND_NONE) {
-        lmk_gemm gx = {.m = n, .n = din, .k = total, .batch = 1, .alpha = 1.0f, .in_round = m->in_round,
-                       .out_round = dx->dtype == LMK_F32 ? LMK_ROUND_NONE : m->out_round};
-        rc = gemm2(m, name, &gx, dx, dyo, op_w(first));
-    } else {
-        int64_t at = 0;
-        for (int j = 0; j < first->fuse_n && rc == LMK_OK; j++) {
-            param_slot *s = &m->params[first->fuse[j]];
-            lmk_gemm gx = {.m = n, .n = din, .k = s->rows, .batch = 1, .alpha = 1.0f, .beta = j ? 1.0f : 0.0f,
-                           .lda = total, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
-            rc = gemm2(m, name, &gx, dx, op_at(dyo, at), op_w(s));
-            at += s->rows;
-        }
-    }
-    if (one_dw && rc == LMK_OK) { /* [dW_0; dW_1; …] (Σ dout, din) = dyᵀ x */
+    /* the dW GEMMs first, as overlap GEMMs: they may run beside dx */
+    if (one_dw) { /* [dW_0; dW_1; …] (Σ dout, din) = dyᵀ x */
         lmk_gemm gw = {.trans_a = 1, .m = total, .n = din, .k = n, .batch = 1, .alpha = 1.0f, .beta = beta_w[0],
-                       .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
+                       .in_round = m->in_round, .out_round = LMK_ROUND_NONE, .overlap = 1};
         snprintf(name, sizeof name, "%s dW += dy^T x", op);
-        return gemm2(m, name, &gw, &first->g_group, dyo, x);
+        rc = gemm2(m, name, &gw, &first->g_group, dyo, x);
     }
-    int64_t at = 0;
-    for (int j = 0; j < first->fuse_n && rc == LMK_OK; j++) {
+    for (int j = 0, at = 0; !one_dw && j < first->fuse_n && rc == LMK_OK; j++) {
         param_slot *s = &m->params[first->fuse[j]];
         lmk_gemm gw = {.trans_a = 1, .m = s->rows, .n = din, .k = n, .batch = 1, .alpha = 1.0f, .beta = beta_w[j],
-                       .lda = total, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
+                       .lda = total, .in_round = m->in_round, .out_round = LMK_ROUND_NONE, .overlap = 1};
         snprintf(name, sizeof name, "%s dW += dy^T x", names[j]);
         rc = gemm2(m, name, &gw, &s->g, op_at(dyo, at), x);
         at += s->rows;
     }
-    return rc;
+    snprintf(name, sizeof name, "%s dx = dy W", op);
+    if (rc == LMK_OK && m->half != LMK_ROUND_NONE) {
+        lmk_gemm gx = {.m = n, .n = din, .k = total, .batch = 1, .alpha = 1.0f, .in_round = m->in_round,
+                       .out_round = dx->dtype == LMK_F32 ? LMK_ROUND_NONE : m->out_round};
+        rc = gemm2(m, name, &gx, dx, dyo, op_w(first));
+    }
+    for (int j = 0, at = 0; m->half == LMK_ROUND_NONE && j < first->fuse_n && rc == LMK_OK; j++) {
+        param_slot *s = &m->params[first->fuse[j]];
+        lmk_gemm gx = {.m = n, .n = din, .k = s->rows, .batch = 1, .alpha = 1.0f, .beta = j ? 1.0f : 0.0f,
+                       .lda = total, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};
+        rc = gemm2(m, name, &gx, dx, op_at(dyo, at), op_w(s));
+        at += s->rows;
+    }
+    int jrc = lane_join(m);
+    return rc != LMK_OK ? rc : jrc;
 }
 
-/* Per (batch, head) GEMM over (B·H) matrices; c of its tensor's dtype. */
+/* Per (batch, head) GEMM over (B·H) matrices; c of its tensor's dtype;
+ * overlap: lmk_gemm.overlap. */
 static int heads_gemm(lmk_model *m, const char *op, lmk_tensor *c, operand a, operand bm, int ta, int tb,
-                      int M, int Nn, int K, float alpha)
+                      int M, int Nn, int K, float alpha, int overlap)
 {
     lmk_gemm g = {.trans_a = ta, .trans_b = tb, .m = M, .n = Nn, .k = K,
                   .batch = m->B * m->H, .alpha = alpha,
                   .stride_a = (int64_t)(ta ? K : M) * (ta ? M : K),
                   .stride_b = (int64_t)K * Nn, .stride_c = (int64_t)M * Nn,
-                  .in_round = m->in_round, .out_round = m->out_round};
+                  .in_round = m->in_round, .out_round = m->out_round, .overlap = overlap};
     return gemm2(m, op, &g, c, a, bm);
 }
 
@@ -1151,16 +1161,16 @@ typedef enum causal_kind {
     CAUSAL_IN_TTT, /* c (T, dh) by key blocks = a (T, T)ᵀ · bm (T, dh): Pᵀ dO, dSᵀ q */
 } causal_kind;
 
-/* The causal GEMM of kind over the B·H heads (see causal_block); c, a, bm
- * as for heads_gemm. */
+/* The causal GEMM of kind over the B·H heads (see causal_block); c, a, bm,
+ * overlap as for heads_gemm. */
 static int causal_gemm(lmk_model *m, const char *op, causal_kind kind, lmk_tensor *c, operand a,
-                       operand bm, float alpha)
+                       operand bm, float alpha, int overlap)
 {
     int T = m->T, dh = m->dh, block = causal_block(T);
     if (block >= T) {
         if (kind == CAUSAL_OUT_TT)
-            return heads_gemm(m, op, c, a, bm, 0, 1, T, T, dh, alpha);
-        return heads_gemm(m, op, c, a, bm, kind == CAUSAL_IN_TTT, 0, T, dh, T, alpha);
+            return heads_gemm(m, op, c, a, bm, 0, 1, T, T, dh, alpha, overlap);
+        return heads_gemm(m, op, c, a, bm, kind == CAUSAL_IN_TTT, 0, T, dh, T, alpha, overlap);
     }
     int64_t tt = (int64_t)T * T, td = (int64_t)T * dh;
     size_t ce = c->dtype == LMK_F32 ? 4 : 2;
@@ -1168,7 +1178,7 @@ static int causal_gemm(lmk_model *m, const char *op, causal_kind kind, lmk_tenso
     for (int r0 = 0; r0 < T && rc == LMK_OK; r0 += block) {
         int rows = T - r0 < block ? T - r0 : block, keys = r0 + rows;
         lmk_gemm g = {.batch = m->B * m->H, .alpha = alpha, .in_round = m->in_round,
-                      .out_round = m->out_round};
+                      .out_round = m->out_round, .overlap = overlap};
         lmk_tensor cb = *c;
         operand ab = a, bb = bm;
         if (kind == CAUSAL_OUT_TT) { /* c[r0.., 0..keys) = a[r0..] · bm[0..keys)ᵀ */
@@ -1321,7 +1331,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
         ACTA(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
         RANGE_PUSH("attention scores");
         rc = causal_gemm(m, "attn.scores = q k^T", CAUSAL_OUT_TT, &la->probs, op_x(&la->qh),
-                         op_x(&la->kh), scale);
+                         op_x(&la->kh), scale, 0);
         RANGE_POP();
         TRY(rc);
         if (!keep) {
@@ -1337,7 +1347,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
         TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
         RANGE_PUSH("attention values");
         rc = causal_gemm(m, "attn.values = p v", CAUSAL_IN_TT, &tmp, op_x(&la->probs), op_x(&la->vh),
-                         1.0f);
+                         1.0f, 0);
         RANGE_POP();
         TRY(rc);
         if (!keep) {
@@ -1607,9 +1617,12 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         TMPA(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
         TMPA(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
         RANGE_PUSH("attention values backward");
-        rc = causal_gemm(m, "attn dp = dout v^T", CAUSAL_OUT_TT, &t3, op_x(&t2), op_x(&la->vh), 1.0f);
+        /* dv as overlap GEMMs beside dp */
+        rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
         if (rc == LMK_OK)
-            rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f);
+            rc = causal_gemm(m, "attn dp = dout v^T", CAUSAL_OUT_TT, &t3, op_x(&t2), op_x(&la->vh), 1.0f, 0);
+        int jrc = lane_join(m);
+        rc = rc != LMK_OK ? rc : jrc;
         RANGE_POP();
         TRY(rc);
         DROP(t2);
@@ -1628,9 +1641,12 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         TMPA(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
         TMPA(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
         RANGE_PUSH("attention scores backward");
-        rc = causal_gemm(m, "attn dq = ds k", CAUSAL_IN_TT, &t1, op_x(&t3), op_x(&la->kh), scale);
+        /* dk as overlap GEMMs beside dq */
+        rc = causal_gemm(m, "attn dk = ds^T q", CAUSAL_IN_TTT, &t2, op_x(&t3), op_x(&la->qh), scale, 1);
         if (rc == LMK_OK)
-            rc = causal_gemm(m, "attn dk = ds^T q", CAUSAL_IN_TTT, &t2, op_x(&t3), op_x(&la->qh), scale);
+            rc = causal_gemm(m, "attn dq = ds k", CAUSAL_IN_TT, &t1, op_x(&t3), op_x(&la->kh), scale, 0);
+        jrc = lane_join(m);
+        rc = rc != LMK_OK ? rc : jrc;
         RANGE_POP();
         TRY(rc);
         DROP(t3);

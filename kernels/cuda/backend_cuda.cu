@@ -1,8 +1,9 @@
 /* The cuda backend's table, state and memory: one device, one non-blocking
  * stream, a private stream-ordered memory pool (release threshold UINT64_MAX,
  * so cudaFreeAsync inside a step only returns memory to the pool), one cuBLAS
- * handle bound to the stream with a fixed workspace. Ops live in the other
- * files of this folder. Nothing here prints; failures are recorded in the
+ * handle bound to the stream with a fixed workspace; a second stream for
+ * overlap GEMMs (gemm_cuda.cu), which every free, synchronisation and
+ * capture end joins first. Ops live in the other files of this folder. Nothing here prints; failures are recorded in the
  * state (lmk_backend_cuda_last_error) and returned as lmk statuses. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,7 @@ static void cu_mem_free(lmk_backend *b, void *p)
 {
     cuda_state *st = CST(b);
     if (p) {
+        (void)cuda_side_join(st); /* an overlap GEMM may still read p */
         cudaError_t e = cudaFreeAsync(p, st->stream);
         if (e != cudaSuccess)
             (void)cuda_fail(st, "cudaFreeAsync", e);
@@ -106,6 +108,9 @@ static int cu_upload(lmk_backend *b, void *dst, const void *host_src, size_t byt
 static int cu_download(lmk_backend *b, void *host_dst, const void *src, size_t bytes)
 {
     cuda_state *st = CST(b);
+    int rc = cuda_side_join(st);
+    if (rc != LMK_OK)
+        return rc;
     CUDA_TRY(st, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
     CUDA_TRY(st, cudaStreamSynchronize(st->stream));
     return LMK_OK;
@@ -114,6 +119,9 @@ static int cu_download(lmk_backend *b, void *host_dst, const void *src, size_t b
 static int cu_synchronize(lmk_backend *b)
 {
     cuda_state *st = CST(b);
+    int rc = cuda_side_join(st);
+    if (rc != LMK_OK)
+        return rc;
     CUDA_TRY(st, cudaStreamSynchronize(st->stream));
     return LMK_OK;
 }
@@ -129,6 +137,7 @@ static void cu_destroy(lmk_backend *b)
         (void)cudaSetDevice(st->device);
         if (st->stream)
             (void)cudaStreamSynchronize(st->stream);
+        cuda_side_free(st);
         if (st->cublas_batched && st->cublas_batched != st->cublas)
             (void)cublasDestroy(st->cublas_batched);
         if (st->cublas)
@@ -164,6 +173,7 @@ static lmk_backend cuda_template(void)
     t.upload = cu_upload;
     t.download = cu_download;
     t.synchronize = cu_synchronize;
+    t.lane_join = cuda_lane_join;
     t.embedding_fwd = cuda_embedding_fwd;
     t.embedding_bwd = cuda_embedding_bwd;
     t.rmsnorm_fwd = cuda_rmsnorm_fwd;
@@ -300,6 +310,9 @@ extern "C" int lmk_backend_cuda_pool_reset(lmk_backend *b, int trim)
     if (!is_cuda(b))
         return LMK_UNSUPPORTED;
     cuda_state *st = CST(b);
+    int rc = cuda_side_join(st);
+    if (rc != LMK_OK)
+        return rc;
     CUDA_TRY(st, cudaStreamSynchronize(st->stream));
     if (trim)
         CUDA_TRY(st, cudaMemPoolTrimTo(st->pool, 0));
@@ -315,6 +328,9 @@ extern "C" int lmk_backend_cuda_release_cached(lmk_backend *b)
         return LMK_UNSUPPORTED;
     cuda_state *st = CST(b);
     int dev = 0;
+    int rc = cuda_side_join(st);
+    if (rc != LMK_OK)
+        return rc;
     CUDA_TRY(st, cudaStreamSynchronize(st->stream));
     CUDA_TRY(st, cudaMemPoolTrimTo(st->pool, 0));
     CUDA_TRY(st, cudaGetDevice(&dev));
@@ -376,6 +392,7 @@ extern "C" int lmk_backend_cuda_capture_end(lmk_backend *b, lmk_cuda_graph **out
     cuda_state *st = CST(b);
     lmk_cuda_graph *g = (lmk_cuda_graph *)calloc(1, sizeof *g);
     cudaGraph_t graph = NULL;
+    (void)cuda_side_join(st); /* an unjoined stream fails the capture; the error then shows below */
     cudaError_t e = cudaStreamEndCapture(st->stream, &graph);
     if (e != cudaSuccess) {
         free(g);

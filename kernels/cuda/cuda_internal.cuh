@@ -28,6 +28,16 @@ typedef struct cuda_state {
     cublasLtHandle_t lt;    /* LMK_GEMM_TUNE: cuBLASLt, created at the first tuned GEMM */
     struct gemm_tuned *tuned; /* (GEMM_TUNED_MAX) shapes timed once (gemm_cuda.cu); NULL until then */
     int ntuned;
+    /* overlap GEMMs (lmk_gemm.overlap, LMK_OVERLAP_GEMMS; gemm_cuda.cu):
+     * a second non-blocking stream with its own cuBLAS handles and
+     * workspace, created at the first overlap GEMM outside a capture (NULL
+     * until then); fork_ev orders it after the main stream, join_ev the
+     * main stream after it; side_pending: work issued since the last join */
+    cudaStream_t side;
+    cublasHandle_t side_cublas, side_cublas_batched;
+    void *side_ws;
+    cudaEvent_t fork_ev, join_ev;
+    int side_pending;
 } cuda_state;
 
 /* Build-time knob: the cuBLAS workspace in MiB (0: none, cuBLAS then picks
@@ -97,6 +107,15 @@ int cuda_scratch(cuda_state *st, size_t bytes, void **out);
 
 /* Frees the tuned GEMMs' descriptors and the cuBLASLt handle (backend destroy). */
 void cuda_gemm_tuned_free(cuda_state *st);
+
+/* Orders the main stream after the overlap GEMMs issued since the last
+ * join (nothing when none was). cuda_lane_join is the backend's lane_join;
+ * the memory, synchronisation and capture calls of backend_cuda.cu join
+ * first too. cuda_side_free: waits for and frees the second stream's
+ * resources (backend destroy). */
+int cuda_side_join(cuda_state *st);
+int cuda_lane_join(lmk_backend *b);
+void cuda_side_free(cuda_state *st);
 
 static inline unsigned grid_for(size_t n, unsigned block, unsigned cap)
 {

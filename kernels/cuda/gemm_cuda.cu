@@ -33,7 +33,16 @@
  *                   by GEMM_TUNE_MARGIN). A shape first seen during a capture
  *                   uses the default. The choice is per process: results are
  *                   fixed within one (graphs = eager bit for bit) but may
- *                   differ in the last bits between processes. */
+ *                   differ in the last bits between processes.
+ *   overlap       : (LMK_OVERLAP_GEMMS) a GEMM with lmk_gemm.overlap runs on
+ *                   the second stream (st->side, its own cuBLAS handles and
+ *                   workspace of the same size, so cuBLAS picks the same
+ *                   algorithm as on the main stream), after an event
+ *                   recorded on the main stream; cuda_side_join makes the
+ *                   main stream wait for it. Not for a GEMM that casts into
+ *                   scratch or rounds C in a second pass (those kernels and
+ *                   the scratch belong to the main stream), nor the timed
+ *                   (LMK_GEMM_TUNE) path: those run on the main stream. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -50,6 +59,12 @@
 #define GEMM_TUNE_ALGOS 8
 #define GEMM_TUNE_REPS 3
 #define GEMM_TUNE_MARGIN 0.97f /* a cuBLASLt algorithm must take < 97% of the default's time */
+/* Build-time knob: 1, GEMMs marked overlap (the weight gradients beside the
+ * input gradients, dV beside dP and dK beside dQ in the naive attention)
+ * run on a second stream; 0, everything on the one stream. */
+#ifndef LMK_OVERLAP_GEMMS
+#define LMK_OVERLAP_GEMMS 0
+#endif
 
 /* One GEMM shape as cuBLAS (column-major, B and A swapped) sees it. Zeroed
  * before filling: compared with memcmp. */
@@ -220,6 +235,98 @@ static gemm_tuned *gemm_tune(cuda_state *st, const gemm_shape *z, const float *a
     return t;
 }
 
+void cuda_side_free(cuda_state *st)
+{
+    if (st->side)
+        (void)cudaStreamSynchronize(st->side);
+    if (st->side_cublas_batched && st->side_cublas_batched != st->side_cublas)
+        (void)cublasDestroy(st->side_cublas_batched);
+    if (st->side_cublas)
+        (void)cublasDestroy(st->side_cublas);
+    if (st->side_ws)
+        (void)cudaFree(st->side_ws);
+    if (st->fork_ev)
+        (void)cudaEventDestroy(st->fork_ev);
+    if (st->join_ev)
+        (void)cudaEventDestroy(st->join_ev);
+    if (st->side)
+        (void)cudaStreamDestroy(st->side);
+    st->side = NULL;
+    st->side_cublas = st->side_cublas_batched = NULL;
+    st->side_ws = NULL;
+    st->fork_ev = st->join_ev = NULL;
+    st->side_pending = 0;
+}
+
+/* *h: a cuBLAS handle on the second stream with workspace (ws, bytes), as
+ * backend_cuda.cu makes the main stream's. */
+static int side_handle(cuda_state *st, cublasHandle_t *h, void *ws, size_t bytes)
+{
+    CUBLAS_TRY(st, cublasCreate(h));
+    CUBLAS_TRY(st, cublasSetStream(*h, st->side));
+    CUBLAS_TRY(st, cublasSetWorkspace(*h, ws, bytes));
+    CUBLAS_TRY(st, cublasSetPointerMode(*h, CUBLAS_POINTER_MODE_HOST));
+    CUBLAS_TRY(st, cublasSetMathMode(*h, CUBLAS_DEFAULT_MATH));
+    return LMK_OK;
+}
+
+static int side_create(cuda_state *st)
+{
+    CUDA_TRY(st, cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking));
+    CUDA_TRY(st, cudaEventCreateWithFlags(&st->fork_ev, cudaEventDisableTiming));
+    CUDA_TRY(st, cudaEventCreateWithFlags(&st->join_ev, cudaEventDisableTiming));
+    if (CUDA_CUBLAS_WS_BYTES > 0)
+        CUDA_TRY(st, cudaMalloc(&st->side_ws, CUDA_CUBLAS_WS_BYTES));
+    int rc = side_handle(st, &st->side_cublas, st->side_ws, CUDA_CUBLAS_WS_BYTES);
+    st->side_cublas_batched = st->side_cublas;
+    if (rc == LMK_OK && !LMK_CUBLAS_BATCHED_WS && CUDA_CUBLAS_WS_BYTES > 0) {
+        st->side_cublas_batched = NULL;
+        rc = side_handle(st, &st->side_cublas_batched, NULL, 0);
+    }
+    return rc;
+}
+
+/* Issues the fork of an overlap GEMM: *side = the second stream, ordered
+ * after the main stream's work so far. *side NULL (run on the main stream):
+ * the stream does not exist yet and the main stream is being captured
+ * (creating it there is not allowed; eager steps before a capture create
+ * it). */
+static int side_fork(cuda_state *st, cudaStream_t *side)
+{
+    *side = NULL;
+    if (!st->side) {
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        CUDA_TRY(st, cudaStreamIsCapturing(st->stream, &cs));
+        if (cs != cudaStreamCaptureStatusNone)
+            return LMK_OK;
+        int rc = side_create(st);
+        if (rc != LMK_OK) {
+            cuda_side_free(st);
+            return rc;
+        }
+    }
+    CUDA_TRY(st, cudaEventRecord(st->fork_ev, st->stream));
+    CUDA_TRY(st, cudaStreamWaitEvent(st->side, st->fork_ev, 0));
+    st->side_pending = 1;
+    *side = st->side;
+    return LMK_OK;
+}
+
+int cuda_side_join(cuda_state *st)
+{
+    if (!st->side_pending)
+        return LMK_OK;
+    st->side_pending = 0;
+    CUDA_TRY(st, cudaEventRecord(st->join_ev, st->side));
+    CUDA_TRY(st, cudaStreamWaitEvent(st->stream, st->join_ev, 0));
+    return LMK_OK;
+}
+
+int cuda_lane_join(lmk_backend *b)
+{
+    return cuda_side_join(CST(b));
+}
+
 /* out (n) = round(x) in place or not; float storage. */
 __global__ void round_kernel(float *out, const float *x, size_t n, int r)
 {
@@ -315,6 +422,7 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
         return LMK_INVALID; /* the rounding pass walks packed C */
     const void *pa = a, *pb = bm;
     long long sa = g->stride_a, sb = g->stride_b, sc = g->stride_c;
+    int main_only = g->out_round != LMK_ROUND_NONE && !g->c_half; /* the rounding pass */
     cudaDataType_t ta = CUDA_R_32F;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     if (g->in_round == LMK_ROUND_TF32) {
@@ -325,6 +433,7 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
         if ((na + nb) && strided)
             return LMK_INVALID; /* the cast into scratch packs its input */
         if (na + nb) {
+            main_only = 1; /* reads the main stream's scratch */
             size_t bytes = 2 * (na + nb) * (size_t)g->batch + 256;
             void *ws = NULL;
             int rc = cuda_scratch(st, bytes, &ws);
@@ -355,7 +464,13 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
         }
     }
     float alpha = g->alpha, beta = g->beta;
-    if (LMK_GEMM_TUNE && beta == 0.0f) {
+    cudaStream_t side = NULL;
+    if (LMK_OVERLAP_GEMMS && g->overlap && !main_only) {
+        int rc = side_fork(st, &side);
+        if (rc != LMK_OK)
+            return rc;
+    }
+    if (LMK_GEMM_TUNE && beta == 0.0f && !side) {
         gemm_shape z;
         memset(&z, 0, sizeof z);
         z.op_b = opB, z.op_a = opA, z.n = n, z.m = m, z.k = k, z.batch = g->batch;
@@ -381,11 +496,12 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
         }
     }
     if (g->batch == 1) {
-        CUBLAS_TRY(st, cublasGemmEx(st->cublas, opB, opA, n, m, k, &alpha, pb, ta, (int)ldb, pa, ta,
-                                    (int)lda, &beta, c, tc, (int)ldc, compute,
+        CUBLAS_TRY(st, cublasGemmEx(side ? st->side_cublas : st->cublas, opB, opA, n, m, k, &alpha, pb, ta,
+                                    (int)ldb, pa, ta, (int)lda, &beta, c, tc, (int)ldc, compute,
                                     CUBLAS_GEMM_DEFAULT));
     } else {
-        CUBLAS_TRY(st, cublasGemmStridedBatchedEx(st->cublas_batched, opB, opA, n, m, k, &alpha, pb, ta,
+        CUBLAS_TRY(st, cublasGemmStridedBatchedEx(side ? st->side_cublas_batched : st->cublas_batched, opB, opA,
+                                                  n, m, k, &alpha, pb, ta,
                                                   (int)ldb, sb, pa, ta, (int)lda, sa, &beta, c, tc,
                                                   (int)ldc, sc, g->batch, compute,
                                                   CUBLAS_GEMM_DEFAULT));

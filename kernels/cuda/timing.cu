@@ -57,6 +57,9 @@ extern "C" int lmk_cuda_timer_record(lmk_cuda_timer *t, int i)
     if (!t || i < 0 || i >= t->n)
         return LMK_INVALID;
     cuda_state *st = CST(t->b);
+    int rc = cuda_side_join(st); /* the event marks the overlap GEMMs' work too */
+    if (rc != LMK_OK)
+        return rc;
     CUDA_TRY(st, cudaEventRecord(t->ev[i], st->stream));
     return LMK_OK;
 }

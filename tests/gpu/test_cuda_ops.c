@@ -691,6 +691,67 @@ static int same_bytes(const void *d1, const void *d2, size_t bytes)
     return same;
 }
 
+/* Overlap GEMMs (lmk_gemm.overlap): the same bits as without the hint,
+ * with another GEMM issued on the main stream meanwhile, and accumulating
+ * (beta 1) twice into one C; download joins the second stream itself. in:
+ * NONE or TF32 (float32 inputs), BF16 (16-bit inputs through gemm_half:
+ * a float32 input rounded into scratch would keep the GEMM on the main
+ * stream). */
+static void test_gemm_overlap(lmk_round in)
+{
+    int m = 512, n = 1536, k = 2048;
+    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+    int half = in == LMK_ROUND_BF16;
+    float *a = h_rand(na, -1, 1), *bm = h_rand(nb, -1, 1);
+    void *d_af = d_from(a, 4 * na), *d_bf = d_from(bm, 4 * nb), *d_a = d_af, *d_b = d_bf;
+    if (half) {
+        d_a = d_alloc(2 * na), d_b = d_alloc(2 * nb);
+        GPU(gpu->cast_half(gpu, d_a, d_af, na, in));
+        GPU(gpu->cast_half(gpu, d_b, d_bf, nb, in));
+    }
+    void *c[6];
+    for (int i = 0; i < 6; i++)
+        c[i] = d_alloc(4 * nc);
+    /* g: C (m, n) = A B; g2: C (m, n) = 0.5 · A B as a second, independent product */
+    lmk_gemm g = {.m = m, .n = n, .k = k, .batch = 1, .alpha = 1.0f, .in_round = in};
+    lmk_gemm g2 = g;
+    g2.alpha = 0.5f;
+    lmk_gemm gacc = g;
+    gacc.beta = 1.0f;
+#define RUN_GEMM(gg, cc) GPU(half ? gpu->gemm_half(gpu, &(gg), (cc), d_a, 1, d_b, 1) : gpu->gemm(gpu, &(gg), (cc), d_a, d_b))
+    RUN_GEMM(g, c[0]);
+    RUN_GEMM(g2, c[1]);
+    RUN_GEMM(gacc, c[4]);
+    RUN_GEMM(gacc, c[4]);
+    g.overlap = g2.overlap = gacc.overlap = 1;
+    RUN_GEMM(g, c[2]);
+    g2.overlap = 0;
+    RUN_GEMM(g2, c[3]); /* main stream, beside c[2]'s */
+    RUN_GEMM(gacc, c[5]);
+    RUN_GEMM(gacc, c[5]); /* after the first on the second stream */
+    CHECK(gpu->lane_join != NULL, "cuda backend without lane_join");
+    if (gpu->lane_join)
+        GPU(gpu->lane_join(gpu));
+    char name[96];
+    snprintf(name, sizeof name, "overlap gemm %s = plain", round_name(in));
+    CHECK(same_bytes(c[2], c[0], 4 * nc), "%s: differs", name);
+    CHECK(same_bytes(c[3], c[1], 4 * nc), "%s: the main-stream GEMM beside it differs", name);
+    CHECK(same_bytes(c[5], c[4], 4 * nc), "%s: beta 1 twice differs", name);
+    /* no join: the download must see the second stream's result */
+    GPU(gpu->mem_zero(gpu, c[2], 4 * nc));
+    g.overlap = 1;
+    RUN_GEMM(g, c[2]);
+    CHECK(same_bytes(c[2], c[0], 4 * nc), "%s: download without lane_join saw an unfinished C", name);
+#undef RUN_GEMM
+    printf("  %-44s n=%-9zu %s\n", name, nc, "checked");
+    for (int i = 0; i < 6; i++)
+        gpu->mem_free(gpu, c[i]);
+    if (half)
+        gpu->mem_free(gpu, d_a), gpu->mem_free(gpu, d_b);
+    gpu->mem_free(gpu, d_af), gpu->mem_free(gpu, d_bf);
+    free(a), free(bm);
+}
+
 static void test_fused(lmk_round r)
 {
     lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
@@ -989,6 +1050,9 @@ int main(void)
     test_gemm(1, 0, 100, 80, 100, 6, 0.5f, 0.0f, LMK_ROUND_BF16, LMK_ROUND_BF16);
     test_gemm(0, 0, 200, 333, 512, 1, 1.0f, 1.0f, LMK_ROUND_FP16, LMK_ROUND_NONE);
     test_gemm(0, 1, 100, 100, 80, 6, 0.11f, 0.0f, LMK_ROUND_FP16, LMK_ROUND_FP16);
+    test_gemm_overlap(LMK_ROUND_NONE);
+    test_gemm_overlap(LMK_ROUND_TF32);
+    test_gemm_overlap(LMK_ROUND_BF16);
     test_softmax(6, 100, 0);
     test_softmax(3, 1000, 1);
     test_softmax(2, 33, 1);

@@ -59,9 +59,10 @@
 #define GEMM_TUNE_ALGOS 8
 #define GEMM_TUNE_REPS 3
 #define GEMM_TUNE_MARGIN 0.97f /* a cuBLASLt algorithm must take < 97% of the default's time */
-/* Build-time knob: 1, GEMMs marked overlap (the weight gradients beside the
+/* Build-time knob: GEMMs marked overlap (the weight gradients beside the
  * input gradients, dV beside dP and dK beside dQ in the naive attention)
- * run on a second stream; 0, everything on the one stream. */
+ * run on a second stream: 1, in eager steps only (a captured step keeps
+ * one stream); 2, in captured steps too; 0, everything on the one stream. */
 #ifndef LMK_OVERLAP_GEMMS
 #define LMK_OVERLAP_GEMMS 0
 #endif
@@ -288,17 +289,18 @@ static int side_create(cuda_state *st)
 
 /* Issues the fork of an overlap GEMM: *side = the second stream, ordered
  * after the main stream's work so far. *side NULL (run on the main stream):
- * the stream does not exist yet and the main stream is being captured
- * (creating it there is not allowed; eager steps before a capture create
- * it). */
+ * the main stream is being captured and LMK_OVERLAP_GEMMS is 1, or the
+ * second stream does not exist yet (creating it during a capture is not
+ * allowed; eager steps before a capture create it). */
 static int side_fork(cuda_state *st, cudaStream_t *side)
 {
     *side = NULL;
-    if (!st->side) {
-        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (LMK_OVERLAP_GEMMS < 2 || !st->side)
         CUDA_TRY(st, cudaStreamIsCapturing(st->stream, &cs));
-        if (cs != cudaStreamCaptureStatusNone)
-            return LMK_OK;
+    if (cs != cudaStreamCaptureStatusNone)
+        return LMK_OK;
+    if (!st->side) {
         int rc = side_create(st);
         if (rc != LMK_OK) {
             cuda_side_free(st);

@@ -34,7 +34,10 @@
 #define RMS_ROWS 64 /* rows per dw partial */
 /* Build-time knob, off: the vector backward computes dx and dw in one pass
  * (rmsnorm_bwd_dxdw_vec_kernel, RMS_FUSED_ROWS rows per block) instead of
- * reading dout and x again for dw. Not yet timed on a GPU. */
+ * reading dout and x again for dw. Measured slower on the H200 (bf16
+ * fwd+bwd large/1024 61.55 → 61.94 ms, xl/512 58.33 → 59.52; tf32
+ * medium/256 19.03 → 19.43; kernels/PERF.md, session 10): the one-row-per-
+ * block dx kernel and the separate dw pass beat four rows per block. */
 #ifndef LMK_RMSNORM_FUSED_DW
 #define LMK_RMSNORM_FUSED_DW 0
 #endif

@@ -62,9 +62,13 @@
 /* Build-time knob: GEMMs marked overlap (the weight gradients beside the
  * input gradients, dV beside dP and dK beside dQ in the naive attention)
  * run on a second stream: 1, in eager steps only (a captured step keeps
- * one stream); 2, in captured steps too; 0, everything on the one stream. */
+ * one stream); 2, in captured steps too; 0, everything on the one stream.
+ * 1 measured faster than 0 at every eager point on the H200 (fwd+bwd
+ * −1.3…−2.2% large/1024 bf16, −0.3…−1.7% xl/1024, −1.2…−5.4% small/512
+ * and medium/256 tf32); 2 in graphs 0.99–1.05× of one stream
+ * (kernels/PERF.md, session 10). */
 #ifndef LMK_OVERLAP_GEMMS
-#define LMK_OVERLAP_GEMMS 0
+#define LMK_OVERLAP_GEMMS 1
 #endif
 
 /* One GEMM shape as cuBLAS (column-major, B and A swapped) sees it. Zeroed

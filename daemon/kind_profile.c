@@ -790,11 +790,13 @@ static json_t *build_trace(const profiler *prof, const char *title)
 
 /* Per range of the session: the range projected onto the GPU (first start
  * to last end of the kernels inside it; 0 when none: the CPU range ends long
- * before its kernels do when launches run ahead) and its host time (the CPU
- * range, push to pop; a replayed range has none: the graph launch call that
- * replayed it). ns. */
+ * before its kernels do when launches run ahead), the time at least one of
+ * those kernels ran (the union of their intervals: below their summed time
+ * when kernels of two streams overlap, e.g. an eager backward's overlap
+ * GEMMs) and its host time (the CPU range, push to pop; a replayed range has
+ * none: the graph launch call that replayed it). ns. */
 typedef struct range_times {
-    uint64_t span, host;
+    uint64_t span, busy, host;
 } range_times;
 
 /* One entry per profiler_ranges() (new; NULL when out of memory). */
@@ -807,7 +809,9 @@ static range_times *range_times_build(const profiler *prof)
     const prof_api *api = profiler_apis(prof, &napi);
     range_times *t = calloc(nr + 1, sizeof *t);
     uint64_t *first = malloc((nr + 1) * sizeof *first), *last = calloc(nr + 1, sizeof *last);
-    if (!t || !first || !last) {
+    /* the interval of a range's kernels being merged: ops are sorted by start */
+    uint64_t *run_start = calloc(nr + 1, sizeof *run_start), *run_end = calloc(nr + 1, sizeof *run_end);
+    if (!t || !first || !last || !run_start || !run_end) {
         free(t);
         t = NULL;
         goto out;
@@ -819,8 +823,15 @@ static range_times *range_times_build(const profiler *prof)
             size_t ri = mem[ops[i].in_first + m];
             first[ri] = ops[i].start < first[ri] ? ops[i].start : first[ri];
             last[ri] = ops[i].end > last[ri] ? ops[i].end : last[ri];
+            if (ops[i].start > run_end[ri]) { /* a gap: the merged interval so far is done */
+                t[ri].busy += run_end[ri] - run_start[ri];
+                run_start[ri] = ops[i].start;
+                run_end[ri] = ops[i].start;
+            }
+            run_end[ri] = ops[i].end > run_end[ri] ? ops[i].end : run_end[ri];
         }
     for (size_t i = 0; i < nr; i++) {
+        t[i].busy += run_end[i] - run_start[i];
         t[i].span = last[i] > first[i] ? last[i] - first[i] : 0;
         t[i].host = r[i].end - r[i].start;
         if (r[i].replay) {
@@ -832,6 +843,8 @@ static range_times *range_times_build(const profiler *prof)
 out:
     free(first);
     free(last);
+    free(run_start);
+    free(run_end);
     return t;
 }
 
@@ -885,10 +898,12 @@ static void add_overhead(json_t *run, const step_clock *plain, const step_clock 
 }
 
 /* Per phase (step, forward, backward, optimizer): means per instance of the
- * traced steps' kernel time inside the range, the range on the GPU (first
- * kernel start to last kernel end), the CPU range (push to pop), and the
- * CUDA-event time of the phase traced and untraced (new), and the gated
- * time of its replay traced and untraced (NULL when eager). */
+ * traced steps' kernel time inside the range (summed, and busy: the union
+ * of the kernels' intervals, which kernel_pct_of_event is taken of), the
+ * range on the GPU (first kernel start to last kernel end), the CPU range
+ * (push to pop), and the CUDA-event time of the phase traced and untraced
+ * (new), and the gated time of its replay traced and untraced (NULL when
+ * eager). */
 static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, const range_times *times,
                           const step_clock *plain, const step_clock *traced, const step_clock *gated_plain,
                           const step_clock *gated_traced, int training)
@@ -897,22 +912,25 @@ static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, cons
     for (int ph = 0; ph < PH_COUNT; ph++) {
         if (!training && (ph == PH_BACKWARD || ph == PH_OPTIMIZER))
             continue;
-        uint64_t wall = 0, span = 0;
+        uint64_t wall = 0, span = 0, busy = 0;
         size_t n = 0;
         for (size_t i = 0; i < nr; i++)
             if (strcmp(r[i].name, phase_names[ph]) == 0) {
                 wall += times[i].host, n++;
                 span += times[i].span;
+                busy += times[i].busy;
             }
         double kernel = n ? (double)range_kernel_ns(s, phase_names[ph], 0) / (double)n : 0;
+        double kernel_busy = n ? (double)busy / (double)n : 0;
         double ev1 = clock_mean(traced, ph) * 1e6, ev0 = clock_mean(plain, ph) * 1e6;
         double g1 = clock_mean(gated_traced, ph) * 1e6, g0 = clock_mean(gated_plain, ph) * 1e6;
         json_array_append_new(
-            rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}", "phase", phase_names[ph],
-                            "instances", (json_int_t)n, "kernel_ns", kernel, "gpu_span_ns",
-                            n ? (double)span / (double)n : 0.0, "range_wall_ns", n ? (double)wall / (double)n : 0.0,
-                            "event_ns_profiled", real_or_null(ev1), "event_ns_unprofiled", real_or_null(ev0),
-                            "kernel_pct_of_event", real_or_null(ev1 > 0 ? 100.0 * kernel / ev1 : NAN),
+            rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}", "phase", phase_names[ph],
+                            "instances", (json_int_t)n, "kernel_ns", kernel, "kernel_busy_ns", kernel_busy,
+                            "gpu_span_ns", n ? (double)span / (double)n : 0.0, "range_wall_ns",
+                            n ? (double)wall / (double)n : 0.0, "event_ns_profiled", real_or_null(ev1),
+                            "event_ns_unprofiled", real_or_null(ev0),
+                            "kernel_pct_of_event", real_or_null(ev1 > 0 ? 100.0 * kernel_busy / ev1 : NAN),
                             "gated_ns_profiled", real_or_null(g1), "gated_ns_unprofiled", real_or_null(g0),
                             "overhead_gated_pct", real_or_null(g0 > 0 ? 100.0 * (g1 - g0) / g0 : NAN)));
     }
@@ -1343,13 +1361,13 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
     static const char *const phase_keys[] = {"phase",         "instances",         "kernel_ns",
                                              "gpu_span_ns",   "range_wall_ns",     "event_ns_profiled",
                                              "event_ns_unprofiled", "kernel_pct_of_event", "gated_ns_profiled",
-                                             "gated_ns_unprofiled", "overhead_gated_pct"};
+                                             "gated_ns_unprofiled", "overhead_gated_pct", "kernel_busy_ns"};
     if (rc == SQLITE_OK)
         rc = insert_rows(db,
                          "INSERT INTO profile_phases (run_id, phase, instances, kernel_ns, gpu_span_ns, range_wall_ns, "
                          "event_ns_profiled, event_ns_unprofiled, kernel_pct_of_event, gated_ns_profiled, "
-                         "gated_ns_unprofiled, overhead_gated_pct) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                         run_id, json_object_get(run, "phases"), phase_keys, 11);
+                         "gated_ns_unprofiled, overhead_gated_pct, kernel_busy_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         run_id, json_object_get(run, "phases"), phase_keys, 12);
     static const char *const note_keys[] = {"kernel", "share_pct"};
     if (rc == SQLITE_OK)
         rc = insert_rows(db, "INSERT INTO profile_noteworthy (run_id, kernel, share_pct) VALUES (?,?,?)", run_id,

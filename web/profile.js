@@ -134,19 +134,21 @@ function phaseTable(r) {
   const gatedOver = (p) => (p.gated_ns_unprofiled && p.gated_ns_profiled ? 100 * (p.gated_ns_profiled - p.gated_ns_unprofiled) / p.gated_ns_unprofiled : null);
   return h('section', null, h('h3', null, 'Tracing overhead per phase'),
     h('p', {class: 'muted'}, "CUDA events around each phase on the model's stream, mean per step: the same steps untraced (before anything was traced) and traced. ",
-      'Kernels, GPU span and host time are from the trace (host: the CPU range, or for a phase replayed as a CUDA graph the graph launch call).'),
+      'Kernels, GPU span and host time are from the trace (host: the CPU range, or for a phase replayed as a CUDA graph the graph launch call). ',
+      'Kernels busy: the time at least one kernel ran; below the summed time when kernels of two streams overlap (the eager backward\'s weight-gradient GEMMs).'),
     h('p', {class: 'muted', id: 'profile-gated-note'}, gated
       ? "Gated (gpu_gated): the same events around each phase's graph replay, enqueued behind a blocking kernel until the host had launched it — the GPU's execution of the phase, CUPTI's GPU-side cost included, without the host's launch work."
       : (r.gpu_gated_note || 'Gated: not measured (runs stored before gpu_gated existed).')),
     h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'profile-phases'},
       h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Phase'),
         ['Instances', 'Untraced (ms)', 'Traced (ms)', 'Overhead', 'Gated untraced (ms)', 'Gated traced (ms)', 'Overhead gated',
-          'Kernels (ms)', 'GPU span (ms)', 'Kernels % of traced', 'Host (ms)']
+          'Kernels summed (ms)', 'Kernels busy (ms)', 'GPU span (ms)', 'Busy % of traced', 'Host (ms)']
           .map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
       h('tbody', null, rows.map((p) => h('tr', {dataset: {phase: p.phase}}, h('th', {scope: 'row'}, p.phase),
         num(p.instances, fmt.int), num(p.event_ns_unprofiled, ms), num(p.event_ns_profiled, ms), num(over(p), signedPct),
         num(p.gated_ns_unprofiled, ms), num(p.gated_ns_profiled, ms), num(gatedOver(p), signedPct),
-        num(p.kernel_ns, ms), num(p.gpu_span_ns, ms), num(p.kernel_pct_of_event, fmt.pct), num(p.range_wall_ns, ms)))))));
+        num(p.kernel_ns, ms), num(p.kernel_busy_ns, ms), num(p.gpu_span_ns, ms), num(p.kernel_pct_of_event, fmt.pct),
+        num(p.range_wall_ns, ms)))))));
 }
 
 function profileRunView(job, r) {

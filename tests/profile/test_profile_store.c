@@ -101,9 +101,10 @@ int main(void)
     MUST(store_job_start(s, id, 0, "gpu0"));
     json_t *run = synthetic_run();
     json_object_set_new(run, "phases",
-                        json_pack("[{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, "
+                        json_pack("[{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}, "
                                   "{s:s, s:i, s:f, s:f, s:f, s:n, s:n}]",
-                                  "phase", "step", "instances", 1, "kernel_ns", 4000.0, "gpu_span_ns", 4200.0,
+                                  "phase", "step", "instances", 1, "kernel_ns", 4000.0, "kernel_busy_ns", 3800.0,
+                                  "gpu_span_ns", 4200.0,
                                   "range_wall_ns", 10000.0, "event_ns_profiled", 4500.0, "event_ns_unprofiled",
                                   4400.0, "kernel_pct_of_event", 88.9, "gated_ns_profiled", 4300.0,
                                   "gated_ns_unprofiled", 4250.0, "overhead_gated_pct", 1.18, "phase", "forward",
@@ -153,6 +154,12 @@ int main(void)
     CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'step' AND gated_ns_profiled = 4300 AND "
                          "gated_ns_unprofiled = 4250 AND overhead_gated_pct > 1.1") == 1,
           "step phase row with its gated times (0014)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'step' AND kernel_busy_ns = 3800 AND "
+                         "kernel_ns = 4000") == 1,
+          "step phase row with its busy kernel time (0016)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'forward' AND kernel_busy_ns IS NULL") ==
+              1,
+          "forward phase row without busy time: NULL");
     CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'forward' AND gated_ns_profiled IS NULL "
                          "AND overhead_gated_pct IS NULL") == 1,
           "forward phase row, gated times absent as NULL");

@@ -586,6 +586,10 @@ async function checkGpuFixture() {
       check(gated ? Number(row.values[4]) === p.gated_ns_unprofiled && Number(row.values[5]) === p.gated_ns_profiled
         : row.values[4] === undefined && row.values[5] === undefined && row.values[6] === undefined,
         `phase ${p.phase}: the gated cells differ from the API (${row.values.slice(4, 7)})`);
+      // kernels summed, busy (the union of their intervals; empty for runs stored before it), span, % of busy
+      check(Number(row.values[7]) === p.kernel_ns && (typeof p.kernel_busy_ns === 'number'
+        ? Number(row.values[8]) === p.kernel_busy_ns : row.values[8] === undefined) &&
+        Number(row.values[9]) === p.gpu_span_ns, `phase ${p.phase}: the kernel cells differ from the API (${row.values.slice(7, 10)})`);
     }
     const gatedNote = await page.textContent('#profile-gated-note');
     check(gatedNote && /[Gg]ated/.test(gatedNote), `the phase table does not say what gated means: ${gatedNote}`);

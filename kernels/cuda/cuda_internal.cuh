@@ -38,6 +38,7 @@ typedef struct cuda_state {
     void *side_ws;
     cudaEvent_t fork_ev, join_ev;
     int side_pending;
+    int side_unavailable; /* creating the second stream failed: overlap GEMMs run on the main stream */
 } cuda_state;
 
 /* Build-time knob: the cuBLAS workspace in MiB (0: none, cuBLAS then picks

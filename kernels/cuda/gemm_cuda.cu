@@ -293,22 +293,30 @@ static int side_create(cuda_state *st)
 
 /* Issues the fork of an overlap GEMM: *side = the second stream, ordered
  * after the main stream's work so far. *side NULL (run on the main stream):
- * the main stream is being captured and LMK_OVERLAP_GEMMS is 1, or the
- * second stream does not exist yet (creating it during a capture is not
- * allowed; eager steps before a capture create it). */
+ * the main stream is being captured and LMK_OVERLAP_GEMMS is 1; or the
+ * second stream does not exist yet and the main stream is being captured
+ * (creating it there is not allowed; eager steps before a capture create
+ * it); or creating it failed once (e.g. no device memory left for its
+ * workspace: the GEMMs then run as without overlap, not fail). */
 static int side_fork(cuda_state *st, cudaStream_t *side)
 {
     *side = NULL;
+    if (st->side_unavailable)
+        return LMK_OK;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (LMK_OVERLAP_GEMMS < 2 || !st->side)
         CUDA_TRY(st, cudaStreamIsCapturing(st->stream, &cs));
     if (cs != cudaStreamCaptureStatusNone)
         return LMK_OK;
     if (!st->side) {
-        int rc = side_create(st);
-        if (rc != LMK_OK) {
+        char kept[sizeof st->last_error];
+        memcpy(kept, st->last_error, sizeof kept);
+        if (side_create(st) != LMK_OK) {
             cuda_side_free(st);
-            return rc;
+            (void)cudaGetLastError();
+            memcpy(st->last_error, kept, sizeof kept); /* not this GEMM's error */
+            st->side_unavailable = 1;
+            return LMK_OK;
         }
     }
     CUDA_TRY(st, cudaEventRecord(st->fork_ev, st->stream));

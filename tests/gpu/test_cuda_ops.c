@@ -752,6 +752,60 @@ static void test_gemm_overlap(lmk_round in)
     free(a), free(bm);
 }
 
+/* An overlap GEMM when the second stream cannot get its workspace (device
+ * memory exhausted by the pool before the first one): it runs on the main
+ * stream, with plain results, instead of failing. Its own backend, destroyed
+ * after (which returns the pool's memory). */
+static void test_overlap_without_memory(void)
+{
+    lmk_backend *g2 = NULL;
+    char err[256] = "";
+    MUST(lmk_backend_cuda_create(0, &g2, err, sizeof err));
+    int m = 256, n = 384, k = 512;
+    float *a = h_rand((size_t)m * k, -1, 1), *bm = h_rand((size_t)k * n, -1, 1);
+    void *d_a = NULL, *d_b = NULL, *c0 = NULL, *c1 = NULL;
+    MUST(g2->mem_alloc(g2, 4 * (size_t)m * k, &d_a));
+    MUST(g2->mem_alloc(g2, 4 * (size_t)k * n, &d_b));
+    MUST(g2->mem_alloc(g2, 4 * (size_t)m * n, &c0));
+    MUST(g2->mem_alloc(g2, 4 * (size_t)m * n, &c1));
+    MUST(g2->upload(g2, d_a, a, 4 * (size_t)m * k));
+    MUST(g2->upload(g2, d_b, bm, 4 * (size_t)k * n));
+    lmk_gemm g = {.m = m, .n = n, .k = k, .batch = 1, .alpha = 1.0f, .in_round = LMK_ROUND_NONE};
+    MUST(g2->gemm(g2, &g, c0, d_a, d_b)); /* cuBLAS set up before memory runs out */
+    MUST(g2->synchronize(g2));
+    /* hold the device's memory: 256 MiB blocks, then 1 MiB ones, until refused */
+    enum { MAX_HOLD = 4096 };
+    void **held = calloc(MAX_HOLD, sizeof *held);
+    size_t nheld = 0, bytes = (size_t)256 << 20;
+    if (!held)
+        exit(1);
+    while (nheld < MAX_HOLD) {
+        if (g2->mem_alloc(g2, bytes, &held[nheld]) == LMK_OK && g2->synchronize(g2) == LMK_OK) {
+            nheld++;
+        } else if (bytes > ((size_t)1 << 20)) {
+            bytes = (size_t)1 << 20;
+        } else {
+            break;
+        }
+    }
+    g.overlap = 1;
+    int rc = g2->gemm(g2, &g, c1, d_a, d_b);
+    CHECK(rc == LMK_OK, "overlap gemm with the device memory held: %d (%s)", rc, lmk_backend_cuda_last_error(g2));
+    if (g2->lane_join)
+        MUST(g2->lane_join(g2));
+    float *h0 = malloc(4 * (size_t)m * n), *h1 = malloc(4 * (size_t)m * n);
+    if (!h0 || !h1)
+        exit(1);
+    MUST(g2->download(g2, h0, c0, 4 * (size_t)m * n));
+    MUST(g2->download(g2, h1, c1, 4 * (size_t)m * n));
+    CHECK(memcmp(h0, h1, 4 * (size_t)m * n) == 0, "overlap gemm without memory for the second stream differs");
+    printf("  %-44s held=%-7zu %s\n", "overlap gemm, device memory held", nheld, rc == LMK_OK ? "ok" : "FAIL");
+    for (size_t i = 0; i < nheld; i++)
+        g2->mem_free(g2, held[i]);
+    free(held), free(h0), free(h1), free(a), free(bm);
+    lmk_backend_free(g2);
+}
+
 static void test_fused(lmk_round r)
 {
     lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
@@ -1053,6 +1107,7 @@ int main(void)
     test_gemm_overlap(LMK_ROUND_NONE);
     test_gemm_overlap(LMK_ROUND_TF32);
     test_gemm_overlap(LMK_ROUND_BF16);
+    test_overlap_without_memory();
     test_softmax(6, 100, 0);
     test_softmax(3, 1000, 1);
     test_softmax(2, 33, 1);

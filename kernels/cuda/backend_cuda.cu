@@ -205,16 +205,27 @@ static lmk_backend cuda_template(void)
     return t;
 }
 
-/* *h: a cuBLAS handle on st's stream with workspace (ws, bytes; NULL, 0: none),
+/* *h: a cuBLAS handle on stream with workspace (ws, bytes; NULL, 0: none),
  * host pointer mode, default math (pure FP32 for float32 compute). */
-static int create_cublas(cuda_state *st, cublasHandle_t *h, void *ws, size_t bytes)
+static int create_cublas(cuda_state *st, cudaStream_t stream, cublasHandle_t *h, void *ws, size_t bytes)
 {
     CUBLAS_TRY(st, cublasCreate(h));
-    CUBLAS_TRY(st, cublasSetStream(*h, st->stream));
+    CUBLAS_TRY(st, cublasSetStream(*h, stream));
     CUBLAS_TRY(st, cublasSetWorkspace(*h, ws, bytes));
     CUBLAS_TRY(st, cublasSetPointerMode(*h, CUBLAS_POINTER_MODE_HOST));
     CUBLAS_TRY(st, cublasSetMathMode(*h, CUBLAS_DEFAULT_MATH));
     return LMK_OK;
+}
+
+int cuda_cublas_pair(cuda_state *st, cudaStream_t stream, void *ws, cublasHandle_t *h, cublasHandle_t *batched)
+{
+    int rc = create_cublas(st, stream, h, ws, CUDA_CUBLAS_WS_BYTES);
+    *batched = *h;
+    if (rc == LMK_OK && !LMK_CUBLAS_BATCHED_WS && CUDA_CUBLAS_WS_BYTES > 0) {
+        *batched = NULL;
+        rc = create_cublas(st, stream, batched, NULL, 0);
+    }
+    return rc;
 }
 
 static int create_state(cuda_state *st, int device)
@@ -240,13 +251,7 @@ static int create_state(cuda_state *st, int device)
     CUDA_TRY(st, cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
     if (CUDA_CUBLAS_WS_BYTES > 0)
         CUDA_TRY(st, cudaMalloc(&st->cublas_ws, CUDA_CUBLAS_WS_BYTES));
-    int rc = create_cublas(st, &st->cublas, st->cublas_ws, CUDA_CUBLAS_WS_BYTES);
-    st->cublas_batched = st->cublas;
-    if (rc == LMK_OK && !LMK_CUBLAS_BATCHED_WS && CUDA_CUBLAS_WS_BYTES > 0) {
-        st->cublas_batched = NULL;
-        rc = create_cublas(st, &st->cublas_batched, NULL, 0);
-    }
-    return rc;
+    return cuda_cublas_pair(st, st->stream, st->cublas_ws, &st->cublas, &st->cublas_batched);
 }
 
 extern "C" int lmk_backend_cuda_create(int device, lmk_backend **out, char *errbuf, size_t errlen)

@@ -106,6 +106,13 @@ int cublas_fail(cuda_state *st, const char *what, cublasStatus_t s);
  * is refused (LMK_UNSUPPORTED) while the stream is being captured. */
 int cuda_scratch(cuda_state *st, size_t bytes, void **out);
 
+/* *h, *batched: the cuBLAS handles of stream (backend_cuda.cu): *h with the
+ * workspace ws (CUDA_CUBLAS_WS_BYTES; NULL when that is 0), host pointer
+ * mode, default math (pure FP32 for float32 compute); *batched, for the
+ * strided-batched GEMMs, without a workspace (LMK_CUBLAS_BATCHED_WS 0), else
+ * *h itself. */
+int cuda_cublas_pair(cuda_state *st, cudaStream_t stream, void *ws, cublasHandle_t *h, cublasHandle_t *batched);
+
 /* Frees the tuned GEMMs' descriptors and the cuBLASLt handle (backend destroy). */
 void cuda_gemm_tuned_free(cuda_state *st);
 

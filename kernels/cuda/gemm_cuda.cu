@@ -263,18 +263,6 @@ void cuda_side_free(cuda_state *st)
     st->side_pending = 0;
 }
 
-/* *h: a cuBLAS handle on the second stream with workspace (ws, bytes), as
- * backend_cuda.cu makes the main stream's. */
-static int side_handle(cuda_state *st, cublasHandle_t *h, void *ws, size_t bytes)
-{
-    CUBLAS_TRY(st, cublasCreate(h));
-    CUBLAS_TRY(st, cublasSetStream(*h, st->side));
-    CUBLAS_TRY(st, cublasSetWorkspace(*h, ws, bytes));
-    CUBLAS_TRY(st, cublasSetPointerMode(*h, CUBLAS_POINTER_MODE_HOST));
-    CUBLAS_TRY(st, cublasSetMathMode(*h, CUBLAS_DEFAULT_MATH));
-    return LMK_OK;
-}
-
 static int side_create(cuda_state *st)
 {
     CUDA_TRY(st, cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking));
@@ -282,13 +270,7 @@ static int side_create(cuda_state *st)
     CUDA_TRY(st, cudaEventCreateWithFlags(&st->join_ev, cudaEventDisableTiming));
     if (CUDA_CUBLAS_WS_BYTES > 0)
         CUDA_TRY(st, cudaMalloc(&st->side_ws, CUDA_CUBLAS_WS_BYTES));
-    int rc = side_handle(st, &st->side_cublas, st->side_ws, CUDA_CUBLAS_WS_BYTES);
-    st->side_cublas_batched = st->side_cublas;
-    if (rc == LMK_OK && !LMK_CUBLAS_BATCHED_WS && CUDA_CUBLAS_WS_BYTES > 0) {
-        st->side_cublas_batched = NULL;
-        rc = side_handle(st, &st->side_cublas_batched, NULL, 0);
-    }
-    return rc;
+    return cuda_cublas_pair(st, st->side, st->side_ws, &st->side_cublas, &st->side_cublas_batched);
 }
 
 /* Issues the fork of an overlap GEMM: *side = the second stream, ordered

@@ -37,6 +37,13 @@ static void range_push_layer(int l)
  * and their backward as one dx GEMM with K = 3d over the (N, 3d) gradient,
  * the weights' 16-bit copies stacked into one (3d, d) matrix; 0 = three
  * GEMMs each way (the float32 dx accumulated by two of them). */
+/* Build-time knob: 1 = under float32/tf32 a fused group's weights (q, k, v;
+ * w1, w3) are stored as one stacked allocation (p_group), so their forward,
+ * dx and dW are one GEMM each, as under bf16/fp16 with the stacked copy; 0 =
+ * one allocation and one GEMM per weight. */
+#ifndef LMK_STACKED_F32
+#define LMK_STACKED_F32 0
+#endif
 #ifndef LMK_FUSED_QKV
 #define LMK_FUSED_QKV 1
 #endif
@@ -191,6 +198,10 @@ typedef struct param_slot {
                             * copies are one matrix, rows stacked in fuse[] order */
     int fuse[3];           /* the group's slots (indices into params) */
     int fused_into;        /* the group's first slot, or -1 */
+    int p_view;            /* p points into its fused group's p_group */
+    lmk_tensor p_group;    /* the first slot of a fused group under float32/tf32: the group's
+                            * weights as one allocation, rows stacked in fuse[] order (so one GEMM
+                            * reads them, as the 16-bit copies are under bf16/fp16) */
     int g_view;            /* g points into its fused group's g_group (LMK_FUSED_DW) */
     lmk_tensor g_group;    /* the first slot of a fused group: its weights' gradients as one
                             * allocation (LMK_FUSED_DW), from backward until the step */
@@ -448,7 +459,9 @@ void lmk_model_free(lmk_model *m)
         release_activations(m);
     release_param_copies(m, 1);
     for (size_t i = 0; m->params && i < m->nparams; i++) {
-        lmk_tensor_release(m->a, &m->params[i].p);
+        if (!m->params[i].p_view)
+            lmk_tensor_release(m->a, &m->params[i].p);
+        lmk_tensor_release(m->a, &m->params[i].p_group);
         grad_drop(m, &m->params[i]);
         lmk_tensor_release(m->a, &m->params[i].m);
         lmk_tensor_release(m->a, &m->params[i].v);
@@ -557,7 +570,22 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     for (size_t i = 0; i < m->nparams; i++) {
         param_slot *s = &m->params[i];
         size_t n = (size_t)s->rows * s->cols;
-        TRY(lmk_tensor_alloc(a, &s->p, LMK_F32, n, LMK_MEM_PARAMETER, "%s", s->name));
+        if (LMK_STACKED_F32 && s->fuse_n && m->half == LMK_ROUND_NONE) { /* float32/tf32: the group stacked */
+            size_t total = 0;
+            for (int j = 0; j < s->fuse_n; j++)
+                total += (size_t)m->params[s->fuse[j]].rows * s->cols;
+            TRY(lmk_tensor_alloc(a, &s->p_group, LMK_F32, total, LMK_MEM_PARAMETER, "%s+%d", s->name, s->fuse_n - 1));
+            for (int j = 0, at = 0; j < s->fuse_n; j++) {
+                param_slot *t = &m->params[s->fuse[j]];
+                size_t tn = (size_t)t->rows * t->cols;
+                t->p = (lmk_tensor){.data = LMK_F(s->p_group) + (size_t)at * s->cols, .numel = tn, .bytes = 4 * tn,
+                                    .dtype = LMK_F32, .category = LMK_MEM_PARAMETER, .name_id = s->p_group.name_id};
+                t->p_view = 1;
+                at += t->rows;
+            }
+        }
+        if (!s->p_view)
+            TRY(lmk_tensor_alloc(a, &s->p, LMK_F32, n, LMK_MEM_PARAMETER, "%s", s->name));
         if (training && training != LMK_MODEL_GRADIENTS) {
             TRY(lmk_tensor_alloc(a, &s->m, LMK_F32, n, LMK_MEM_OPTIMIZER_STATE, "%s.exp_avg",
                                  s->name));
@@ -1012,17 +1040,25 @@ static int group_rows(const lmk_model *m, const param_slot *first)
     return rows;
 }
 
+/* Whether fused group first's weights are one matrix [W_0; W_1; …] for its
+ * GEMMs: the stacked 16-bit copy under bf16/fp16, the stacked float32
+ * storage (p_group) under float32/tf32. */
+static int group_stacked(const lmk_model *m, const param_slot *first)
+{
+    return m->half != LMK_ROUND_NONE || first->p_group.data;
+}
+
 /* The projections of fused group first (LMK_FUSED_QKV) at once: y (N, Σ dout)
  * of its tensor's dtype = x (N, din) · [W_0; W_1; …]ᵀ, W_j (dout_j, din):
- * one GEMM against the stacked 16-bit copy under bf16/fp16; float32/tf32
- * (no copy): one GEMM per weight into its columns of y. */
+ * one GEMM against the stacked weights (group_stacked); otherwise one GEMM
+ * per weight into its columns of y. */
 static int fused_fwd(lmk_model *m, const char *op, lmk_tensor *y, operand x, param_slot *first, int n, int din)
 {
     int rc = param_copy(m, first);
     int total = group_rows(m, first);
     if (rc != LMK_OK)
         return rc;
-    if (m->half != LMK_ROUND_NONE) {
+    if (group_stacked(m, first)) {
         lmk_gemm g = {.trans_b = 1, .m = n, .n = total, .k = din, .batch = 1, .alpha = 1.0f,
                       .in_round = m->in_round, .out_round = m->out_round};
         return gemm2(m, op, &g, y, x, op_w(first));
@@ -1041,8 +1077,8 @@ static int fused_fwd(lmk_model *m, const char *op, lmk_tensor *y, operand x, par
 }
 
 /* fused_fwd's backward: dx (N, din) float32 = dy (N, Σ dout) · [W_0; W_1; …]
- * — one GEMM with K = Σ dout under bf16/fp16 (float32/tf32: one per weight,
- * the later ones accumulating) — and dW_j (+)= dy_jᵀ x, one GEMM per weight
+ * — one GEMM with K = Σ dout when the weights are stacked (group_stacked;
+ * else one per weight, the later ones accumulating) — and dW_j (+)= dy_jᵀ x, one GEMM per weight
  * reading its columns of dy (rows Σ dout apart). names: the weights' ops
  * for their dW rows of the precision report. */
 static int fused_bwd(lmk_model *m, const char *op, const char *const *names, lmk_tensor *dx, param_slot *first,
@@ -1092,12 +1128,13 @@ static int fused_bwd(lmk_model *m, const char *op, const char *const *names, lmk
         at += s->rows;
     }
     snprintf(name, sizeof name, "%s dx = dy W", op);
-    if (rc == LMK_OK && m->half != LMK_ROUND_NONE) {
+    int stacked = group_stacked(m, first);
+    if (rc == LMK_OK && stacked) {
         lmk_gemm gx = {.m = n, .n = din, .k = total, .batch = 1, .alpha = 1.0f, .in_round = m->in_round,
                        .out_round = dx->dtype == LMK_F32 ? LMK_ROUND_NONE : m->out_round};
         rc = gemm2(m, name, &gx, dx, dyo, op_w(first));
     }
-    for (int j = 0, at = 0; m->half == LMK_ROUND_NONE && j < first->fuse_n && rc == LMK_OK; j++) {
+    for (int j = 0, at = 0; !stacked && j < first->fuse_n && rc == LMK_OK; j++) {
         param_slot *s = &m->params[first->fuse[j]];
         lmk_gemm gx = {.m = n, .n = din, .k = s->rows, .batch = 1, .alpha = 1.0f, .beta = j ? 1.0f : 0.0f,
                        .lda = total, .in_round = m->in_round, .out_round = LMK_ROUND_NONE};

@@ -37,12 +37,14 @@ static void range_push_layer(int l)
  * and their backward as one dx GEMM with K = 3d over the (N, 3d) gradient,
  * the weights' 16-bit copies stacked into one (3d, d) matrix; 0 = three
  * GEMMs each way (the float32 dx accumulated by two of them). */
-/* Build-time knob: 1 = under float32/tf32 a fused group's weights (q, k, v;
- * w1, w3) are stored as one stacked allocation (p_group), so their forward,
- * dx and dW are one GEMM each, as under bf16/fp16 with the stacked copy; 0 =
- * one allocation and one GEMM per weight. */
+/* Build-time knob: 1 (default) = under float32/tf32 a fused group's weights
+ * (q, k, v; w1, w3) are stored as one stacked allocation (p_group), so their
+ * forward, dx and dW are one GEMM each, as under bf16/fp16 with the stacked
+ * copy; 0 = one allocation and one GEMM per weight. On the H200 1 measured
+ * fwd+bwd −4…−10% at tf32 small/medium T ≤ 256, −5% fp32 small/128,
+ * ±0.2% fp32 medium/512 (kernels/PERF.md, session 10, call 8). */
 #ifndef LMK_STACKED_F32
-#define LMK_STACKED_F32 0
+#define LMK_STACKED_F32 1
 #endif
 #ifndef LMK_FUSED_QKV
 #define LMK_FUSED_QKV 1

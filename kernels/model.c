@@ -32,11 +32,6 @@ static void range_push_layer(int l)
 }
 
 #define RMS_EPS 1e-5f
-/* Build-time knob: 1 (default) = the q, k, v projections run as one GEMM
- * into an (N, 3d) output (RoPE and the head split read it with a row stride)
- * and their backward as one dx GEMM with K = 3d over the (N, 3d) gradient,
- * the weights' 16-bit copies stacked into one (3d, d) matrix; 0 = three
- * GEMMs each way (the float32 dx accumulated by two of them). */
 /* Build-time knob: 1 (default) = under float32/tf32 a fused group's weights
  * (q, k, v; w1, w3) are stored as one stacked allocation (p_group), so their
  * forward, dx and dW are one GEMM each, as under bf16/fp16 with the stacked
@@ -46,6 +41,11 @@ static void range_push_layer(int l)
 #ifndef LMK_STACKED_F32
 #define LMK_STACKED_F32 1
 #endif
+/* Build-time knob: 1 (default) = the q, k, v projections run as one GEMM
+ * into an (N, 3d) output (RoPE and the head split read it with a row stride)
+ * and their backward as one dx GEMM with K = 3d over the (N, 3d) gradient,
+ * the weights' 16-bit copies stacked into one (3d, d) matrix; 0 = three
+ * GEMMs each way (the float32 dx accumulated by two of them). */
 #ifndef LMK_FUSED_QKV
 #define LMK_FUSED_QKV 1
 #endif

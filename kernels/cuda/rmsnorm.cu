@@ -32,16 +32,6 @@
 #define LMK_RMSNORM_VEC 1
 #endif
 #define RMS_ROWS 64 /* rows per dw partial */
-/* Build-time knob, off: the vector backward computes dx and dw in one pass
- * (rmsnorm_bwd_dxdw_vec_kernel, RMS_FUSED_ROWS rows per block) instead of
- * reading dout and x again for dw. Measured slower on the H200 (bf16
- * fwd+bwd large/1024 61.55 → 61.94 ms, xl/512 58.33 → 59.52; tf32
- * medium/256 19.03 → 19.43; kernels/PERF.md, session 10): the one-row-per-
- * block dx kernel and the separate dw pass beat four rows per block. */
-#ifndef LMK_RMSNORM_FUSED_DW
-#define LMK_RMSNORM_FUSED_DW 0
-#endif
-#define RMS_FUSED_ROWS 4 /* rows per block and per dw partial in the fused pass */
 
 // out (n, d) of E, rstd (n), x (n, d), w (d). Fused residual add when X2 is
 // not void: x (n, d) = x1 + x2 (x2 of X2) is written first (x may alias x1:
@@ -192,15 +182,16 @@ __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_fwd_vec_kernel(E *out
     }
 }
 
-// one row of rmsnorm_bwd_dx_vec_kernel (vectors of 4, dout and x of the row in registers, layout as
-// rmsnorm_fwd_vec_kernel); DW: acc (this thread's elements) += dout · x · rstd of the row, in the
-// order rmsnorm_bwd_dw_part_kernel multiplies them
-template <typename E, typename H, int NV, bool DW>
-__device__ __forceinline__ void rms_bwd_vec_row(size_t row, float *dx, const E *dout, const float *x, const float *w,
-                                                const float *rstd, int d, const float *dres, H *dx16, int fmt,
-                                                double *sh, float (&acc)[NV][4])
+// as rmsnorm_bwd_dx_kernel, one row per block, vectors of 4, dout and x of the row in registers
+// (layout as rmsnorm_fwd_vec_kernel)
+template <typename E, typename H, int NV>
+__global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_bwd_dx_vec_kernel(float *dx, const E *dout,
+                                                                             const float *x, const float *w,
+                                                                             const float *rstd, int d,
+                                                                             const float *dres, H *dx16, int fmt)
 {
-    size_t at = row * d;
+    __shared__ double sh[32];
+    size_t row = blockIdx.x, at = row * d;
     float r = rstd[row];
     float dy[NV][4], xv[NV][4];
     double dot = 0.0;
@@ -216,11 +207,6 @@ __device__ __forceinline__ void rms_bwd_vec_row(size_t row, float *dx, const E *
 #pragma unroll
         for (int k = 0; k < 4; k++)
             dot += (double)dy[c][k] * wv[k] * xv[c][k];
-        if constexpr (DW) {
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                acc[c][k] += dy[c][k] * xv[c][k] * r;
-        }
     }
     dot = block_sum_double(dot, sh);
     float cf = (float)(dot * r * r * r / d);
@@ -252,41 +238,6 @@ __device__ __forceinline__ void rms_bwd_vec_row(size_t row, float *dx, const E *
     }
 }
 
-// as rmsnorm_bwd_dx_kernel, one row per block (rms_bwd_vec_row)
-template <typename E, typename H, int NV>
-__global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_bwd_dx_vec_kernel(float *dx, const E *dout,
-                                                                             const float *x, const float *w,
-                                                                             const float *rstd, int d,
-                                                                             const float *dres, H *dx16, int fmt)
-{
-    __shared__ double sh[32];
-    float no_acc[NV][4];
-    rms_bwd_vec_row<E, H, NV, false>(blockIdx.x, dx, dout, x, w, rstd, d, dres, dx16, fmt, sh, no_acc);
-}
-
-// rmsnorm_bwd_dx_vec_kernel over rows [blockIdx.x · rows_per_block, +rows_per_block) ∩ [0, n), and
-// this block's share of dw: part (gridDim.x, d) row blockIdx.x = Σ over those rows of dout · x · rstd
-// (each thread its own elements, rows in order); rmsnorm_dw_reduce_kernel adds the rows of part
-template <typename E, typename H, int NV>
-__global__ void __launch_bounds__(RMS_VEC_THREADS)
-    rmsnorm_bwd_dxdw_vec_kernel(float *dx, float *part, const E *dout, const float *x, const float *w,
-                                const float *rstd, int n, int d, int rows_per_block, const float *dres, H *dx16,
-                                int fmt)
-{
-    __shared__ double sh[32];
-    float acc[NV][4] = {};
-    int r0 = blockIdx.x * rows_per_block, r1 = min(r0 + rows_per_block, n);
-    for (int row = r0; row < r1; row++)
-        rms_bwd_vec_row<E, H, NV, true>(row, dx, dout, x, w, rstd, d, dres, dx16, fmt, sh, acc);
-#pragma unroll
-    for (int c = 0; c < NV; c++) {
-        int j = rms_vec_col(c);
-        if (j >= d)
-            break;
-        st4(part, (size_t)blockIdx.x * d + j, acc[c]);
-    }
-}
-
 /* The vector kernels' chunks per thread for rows of d (0: the scalar kernels
  * run): LMK_RMSNORM_VEC on, d a multiple of 4 up to 4096, every pointer
  * aligned to 16 bytes (4 floats; 8 would do for 16-bit tensors). */
@@ -315,21 +266,6 @@ static int rms_vec_chunks(int d, std::initializer_list<const void *> ptrs)
         }                             \
     } while (0)
 
-/* Blocks of (32, 8) threads, one column per threadIdx.x: the 8 threads'
- * sums acc of a column added in the order of threadIdx.y, returned where
- * out (a thread of threadIdx.y 0 whose column exists; the others get 0).
- * sh: the block's [8][33] floats. */
-__device__ __forceinline__ float column_sum8(float acc, float (*sh)[33], bool out)
-{
-    sh[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    float t = 0.0f;
-    if (out)
-        for (int y = 0; y < 8; y++)
-            t += sh[y][threadIdx.x];
-    return t;
-}
-
 /* grid (ceil(d/32), chunks), block (32, 8): part (chunks, d) = Σ over the
  * chunk's rows of dy x r, in a fixed order. */
 template <typename E>
@@ -343,10 +279,14 @@ __global__ void rmsnorm_bwd_dw_part_kernel(float *part, const E *dout, const flo
     if (j < d)
         for (int i = r0 + threadIdx.y; i < r1; i += 8)
             acc += ld_f(dout, (size_t)i * d + j) * x[(size_t)i * d + j] * rstd[i];
-    bool out = threadIdx.y == 0 && j < d;
-    float t = column_sum8(acc, sh, out);
-    if (out)
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < d) {
+        float t = 0.0f;
+        for (int y = 0; y < 8; y++)
+            t += sh[y][threadIdx.x];
         part[(size_t)blockIdx.y * d + j] = t;
+    }
 }
 
 // dw (d) += Σ_c part (chunks, d)
@@ -359,23 +299,6 @@ __global__ void rmsnorm_bwd_dw_sum_kernel(float *dw, const float *part, int chun
     for (int c = 0; c < chunks; c++)
         t += part[(size_t)c * d + j];
     dw[j] += t;
-}
-
-/* grid (ceil(d/32)), block (32, 8): dw (d) += Σ_c part (chunks, d), thread
- * (x, y) over chunks y, y + 8, …, then the 8 sums in order: for the many
- * chunks of rmsnorm_bwd_dxdw_vec_kernel. */
-__global__ void rmsnorm_dw_reduce_kernel(float *dw, const float *part, int chunks, int d)
-{
-    __shared__ float sh[8][33];
-    int j = blockIdx.x * 32 + threadIdx.x;
-    float acc = 0.0f;
-    if (j < d)
-        for (int c = threadIdx.y; c < chunks; c += 8)
-            acc += part[(size_t)c * d + j];
-    bool out = threadIdx.y == 0 && j < d;
-    float t = column_sum8(acc, sh, out);
-    if (out)
-        dw[j] += t;
 }
 
 int cuda_rmsnorm_fwd(lmk_backend *b, void *out, lmk_dtype out_dt, float *rstd, const float *x,
@@ -438,31 +361,16 @@ static int rmsnorm_dw(cuda_state *st, float *dw, const void *dout, lmk_dtype dt,
     return LMK_OK;
 }
 
-/* The vector kernels' backward (nv chunks per thread, rms_vec_chunks): dx
- * (+ dres, and dx16 of H when given) and dw. LMK_RMSNORM_FUSED_DW: one pass
- * over the rows, RMS_FUSED_ROWS per block, each block's share of dw in
- * scratch, then rmsnorm_dw_reduce_kernel; otherwise rmsnorm_dw's two
- * kernels, then one block per row. */
+/* The vector kernels' backward (nv chunks per thread, rms_vec_chunks): dw
+ * (rmsnorm_dw's two kernels), then dx (+ dres, and dx16 of H when given),
+ * one block per row. One pass for both (four rows per block, each block's
+ * share of dw reduced after) measured slower on the H200 (kernels/PERF.md,
+ * session 10). */
 template <typename H>
 static int rms_bwd_vec(cuda_state *st, int nv, float *dx, H *dx16, int fmt, float *dw, const void *dout,
                        lmk_dtype dt, const float *dres, const float *x, const float *w, const float *rstd, int n,
                        int d)
 {
-    if (LMK_RMSNORM_FUSED_DW) {
-        int blocks = (n + RMS_FUSED_ROWS - 1) / RMS_FUSED_ROWS;
-        void *ws = NULL;
-        int rc = cuda_scratch(st, sizeof(float) * (size_t)blocks * d, &ws);
-        if (rc != LMK_OK)
-            return rc;
-        RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dxdw_vec_kernel<E, H, NV>
-                                                   <<<blocks, RMS_VEC_THREADS, 0, st->stream>>>(
-                                                       dx, (float *)ws, (const E *)dout, x, w, rstd, n, d,
-                                                       RMS_FUSED_ROWS, dres, dx16, fmt)));
-        LAUNCH_CHECK(st, "rmsnorm_bwd_dxdw_vec_kernel");
-        rmsnorm_dw_reduce_kernel<<<(d + 31) / 32, dim3(32, 8), 0, st->stream>>>(dw, (const float *)ws, blocks, d);
-        LAUNCH_CHECK(st, "rmsnorm_dw_reduce_kernel");
-        return LMK_OK;
-    }
     int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
     if (rc != LMK_OK)
         return rc;

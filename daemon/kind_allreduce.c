@@ -577,11 +577,9 @@ static int allreduce_run(run_ctx *ctx, const json_t *spec, json_t **result, char
         if (rc != LMK_OK)
             goto out;
     }
-    if (!js.succeeded) {
-        snprintf(errbuf, errlen, "no point succeeded; first: %s", js.first_error);
-        rc = LMK_INVALID;
+    rc = runctx_sweep_verdict((size_t)js.total, (size_t)js.succeeded, js.first_error, errbuf, errlen);
+    if (rc != LMK_OK)
         goto out;
-    }
     *result = json_pack("{s:s, s:i, s:i, s:b}", "backend", js.backend, "points", js.total, "failed",
                         js.total - js.succeeded, "all_correct", js.all_correct);
 out:

@@ -281,10 +281,9 @@ static int attention_run(run_ctx *ctx, const json_t *spec, json_t **result, char
     }
     gpu_power_close(watch);
     runctx_progress(ctx, 1.0, "done");
-    if (points && !succeeded) { /* the runs are kept; the job says it produced nothing */
-        snprintf(errbuf, errlen, "no point succeeded; first: %s", first_error);
-        return LMK_INVALID;
-    }
+    int verdict = runctx_sweep_verdict(points, (size_t)succeeded, first_error, errbuf, errlen);
+    if (verdict != LMK_OK)
+        return verdict;
     *result = json_pack("{s:I, s:i, s:I, s:i, s:s}", "runs", (json_int_t)points, "succeeded",
                         succeeded, "failed", (json_int_t)(points - (size_t)succeeded), "oom", ooms,
                         "flop_convention", ATTN_FLOP_CONVENTION);

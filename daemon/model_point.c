@@ -310,10 +310,9 @@ int model_point_sweep(run_ctx *ctx, const json_t *spec, model_point_runner run_p
         runctx_emit_run(ctx, run);
     }
     runctx_progress(ctx, 1.0, "done");
-    if (points && !succeeded) { /* the runs are kept; the job says it produced nothing */
-        snprintf(errbuf, errlen, "no point succeeded; first: %s", first_error);
-        return LMK_INVALID;
-    }
+    int verdict = runctx_sweep_verdict(points, succeeded, first_error, errbuf, errlen);
+    if (verdict != LMK_OK)
+        return verdict;
     *result = json_pack("{s:I, s:I, s:I}", "runs", (json_int_t)points, "succeeded", (json_int_t)succeeded,
                         "failed", (json_int_t)(points - succeeded));
     return LMK_OK;

@@ -200,6 +200,14 @@ int runctx_tally(const json_t *run, const char *what, char *first_error, size_t 
     return 0;
 }
 
+int runctx_sweep_verdict(size_t points, size_t succeeded, const char *first_error, char *errbuf, size_t errlen)
+{
+    if (!points || succeeded)
+        return LMK_OK;
+    snprintf(errbuf, errlen, "no point succeeded; first: %s", first_error);
+    return LMK_INVALID;
+}
+
 void runctx_set_stop_flag(run_ctx *ctx, volatile sig_atomic_t *flag)
 {
     ctx->stop = flag;

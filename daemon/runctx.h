@@ -43,6 +43,11 @@ void runctx_emit_run(run_ctx *ctx, json_t *run);
  * first_error (len bytes) unless it already holds one, and returns 0. */
 int runctx_tally(const json_t *run, const char *what, char *first_error, size_t len);
 
+/* A sweep's verdict for the job: LMK_OK when a point succeeded (or there was
+ * none); otherwise "no point succeeded; first: <first_error>" in errbuf and
+ * LMK_INVALID: the job fails, its failed runs kept. */
+int runctx_sweep_verdict(size_t points, size_t succeeded, const char *first_error, char *errbuf, size_t errlen);
+
 /* Non-zero once the job has been asked to stop (DELETE while running). */
 int runctx_cancelled(run_ctx *ctx);
 

@@ -120,13 +120,16 @@ int worker_main(int fd, int want)
  * one ONESHOT_GRACE_S later, a job still running is ended with the process,
  * as the daemon restarts a worker that does not stop. */
 #define ONESHOT_GRACE_S 30
+#define ONESHOT_TEXT(x) #x
+#define ONESHOT_STR(x) ONESHOT_TEXT(x)
 static volatile sig_atomic_t oneshot_timed_out;
 
 static void oneshot_alarm(int sig)
 {
     (void)sig;
     if (oneshot_timed_out) {
-        static const char msg[] = "lmperfd run: the job did not stop within 30 s of its timeout_s; exiting\n";
+        static const char msg[] =
+            "lmperfd run: the job did not stop within " ONESHOT_STR(ONESHOT_GRACE_S) " s of its timeout_s; exiting\n";
         ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)ignored;
         _exit(1);

@@ -3,8 +3,9 @@
  * so cudaFreeAsync inside a step only returns memory to the pool), one cuBLAS
  * handle bound to the stream with a fixed workspace; a second stream for
  * overlap GEMMs (gemm_cuda.cu), which every free, synchronisation and
- * capture end joins first. Ops live in the other files of this folder. Nothing here prints; failures are recorded in the
- * state (lmk_backend_cuda_last_error) and returned as lmk statuses. */
+ * capture end joins first. Ops live in the other files of this folder.
+ * Nothing here prints; failures are recorded in the state
+ * (lmk_backend_cuda_last_error) and returned as lmk statuses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -46,14 +46,25 @@ __global__ void rope_kernel(E *out, const E *in, const float *table, int B, int 
     }
 }
 
-// one 16-byte vector (VE elements) of position t, pairs v·VE/2…: read at bthd and
-// written at bhtd (dir > 0, the forward), or the reverse with the transposed
-// rotation (dir < 0); copied when table is NULL
+#define ROPE_ROW_THREADS 128
+
+// as rope_kernel, a 16-byte vector (VE elements, VE/2 pairs) per thread; dh % VE == 0, ld % VE == 0;
+// grid (B·T, ceil(H·dh/VE / ROPE_ROW_THREADS)): block (bt, y) takes vectors y·ROPE_ROW_THREADS… of the
+// H·dh/VE in position bt = b·T + t (one integer division per thread); a vector is read at bthd and
+// written at bhtd (dir > 0, the forward), or the reverse with the transposed rotation (dir < 0);
+// copied when table is NULL
 template <typename E>
-__device__ __forceinline__ void rope_vector(E *out, const E *in, const float *table, size_t bthd, size_t bhtd,
-                                            unsigned t, unsigned v, int dh, int dir)
+__global__ void __launch_bounds__(ROPE_ROW_THREADS) rope_rows_kernel(E *out, const E *in, const float *table,
+                                                                     int T, int H, int dh, int64_t ld, int dir)
 {
     constexpr int VE = vec16<E>::n;
+    unsigned vpr = (unsigned)(dh / VE), u = blockIdx.y * ROPE_ROW_THREADS + threadIdx.x;
+    if (u >= (unsigned)H * vpr)
+        return;
+    unsigned bt = blockIdx.x, bb = bt / (unsigned)T, t = bt - bb * (unsigned)T;
+    unsigned h = u / vpr, v = u - h * vpr;
+    size_t bthd = (size_t)bt * (size_t)ld + (size_t)h * dh + (size_t)v * VE;
+    size_t bhtd = (((size_t)bb * H + h) * T + t) * dh + (size_t)v * VE;
     float x[VE], y[VE];
     ld_vec(in, dir > 0 ? bthd : bhtd, x);
     if (!table) {
@@ -70,26 +81,6 @@ __device__ __forceinline__ void rope_vector(E *out, const E *in, const float *ta
         }
     }
     st_vec(out, dir > 0 ? bhtd : bthd, y);
-}
-
-#define ROPE_ROW_THREADS 128
-
-// as rope_kernel, a 16-byte vector (VE elements, VE/2 pairs) per thread; dh % VE == 0, ld % VE == 0;
-// grid (B·T, ceil(H·dh/VE / ROPE_ROW_THREADS)): block (bt, y) takes vectors y·ROPE_ROW_THREADS… of the
-// H·dh/VE in position bt = b·T + t (one integer division per thread)
-template <typename E>
-__global__ void __launch_bounds__(ROPE_ROW_THREADS) rope_rows_kernel(E *out, const E *in, const float *table,
-                                                                     int T, int H, int dh, int64_t ld, int dir)
-{
-    constexpr int VE = vec16<E>::n;
-    unsigned vpr = (unsigned)(dh / VE), u = blockIdx.y * ROPE_ROW_THREADS + threadIdx.x;
-    if (u >= (unsigned)H * vpr)
-        return;
-    unsigned bt = blockIdx.x, bb = bt / (unsigned)T, t = bt - bb * (unsigned)T;
-    unsigned h = u / vpr, v = u - h * vpr;
-    size_t bthd = (size_t)bt * (size_t)ld + (size_t)h * dh + (size_t)v * VE;
-    size_t bhtd = (((size_t)bb * H + h) * T + t) * dh + (size_t)v * VE;
-    rope_vector(out, in, table, bthd, bhtd, t, v, dh, dir);
 }
 
 static int rope_launch(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,

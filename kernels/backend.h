@@ -100,6 +100,13 @@ typedef struct lmk_opt_tensor {
     void *h;
 } lmk_opt_tensor;
 
+/* The causal GEMMs of the naive attention (attn_causal_gemm). */
+typedef enum lmk_causal_gemm {
+    LMK_CAUSAL_SCORES = 0, /* c (T, T)  = alpha · a (T, dh) · bm (T, dh)ᵀ: scores, dP */
+    LMK_CAUSAL_MIX = 1,    /* c (T, dh) = alpha · a (T, T) · bm (T, dh): P·V, dS·K */
+    LMK_CAUSAL_MIX_T = 2,  /* c (T, dh) = alpha · a (T, T)ᵀ · bm (T, dh): Pᵀ·dO, dSᵀ·Q */
+} lmk_causal_gemm;
+
 typedef struct lmk_backend lmk_backend;
 
 struct lmk_backend {
@@ -192,6 +199,23 @@ struct lmk_backend {
      * softmax_causal_fwd (which entries of ds are written). */
     int (*softmax_causal_bwd)(lmk_backend *b, void *ds, const void *dp, const void *p,
                               lmk_dtype dt, int batch, int T, int zero_block);
+
+    /* Optional (NULL: the model runs the naive attention's causal GEMMs as
+     * blocked strided-batched gemm_half calls). attn_causal_block: the tile
+     * (rows) these GEMMs work in for dtype dt, context T and head dim dh, 0
+     * when not supported. attn_causal_gemm: one GEMM of kind over batch heads,
+     * every matrix row-major and contiguous (batch strides T·T and T·dh),
+     * 16-bit operands and output of dt, float32 accumulation, alpha applied
+     * in float32, one rounding per stored element. With block = the tile,
+     * query row i's causal end is end(i) = (i / block + 1)·block: SCORES
+     * writes c[i][j] for j < end(i) only (the rest untouched); MIX and
+     * MIX_T read a[i][j] for j < end(i) only, and the caller's entries
+     * i < j < end(i) must be 0 (the causal softmax with zero_block = block
+     * writes them so). overlap: as lmk_gemm.overlap. A shape the block
+     * function rejects, or a pointer not 16-byte aligned: LMK_INVALID. */
+    int (*attn_causal_block)(lmk_backend *b, lmk_dtype dt, int T, int dh);
+    int (*attn_causal_gemm)(lmk_backend *b, lmk_causal_gemm kind, void *c, const void *a, const void *bm,
+                            lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap);
 
     /* out (n) = silu(a) ⊙ g, all of dtype dt; under a 16-bit dt silu(a) is
      * rounded to dt before the product (autocast: two half ops). out is n /

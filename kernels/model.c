@@ -73,6 +73,15 @@ static void range_push_layer(int l)
 #ifndef LMK_FUSED_DW
 #define LMK_FUSED_DW 1
 #endif
+/* Build-time knob: 1 = under bf16/fp16 the naive attention's six causal
+ * GEMMs (scores, P·V, dP, dV, dQ, dK) run as the backend's
+ * attn_causal_gemm (one launch each over 64-row causal tiles, where the
+ * backend has it and supports the shape) and the causal softmax writes
+ * zeros up to the end of each 64-row tile; 0 = blocked strided-batched
+ * GEMMs (causal_block). */
+#ifndef LMK_ATTN_GEMM16
+#define LMK_ATTN_GEMM16 0
+#endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
 
@@ -262,6 +271,7 @@ struct lmk_model {
     int fused_w13;          /* LMK_FUSED_W13 */
     int norm_dx16;          /* LMK_NORM_DX16 */
     int fused_dw;           /* LMK_FUSED_DW */
+    int attn_tile;          /* LMK_ATTN_GEMM16: the backend's causal tile (rows), 0 = blocked GEMMs */
     int persistent_copies;  /* the 16-bit weight copies live from create on and AdamW
                              * rewrites them (bf16/fp16 with optimizer state) */
     int copies_stale;       /* parameters may have been written since the copies were
@@ -554,6 +564,8 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     m->fused_w13 = LMK_FUSED_W13;
     m->norm_dx16 = LMK_NORM_DX16;
     m->fused_dw = LMK_FUSED_DW;
+    if (LMK_ATTN_GEMM16 && b->attn_causal_block && b->attn_causal_gemm && m->adt != LMK_F32)
+        m->attn_tile = b->attn_causal_block(b, m->adt, T, m->dh);
     for (int l = 0; l < L; l++) { /* q, k, v: one (3d, d) copy; w1, w3: one (2·d_ff, d) */
         static const int qkv[3] = {P_WQ, P_WK, P_WV}, w13[2] = {P_W1, P_W3};
         for (int grp = 0; grp < 2; grp++) {
@@ -1200,11 +1212,37 @@ typedef enum causal_kind {
     CAUSAL_IN_TTT, /* c (T, dh) by key blocks = a (T, T)ᵀ · bm (T, dh): Pᵀ dO, dSᵀ q */
 } causal_kind;
 
+/* The zero_block of the causal softmax: the causal blocks the GEMMs use. */
+static int softmax_zero_block(const lmk_model *m)
+{
+    return m->attn_tile ? m->attn_tile : causal_block(m->T);
+}
+
+/* The causal GEMM of kind over the B·H heads as the backend's one-launch
+ * attn_causal_gemm (m->attn_tile: 16-bit operands and output). */
+static int causal_gemm_tiled(lmk_model *m, const char *op, causal_kind kind, lmk_tensor *c, operand a,
+                             operand bm, float alpha, int overlap)
+{
+    static const lmk_causal_gemm kinds[] = {
+        [CAUSAL_OUT_TT] = LMK_CAUSAL_SCORES, [CAUSAL_IN_TT] = LMK_CAUSAL_MIX, [CAUSAL_IN_TTT] = LMK_CAUSAL_MIX_T};
+    if (!a.h || !bm.h || c->dtype != m->adt)
+        return LMK_INVALID;
+    if (m->tracing) {
+        char in[48];
+        snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
+        rec(m, op, in, F_ACT, F32, "16-bit tensor; 16-bit tensor; 16-bit output (one launch over the causal tiles)");
+    }
+    return m->b->attn_causal_gemm(m->b, kinds[kind], c->data, a.h, bm.h, m->adt, m->B * m->H, m->T, m->dh, alpha,
+                                  overlap);
+}
+
 /* The causal GEMM of kind over the B·H heads (see causal_block); c, a, bm,
  * overlap as for heads_gemm. */
 static int causal_gemm(lmk_model *m, const char *op, causal_kind kind, lmk_tensor *c, operand a,
                        operand bm, float alpha, int overlap)
 {
+    if (m->attn_tile)
+        return causal_gemm_tiled(m, op, kind, c, a, bm, alpha, overlap);
     int T = m->T, dh = m->dh, block = causal_block(T);
     if (block >= T) {
         if (kind == CAUSAL_OUT_TT)
@@ -1380,7 +1418,7 @@ static int layer_forward(lmk_model *m, int l, int keep)
         RANGE_PUSH("attention softmax");
         rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
             adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities");
-        rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T, causal_block(T));
+        rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T, softmax_zero_block(m));
         RANGE_POP();
         TRY(rc);
         TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
@@ -1673,7 +1711,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
                 if (strcmp(m->prec_rows[i].op, "attn causal softmax backward") == 0)
                     snprintf(m->prec_rows[i].storage, sizeof m->prec_rows[i].storage, "%s",
                              "reads 16-bit dP and P, float32 math, writes 16-bit dS");
-        rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T, causal_block(T));
+        rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T, softmax_zero_block(m));
         RANGE_POP();
         TRY(rc);
         DROP(la->probs);

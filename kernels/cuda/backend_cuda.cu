@@ -187,6 +187,8 @@ static lmk_backend cuda_template(void)
     t.gemm_half = cuda_gemm_half;
     t.softmax_causal_fwd = cuda_softmax_causal_fwd;
     t.softmax_causal_bwd = cuda_softmax_causal_bwd;
+    t.attn_causal_block = cuda_attn_causal_block;
+    t.attn_causal_gemm = cuda_attn_causal_gemm;
     t.swiglu_fwd = cuda_swiglu_fwd;
     t.swiglu_bwd = cuda_swiglu_bwd;
     t.add = cuda_add;

@@ -122,6 +122,11 @@ void cuda_gemm_tuned_free(cuda_state *st);
  * first too. cuda_side_free: waits for and frees the second stream's
  * resources (backend destroy). */
 int cuda_side_join(cuda_state *st);
+/* The fork of an overlap op (gemm_cuda.cu): *side = the second stream,
+ * ordered after the main stream's work so far, or NULL: run it on the main
+ * stream (LMK_OVERLAP_GEMMS 0; a capture with LMK_OVERLAP_GEMMS 1; no second
+ * stream could be made). */
+int cuda_side_fork(cuda_state *st, cudaStream_t *side);
 int cuda_lane_join(lmk_backend *b);
 void cuda_side_free(cuda_state *st);
 
@@ -272,6 +277,9 @@ int cuda_attn_fwd(lmk_backend *b, void *o, float *lse, const void *q, const void
                   const lmk_attn_shape *s);
 int cuda_attn_bwd(lmk_backend *b, void *dq, void *dk, void *dv, float *work, const void *dout, const void *q,
                   const void *k, const void *v, const void *o, const float *lse, const lmk_attn_shape *s);
+int cuda_attn_causal_block(lmk_backend *b, lmk_dtype dt, int T, int dh);
+int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const void *a, const void *bm,
+                          lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap);
 int cuda_adamw_begin(lmk_backend *b, int64_t *t, float *alpha, const float *factor,
                      const lmk_adamw_hp *hp);
 int cuda_cross_entropy(lmk_backend *b, float *loss, float *dlogits, const float *logits,

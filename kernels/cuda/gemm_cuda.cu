@@ -273,17 +273,18 @@ static int side_create(cuda_state *st)
     return cuda_cublas_pair(st, st->side, st->side_ws, &st->side_cublas, &st->side_cublas_batched);
 }
 
-/* Issues the fork of an overlap GEMM: *side = the second stream, ordered
- * after the main stream's work so far. *side NULL (run on the main stream):
- * the main stream is being captured and LMK_OVERLAP_GEMMS is 1; or the
+/* Issues the fork of an overlap GEMM (or kernel): *side = the second stream,
+ * ordered after the main stream's work so far. *side NULL (run on the main
+ * stream): LMK_OVERLAP_GEMMS is 0; the main stream is being captured and
+ * LMK_OVERLAP_GEMMS is 1; or the
  * second stream does not exist yet and the main stream is being captured
  * (creating it there is not allowed; eager steps before a capture create
  * it); or creating it failed once (e.g. no device memory left for its
  * workspace: the GEMMs then run as without overlap, not fail). */
-static int side_fork(cuda_state *st, cudaStream_t *side)
+int cuda_side_fork(cuda_state *st, cudaStream_t *side)
 {
     *side = NULL;
-    if (st->side_unavailable)
+    if (!LMK_OVERLAP_GEMMS || st->side_unavailable)
         return LMK_OK;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (LMK_OVERLAP_GEMMS < 2 || !st->side)
@@ -462,7 +463,7 @@ int cuda_gemm_run(cuda_state *st, const lmk_gemm *g, void *c, const void *a, int
     float alpha = g->alpha, beta = g->beta;
     cudaStream_t side = NULL;
     if (LMK_OVERLAP_GEMMS && g->overlap && !main_only) {
-        int rc = side_fork(st, &side);
+        int rc = cuda_side_fork(st, &side);
         if (rc != LMK_OK)
             return rc;
     }

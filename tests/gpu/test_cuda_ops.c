@@ -691,6 +691,103 @@ static int same_bytes(const void *d1, const void *d2, size_t bytes)
     return same;
 }
 
+/* The naive attention's one-launch causal GEMMs (attn_causal_gemm) against
+ * the cpu's 16-bit GEMM on the whole matrices: scores (every entry of the
+ * causal tiles within two ulps; every entry beyond a row's tile end left as
+ * it was), P·V and Pᵀ·dO (a with zeros above the diagonal inside the
+ * tiles and NaN beyond each row's tile end, which must not be read). Then
+ * an overlap launch (second stream) equal to the plain one to the bit, and
+ * the shapes the backend refuses. */
+static void test_attn_causal_gemm(lmk_round r, int batch, int T, int dh)
+{
+    lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
+    double ulp = r == LMK_ROUND_BF16 ? 0x1p-8 : 0x1p-11;
+    int tile = gpu->attn_causal_block(gpu, dt, T, dh);
+    char name[128];
+    CHECK(tile > 0 && T % tile == 0, "attn_causal_block(%s, T %d, dh %d) = %d", round_name(r), T, dh, tile);
+    if (tile <= 0)
+        return;
+    size_t nq = (size_t)batch * T * dh, ns = (size_t)batch * T * T;
+    float scale = (float)(1.0 / sqrt((double)dh));
+    float *fq = h_rand(nq, -1, 1), *fk = h_rand(nq, -1, 1), *fp = h_rand(ns, 0, 1);
+    uint16_t *hq = h_half(fq, nq, r), *hk = h_half(fk, nq, r);
+    uint16_t *hp = h_half(fp, ns, r), *hp_clean = malloc(ns * 2), *hs = malloc(ns * 2), *hc = malloc(nq * 2);
+    uint16_t poison = r == LMK_ROUND_BF16 ? 0x7fc1 : 0x7e01; /* a NaN of each format */
+    if (!hp_clean || !hs || !hc)
+        exit(1);
+    for (size_t bh = 0; bh < (size_t)batch; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                size_t at = (bh * T + i) * T + j;
+                int end = (i / tile + 1) * tile;
+                hp_clean[at] = j <= i ? hp[at] : 0;
+                hp[at] = j <= i ? hp[at] : j < end ? 0 : poison;
+            }
+    void *d_q = d_from(hq, nq * 2), *d_k = d_from(hk, nq * 2), *d_p = d_from(hp, ns * 2);
+    void *d_s = d_alloc(ns * 2), *d_c = d_alloc(nq * 2), *d_c2 = d_alloc(nq * 2);
+
+    /* scores = scale · q kᵀ */
+    lmk_gemm gs = {.trans_b = 1, .m = T, .n = T, .k = dh, .batch = batch, .stride_a = T * dh,
+                   .stride_b = T * dh, .stride_c = (int64_t)T * T, .alpha = scale, .in_round = r,
+                   .out_round = r, .c_half = 1};
+    MUST(cpu->gemm_half(cpu, &gs, hs, hq, 1, hk, 1));
+    uint16_t *sent = malloc(ns * 2), *got = malloc(ns * 2);
+    if (!sent || !got)
+        exit(1);
+    for (size_t i = 0; i < ns; i++)
+        sent[i] = 0x3c00; /* a sentinel: the scores kernel must not write beyond the tiles */
+    MUST(gpu->upload(gpu, d_s, sent, ns * 2));
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_SCORES, d_s, d_q, d_k, dt, batch, T, dh, scale, 0));
+    MUST(gpu->download(gpu, got, d_s, ns * 2));
+    size_t outside_bad = 0;
+    for (size_t bh = 0; bh < (size_t)batch; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = (i / tile + 1) * tile; j < T; j++) {
+                size_t at = (bh * T + i) * T + j;
+                outside_bad += got[at] != 0x3c00;
+                hs[at] = 0x3c00; /* the reference beyond the tiles: the sentinel */
+            }
+    snprintf(name, sizeof name, "causal scores %s B·H %d T %d dh %d: untouched beyond the tiles", round_name(r),
+             batch, T, dh);
+    CHECK(outside_bad == 0, "%s: %zu entries written", name, outside_bad);
+    snprintf(name, sizeof name, "causal scores %s B·H %d T %d dh %d", round_name(r), batch, T, dh);
+    compare16(name, d_s, hs, ns, r, 1e-5 * sqrt(dh), 2 * ulp);
+
+    /* c = P · v (v: the q tensor), then Pᵀ · v */
+    for (int trans = 0; trans < 2; trans++) {
+        lmk_gemm gm = {.trans_a = trans, .m = T, .n = dh, .k = T, .batch = batch, .stride_a = (int64_t)T * T,
+                       .stride_b = T * dh, .stride_c = T * dh, .alpha = trans ? scale : 1.0f, .in_round = r,
+                       .out_round = r, .c_half = 1};
+        MUST(cpu->gemm_half(cpu, &gm, hc, hp_clean, 1, hq, 1));
+        lmk_causal_gemm kind = trans ? LMK_CAUSAL_MIX_T : LMK_CAUSAL_MIX;
+        GPU(gpu->attn_causal_gemm(gpu, kind, d_c, d_p, d_q, dt, batch, T, dh, gm.alpha, 0));
+        snprintf(name, sizeof name, "causal %s %s B·H %d T %d dh %d", trans ? "P^T v" : "P v", round_name(r), batch,
+                 T, dh);
+        compare16(name, d_c, hc, nq, r, 1e-5 * sqrt(T), 2 * ulp);
+        /* the same on the second stream (overlap), read after a join */
+        GPU(gpu->mem_zero(gpu, d_c2, nq * 2));
+        GPU(gpu->attn_causal_gemm(gpu, kind, d_c2, d_p, d_q, dt, batch, T, dh, gm.alpha, 1));
+        GPU(gpu->lane_join(gpu));
+        snprintf(name, sizeof name, "causal %s %s overlap launch = plain, bitwise", trans ? "P^T v" : "P v",
+                 round_name(r));
+        CHECK(same_bytes(d_c, d_c2, nq * 2), "%s", name);
+        printf("  %-44s %s\n", name, same_bytes(d_c, d_c2, nq * 2) ? "ok" : "FAIL");
+    }
+    /* refused: float32, T not a multiple of the tile, an unsupported head dim, misaligned */
+    CHECK(gpu->attn_causal_block(gpu, LMK_F32, T, dh) == 0, "attn_causal_block accepts float32");
+    CHECK(gpu->attn_causal_block(gpu, dt, T + 1, dh) == 0, "attn_causal_block accepts T %d", T + 1);
+    CHECK(gpu->attn_causal_block(gpu, dt, T, 72) == 0, "attn_causal_block accepts dh 72");
+    CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_c, (char *)d_p + 2, d_q, dt, batch, T, dh, 1.0f, 0) ==
+              LMK_INVALID,
+          "attn_causal_gemm accepts a misaligned a");
+    CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_c, d_p, d_q, LMK_F32, batch, T, dh, 1.0f, 0) == LMK_INVALID,
+          "attn_causal_gemm accepts float32");
+    gpu->mem_free(gpu, d_q), gpu->mem_free(gpu, d_k), gpu->mem_free(gpu, d_p);
+    gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_c), gpu->mem_free(gpu, d_c2);
+    free(fq), free(fk), free(fp), free(hq), free(hk), free(hp), free(hp_clean), free(hs), free(hc);
+    free(sent), free(got);
+}
+
 /* Overlap GEMMs (lmk_gemm.overlap): the same bits as without the hint,
  * with another GEMM issued on the main stream meanwhile, and accumulating
  * (beta 1) twice into one C; download joins the second stream itself. in:
@@ -1122,6 +1219,12 @@ int main(void)
     test_optimizer_multi(700, 5000);
     test_fused(LMK_ROUND_BF16);
     test_fused(LMK_ROUND_FP16);
+    test_attn_causal_gemm(LMK_ROUND_BF16, 6, 256, 64);
+    test_attn_causal_gemm(LMK_ROUND_FP16, 6, 256, 64);
+    test_attn_causal_gemm(LMK_ROUND_BF16, 5, 192, 80);
+    test_attn_causal_gemm(LMK_ROUND_BF16, 3, 128, 32);
+    test_attn_causal_gemm(LMK_ROUND_FP16, 3, 64, 128);
+    test_attn_causal_gemm(LMK_ROUND_BF16, 2, 128, 96);
 
     printf("models:\n");
     lmk_model_config tiny;
@@ -1139,6 +1242,12 @@ int main(void)
     lmk_model_config blocks = {"custom-causal-blocks", 1003, 320, 128, 256, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
     test_model(&blocks, 2, 300, LMK_PREC_FP32, 1);
     test_model(&blocks, 2, 300, LMK_PREC_BF16, 0);
+    /* dh 80 and 64 at T 192: the one-launch causal GEMMs where LMK_ATTN_GEMM16 is on */
+    lmk_model_config tiles80 = {"custom-tiles-dh80", 1003, 256, 160, 256, 2, 2, 10000.0f, LMK_ATTN_NAIVE};
+    test_model(&tiles80, 2, 192, LMK_PREC_BF16, 0);
+    test_model(&tiles80, 2, 192, LMK_PREC_FP16, 0);
+    lmk_model_config tiles64 = {"custom-tiles-dh64", 1003, 256, 256, 512, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
+    test_model(&tiles64, 2, 192, LMK_PREC_BF16, 0);
 
     printf("graphs:\n");
     test_graph(&tiny, 2, 64);

@@ -94,7 +94,7 @@ static double device_peak_bandwidth(const runctx_device *dev)
     return 0;
 }
 
-/* cuBLAS/cuBLASLt/CUTLASS GEMM kernels by name. */
+/* cuBLAS/cuBLASLt/CUTLASS GEMM kernels and the engine's own (causal_*_gemm_kernel) by name. */
 static int kernel_is_gemm(const char *name)
 {
     static const char *const patterns[] = {"gemm", "GEMM", "cutlass", "xmma", "cublas", "sm90_", "sm80_", "nvjet",

@@ -73,7 +73,7 @@ static void range_push_layer(int l)
 #ifndef LMK_FUSED_DW
 #define LMK_FUSED_DW 1
 #endif
-/* Build-time knob: 1 = under bf16/fp16 the naive attention's six
+/* Build-time knob: 1 (default) = under bf16/fp16 the naive attention's six
  * causal GEMMs (scores, P·V, dP, dV, dQ, dK) run as the backend's
  * attn_causal_gemm (one launch each over 64-row causal tiles, where the
  * backend has it and supports the shape) and the causal softmax writes
@@ -83,7 +83,7 @@ static void range_push_layer(int l)
  * vs 9.2–12.7, small/128 3.4 vs 3.8–5.6, 2.7B/512 equal; kernels/PERF.md,
  * session 11, call 4). */
 #ifndef LMK_ATTN_GEMM16
-#define LMK_ATTN_GEMM16 0
+#define LMK_ATTN_GEMM16 1
 #endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000

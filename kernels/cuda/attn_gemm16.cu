@@ -36,7 +36,7 @@ constexpr int CT = 64; /* the causal tile: rows of a query block, the reduction 
  * against 1: xl/1024 bf16 fwd+bwd 112.8 vs 113.9 ms, large/1024 58.7 vs 59.3,
  * small/128 3.43 vs 3.92 (kernels/PERF.md, session 11, call 4). */
 #ifndef LMK_CG_MT
-#define LMK_CG_MT 1
+#define LMK_CG_MT 2
 #endif
 constexpr int CG_STAGES = LMK_CG_STAGES;
 constexpr int CG_WARPS = 4, CG_THREADS = CG_WARPS * 32;

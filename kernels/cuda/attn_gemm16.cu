@@ -25,6 +25,8 @@
 #include "cuda_internal.cuh"
 #include "mma_sm80.cuh"
 
+#include <type_traits>
+
 namespace {
 
 constexpr int CT = 64; /* the causal tile: rows of a query block, the reduction step */
@@ -275,12 +277,24 @@ bool dh_supported(int dh)
 }
 
 /* Opts kern in to smem bytes of dynamic shared memory when that is over the
- * default 48 KiB. */
-template <typename K> int allow_smem(cuda_state *st, K kern, size_t smem)
+ * default 48 KiB, once per backend: bit of st->attn_gemm_smem marks it done
+ * (cudaFuncSetAttribute costs host time a launch-bound eager step notices). */
+template <typename K> int allow_smem(cuda_state *st, K kern, size_t smem, int bit)
 {
-    if (smem > 48 * 1024)
+    const uint64_t mask = (uint64_t)1 << bit;
+    if (smem > 48 * 1024 && !(st->attn_gemm_smem & mask)) {
         CUDA_TRY(st, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        st->attn_gemm_smem |= mask;
+    }
     return LMK_OK;
+}
+
+/* The bit of a kernel instance in cuda_state.attn_gemm_smem: 2 dtypes × 5 head
+ * dims × 3 kinds × 2 MT = 60 < 64. */
+template <typename T, int DH, int MT> constexpr int smem_bit(lmk_causal_gemm kind)
+{
+    constexpr int dhi = DH == 32 ? 0 : DH == 64 ? 1 : DH == 80 ? 2 : DH == 96 ? 3 : 4;
+    return (((std::is_same<T, __half>::value ? 1 : 0) * 5 + dhi) * 3 + (int)kind) * 2 + MT - 1;
 }
 
 template <typename T, int DH, int MT>
@@ -294,15 +308,15 @@ int launch_kind(cuda_state *st, lmk_causal_gemm kind, cudaStream_t s, void *c, c
     int rc = LMK_OK;
     if (kind == LMK_CAUSAL_SCORES) {
         constexpr size_t smem = scores_smem<T, DH, ROWS>();
-        if ((rc = allow_smem(st, causal_scores_gemm_kernel<T, DH, MT>, smem)) == LMK_OK)
+        if ((rc = allow_smem(st, causal_scores_gemm_kernel<T, DH, MT>, smem, smem_bit<T, DH, MT>(kind))) == LMK_OK)
             causal_scores_gemm_kernel<T, DH, MT><<<grid, CG_THREADS, smem, s>>>(ct, at, bt, Tn, batch, alpha);
     } else if (kind == LMK_CAUSAL_MIX) {
         constexpr size_t smem = mix_smem<T, DH, ROWS>();
-        if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, false, MT>, smem)) == LMK_OK)
+        if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, false, MT>, smem, smem_bit<T, DH, MT>(kind))) == LMK_OK)
             causal_mix_gemm_kernel<T, DH, false, MT><<<grid, CG_THREADS, smem, s>>>(ct, at, bt, Tn, batch, alpha);
     } else {
         constexpr size_t smem = mix_smem<T, DH, ROWS>();
-        if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, true, MT>, smem)) == LMK_OK)
+        if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, true, MT>, smem, smem_bit<T, DH, MT>(kind))) == LMK_OK)
             causal_mix_gemm_kernel<T, DH, true, MT><<<grid, CG_THREADS, smem, s>>>(ct, at, bt, Tn, batch, alpha);
     }
     if (rc != LMK_OK)

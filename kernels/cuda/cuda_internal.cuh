@@ -39,6 +39,7 @@ typedef struct cuda_state {
     cudaEvent_t fork_ev, join_ev;
     int side_pending;
     int side_unavailable; /* creating the second stream failed: overlap GEMMs run on the main stream */
+    uint64_t attn_gemm_smem; /* attn_gemm16.cu: the kernels whose dynamic shared memory limit is set, one bit each */
 } cuda_state;
 
 /* Build-time knob: the cuBLAS workspace in MiB (0: none, cuBLAS then picks

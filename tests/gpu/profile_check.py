@@ -23,11 +23,11 @@ profile run it asserts:
     "CUDA-graph replays traced" section);
   * the job's forward event time untraced agrees with the benchmark job's
     forward_gpu mean within BENCH_TOL (both: synchronise, event, launch the
-    forward, event) for graph replays and GPU-bound eager points (graph
-    replays: plus the launch exposure the run measured, plain minus gated
-    events) (eager
-    launch-bound steps differ between processes by host noise: printed); on
-    GPU-bound points the whole step too;
+    forward, event) for graph replays and eager points whose kernels fill
+    at least BENCH_BOUND of the untraced step (graph replays: plus the
+    launch exposure the run measured, plain minus gated events) (eager
+    steps with more launch gaps differ between processes by host noise:
+    printed); on GPU-bound points the whole step too;
   * the overhead: overhead_pct is what step_ms_profiled/unprofiled say, the
     untraced baseline was measured before CUPTI was attached;
     graph replays: the gated figure (gpu_gated: each phase's replay enqueued
@@ -68,6 +68,10 @@ BENCH_TOL = 0.10              # profile's untraced forward events vs the benchma
 MAX_OVERHEAD = 10.0           # % (issue 6: profiled step within 10% of the unprofiled one)
 GPU_BOUND = 0.5               # ... asserted where kernels fill >= 50% of the untraced step's event time
 MIN_KERNEL_US = 10.0          # ... and kernels average >= 10 µs (CUPTI's ~1 µs per kernel is then <= 10%)
+# eager forward events against the benchmark job's (another process) asserted where kernels fill >= 75% of the
+# untraced step: small@128 bf16 eager, 62-70% busy, measured 1.62 vs 1.80 ms (session 10) and 1.57 vs 1.94, 1.22 vs
+# 1.44 (session 11, H200) with the same binary: the host's launch gaps, a third of the time there, differ by process
+BENCH_BOUND = 0.75
 
 ap = argparse.ArgumentParser()
 ap.add_argument("lmperfd")
@@ -285,7 +289,7 @@ for steps, graphs, r in profiles:
         # three calls); the launch exposure this run measured (plain - gated) widens the bound by that much
         gq = ph["forward"].get("gated_ns_unprofiled") if graphs else None
         exposed = max(0.0, pf - gq / 1e6) if gq else 0.0
-        if graphs or busy >= GPU_BOUND:
+        if graphs or busy >= BENCH_BOUND:
             check(abs(pf - bf) <= BENCH_TOL * bf + exposed,
                   f"{tag}: untraced forward events {pf:.3f} ms vs benchmark {bf:.3f} ms "
                   f"(launch exposure {exposed:.3f} ms)")

@@ -1233,7 +1233,7 @@ static int causal_gemm_tiled(lmk_model *m, const char *op, causal_kind kind, lmk
     if (m->tracing) {
         char in[48];
         snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
-        rec(m, op, in, F_ACT, F32, "16-bit tensor; 16-bit tensor; 16-bit output (one launch over the causal tiles)");
+        rec(m, op, in, F_ACT, F32, "16-bit tensors; 16-bit output; one launch, causal tiles");
     }
     return m->b->attn_causal_gemm(m->b, kinds[kind], c->data, a.h, bm.h, m->adt, m->B * m->H, m->T, m->dh, alpha,
                                   overlap);

@@ -78,6 +78,16 @@ __device__ __forceinline__ void stsm4(const void *p, uint32_t r0, uint32_t r1, u
                  "r"(r1), "r"(r2), "r"(r3));
 }
 
+/* acc (MT, NB, 4) = 0: MT row tiles of NB mma C blocks. */
+template <int MT, int NB> __device__ __forceinline__ void zero_acc(float (&acc)[MT][NB][4])
+{
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < NB; n++)
+            acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+}
+
 /* scores: the A tile (ROWS, DH), whose space then stages the output tiles
  * (ROWS, TT_LD), and the ring of (CT, DH) key tiles */
 template <int DH, int ROWS> constexpr int scores_a_elems()
@@ -149,11 +159,7 @@ __global__ void __launch_bounds__(CG_THREADS)
             continue;
         const T *b = bs + (kt % CG_STAGES) * CT * LD;
         float acc[MT][CT / 8][4];
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int n = 0; n < CT / 8; n++)
-                acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+        zero_acc(acc);
 #pragma unroll
         for (int k = 0; k < DH / 16; k++)
 #pragma unroll
@@ -224,11 +230,7 @@ __global__ void __launch_bounds__(CG_THREADS)
         cp_commit();
     }
     float acc[MT][DH / 8][4];
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int j = 0; j < DH / 8; j++)
-            acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+    zero_acc(acc);
     for (int s = 0; s < n; s++) {
         cp_wait<CG_STAGES - 2>();
         __syncthreads();

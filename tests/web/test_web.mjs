@@ -458,6 +458,26 @@ async function checkAttention(base) {
 }
 
 // A profile job fails on this CPU worker: its page says why.
+// A benchmark job whose every point fails (here: does not fit in memory): the
+// page says so and lists each run's error, with no header-only table.
+async function checkBenchmarkAllFailed(base) {
+  const huge = {d_model: 16384, d_ff: 65536, num_layers: 64, num_heads: 64};
+  const id = (await apiPost(base, {kind: 'benchmark', label: 'web test all failed', model: huge, vocab_size: 256,
+    context_length: [16, 32], batch_size: 1})).id;
+  const job = await waitJob(base, id, {mustSucceed: false});
+  check(job.status === 'failed' && job.runs.length === 2 && job.runs.every((r) => r.status === 'failed'),
+    `an unfittable benchmark ended ${job.status} with runs ${JSON.stringify(job.runs.map((r) => r.status))}`);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('#bench-none');
+  check(!(await page.$('#bench-summary')), 'a benchmark with no successful run shows a summary table');
+  check((await page.textContent('#bench-none')).includes('2 of 2 failed'), `'${await page.textContent('#bench-none')}' does not count the failed runs`);
+  const items = await page.$$eval('#bench-failed li', (lis) => lis.map((li) => li.textContent));
+  check(items.length === 2 && items.every((t, i) => t.includes(job.runs.find((r) => r.index === i).error)),
+    `failed-run list ${JSON.stringify(items)} is not the API's errors`);
+  await shot('job-benchmark-all-failed.png');
+  log(`benchmark job ${id}: every point failed and the page lists why`);
+}
+
 async function checkProfileFailed(base) {
   const sys = await apiGet(base, '/v1/system');
   if (!sys.kinds.includes('profile')) { log('profile kind absent: its page is not checked'); return; }
@@ -700,6 +720,7 @@ async function main() {
     context_length: CONTEXTS, batch_size: 2, warmup_steps: 2, measure_steps: 3})).id;
   await waitJob(base, apiJob);
   await checkBenchmarkPage(base, formJob);
+  await checkBenchmarkAllFailed(base);
   await checkCompare(base, formJob, apiJob);
   await checkOddUrls(base, formJob);
   await page.goto(base + '/#/history');

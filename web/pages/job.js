@@ -40,6 +40,12 @@ function numericsView(job) {
 function benchmarkView(job) {
   const runs = (job.runs || []).filter((r) => r.status === 'succeeded' && r.stats);
   const failed = (job.runs || []).filter((r) => r.status !== 'succeeded');
+  const failedList = failed.length ? h('ul', {class: 'error', id: 'bench-failed'}, failed.map((r) => h('li', null, `run ${r.index}: ${r.error || r.status}`))) : null;
+  // No run measured (every point failed, or none ran): no empty table, only why.
+  if (!runs.length)
+    return [h('h2', null, 'Summary'),
+      h('p', {class: 'muted', id: 'bench-none'}, failed.length ? `No run succeeded: ${failed.length} of ${failed.length} failed.` : 'No runs.'),
+      failedList];
   const phases = phasesPresent(runs);
   const sorted = [...runs].sort(compareRuns);
   // Config that is the same in every run goes above the table, not in columns.
@@ -79,7 +85,7 @@ function benchmarkView(job) {
     h('p', {class: 'muted'}, `mean ± std over ${runs[0] ? runs[0].measure_steps : '?'} measured steps after ${runs[0] ? runs[0].warmup_steps : '?'} warm-up steps; hover a time for median, min and max.`),
     runs.length && common.length ? h('p', {class: 'common'}, 'All runs: ', common.map((c, i) => [i ? ' · ' : '', h('strong', null, c.label), ' ', String(c.get(runs[0]))])) : null,
     h('div', {class: 'scroll'}, table),
-    failed.length ? h('ul', {class: 'error'}, failed.map((r) => h('li', null, `run ${r.index}: ${r.error || r.status}`))) : null,
+    failedList,
     sorted.length ? h('section', {class: 'chart-box'}, h('h2', null, 'Per-step times'),
       h('div', {class: 'field inline'}, h('label', {for: 'step-run'}, 'Run'), runSel), stepBox) : null,
     contexts.size > 1 ? contextChart(runs) : null,

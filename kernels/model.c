@@ -948,10 +948,13 @@ static int make_persistent_copies(lmk_model *m)
 
 /* Orders the backend's later work after the overlap GEMMs issued so far
  * (lmk_gemm.overlap): called before anything they read or write is freed,
- * overwritten or read. */
-static int lane_join(lmk_model *m)
+ * overwritten or read, also after a failure (nothing left running beside).
+ * Returns rc, the status of the work before it, if that failed; else the
+ * join's. */
+static int lane_join(lmk_model *m, int rc)
 {
-    return m->b->lane_join ? m->b->lane_join(m->b) : LMK_OK;
+    int jrc = m->b->lane_join ? m->b->lane_join(m->b) : LMK_OK;
+    return rc != LMK_OK ? rc : jrc;
 }
 
 /* The gradient of s for a GEMM that writes all of it (dW = dyᵀ x): *beta = 0
@@ -1043,9 +1046,9 @@ static int linear_bwd(lmk_model *m, const char *op, lmk_tensor *dx, int accumula
         snprintf(name, sizeof name, "%s dx = dy W", op);
         rc = gemm2(m, name, &gx, dx, dyo, op_w(w));
     }
-    int jrc = lane_join(m);
+    rc = lane_join(m, rc);
     lmk_tensor_release(m->a, &dy16);
-    return rc != LMK_OK ? rc : jrc;
+    return rc;
 }
 
 /* The rows of fused group first's weights together (Σ dout). */
@@ -1158,8 +1161,7 @@ static int fused_bwd(lmk_model *m, const char *op, const char *const *names, lmk
         rc = gemm2(m, name, &gx, dx, op_at(dyo, at), op_w(s));
         at += s->rows;
     }
-    int jrc = lane_join(m);
-    return rc != LMK_OK ? rc : jrc;
+    return lane_join(m, rc);
 }
 
 /* Per (batch, head) GEMM over (B·H) matrices; c of its tensor's dtype;
@@ -1701,8 +1703,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
         if (rc == LMK_OK)
             rc = causal_gemm(m, "attn dp = dout v^T", CAUSAL_OUT_TT, &t3, op_x(&t2), op_x(&la->vh), 1.0f, 0);
-        int jrc = lane_join(m);
-        rc = rc != LMK_OK ? rc : jrc;
+        rc = lane_join(m, rc);
         RANGE_POP();
         TRY(rc);
         DROP(t2);
@@ -1725,8 +1726,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         rc = causal_gemm(m, "attn dk = ds^T q", CAUSAL_IN_TTT, &t2, op_x(&t3), op_x(&la->qh), scale, 1);
         if (rc == LMK_OK)
             rc = causal_gemm(m, "attn dq = ds k", CAUSAL_IN_TT, &t1, op_x(&t3), op_x(&la->kh), scale, 0);
-        jrc = lane_join(m);
-        rc = rc != LMK_OK ? rc : jrc;
+        rc = lane_join(m, rc);
         RANGE_POP();
         TRY(rc);
         DROP(t3);

@@ -88,6 +88,19 @@ template <int MT, int NB> __device__ __forceinline__ void zero_acc(float (&acc)[
             acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
 }
 
+/* acc[m][n], acc[m][n + 1] += a[m] · the B operand pair r (blocks n and n + 1,
+ * as ldsm4 / ldsm4_t load them), for each of the MT row tiles. */
+template <typename T, int MT, int NB>
+__device__ __forceinline__ void mma_rows(float (&acc)[MT][NB][4], int n, const uint32_t (&a)[MT][4],
+                                         const uint32_t (&r)[4])
+{
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        tc_ops<T>::mma(acc[m][n], a[m], r[0], r[1]);
+        tc_ops<T>::mma(acc[m][n + 1], a[m], r[2], r[3]);
+    }
+}
+
 /* scores: the A tile (ROWS, DH), whose space then stages the output tiles
  * (ROWS, TT_LD), and the ring of (CT, DH) key tiles */
 template <int DH, int ROWS> constexpr int scores_a_elems()
@@ -135,7 +148,7 @@ __global__ void __launch_bounds__(CG_THREADS)
             tile_load<T, CT, DH, LD>(bs + s * CT * LD, bg + (size_t)s * CT * DH, DH);
         cp_commit();
     }
-    uint32_t af[MT][DH / 16][4];
+    uint32_t af[DH / 16][MT][4]; /* per k-step, the MT row tiles */
     T *cw = as + warp * WR * TT_LD; /* this warp's rows of the output tile, rounded */
     /* a lane's piece of the warp's (WR, CT) output: row lane / 8 + 4·i, 16 bytes at column (lane % 8)·8 */
     const T *cw_rd = cw + (lane >> 3) * TT_LD + (lane & 7) * 8;
@@ -148,7 +161,7 @@ __global__ void __launch_bounds__(CG_THREADS)
             for (int m = 0; m < MT; m++)
 #pragma unroll
                 for (int k = 0; k < DH / 16; k++)
-                    ldsm4(af[m][k], frag_a(as, LD, warp * WR + m * 16, k * 16, lane));
+                    ldsm4(af[k][m], frag_a(as, LD, warp * WR + m * 16, k * 16, lane));
             __syncthreads(); /* every warp holds its rows: the A tile's space stages outputs from now on */
         }
         const int pf = kt + CG_STAGES - 1;
@@ -166,11 +179,7 @@ __global__ void __launch_bounds__(CG_THREADS)
             for (int n = 0; n < CT / 16; n++) {
                 uint32_t r[4];
                 ldsm4(r, frag_b(b, LD, n * 16, k * 16, lane));
-#pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    tc_ops<T>::mma(acc[m][2 * n], af[m][k], r[0], r[1]);
-                    tc_ops<T>::mma(acc[m][2 * n + 1], af[m][k], r[2], r[3]);
-                }
+                mma_rows<T>(acc, 2 * n, af[k], r);
             }
         /* rounded into shared memory by 16 × 16 blocks (stmatrix), then out as 16-byte row pieces */
 #pragma unroll
@@ -255,11 +264,7 @@ __global__ void __launch_bounds__(CG_THREADS)
             for (int j = 0; j < DH / 16; j++) {
                 uint32_t r[4];
                 ldsm4_t(r, frag_a(bt, LD, k * 16, j * 16, lane));
-#pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    tc_ops<T>::mma(acc[m][2 * j], af[m], r[0], r[1]);
-                    tc_ops<T>::mma(acc[m][2 * j + 1], af[m], r[2], r[3]);
-                }
+                mma_rows<T>(acc, 2 * j, af, r);
             }
         }
     }

@@ -117,6 +117,7 @@ static int cu_download(lmk_backend *b, void *host_dst, const void *src, size_t b
     return LMK_OK;
 }
 
+/* Waits for everything issued on b: the overlap stream joined first. */
 static int cu_synchronize(lmk_backend *b)
 {
     cuda_state *st = CST(b);
@@ -318,10 +319,9 @@ extern "C" int lmk_backend_cuda_pool_reset(lmk_backend *b, int trim)
     if (!is_cuda(b))
         return LMK_UNSUPPORTED;
     cuda_state *st = CST(b);
-    int rc = cuda_side_join(st);
+    int rc = cu_synchronize(b);
     if (rc != LMK_OK)
         return rc;
-    CUDA_TRY(st, cudaStreamSynchronize(st->stream));
     if (trim)
         CUDA_TRY(st, cudaMemPoolTrimTo(st->pool, 0));
     uint64_t zero = 0; /* setting a high-water mark to 0 restarts it from the current value */
@@ -336,10 +336,9 @@ extern "C" int lmk_backend_cuda_release_cached(lmk_backend *b)
         return LMK_UNSUPPORTED;
     cuda_state *st = CST(b);
     int dev = 0;
-    int rc = cuda_side_join(st);
+    int rc = cu_synchronize(b);
     if (rc != LMK_OK)
         return rc;
-    CUDA_TRY(st, cudaStreamSynchronize(st->stream));
     CUDA_TRY(st, cudaMemPoolTrimTo(st->pool, 0));
     CUDA_TRY(st, cudaGetDevice(&dev));
     CUDA_TRY(st, cudaDeviceGraphMemTrim(dev));

@@ -85,6 +85,14 @@ static void range_push_layer(int l)
 #ifndef LMK_ATTN_GEMM16
 #define LMK_ATTN_GEMM16 1
 #endif
+/* Build-time knob: 1 = where LMK_ATTN_GEMM16 runs the causal GEMMs, the
+ * causal softmax is fused into the scores GEMM (attn_scores_softmax: the
+ * scores never reach memory) and its backward into the dP GEMM
+ * (attn_dp_softmax_bwd, Σ_j p dp as dout · o); 0 = the GEMMs and the
+ * softmax kernels separately. */
+#ifndef LMK_ATTN_SOFTMAX_FUSED
+#define LMK_ATTN_SOFTMAX_FUSED 0
+#endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
 
@@ -275,6 +283,7 @@ struct lmk_model {
     int norm_dx16;          /* LMK_NORM_DX16 */
     int fused_dw;           /* LMK_FUSED_DW */
     int attn_tile;          /* LMK_ATTN_GEMM16: the backend's causal tile (rows), 0 = blocked GEMMs */
+    int attn_softmax_fused; /* LMK_ATTN_SOFTMAX_FUSED where the backend has it (attn_tile set) */
     int persistent_copies;  /* the 16-bit weight copies live from create on and AdamW
                              * rewrites them (bf16/fp16 with optimizer state) */
     int copies_stale;       /* parameters may have been written since the copies were
@@ -569,6 +578,7 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     m->fused_dw = LMK_FUSED_DW;
     if (LMK_ATTN_GEMM16 && b->attn_causal_block && b->attn_causal_gemm && m->adt != LMK_F32)
         m->attn_tile = b->attn_causal_block(b, m->adt, T, m->dh);
+    m->attn_softmax_fused = LMK_ATTN_SOFTMAX_FUSED && m->attn_tile && b->attn_scores_softmax && b->attn_dp_softmax_bwd;
     for (int l = 0; l < L; l++) { /* q, k, v: one (3d, d) copy; w1, w3: one (2·d_ff, d) */
         static const int qkv[3] = {P_WQ, P_WK, P_WV}, w13[2] = {P_W1, P_W3};
         for (int grp = 0; grp < 2; grp++) {
@@ -1411,21 +1421,42 @@ static int layer_forward(lmk_model *m, int l, int keep)
     } else {
         /* scores = q kᵀ / sqrt(dh) (written in m->adt), causal softmax in place */
         ACTA(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
-        RANGE_PUSH("attention scores");
-        rc = causal_gemm(m, "attn.scores = q k^T", CAUSAL_OUT_TT, &la->probs, op_x(&la->qh),
-                         op_x(&la->kh), scale, 0);
-        RANGE_POP();
-        TRY(rc);
-        if (!keep) {
-            DROP(la->qh);
-            DROP(la->kh);
+        if (m->attn_softmax_fused) {
+            RANGE_PUSH("attention scores+softmax");
+            if (m->tracing) {
+                char in[48];
+                snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
+                rec(m, "attn.scores = q k^T", in, F_ACT, F32,
+                    "16-bit tensors; scores rounded to 16 bits in registers, read by the softmax in the same kernel");
+                rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
+                    "fused with the scores GEMM: float32 math, writes 16-bit probabilities");
+            }
+            rc = b->attn_scores_softmax(b, la->probs.data, la->qh.data, la->kh.data, adt, m->B * m->H, T, m->dh,
+                                        scale);
+            RANGE_POP();
+            TRY(rc);
+            if (!keep) {
+                DROP(la->qh);
+                DROP(la->kh);
+            }
+        } else {
+            RANGE_PUSH("attention scores");
+            rc = causal_gemm(m, "attn.scores = q k^T", CAUSAL_OUT_TT, &la->probs, op_x(&la->qh),
+                             op_x(&la->kh), scale, 0);
+            RANGE_POP();
+            TRY(rc);
+            if (!keep) {
+                DROP(la->qh);
+                DROP(la->kh);
+            }
+            RANGE_PUSH("attention softmax");
+            rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
+                adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities");
+            rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T,
+                                       softmax_zero_block(m));
+            RANGE_POP();
+            TRY(rc);
         }
-        RANGE_PUSH("attention softmax");
-        rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
-            adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities");
-        rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T, softmax_zero_block(m));
-        RANGE_POP();
-        TRY(rc);
         TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
         RANGE_PUSH("attention values");
         rc = causal_gemm(m, "attn.values = p v", CAUSAL_IN_TT, &tmp, op_x(&la->probs), op_x(&la->vh),
@@ -1683,7 +1714,8 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
     param_slot *wo = layer_param(m, l, P_WO);
     TMPA(t1, (size_t)N * d, "layers.%d.attn.merged.grad", l);
     TRY(linear_bwd(m, "attn.output_proj", &t1, 0, wo, dres, dres16, op_x(&la->merged), N, d, d));
-    DROP(la->merged);
+    if (m->c.attention == LMK_ATTN_FLASH) /* naive: merged (the values o) lives on for the softmax backward */
+        DROP(la->merged);
     TMPA(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
     TRY(b->rope_fwd(b, t2.data, t1.data, adt, NULL, B, T, H, dh, d)); /* split heads */
     DROP(t1);
@@ -1698,26 +1730,52 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
     } else {
         TMPA(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
         TMPA(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
-        RANGE_PUSH("attention values backward");
-        /* dv as overlap GEMMs beside dp */
-        rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
-        if (rc == LMK_OK)
-            rc = causal_gemm(m, "attn dp = dout v^T", CAUSAL_OUT_TT, &t3, op_x(&t2), op_x(&la->vh), 1.0f, 0);
-        rc = lane_join(m, rc);
-        RANGE_POP();
-        TRY(rc);
-        DROP(t2);
-        DROP(la->vh);
-        RANGE_PUSH("attention softmax backward");
-        REC("attn causal softmax backward", F_ACT, F32, F_ACT, F_ACT);
-        if (adt != LMK_F32 && m->tracing) /* the storage note of the row just recorded */
-            for (size_t i = 0; i < m->n_prec_rows; i++)
-                if (strcmp(m->prec_rows[i].op, "attn causal softmax backward") == 0)
-                    snprintf(m->prec_rows[i].storage, sizeof m->prec_rows[i].storage, "%s",
-                             "reads 16-bit dP and P, float32 math, writes 16-bit dS");
-        rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T, softmax_zero_block(m));
-        RANGE_POP();
-        TRY(rc);
+        if (m->attn_softmax_fused) {
+            RANGE_PUSH("attention dP+softmax backward");
+            /* dv as overlap GEMMs beside the fused dP and softmax backward */
+            rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
+            if (m->tracing) {
+                char in[48];
+                snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
+                rec(m, "attn dp = dout v^T", in, F_ACT, F32,
+                    "16-bit tensors; dP rounded to 16 bits in registers, read by the softmax backward in the same "
+                    "kernel");
+                snprintf(in, sizeof in, "%s, %s, %s, %s", F_ACT, F_ACT, F_ACT, F_ACT);
+                rec(m, "attn causal softmax backward", in, F_ACT, F32,
+                    "fused with the dP GEMM: reads 16-bit P, dout and o, sum_j P dP as dout . o, float32 math, "
+                    "writes 16-bit dS");
+            }
+            if (rc == LMK_OK)
+                rc = b->attn_dp_softmax_bwd(b, t3.data, t2.data, la->vh.data, la->probs.data, la->merged.data, d, H,
+                                            adt, B * H, T, dh);
+            rc = lane_join(m, rc);
+            RANGE_POP();
+            TRY(rc);
+            DROP(t2);
+            DROP(la->vh);
+        } else {
+            RANGE_PUSH("attention values backward");
+            /* dv as overlap GEMMs beside dp */
+            rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
+            if (rc == LMK_OK)
+                rc = causal_gemm(m, "attn dp = dout v^T", CAUSAL_OUT_TT, &t3, op_x(&t2), op_x(&la->vh), 1.0f, 0);
+            rc = lane_join(m, rc);
+            RANGE_POP();
+            TRY(rc);
+            DROP(t2);
+            DROP(la->vh);
+            RANGE_PUSH("attention softmax backward");
+            REC("attn causal softmax backward", F_ACT, F32, F_ACT, F_ACT);
+            if (adt != LMK_F32 && m->tracing) /* the storage note of the row just recorded */
+                for (size_t i = 0; i < m->n_prec_rows; i++)
+                    if (strcmp(m->prec_rows[i].op, "attn causal softmax backward") == 0)
+                        snprintf(m->prec_rows[i].storage, sizeof m->prec_rows[i].storage, "%s",
+                                 "reads 16-bit dP and P, float32 math, writes 16-bit dS");
+            rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T, softmax_zero_block(m));
+            RANGE_POP();
+            TRY(rc);
+        }
+        DROP(la->merged);
         DROP(la->probs);
         TMPA(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
         TMPA(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
@@ -1987,7 +2045,8 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
     ACTB(-nd - h16);      /* the old dres and its copy */
     ACTB(nda);            /* merged grad */
     est_linear_bwd(g, z, z->dd, 0);
-    ACTB(-nda); /* merged */
+    if (z->flash)
+        ACTB(-nda); /* merged (naive: after the softmax backward) */
     ACTB(nda);  /* values grad (heads split) */
     ACTB(-nda); /* merged grad */
     if (z->flash) {
@@ -1997,7 +2056,7 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
     } else {
         ACTB(z->scoresa + nda); /* dP, dv */
         ACTB(-2 * nda);         /* values grad, v */
-        ACTB(-z->scoresa);      /* probs */
+        ACTB(-nda - z->scoresa); /* merged, probs */
         ACTB(2 * nda);          /* dq, dk */
         ACTB(-z->scoresa);      /* dS */
         ACTB(-2 * nda);         /* q, k */

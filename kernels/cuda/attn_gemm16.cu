@@ -101,6 +101,53 @@ __device__ __forceinline__ void mma_rows(float (&acc)[MT][NB][4], int n, const u
     }
 }
 
+constexpr float CG_LOG2E = 1.4426950408889634f;
+
+/* e^(x − mx) as softmax.cu computes it for 16-bit tensors (softmax_exp):
+ * 2^x on the special-function unit; x = −inf gives 0. */
+__device__ __forceinline__ float softmax_exp16(float x, float mx)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(fmaf(x, CG_LOG2E, -mx * CG_LOG2E)));
+    return y;
+}
+
+/* x rounded to T and back: the value a stored element of T holds. */
+template <typename T> __device__ __forceinline__ float round_to(float x)
+{
+    if constexpr (std::is_same<T, __half>::value)
+        return __half2float(__float2half_rn(x));
+    else
+        return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+/* The warp's (WR, CT) tile of 16-bit values out to global memory: rounded
+ * into its rows of the shared staging tile by 16 × 16 blocks (stmatrix),
+ * then as 16-byte row pieces (lane: row lane / 8 + 4·i, column (lane % 8)·8).
+ * val (MT, CT / 8, 4) in the mma C layout. cw: the warp's staging rows
+ * (stride TT_LD); cg_wr: global row lane / 8 of the tile at column
+ * (lane % 8)·8, rows ldg elements apart. */
+template <typename T, int MT>
+__device__ __forceinline__ void store_tile(const float (&val)[MT][CT / 8][4], T *cw, T *cg_wr, size_t ldg,
+                                           int lane)
+{
+    constexpr int WR = 16 * MT;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < CT / 16; n++) {
+            const float(&x)[4] = val[m][2 * n], (&y)[4] = val[m][2 * n + 1];
+            stsm4(frag_a(cw, TT_LD, m * 16, n * 16, lane), tc_ops<T>::pack(x[0], x[1]), tc_ops<T>::pack(x[2], x[3]),
+                  tc_ops<T>::pack(y[0], y[1]), tc_ops<T>::pack(y[2], y[3]));
+        }
+    __syncwarp();
+    const T *cw_rd = cw + (lane >> 3) * TT_LD + (lane & 7) * 8;
+#pragma unroll
+    for (int i = 0; i < WR / 4; i++)
+        *reinterpret_cast<uint4 *>(cg_wr + (size_t)i * 4 * ldg) = *reinterpret_cast<const uint4 *>(cw_rd + i * 4 * TT_LD);
+    __syncwarp();
+}
+
 /* scores: the A tile (ROWS, DH), whose space then stages the output tiles
  * (ROWS, TT_LD), and the ring of (CT, DH) key tiles */
 template <int DH, int ROWS> constexpr int scores_a_elems()
@@ -150,8 +197,6 @@ __global__ void __launch_bounds__(CG_THREADS)
     }
     uint32_t af[DH / 16][MT][4]; /* per k-step, the MT row tiles */
     T *cw = as + warp * WR * TT_LD; /* this warp's rows of the output tile, rounded */
-    /* a lane's piece of the warp's (WR, CT) output: row lane / 8 + 4·i, 16 bytes at column (lane % 8)·8 */
-    const T *cw_rd = cw + (lane >> 3) * TT_LD + (lane & 7) * 8;
     T *cg_wr = cg + (size_t)(lane >> 3) * Tn + (lane & 7) * 8;
     for (int kt = 0; kt < nk; kt++) {
         cp_wait<CG_STAGES - 2>();
@@ -181,22 +226,14 @@ __global__ void __launch_bounds__(CG_THREADS)
                 ldsm4(r, frag_b(b, LD, n * 16, k * 16, lane));
                 mma_rows<T>(acc, 2 * n, af[k], r);
             }
-        /* rounded into shared memory by 16 × 16 blocks (stmatrix), then out as 16-byte row pieces */
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
-            for (int n = 0; n < CT / 16; n++) {
-                const float(&x)[4] = acc[m][2 * n], (&y)[4] = acc[m][2 * n + 1];
-                stsm4(frag_a(cw, TT_LD, m * 16, n * 16, lane), tc_ops<T>::pack(alpha * x[0], alpha * x[1]),
-                      tc_ops<T>::pack(alpha * x[2], alpha * x[3]), tc_ops<T>::pack(alpha * y[0], alpha * y[1]),
-                      tc_ops<T>::pack(alpha * y[2], alpha * y[3]));
-            }
-        __syncwarp();
+            for (int n = 0; n < CT / 8; n++)
 #pragma unroll
-        for (int i = 0; i < WR / 4; i++)
-            *reinterpret_cast<uint4 *>(cg_wr + (size_t)i * 4 * Tn + kt * CT) =
-                *reinterpret_cast<const uint4 *>(cw_rd + i * 4 * TT_LD);
-        __syncwarp();
+                for (int e = 0; e < 4; e++)
+                    acc[m][n][e] *= alpha;
+        store_tile<T, MT>(acc, cw, cg_wr + (size_t)kt * CT, Tn, lane);
     }
 }
 
@@ -278,83 +315,358 @@ __global__ void __launch_bounds__(CG_THREADS)
         }
 }
 
+/* --- the causal softmax fused with the scores / dP GEMM ------------------- */
+
+/* p (batch, T, T) = causal softmax of round(alpha · q · kᵀ) (backend.h
+ * attn_scores_softmax). Grid and tiles as causal_scores_gemm_kernel; the
+ * key tiles are swept twice: the first sweep keeps each lane's running
+ * maximum and sum of exponentials of its rows (rescaled when the maximum
+ * moves; merged across the row's 4 lanes at the end), the second recomputes
+ * the scores, writes exp(s − max) / sum (the masked entries j > i of the
+ * diagonal tile give exp(−inf) = 0). */
+template <typename T, int DH, int MT>
+__global__ void __launch_bounds__(CG_THREADS)
+    causal_scores_softmax_kernel(T *p, const T *q, const T *k, int Tn, int batch, float alpha)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT;
+    T *as = reinterpret_cast<T *>(smem_raw); /* (ROWS, LD); after the first step (ROWS, TT_LD): outputs */
+    T *bs = as + scores_a_elems<DH, ROWS>(); /* CG_STAGES × (CT, LD) */
+    const int nt = Tn / ROWS, lin = blockIdx.x;
+    const int qt = nt - 1 - lin / batch, bh = lin % batch, nk = (qt + 1) * (ROWS / CT), steps = 2 * nk;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int row0 = qt * ROWS + warp * WR; /* the warp's first query row */
+    const int last = row0 / CT;             /* its causal (diagonal) key tile */
+    const T *ag = q + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH;
+    const T *bg = k + (size_t)bh * Tn * DH;
+    T *cg_wr = p + ((size_t)bh * Tn + row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
+    T *cw = as + warp * WR * TT_LD;
+
+    tile_load<T, ROWS, DH, LD>(as, ag, DH);
+    for (int s = 0; s < CG_STAGES - 1; s++) { /* step s loads key tile s mod nk */
+        if (s < steps)
+            tile_load<T, CT, DH, LD>(bs + s * CT * LD, bg + (size_t)(s % nk) * CT * DH, DH);
+        cp_commit();
+    }
+    uint32_t af[DH / 16][MT][4];
+    float mx[MT][2], sum[MT][2]; /* per row (m16 tile m, rows g and g + 8): running max, then the row's max */
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+        mx[m][0] = mx[m][1] = -INFINITY, sum[m][0] = sum[m][1] = 0.0f;
+    for (int s = 0; s < steps; s++) {
+        cp_wait<CG_STAGES - 2>();
+        __syncthreads();
+        if (s == 0) {
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int kk = 0; kk < DH / 16; kk++)
+                    ldsm4(af[kk][m], frag_a(as, LD, warp * WR + m * 16, kk * 16, lane));
+            __syncthreads();
+        }
+        const int pf = s + CG_STAGES - 1;
+        if (pf < steps)
+            tile_load<T, CT, DH, LD>(bs + (pf % CG_STAGES) * CT * LD, bg + (size_t)(pf % nk) * CT * DH, DH);
+        cp_commit();
+        const int kt = s < nk ? s : s - nk;
+        if (kt > last)
+            continue;
+        if (s == nk) { /* the rows' max and sum across their 4 lanes; sum becomes 1 / sum */
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float rm = fmaxf(mx[m][h], __shfl_xor_sync(0xffffffffu, mx[m][h], 1));
+                    rm = fmaxf(rm, __shfl_xor_sync(0xffffffffu, rm, 2));
+                    float l = sum[m][h] * softmax_exp16(mx[m][h], rm); /* a lane without entries: 0 · 0 */
+                    l += __shfl_xor_sync(0xffffffffu, l, 1);
+                    l += __shfl_xor_sync(0xffffffffu, l, 2);
+                    mx[m][h] = rm;
+                    sum[m][h] = 1.0f / l;
+                }
+        }
+        const T *b = bs + (s % CG_STAGES) * CT * LD;
+        float acc[MT][CT / 8][4];
+        zero_acc(acc);
+#pragma unroll
+        for (int kk = 0; kk < DH / 16; kk++)
+#pragma unroll
+            for (int n = 0; n < CT / 16; n++) {
+                uint32_t r[4];
+                ldsm4(r, frag_b(b, LD, n * 16, kk * 16, lane));
+                mma_rows<T>(acc, 2 * n, af[kk], r);
+            }
+        /* the scores as stored in T; −inf right of the diagonal */
+        const bool diag = kt == last;
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int n = 0; n < CT / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = row0 + m * 16 + g + (e >> 1) * 8, j = kt * CT + n * 8 + 2 * t + (e & 1);
+                    acc[m][n][e] = diag && j > i ? -INFINITY : round_to<T>(alpha * acc[m][n][e]);
+                }
+        if (s < nk) {
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float tmax = -INFINITY;
+#pragma unroll
+                    for (int n = 0; n < CT / 8; n++)
+                        tmax = fmaxf(tmax, fmaxf(acc[m][n][2 * h], acc[m][n][2 * h + 1]));
+                    const float nm = fmaxf(mx[m][h], tmax);
+                    if (nm == -INFINITY) /* no entry of this lane's row yet */
+                        continue;
+                    float ts = 0.0f;
+#pragma unroll
+                    for (int n = 0; n < CT / 8; n++)
+                        ts += softmax_exp16(acc[m][n][2 * h], nm) + softmax_exp16(acc[m][n][2 * h + 1], nm);
+                    sum[m][h] = sum[m][h] * softmax_exp16(mx[m][h], nm) + ts;
+                    mx[m][h] = nm;
+                }
+        } else {
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int n = 0; n < CT / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        acc[m][n][e] = softmax_exp16(acc[m][n][e], mx[m][e >> 1]) * sum[m][e >> 1];
+            store_tile<T, MT>(acc, cw, cg_wr + (size_t)kt * CT, Tn, lane);
+        }
+    }
+}
+
+/* ds (batch, T, T) = p ⊙ (round(dout · vᵀ) − D) (backend.h
+ * attn_dp_softmax_bwd). Grid and tiles as causal_scores_gemm_kernel with
+ * dout for the queries and v for the keys; each lane reads its p entries
+ * in the mma C layout (4 bytes, before the step's products) and first
+ * works out D for its rows, a quarter of each dot product per lane. */
+template <typename T, int DH, int MT>
+__global__ void __launch_bounds__(CG_THREADS)
+    causal_dp_softmax_bwd_kernel(T *ds, const T *dout, const T *v, const T *p, const T *o, int64_t o_ld, int heads,
+                                 int Tn, int batch)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT;
+    T *as = reinterpret_cast<T *>(smem_raw);
+    T *bs = as + scores_a_elems<DH, ROWS>();
+    const int nt = Tn / ROWS, lin = blockIdx.x;
+    const int qt = nt - 1 - lin / batch, bh = lin % batch, nk = (qt + 1) * (ROWS / CT);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int row0 = qt * ROWS + warp * WR, last = row0 / CT;
+    const T *ag = dout + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH;
+    const T *bg = v + (size_t)bh * Tn * DH;
+    const T *pg = p + ((size_t)bh * Tn + row0 + g) * Tn + 2 * t; /* row g of the warp, column 2t */
+    T *cg_wr = ds + ((size_t)bh * Tn + row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
+    T *cw = as + warp * WR * TT_LD;
+
+    tile_load<T, ROWS, DH, LD>(as, ag, DH);
+    for (int s = 0; s < CG_STAGES - 1; s++) {
+        if (s < nk)
+            tile_load<T, CT, DH, LD>(bs + s * CT * LD, bg + (size_t)s * CT * DH, DH);
+        cp_commit();
+    }
+    /* D of the lane's rows: columns 2t + 8c (pairs) of dout and o, summed over the row's 4 lanes */
+    float dsum[MT][2];
+    {
+        const T *ob = o + (size_t)(bh / heads) * Tn * o_ld + (size_t)(bh % heads) * DH;
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int i = row0 + m * 16 + g + 8 * h;
+                const T *dr = dout + ((size_t)bh * Tn + i) * DH + 2 * t, *orow = ob + (size_t)i * o_ld + 2 * t;
+                float d = 0.0f;
+#pragma unroll
+                for (int c = 0; c < DH / 8; c++) {
+                    const float2 x = tc_ops<T>::unpack(*reinterpret_cast<const uint32_t *>(dr + 8 * c));
+                    const float2 y = tc_ops<T>::unpack(*reinterpret_cast<const uint32_t *>(orow + 8 * c));
+                    d = fmaf(x.x, y.x, d);
+                    d = fmaf(x.y, y.y, d);
+                }
+                d += __shfl_xor_sync(0xffffffffu, d, 1);
+                d += __shfl_xor_sync(0xffffffffu, d, 2);
+                dsum[m][h] = d;
+            }
+    }
+    uint32_t af[DH / 16][MT][4];
+    for (int kt = 0; kt < nk; kt++) {
+        cp_wait<CG_STAGES - 2>();
+        __syncthreads();
+        if (kt == 0) {
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int kk = 0; kk < DH / 16; kk++)
+                    ldsm4(af[kk][m], frag_a(as, LD, warp * WR + m * 16, kk * 16, lane));
+            __syncthreads();
+        }
+        const int pf = kt + CG_STAGES - 1;
+        if (pf < nk)
+            tile_load<T, CT, DH, LD>(bs + (pf % CG_STAGES) * CT * LD, bg + (size_t)pf * CT * DH, DH);
+        cp_commit();
+        if (kt > last)
+            continue;
+        uint32_t pv[MT][CT / 8][2]; /* p at rows g, g + 8 of each m16 tile, columns 2t, 2t + 1 of each 8 */
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int n = 0; n < CT / 8; n++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    pv[m][n][h] = *reinterpret_cast<const uint32_t *>(pg + (size_t)(m * 16 + 8 * h) * Tn + kt * CT +
+                                                                      n * 8);
+        const T *b = bs + (kt % CG_STAGES) * CT * LD;
+        float acc[MT][CT / 8][4];
+        zero_acc(acc);
+#pragma unroll
+        for (int kk = 0; kk < DH / 16; kk++)
+#pragma unroll
+            for (int n = 0; n < CT / 16; n++) {
+                uint32_t r[4];
+                ldsm4(r, frag_b(b, LD, n * 16, kk * 16, lane));
+                mma_rows<T>(acc, 2 * n, af[kk], r);
+            }
+        const bool diag = kt == last;
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int n = 0; n < CT / 8; n++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const float2 pp = tc_ops<T>::unpack(pv[m][n][h]);
+                    const int i = row0 + m * 16 + g + 8 * h, j = kt * CT + n * 8 + 2 * t;
+                    float &x0 = acc[m][n][2 * h], &x1 = acc[m][n][2 * h + 1];
+                    x0 = diag && j > i ? 0.0f : pp.x * (round_to<T>(x0) - dsum[m][h]);
+                    x1 = diag && j + 1 > i ? 0.0f : pp.y * (round_to<T>(x1) - dsum[m][h]);
+                }
+        store_tile<T, MT>(acc, cw, cg_wr + (size_t)kt * CT, Tn, lane);
+    }
+}
+
 bool dh_supported(int dh)
 {
     return dh == 32 || dh == 64 || dh == 80 || dh == 96 || dh == 128;
 }
+
+/* One launch of this file's kernels: op, then its tensors (backend.h). */
+enum cg_op { CG_SCORES, CG_MIX, CG_MIX_T, CG_SCORES_SOFTMAX, CG_DP_SOFTMAX_BWD, CG_OPS };
+struct cg_launch {
+    cg_op op;
+    void *c;              /* the output: c, p or ds */
+    const void *a, *bm;   /* the GEMM's operands: a, bm; q, k; dout, v */
+    const void *p, *o;    /* CG_DP_SOFTMAX_BWD: the probabilities and the forward's output */
+    int64_t o_ld;         /* CG_DP_SOFTMAX_BWD: o's row stride (elements) */
+    int heads;            /* CG_DP_SOFTMAX_BWD: heads per batch entry of o */
+    int Tn, batch;
+    float alpha;
+};
 
 /* Opts kern in to smem bytes of dynamic shared memory when that is over the
  * default 48 KiB, once per backend: bit of st->attn_gemm_smem marks it done
  * (cudaFuncSetAttribute costs host time a launch-bound eager step notices). */
 template <typename K> int allow_smem(cuda_state *st, K kern, size_t smem, int bit)
 {
-    const uint64_t mask = (uint64_t)1 << bit;
-    if (smem > 48 * 1024 && !(st->attn_gemm_smem & mask)) {
+    uint64_t &done = st->attn_gemm_smem[bit / 64];
+    const uint64_t mask = (uint64_t)1 << (bit % 64);
+    if (smem > 48 * 1024 && !(done & mask)) {
         CUDA_TRY(st, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        st->attn_gemm_smem |= mask;
+        done |= mask;
     }
     return LMK_OK;
 }
 
 /* The bit of a kernel instance in cuda_state.attn_gemm_smem: 2 dtypes × 5 head
- * dims × 3 kinds × 2 MT = 60 < 64. */
-template <typename T, int DH, int MT> constexpr int smem_bit(lmk_causal_gemm kind)
+ * dims × CG_OPS ops × 2 MT = 100 < 128. */
+template <typename T, int DH, int MT> constexpr int smem_bit(cg_op op)
 {
     constexpr int dhi = DH == 32 ? 0 : DH == 64 ? 1 : DH == 80 ? 2 : DH == 96 ? 3 : 4;
-    return (((std::is_same<T, __half>::value ? 1 : 0) * 5 + dhi) * 3 + (int)kind) * 2 + MT - 1;
+    return (((std::is_same<T, __half>::value ? 1 : 0) * 5 + dhi) * CG_OPS + (int)op) * 2 + MT - 1;
 }
 
-template <typename T, int DH, int MT>
-int launch_kind(cuda_state *st, lmk_causal_gemm kind, cudaStream_t s, void *c, const void *a, const void *bm,
-                int Tn, int batch, float alpha)
+template <typename T, int DH, int MT> int launch_kind(cuda_state *st, cudaStream_t s, const cg_launch &x)
 {
-    T *ct = static_cast<T *>(c);
-    const T *at = static_cast<const T *>(a), *bt = static_cast<const T *>(bm);
+    T *ct = static_cast<T *>(x.c);
+    const T *at = static_cast<const T *>(x.a), *bt = static_cast<const T *>(x.bm);
     constexpr int ROWS = CG_WARPS * 16 * MT;
-    const unsigned grid = (unsigned)(Tn / ROWS) * (unsigned)batch;
+    constexpr size_t sm_scores = scores_smem<T, DH, ROWS>(), sm_mix = mix_smem<T, DH, ROWS>();
+    const unsigned grid = (unsigned)(x.Tn / ROWS) * (unsigned)x.batch;
+    const int bit = smem_bit<T, DH, MT>(x.op);
     int rc = LMK_OK;
-    if (kind == LMK_CAUSAL_SCORES) {
-        constexpr size_t smem = scores_smem<T, DH, ROWS>();
-        if ((rc = allow_smem(st, causal_scores_gemm_kernel<T, DH, MT>, smem, smem_bit<T, DH, MT>(kind))) == LMK_OK)
-            causal_scores_gemm_kernel<T, DH, MT><<<grid, CG_THREADS, smem, s>>>(ct, at, bt, Tn, batch, alpha);
-    } else if (kind == LMK_CAUSAL_MIX) {
-        constexpr size_t smem = mix_smem<T, DH, ROWS>();
-        if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, false, MT>, smem, smem_bit<T, DH, MT>(kind))) == LMK_OK)
-            causal_mix_gemm_kernel<T, DH, false, MT><<<grid, CG_THREADS, smem, s>>>(ct, at, bt, Tn, batch, alpha);
-    } else {
-        constexpr size_t smem = mix_smem<T, DH, ROWS>();
-        if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, true, MT>, smem, smem_bit<T, DH, MT>(kind))) == LMK_OK)
-            causal_mix_gemm_kernel<T, DH, true, MT><<<grid, CG_THREADS, smem, s>>>(ct, at, bt, Tn, batch, alpha);
+    switch (x.op) {
+    case CG_SCORES:
+        if ((rc = allow_smem(st, causal_scores_gemm_kernel<T, DH, MT>, sm_scores, bit)) == LMK_OK)
+            causal_scores_gemm_kernel<T, DH, MT><<<grid, CG_THREADS, sm_scores, s>>>(ct, at, bt, x.Tn, x.batch,
+                                                                                    x.alpha);
+        break;
+    case CG_MIX:
+        if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, false, MT>, sm_mix, bit)) == LMK_OK)
+            causal_mix_gemm_kernel<T, DH, false, MT><<<grid, CG_THREADS, sm_mix, s>>>(ct, at, bt, x.Tn, x.batch,
+                                                                                     x.alpha);
+        break;
+    case CG_MIX_T:
+        if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, true, MT>, sm_mix, bit)) == LMK_OK)
+            causal_mix_gemm_kernel<T, DH, true, MT><<<grid, CG_THREADS, sm_mix, s>>>(ct, at, bt, x.Tn, x.batch,
+                                                                                    x.alpha);
+        break;
+    case CG_SCORES_SOFTMAX:
+        if ((rc = allow_smem(st, causal_scores_softmax_kernel<T, DH, MT>, sm_scores, bit)) == LMK_OK)
+            causal_scores_softmax_kernel<T, DH, MT><<<grid, CG_THREADS, sm_scores, s>>>(ct, at, bt, x.Tn, x.batch,
+                                                                                       x.alpha);
+        break;
+    case CG_DP_SOFTMAX_BWD:
+        if ((rc = allow_smem(st, causal_dp_softmax_bwd_kernel<T, DH, MT>, sm_scores, bit)) == LMK_OK)
+            causal_dp_softmax_bwd_kernel<T, DH, MT><<<grid, CG_THREADS, sm_scores, s>>>(
+                ct, at, bt, static_cast<const T *>(x.p), static_cast<const T *>(x.o), x.o_ld, x.heads, x.Tn, x.batch);
+        break;
+    default:
+        return LMK_INVALID;
     }
     if (rc != LMK_OK)
         return rc;
-    LAUNCH_CHECK(st, "causal attention GEMM");
+    if (x.op >= CG_SCORES_SOFTMAX)
+        LAUNCH_CHECK(st, "causal attention softmax");
+    else
+        LAUNCH_CHECK(st, "causal attention GEMM");
     return LMK_OK;
 }
 
 /* m16 tiles per warp: LMK_CG_MT where T is a multiple of the block's rows, else 1. */
-template <typename T, int DH>
-int launch_rows(cuda_state *st, lmk_causal_gemm kind, cudaStream_t s, void *c, const void *a, const void *bm,
-                int Tn, int batch, float alpha)
+template <typename T, int DH> int launch_rows(cuda_state *st, cudaStream_t s, const cg_launch &x)
 {
     if constexpr (LMK_CG_MT == 2)
-        if (Tn % (2 * CT) == 0)
-            return launch_kind<T, DH, 2>(st, kind, s, c, a, bm, Tn, batch, alpha);
-    return launch_kind<T, DH, 1>(st, kind, s, c, a, bm, Tn, batch, alpha);
+        if (x.Tn % (2 * CT) == 0)
+            return launch_kind<T, DH, 2>(st, s, x);
+    return launch_kind<T, DH, 1>(st, s, x);
 }
 
-template <typename T>
-int launch_dh(cuda_state *st, lmk_causal_gemm kind, cudaStream_t s, void *c, const void *a, const void *bm, int Tn,
-              int dh, int batch, float alpha)
+template <typename T> int launch_dh(cuda_state *st, cudaStream_t s, const cg_launch &x, int dh)
 {
     switch (dh) {
-    case 32: return launch_rows<T, 32>(st, kind, s, c, a, bm, Tn, batch, alpha);
-    case 64: return launch_rows<T, 64>(st, kind, s, c, a, bm, Tn, batch, alpha);
-    case 80: return launch_rows<T, 80>(st, kind, s, c, a, bm, Tn, batch, alpha);
-    case 96: return launch_rows<T, 96>(st, kind, s, c, a, bm, Tn, batch, alpha);
-    case 128: return launch_rows<T, 128>(st, kind, s, c, a, bm, Tn, batch, alpha);
+    case 32: return launch_rows<T, 32>(st, s, x);
+    case 64: return launch_rows<T, 64>(st, s, x);
+    case 80: return launch_rows<T, 80>(st, s, x);
+    case 96: return launch_rows<T, 96>(st, s, x);
+    case 128: return launch_rows<T, 128>(st, s, x);
     default: return LMK_INVALID;
     }
+}
+
+/* The checks every entry point makes: shape, tile, 16-byte alignment. */
+bool launch_ok(lmk_backend *b, lmk_dtype dt, int batch, int T, int dh, const void *c, const void *a, const void *bm)
+{
+    return cuda_attn_causal_block(b, dt, T, dh) && batch > 0 && c && a && bm &&
+           (int64_t)(T / CT) * batch <= INT32_MAX && !(((uintptr_t)c | (uintptr_t)a | (uintptr_t)bm) & 15);
+}
+
+int launch(cuda_state *st, cudaStream_t s, lmk_dtype dt, int dh, const cg_launch &x)
+{
+    if (dt == LMK_BF16)
+        return launch_dh<__nv_bfloat16>(st, s, x, dh);
+    return launch_dh<__half>(st, s, x, dh);
 }
 
 } // namespace
@@ -371,8 +683,7 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
                           lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap)
 {
     cuda_state *st = CST(b);
-    if (!cuda_attn_causal_block(b, dt, T, dh) || batch <= 0 || !c || !a || !bm ||
-        (int64_t)(T / CT) * batch > INT32_MAX || (((uintptr_t)c | (uintptr_t)a | (uintptr_t)bm) & 15))
+    if (!launch_ok(b, dt, batch, T, dh, c, a, bm))
         return LMK_INVALID;
     if (kind != LMK_CAUSAL_SCORES && kind != LMK_CAUSAL_MIX && kind != LMK_CAUSAL_MIX_T)
         return LMK_INVALID;
@@ -385,7 +696,26 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
         if (side)
             s = side;
     }
-    if (dt == LMK_BF16)
-        return launch_dh<__nv_bfloat16>(st, kind, s, c, a, bm, T, dh, batch, alpha);
-    return launch_dh<__half>(st, kind, s, c, a, bm, T, dh, batch, alpha);
+    const cg_op op = kind == LMK_CAUSAL_SCORES ? CG_SCORES : kind == LMK_CAUSAL_MIX ? CG_MIX : CG_MIX_T;
+    cg_launch x = {op, c, a, bm, NULL, NULL, 0, 1, T, batch, alpha};
+    return launch(st, s, dt, dh, x);
+}
+
+int cuda_attn_scores_softmax(lmk_backend *b, void *p, const void *q, const void *k, lmk_dtype dt, int batch, int T,
+                             int dh, float alpha)
+{
+    if (!launch_ok(b, dt, batch, T, dh, p, q, k))
+        return LMK_INVALID;
+    cg_launch x = {CG_SCORES_SOFTMAX, p, q, k, NULL, NULL, 0, 1, T, batch, alpha};
+    return launch(CST(b), CST(b)->stream, dt, dh, x);
+}
+
+int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, const void *dout, const void *v, const void *p, const void *o,
+                             int64_t o_ld, int heads, lmk_dtype dt, int batch, int T, int dh)
+{
+    if (!launch_ok(b, dt, batch, T, dh, ds, dout, v) || !p || !o || ((uintptr_t)p & 15) || ((uintptr_t)o & 3) ||
+        heads <= 0 || batch % heads != 0 || o_ld < (int64_t)heads * dh)
+        return LMK_INVALID;
+    cg_launch x = {CG_DP_SOFTMAX_BWD, ds, dout, v, p, o, o_ld, heads, T, batch, 1.0f};
+    return launch(CST(b), CST(b)->stream, dt, dh, x);
 }

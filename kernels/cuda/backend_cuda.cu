@@ -190,6 +190,8 @@ static lmk_backend cuda_template(void)
     t.softmax_causal_bwd = cuda_softmax_causal_bwd;
     t.attn_causal_block = cuda_attn_causal_block;
     t.attn_causal_gemm = cuda_attn_causal_gemm;
+    t.attn_scores_softmax = cuda_attn_scores_softmax;
+    t.attn_dp_softmax_bwd = cuda_attn_dp_softmax_bwd;
     t.swiglu_fwd = cuda_swiglu_fwd;
     t.swiglu_bwd = cuda_swiglu_bwd;
     t.add = cuda_add;

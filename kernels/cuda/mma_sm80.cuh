@@ -19,6 +19,10 @@ template <> struct tc_ops<__nv_bfloat16> {
         __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
         return *reinterpret_cast<uint32_t *>(&h);
     }
+    static __device__ __forceinline__ float2 unpack(uint32_t v) /* the inverse of pack (exact) */
+    {
+        return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v));
+    }
     static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
                                                uint32_t b1)
     {
@@ -33,6 +37,10 @@ template <> struct tc_ops<__half> {
     {
         __half2 h = __floats2half2_rn(lo, hi);
         return *reinterpret_cast<uint32_t *>(&h);
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t v) /* the inverse of pack (exact) */
+    {
+        return __half22float2(*reinterpret_cast<__half2 *>(&v));
     }
     static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
                                                uint32_t b1)

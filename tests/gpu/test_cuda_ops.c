@@ -788,6 +788,149 @@ static void test_attn_causal_gemm(lmk_round r, int batch, int T, int dh)
     free(sent), free(got);
 }
 
+/* The causal softmax fused into the scores GEMM and its backward into the
+ * dP GEMM (attn_scores_softmax, attn_dp_softmax_bwd). Forward: against the
+ * unfused cuda path (attn_causal_gemm SCORES, then softmax_causal_fwd with
+ * zero_block = the tile): the same rounded scores, the row sums added in
+ * another order, so within one ulp; every entry beyond a row's tile end
+ * left as it was. Backward: against the contract in double on the host,
+ * ds = p (round(dout vᵀ) − dout · o), with p NaN beyond each row's tile end
+ * (must not be read), o in the merged (B, T, H, dh) layout (heads H); the
+ * zeros at i < j < end(i) and the entries beyond left as they were. */
+static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int dh)
+{
+    lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
+    double ulp = r == LMK_ROUND_BF16 ? 0x1p-8 : 0x1p-11;
+    int batch = nb * heads, tile = gpu->attn_causal_block(gpu, dt, T, dh);
+    char name[160];
+    CHECK(tile > 0, "attn_causal_block(%s, T %d, dh %d) = %d", round_name(r), T, dh, tile);
+    if (tile <= 0 || !gpu->attn_scores_softmax || !gpu->attn_dp_softmax_bwd) {
+        CHECK(0, "the cuda backend lacks attn_scores_softmax / attn_dp_softmax_bwd");
+        return;
+    }
+    size_t nq = (size_t)batch * T * dh, ns = (size_t)batch * T * T;
+    float scale = (float)(1.0 / sqrt((double)dh));
+    /* scores of a few units: the softmax has large and tiny entries */
+    float *fq = h_rand(nq, -2, 2), *fk = h_rand(nq, -2, 2), *fv = h_rand(nq, -1, 1), *fdo = h_rand(nq, -1, 1),
+          *fo = h_rand(nq, -1, 1);
+    uint16_t *hq = h_half(fq, nq, r), *hk = h_half(fk, nq, r), *hv = h_half(fv, nq, r), *hdo = h_half(fdo, nq, r),
+             *ho = h_half(fo, nq, r);
+    uint16_t *sent = malloc(ns * 2), *got = malloc(ns * 2), *hp = malloc(ns * 2);
+    float *p32 = malloc(ns * 4), *ds32 = malloc(ns * 4), *v32 = malloc(nq * 4), *do32 = malloc(nq * 4),
+          *o32 = malloc(nq * 4), *dpr = malloc((size_t)T * 4);
+    uint16_t *dpr16 = malloc((size_t)T * 2);
+    if (!sent || !got || !hp || !p32 || !ds32 || !v32 || !do32 || !o32 || !dpr || !dpr16)
+        exit(1);
+    for (size_t i = 0; i < ns; i++)
+        sent[i] = 0x3c00;
+    void *d_q = d_from(hq, nq * 2), *d_k = d_from(hk, nq * 2), *d_v = d_from(hv, nq * 2), *d_do = d_from(hdo, nq * 2);
+    void *d_o = d_from(ho, nq * 2), *d_ref = d_from(sent, ns * 2), *d_p = d_from(sent, ns * 2);
+
+    /* forward */
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_SCORES, d_ref, d_q, d_k, dt, batch, T, dh, scale, 0));
+    GPU(gpu->softmax_causal_fwd(gpu, d_ref, d_ref, dt, batch, T, tile));
+    GPU(gpu->attn_scores_softmax(gpu, d_p, d_q, d_k, dt, batch, T, dh, scale));
+    MUST(gpu->download(gpu, got, d_p, ns * 2));
+    MUST(gpu->download(gpu, hp, d_ref, ns * 2));
+    size_t outside_bad = 0, upper_bad = 0;
+    for (size_t bh = 0; bh < (size_t)batch; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = i + 1; j < T; j++) {
+                size_t at = (bh * T + i) * T + j;
+                if (j >= (i / tile + 1) * tile) {
+                    outside_bad += got[at] != 0x3c00;
+                    got[at] = hp[at] = 0; /* compared below as equal */
+                } else {
+                    upper_bad += (got[at] & 0x7fff) != 0;
+                }
+            }
+    snprintf(name, sizeof name, "fused scores+softmax %s B·H %d T %d dh %d: zeros to the tile end, the rest untouched",
+             round_name(r), batch, T, dh);
+    CHECK(outside_bad == 0 && upper_bad == 0, "%s: %zu written beyond, %zu non-zero above the diagonal", name,
+          outside_bad, upper_bad);
+    printf("  %-44s %s\n", name, outside_bad == 0 && upper_bad == 0 ? "ok" : "FAIL");
+    MUST(gpu->upload(gpu, d_p, got, ns * 2));
+    snprintf(name, sizeof name, "fused scores+softmax %s B·H %d T %d dh %d = unfused", round_name(r), batch, T, dh);
+    compare16(name, d_p, hp, ns, r, 1e-7, 2 * ulp);
+
+    /* backward: p = the unfused probabilities, NaN beyond the tiles */
+    uint16_t poison = r == LMK_ROUND_BF16 ? 0x7fc1 : 0x7e01;
+    for (size_t bh = 0; bh < (size_t)batch; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = (i / tile + 1) * tile; j < T; j++)
+                hp[(bh * T + i) * T + j] = poison;
+    MUST(gpu->upload(gpu, d_p, hp, ns * 2));
+    MUST(gpu->upload(gpu, d_ref, sent, ns * 2));
+    GPU(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_do, d_v, d_p, d_o, (int64_t)heads * dh, heads, dt, batch, T, dh));
+    MUST(gpu->download(gpu, got, d_ref, ns * 2));
+    MUST(cpu->cast_float(cpu, p32, hp, ns, r));
+    MUST(cpu->cast_float(cpu, ds32, got, ns, r));
+    MUST(cpu->cast_float(cpu, v32, hv, nq, r));
+    MUST(cpu->cast_float(cpu, do32, hdo, nq, r));
+    MUST(cpu->cast_float(cpu, o32, ho, nq, r)); /* (nb, T, heads, dh) */
+    size_t bad = 0, outside = 0, upper = 0, first = 0;
+    double worst = 0.0;
+    for (size_t bh = 0; bh < (size_t)batch; bh++) {
+        size_t n = bh / heads, h = bh % heads;
+        for (int i = 0; i < T; i++) {
+            const float *dor = do32 + (bh * T + i) * dh, *orow = o32 + ((n * T + i) * heads + h) * dh;
+            double D = 0.0;
+            for (int c = 0; c < dh; c++)
+                D += (double)dor[c] * orow[c];
+            for (int j = 0; j <= i; j++) {
+                double acc = 0.0;
+                for (int c = 0; c < dh; c++)
+                    acc += (double)dor[c] * v32[(bh * T + j) * dh + c];
+                dpr[j] = (float)acc;
+            }
+            MUST(cpu->cast_half(cpu, dpr16, dpr, (size_t)i + 1, r));
+            MUST(cpu->cast_float(cpu, dpr, dpr16, (size_t)i + 1, r));
+            for (int j = 0; j < T; j++) {
+                size_t at = (bh * T + i) * T + j;
+                if (j > i) {
+                    if (j >= (i / tile + 1) * tile)
+                        outside += got[at] != 0x3c00;
+                    else
+                        upper += (got[at] & 0x7fff) != 0;
+                    continue;
+                }
+                double ref = p32[at] * (dpr[j] - D);
+                /* one rounding of ds, and dp's rounding may fall the other way (float32 vs double sums) */
+                double lim = 2 * ulp * fabs(ref) + fabs(p32[at]) * 2 * ulp * fabs(dpr[j]) + 1e-6 * fabs(p32[at]) + 1e-9;
+                double e = fabs(ds32[at] - ref);
+                if (!(e <= lim) && !bad++)
+                    first = at;
+                if (e / lim > worst)
+                    worst = e / lim;
+            }
+        }
+    }
+    snprintf(name, sizeof name, "fused dP+softmax bwd %s B·H %d (H %d) T %d dh %d", round_name(r), batch, heads, T,
+             dh);
+    printf("  %-44s worst err/tol=%.3g  %s\n", name, worst, bad || outside || upper ? "FAIL" : "ok");
+    CHECK(!bad, "%s: %zu entries outside tolerance, first at %zu (gpu %.9g)", name, bad, first, ds32[first]);
+    CHECK(!outside && !upper, "%s: %zu written beyond the tiles, %zu non-zero above the diagonal", name, outside,
+          upper);
+
+    /* refused: float32, a misaligned p, o rows shorter than heads · dh, batch not a multiple of heads */
+    CHECK(gpu->attn_scores_softmax(gpu, d_p, d_q, d_k, LMK_F32, batch, T, dh, scale) == LMK_INVALID,
+          "attn_scores_softmax accepts float32");
+    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_do, d_v, (char *)d_p + 2, d_o, (int64_t)heads * dh, heads, dt, batch,
+                                   T, dh) == LMK_INVALID,
+          "attn_dp_softmax_bwd accepts a misaligned p");
+    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_do, d_v, d_p, d_o, (int64_t)heads * dh - 1, heads, dt, batch, T,
+                                   dh) == LMK_INVALID,
+          "attn_dp_softmax_bwd accepts o_ld < heads · dh");
+    if (heads > 1)
+        CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_do, d_v, d_p, d_o, (int64_t)heads * dh, heads, dt, batch - 1, T,
+                                       dh) == LMK_INVALID,
+              "attn_dp_softmax_bwd accepts batch %d with %d heads", batch - 1, heads);
+    gpu->mem_free(gpu, d_q), gpu->mem_free(gpu, d_k), gpu->mem_free(gpu, d_v), gpu->mem_free(gpu, d_do);
+    gpu->mem_free(gpu, d_o), gpu->mem_free(gpu, d_ref), gpu->mem_free(gpu, d_p);
+    free(fq), free(fk), free(fv), free(fdo), free(fo), free(hq), free(hk), free(hv), free(hdo), free(ho);
+    free(sent), free(got), free(hp), free(p32), free(ds32), free(v32), free(do32), free(o32), free(dpr), free(dpr16);
+}
+
 /* Overlap GEMMs (lmk_gemm.overlap): the same bits as without the hint,
  * with another GEMM issued on the main stream meanwhile, and accumulating
  * (beta 1) twice into one C; download joins the second stream itself. in:
@@ -1225,6 +1368,12 @@ int main(void)
     test_attn_causal_gemm(LMK_ROUND_BF16, 3, 128, 32);
     test_attn_causal_gemm(LMK_ROUND_FP16, 3, 64, 128);
     test_attn_causal_gemm(LMK_ROUND_BF16, 2, 128, 96);
+    test_attn_softmax_fused(LMK_ROUND_BF16, 2, 3, 256, 64);
+    test_attn_softmax_fused(LMK_ROUND_FP16, 2, 3, 256, 64);
+    test_attn_softmax_fused(LMK_ROUND_BF16, 1, 5, 192, 80);
+    test_attn_softmax_fused(LMK_ROUND_BF16, 3, 1, 128, 32);
+    test_attn_softmax_fused(LMK_ROUND_FP16, 1, 2, 64, 128);
+    test_attn_softmax_fused(LMK_ROUND_BF16, 2, 1, 128, 96);
 
     printf("models:\n");
     lmk_model_config tiny;

@@ -59,13 +59,16 @@ static int model_from_json(const json_t *m, int vocab, int T, lmk_model_config *
     return lmk_model_config_check(cfg, bad) == LMK_OK ? 0 : -1;
 }
 
-/* "naive" / "flash" → LMK_ATTN_*. Returns 0, or -1 for another name. */
+/* "naive" / "flash" / "naive_fused" → LMK_ATTN_*. Returns 0, or -1 for
+ * another name. */
 static int attention_parse(const char *name, int *impl)
 {
     if (strcmp(name, "naive") == 0)
         *impl = LMK_ATTN_NAIVE;
     else if (strcmp(name, "flash") == 0)
         *impl = LMK_ATTN_FLASH;
+    else if (strcmp(name, "naive_fused") == 0)
+        *impl = LMK_ATTN_NAIVE_FUSED;
     else
         return -1;
     return 0;
@@ -157,7 +160,7 @@ int model_point_check(const json_t *spec, api_error *err)
     const char *attention = json_string_value(json_object_get(spec, "attention"));
     int impl = LMK_ATTN_NAIVE;
     if (attention && attention_parse(attention, &impl))
-        return api_fail(err, API_ERR_INVALID_SPEC, "attention", "attention \"%s\" is not implemented (naive, flash)",
+        return api_fail(err, API_ERR_INVALID_SPEC, "attention", "attention \"%s\" is not implemented (naive, flash, naive_fused)",
                         attention);
     for (size_t i = 0; attention && impl == LMK_ATTN_FLASH && i < field_len(spec, "model"); i++) {
         lmk_model_config cfg;

@@ -85,14 +85,6 @@ static void range_push_layer(int l)
 #ifndef LMK_ATTN_GEMM16
 #define LMK_ATTN_GEMM16 1
 #endif
-/* Build-time knob: 1 = where LMK_ATTN_GEMM16 runs the causal GEMMs, the
- * causal softmax is fused into the scores GEMM (attn_scores_softmax: the
- * scores never reach memory) and its backward into the dP GEMM
- * (attn_dp_softmax_bwd, Σ_j p dp as dout · o); 0 = the GEMMs and the
- * softmax kernels separately. */
-#ifndef LMK_ATTN_SOFTMAX_FUSED
-#define LMK_ATTN_SOFTMAX_FUSED 0
-#endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
 
@@ -162,7 +154,8 @@ int lmk_model_config_check(const lmk_model_config *c, const char **field)
         f = "num_heads";
     else if (!(c->rope_theta > 0.0f))
         f = "rope_theta";
-    else if ((c->attention != LMK_ATTN_NAIVE && c->attention != LMK_ATTN_FLASH) ||
+    else if ((c->attention != LMK_ATTN_NAIVE && c->attention != LMK_ATTN_FLASH &&
+              c->attention != LMK_ATTN_NAIVE_FUSED) ||
              (c->attention == LMK_ATTN_FLASH && !lmk_attn_head_dim_supported(c->d_model / c->num_heads)))
         f = "attention";
     if (f) {
@@ -283,7 +276,8 @@ struct lmk_model {
     int norm_dx16;          /* LMK_NORM_DX16 */
     int fused_dw;           /* LMK_FUSED_DW */
     int attn_tile;          /* LMK_ATTN_GEMM16: the backend's causal tile (rows), 0 = blocked GEMMs */
-    int attn_softmax_fused; /* LMK_ATTN_SOFTMAX_FUSED where the backend has it (attn_tile set) */
+    int attn_softmax_fused; /* LMK_ATTN_NAIVE_FUSED where the backend has it (attn_tile set): the
+                             * causal softmax inside the scores / dP GEMMs' kernels */
     int persistent_copies;  /* the 16-bit weight copies live from create on and AdamW
                              * rewrites them (bf16/fp16 with optimizer state) */
     int copies_stale;       /* parameters may have been written since the copies were
@@ -578,7 +572,8 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     m->fused_dw = LMK_FUSED_DW;
     if (LMK_ATTN_GEMM16 && b->attn_causal_block && b->attn_causal_gemm && m->adt != LMK_F32)
         m->attn_tile = b->attn_causal_block(b, m->adt, T, m->dh);
-    m->attn_softmax_fused = LMK_ATTN_SOFTMAX_FUSED && m->attn_tile && b->attn_scores_softmax && b->attn_dp_softmax_bwd;
+    m->attn_softmax_fused = c->attention == LMK_ATTN_NAIVE_FUSED && m->attn_tile && b->attn_scores_softmax &&
+                            b->attn_dp_softmax_bwd;
     for (int l = 0; l < L; l++) { /* q, k, v: one (3d, d) copy; w1, w3: one (2·d_ff, d) */
         static const int qkv[3] = {P_WQ, P_WK, P_WV}, w13[2] = {P_W1, P_W3};
         for (int grp = 0; grp < 2; grp++) {
@@ -1731,9 +1726,11 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         TMPA(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
         TMPA(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
         if (m->attn_softmax_fused) {
-            RANGE_PUSH("attention dP+softmax backward");
             /* dv as overlap GEMMs beside the fused dP and softmax backward */
+            RANGE_PUSH("attention values backward");
             rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
+            RANGE_POP();
+            RANGE_PUSH("attention dP+softmax backward");
             if (m->tracing) {
                 char in[48];
                 snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);

@@ -72,7 +72,7 @@ typedef struct lmk_model_config {
     int num_layers;      /* L */
     int num_heads;       /* H; d_head = d / H */
     float rope_theta;    /* 10000 */
-    int attention;       /* LMK_ATTN_NAIVE (0: presets) or LMK_ATTN_FLASH (attention.h) */
+    int attention;       /* LMK_ATTN_NAIVE (0: presets), LMK_ATTN_FLASH or LMK_ATTN_NAIVE_FUSED (attention.h) */
 } lmk_model_config;
 
 typedef enum lmk_precision {

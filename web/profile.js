@@ -45,6 +45,10 @@ function answersList(a) {
       `softmax ${fmt.usFromNs(at.softmax_ns)} µs, the two matmuls ${fmt.usFromNs(at.matmul_ns)} µs — `,
       `time ratio matmul : softmax ${fmt.ratio(at.time_ratio_matmul_to_softmax)} against a FLOP ratio of ${fmt.ratio(at.flop_ratio_matmul_to_softmax)}`,
       at.note ? h('span', {class: 'muted'}, ` (${at.note})`) : null));
+  else if (at && at.fused)
+    items.push(h('li', {dataset: {answer: 'attention'}}, h('strong', null, 'Attention (forward, per layer): '),
+      `scores with the softmax in one kernel ${fmt.usFromNs(at.scores_softmax_ns)} µs, the values matmul `,
+      `${fmt.usFromNs(at.values_ns)} µs`, at.note ? h('span', {class: 'muted'}, ` (${at.note})`) : null));
   return h('ul', {class: 'answers', id: 'profile-answers'}, items);
 }
 

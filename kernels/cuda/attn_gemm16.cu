@@ -40,6 +40,13 @@ constexpr int CT = 64; /* the causal tile: rows of a query block, the reduction 
 #ifndef LMK_CG_MT
 #define LMK_CG_MT 2
 #endif
+/* Build-time knob: LMK_CG_MT for the kernels with the fused softmax
+ * (attn_scores_softmax, attn_dp_softmax_bwd). 1 measured on the H200
+ * against 2: xl/1024 bf16 fwd+bwd 111.3 vs 112.4 ms, large/1024 57.7 vs
+ * 58.1 (kernels/PERF.md, session 12, call 2). */
+#ifndef LMK_CG_SOFTMAX_MT
+#define LMK_CG_SOFTMAX_MT 1
+#endif
 constexpr int CG_STAGES = LMK_CG_STAGES;
 constexpr int CG_WARPS = 4, CG_THREADS = CG_WARPS * 32;
 constexpr int TT_LD = CT + 8; /* shared row stride of a CT-wide tile (elements) */
@@ -112,13 +119,28 @@ __device__ __forceinline__ float softmax_exp16(float x, float mx)
     return y;
 }
 
-/* x rounded to T and back: the value a stored element of T holds. */
-template <typename T> __device__ __forceinline__ float round_to(float x)
+/* (a, b) rounded to T and back: the values stored elements of T hold (one
+ * packed conversion for the two). */
+template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b)
 {
-    if constexpr (std::is_same<T, __half>::value)
-        return __half2float(__float2half_rn(x));
-    else
-        return __bfloat162float(__float2bfloat16_rn(x));
+    return tc_ops<T>::unpack(tc_ops<T>::pack(a, b));
+}
+
+/* x (MT, CT / 8, 4) in the mma C layout of a diagonal tile: the entries
+ * right of the diagonal (column j > row i) set to v. d: the lane's row g
+ * minus its column 2t, both relative to the tile's corner, so that entry
+ * 2h + c of block n of row tile m has i − j = d + 16m + 8h − 8n − c. */
+template <int MT>
+__device__ __forceinline__ void mask_upper(float (&x)[MT][CT / 8][4], int d, float v)
+{
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < CT / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (d + m * 16 + (e >> 1) * 8 - n * 8 - (e & 1) < 0)
+                    x[m][n][e] = v;
 }
 
 /* The warp's (WR, CT) tile of 16-bit values out to global memory: rounded
@@ -396,17 +418,19 @@ __global__ void __launch_bounds__(CG_THREADS)
                 ldsm4(r, frag_b(b, LD, n * 16, kk * 16, lane));
                 mma_rows<T>(acc, 2 * n, af[kk], r);
             }
-        /* the scores as stored in T; −inf right of the diagonal */
-        const bool diag = kt == last;
+        /* the scores as stored in T (rounded by pairs); −inf right of the diagonal */
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int n = 0; n < CT / 8; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int i = row0 + m * 16 + g + (e >> 1) * 8, j = kt * CT + n * 8 + 2 * t + (e & 1);
-                    acc[m][n][e] = diag && j > i ? -INFINITY : round_to<T>(alpha * acc[m][n][e]);
+                for (int h = 0; h < 2; h++) {
+                    const float2 r = round_pair<T>(alpha * acc[m][n][2 * h], alpha * acc[m][n][2 * h + 1]);
+                    acc[m][n][2 * h] = r.x;
+                    acc[m][n][2 * h + 1] = r.y;
                 }
+        if (kt == last) /* warp-uniform: the masking costs only the diagonal tile */
+            mask_upper(acc, row0 + g - kt * CT - 2 * t, -INFINITY);
         if (s < nk) {
 #pragma unroll
             for (int m = 0; m < MT; m++)
@@ -530,7 +554,6 @@ __global__ void __launch_bounds__(CG_THREADS)
                 ldsm4(r, frag_b(b, LD, n * 16, kk * 16, lane));
                 mma_rows<T>(acc, 2 * n, af[kk], r);
             }
-        const bool diag = kt == last;
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -538,11 +561,12 @@ __global__ void __launch_bounds__(CG_THREADS)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const float2 pp = tc_ops<T>::unpack(pv[m][n][h]);
-                    const int i = row0 + m * 16 + g + 8 * h, j = kt * CT + n * 8 + 2 * t;
-                    float &x0 = acc[m][n][2 * h], &x1 = acc[m][n][2 * h + 1];
-                    x0 = diag && j > i ? 0.0f : pp.x * (round_to<T>(x0) - dsum[m][h]);
-                    x1 = diag && j + 1 > i ? 0.0f : pp.y * (round_to<T>(x1) - dsum[m][h]);
+                    const float2 dp = round_pair<T>(acc[m][n][2 * h], acc[m][n][2 * h + 1]);
+                    acc[m][n][2 * h] = pp.x * (dp.x - dsum[m][h]);
+                    acc[m][n][2 * h + 1] = pp.y * (dp.y - dsum[m][h]);
                 }
+        if (kt == last)
+            mask_upper(acc, row0 + g - kt * CT - 2 * t, 0.0f);
         store_tile<T, MT>(acc, cw, cg_wr + (size_t)kt * CT, Tn, lane);
     }
 }
@@ -634,12 +658,13 @@ template <typename T, int DH, int MT> int launch_kind(cuda_state *st, cudaStream
     return LMK_OK;
 }
 
-/* m16 tiles per warp: LMK_CG_MT where T is a multiple of the block's rows, else 1. */
+/* m16 tiles per warp: LMK_CG_MT (LMK_CG_SOFTMAX_MT for the fused softmax)
+ * where T is a multiple of the block's rows, else 1. */
 template <typename T, int DH> int launch_rows(cuda_state *st, cudaStream_t s, const cg_launch &x)
 {
-    if constexpr (LMK_CG_MT == 2)
-        if (x.Tn % (2 * CT) == 0)
-            return launch_kind<T, DH, 2>(st, s, x);
+    const int mt = x.op >= CG_SCORES_SOFTMAX ? LMK_CG_SOFTMAX_MT : LMK_CG_MT;
+    if (mt == 2 && x.Tn % (2 * CT) == 0)
+        return launch_kind<T, DH, 2>(st, s, x);
     return launch_kind<T, DH, 1>(st, s, x);
 }
 

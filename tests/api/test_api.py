@@ -190,6 +190,18 @@ def test_endpoints(d):
         expect_error(d, "GET", "/does-not-exist.js", 404, "not_found")
         expect_error(d, "GET", "/../etc/passwd", 404, "not_found")
 
+    # attention naive_fused: accepted; on a cpu worker it runs as naive, so the same loss to the bit
+    losses = {}
+    for att in ("naive", "naive_fused"):
+        job = d.submit({"kind": "benchmark", "model": "tiny", "context_length": 64, "batch_size": 1,
+                        "warmup_steps": 0, "measure_steps": 1, "attention": att, "mode": "train_step"})
+        done = d.wait_status(job["id"], ("succeeded", "failed"))
+        run = done["runs"][0] if done.get("runs") else {}
+        check(done["status"] == "succeeded" and run.get("attention") == att, f"benchmark attention {att}: {done}")
+        losses[att] = run.get("final_loss")
+    check(isinstance(losses["naive"], float) and losses["naive"] == losses["naive_fused"],
+          f"naive_fused loss on cpu: {losses}")
+
     job = d.submit({"kind": "numerics", "label": "accumulation"})
     check(job["status"] in ("queued", "running") and job["kind"] == "numerics", f"submitted job: {job}")
     check(job["spec"]["count"] == 1000 and job["spec"]["timeout_s"] == 3600, "defaults filled in the stored spec")
@@ -325,6 +337,8 @@ def test_errors(d):
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "count", body={"kind": "numerics", "count": "lots"})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "count", body={"kind": "numerics", "count": -3})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "colour", body={"kind": "numerics", "colour": 1})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "attention",
+                 body={"kind": "benchmark", "model": "tiny", "context_length": 16, "attention": "naive_fast"})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", '""', body={"kind": "numerics", "": 1})
     expect_error(d, "POST", "/v1/jobs", 400, "malformed_json", body='{"kind":"numerics","kind":"numerics"}',
                  headers={"Content-Type": "application/json"})

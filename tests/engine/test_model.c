@@ -287,6 +287,50 @@ static void test_memory(void)
     }
 }
 
+/* attention naive_fused on the cpu backend (which has no fused softmax op):
+ * the naive attention itself, so the same loss and gradients to the bit,
+ * the same peak and the estimate still equal to it; and the config check
+ * accepts it while refusing an unknown attention. */
+static void test_naive_fused(void)
+{
+    static const lmk_precision precs[2] = {LMK_PREC_FP32, LMK_PREC_BF16};
+    for (int k = 0; k < 2; k++) {
+        lmk_model_config c = {"custom", 97, 320, 64, 96, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
+        fixture fn, ff;
+        fixture_open(&fn, &c, 2, 128, precs[k], 5, LMK_MODEL_GRADIENTS);
+        c.attention = LMK_ATTN_NAIVE_FUSED;
+        fixture_open(&ff, &c, 2, 128, precs[k], 5, LMK_MODEL_GRADIENTS);
+        float ln, lf;
+        MUST(lmk_model_forward(fn.m, 1));
+        MUST(lmk_model_forward(ff.m, 1));
+        MUST(lmk_model_loss(fn.m, &ln));
+        MUST(lmk_model_loss(ff.m, &lf));
+        CHECK(memcmp(&ln, &lf, sizeof ln) == 0, "%s: naive_fused loss %.9g naive %.9g", lmk_precision_name(precs[k]),
+              lf, ln);
+        MUST(lmk_model_backward(fn.m));
+        MUST(lmk_model_backward(ff.m));
+        size_t differ = 0;
+        for (size_t i = 0; i < lmk_model_tensor_count(fn.m); i++) {
+            lmk_tensor *pn, *gn, *pf, *gf;
+            MUST(lmk_model_tensor(fn.m, i, NULL, &pn, &gn));
+            MUST(lmk_model_tensor(ff.m, i, NULL, &pf, &gf));
+            differ += memcmp(gn->data, gf->data, gn->bytes) != 0;
+        }
+        CHECK(differ == 0, "%s: %zu gradients of naive_fused differ from naive's", lmk_precision_name(precs[k]), differ);
+        lmk_memory_estimate e = lmk_model_memory_estimate(&c, 2, 128, precs[k], LMK_MODEL_GRADIENTS);
+        CHECK(lmk_allocator_peak(ff.a, -1) == e.total && lmk_allocator_peak(fn.a, -1) == e.total,
+              "%s: peaks naive_fused %llu naive %llu, estimate %llu", lmk_precision_name(precs[k]),
+              (unsigned long long)lmk_allocator_peak(ff.a, -1), (unsigned long long)lmk_allocator_peak(fn.a, -1),
+              (unsigned long long)e.total);
+        fixture_close(&fn);
+        fixture_close(&ff);
+    }
+    lmk_model_config bad = {"custom", 97, 320, 64, 96, 2, 4, 10000.0f, 3};
+    const char *field = NULL;
+    CHECK(lmk_model_config_check(&bad, &field) != LMK_OK && field && strcmp(field, "attention") == 0,
+          "attention 3 accepted (field %s)", field ? field : "-");
+}
+
 /* Flash attention against naive on the cpu backend (the float32 reference
  * kernels, 16-bit q, k, v, O under bf16): loss and every gradient of two
  * steps' worth of weights, within the dtype's tolerance. Then the shape check. */
@@ -490,6 +534,7 @@ static const struct {
     {"precisions", test_precisions},
     {"memory", test_memory},
     {"flash_vs_naive", test_flash_vs_naive},
+    {"naive_fused", test_naive_fused},
     {"alloc_failures", test_alloc_failures},
     {"flops", test_flops},
 };

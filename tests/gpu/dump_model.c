@@ -12,7 +12,8 @@
  *                losses[k] = loss of the forward after k AdamW steps (k ≤ STEPS),
  *                loss_scale of the first backward, steps_skipped (fp16)
  * usage: dump_model PREFIX MODEL B T PREC [SEED [cpu|cuda [STEPS]]]
- *   MODEL: a preset name, or V,d_model,d_ff,num_layers,num_heads
+ *   MODEL: a preset name, or V,d_model,d_ff,num_layers,num_heads; either ending in
+ *          "+fused" for attention naive_fused
  *   cpu: use the cpu reference backend instead (to check the reference
  *   script itself on a machine without a GPU)
  * Exits 77 without a GPU (cuda backend), 1 on failure. */
@@ -48,16 +49,25 @@ static const char *last_error(void)
         }                                                                                      \
     } while (0)
 
-static int parse_model(const char *s, lmk_model_config *c)
+/* MODEL, optionally ending in "+fused": attention naive_fused. */
+static int parse_model(const char *arg, lmk_model_config *c)
 {
-    if (lmk_model_preset(s, c) == LMK_OK)
-        return 0;
-    memset(c, 0, sizeof *c);
-    if (sscanf(s, "%d,%d,%d,%d,%d", &c->vocab_size, &c->d_model, &c->d_ff, &c->num_layers, &c->num_heads) != 5)
-        return -1;
-    snprintf(c->name, sizeof c->name, "custom");
-    c->rope_theta = 10000.0f;
-    c->context_length = 1024;
+    char s[64];
+    snprintf(s, sizeof s, "%s", arg);
+    char *plus = strstr(s, "+fused");
+    int fused = plus && plus[6] == '\0';
+    if (fused)
+        *plus = '\0';
+    if (lmk_model_preset(s, c) != LMK_OK) {
+        memset(c, 0, sizeof *c);
+        if (sscanf(s, "%d,%d,%d,%d,%d", &c->vocab_size, &c->d_model, &c->d_ff, &c->num_layers, &c->num_heads) != 5)
+            return -1;
+        snprintf(c->name, sizeof c->name, "custom");
+        c->rope_theta = 10000.0f;
+        c->context_length = 1024;
+    }
+    if (fused)
+        c->attention = LMK_ATTN_NAIVE_FUSED;
     return 0;
 }
 

@@ -47,21 +47,25 @@ if [ "$GRAPH" = 1 ]; then
 fi
 if [ "$MODEL" = 1 ]; then
     : >"$OUT/model.log"
-    set -- "tiny 4 128" "10007,160,432,2,2 2 100" "1003,200,328,1,25 3 100"
+    # "+fused": attention naive_fused (the softmax inside the scores / dP GEMMs under bf16/fp16)
+    set -- "tiny 4 128" "10007,160,432,2,2 2 100" "1003,200,328,1,25 3 100" "tiny+fused 4 128" \
+        "10007,160,432,2,2+fused 2 128"
     prefixes=()
     for shape in "$@"; do
         read -r m b t <<<"$shape"
+        precs="fp32 tf32 bf16 fp16"
+        case $m in *+fused) precs="bf16 fp16" ;; esac
         # fp32/tf32: 5 AdamW steps against float64; bf16/fp16 (autocast): a
         # 20-step loss curve against PyTorch autocast
-        for prec in fp32 tf32 bf16 fp16; do
-            p="$OUT/dump_${m//,/_}_$prec"
+        for prec in $precs; do
+            p="$OUT/dump_${m//[,+]/_}_$prec"
             steps=5; case $prec in bf16|fp16) steps=20 ;; esac
             timeout 60 "$CARRY/dump_model" "$p" "$m" "$b" "$t" "$prec" 3 cuda $steps >>"$OUT/model.log" 2>&1 &&
                 prefixes+=("$p")
         done
     done
     timeout 240 python3 "$HERE/torch_reference.py" "${prefixes[@]}" >>"$OUT/model.log" 2>&1
-    r=$?; note "torch_reference rc=$r (${#prefixes[@]} of 12 dumps)"; [ $r = 0 ] && [ ${#prefixes[@]} = 12 ] || RC=1
+    r=$?; note "torch_reference rc=$r (${#prefixes[@]} of 16 dumps)"; [ $r = 0 ] && [ ${#prefixes[@]} = 16 ] || RC=1
     rm -f "$OUT"/dump_*.bin
 fi
 if [ "$DAEMON" = 1 ]; then

@@ -32,7 +32,8 @@ function modelPointFields(modes) {
     {name: 'vocab_size', type: 'int', label: 'Vocabulary', default: 10000, min: 2, max: 1048576},
     {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
     {name: 'mode', type: 'multi', label: 'Mode', options: modes, default: 'train_step', scalarWhenOne: true},
-    {name: 'attention', type: 'select', label: 'Attention', options: ['naive'], default: 'naive'},
+    {name: 'attention', type: 'select', label: 'Attention', options: ['naive', 'naive_fused', 'flash'], default: 'naive',
+     help: 'naive: materialised T×T scores, as CS336; naive_fused: the same, with the causal softmax inside the scores and dP matmul kernels (bf16/fp16 on a GPU; elsewhere as naive); flash: the fused flash kernels (GPU)'},
   ];
 }
 const SEED = {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0};

@@ -576,16 +576,15 @@ static void add_answers(json_t *run, const summary *s, int training, const model
     double sm = per_instance_ns(s, "attention softmax");
     double mm = per_instance_ns(s, "attention scores") + per_instance_ns(s, "attention values");
     double dh = (double)p->cfg.d_model / p->cfg.num_heads;
-    double fused = per_instance_ns(s, "attention scores+softmax");
-    if (fused > 0) /* naive_fused: no softmax time apart from the scores GEMM's */
+    double fused = per_instance_ns(s, "attention scores+softmax+values");
+    if (fused > 0) /* naive_fused: no softmax time apart from the matmuls' */
         json_object_set_new(
             a, "attention",
-            json_pack("{s:b, s:f, s:f, s:f, s:s}", "fused", 1, "scores_softmax_ns", fused, "values_ns",
-                      per_instance_ns(s, "attention values"), "flop_ratio_matmul_to_softmax",
+            json_pack("{s:b, s:f, s:f, s:s}", "fused", 1, "fused_ns", fused, "flop_ratio_matmul_to_softmax",
                       4.0 * dh / SOFTMAX_FLOPS_PER_ELEM, "note",
-                      "forward, per layer; attention naive_fused computes the causal softmax inside the scores "
-                      "GEMM's kernel, so its time is not apart from that matmul's: profile attention naive for the "
-                      "split"));
+                      "forward, per layer; attention naive_fused computes the scores, the causal softmax and the "
+                      "values in one kernel, so the softmax's time is not apart from the matmuls': profile attention "
+                      "naive for the split"));
     else
         json_object_set_new(a, "attention",
                         json_pack("{s:f, s:f, s:f, s:f, s:s}", "softmax_ns", sm, "matmul_ns", mm, "time_ratio_matmul_to_softmax",
@@ -635,7 +634,7 @@ static void add_roofline(json_t *run, const summary *s, const model_point *p, co
     double bw = device_peak_bandwidth(dev);
     json_t *rows = json_array();
     int flash = p->attention && strcmp(p->attention, "flash") == 0;
-    int fused = range_index(s, "attention scores+softmax") < s->nr; /* naive_fused where it ran fused */
+    int fused = range_index(s, "attention scores+softmax+values") < s->nr; /* naive_fused */
     if (flash) {
         /* fused kernels: Q, K, V in, O and the float32 logsumexp out; the
          * backward reads Q, K, V, O, dO and the logsumexp, writes dQ, dK, dV
@@ -654,8 +653,12 @@ static void add_roofline(json_t *run, const summary *s, const model_point *p, co
                      fp32_peak, bw);
         roofline_row(rows, s, "attention values", "attention values", 2 * S * dh, E * (S + 2 * BH * T * dh), 0,
                      gemm_peak, bw);
-        roofline_row(rows, s, "attention scores backward", "attention scores backward", 4 * S * dh,
-                     E * (2 * S + 4 * BH * T * dh), 0, gemm_peak, bw);
+        if (fused) /* dK = dSᵀ q alone */
+            roofline_row(rows, s, "attention scores backward", "attention scores backward", 2 * S * dh,
+                         E * (S + 2 * BH * T * dh), 0, gemm_peak, bw);
+        else /* dQ = dS k and dK = dSᵀ q */
+            roofline_row(rows, s, "attention scores backward", "attention scores backward", 4 * S * dh,
+                         E * (2 * S + 4 * BH * T * dh), 0, gemm_peak, bw);
         roofline_row(rows, s, "attention softmax backward", "attention softmax backward",
                      SOFTMAX_BWD_FLOPS_PER_ELEM * S, E * 3 * S, 0, fp32_peak, bw);
         if (fused) /* dV = Pᵀ dO alone */
@@ -664,12 +667,13 @@ static void add_roofline(json_t *run, const summary *s, const model_point *p, co
         else /* dV = Pᵀ dO and dP = dO vᵀ */
             roofline_row(rows, s, "attention values backward", "attention values backward", 4 * S * dh,
                          E * (2 * S + 4 * BH * T * dh), 0, gemm_peak, bw);
-        /* naive_fused: the softmax inside the scores GEMM (reads q, k; writes P) and its backward inside
-         * the dP GEMM (reads dO, v, o, P; writes dS); the values backward range then holds dV alone */
-        roofline_row(rows, s, "attention scores+softmax", "attention scores+softmax",
-                     2 * S * dh + SOFTMAX_FLOPS_PER_ELEM * S, E * (2 * BH * T * dh + S), 0, gemm_peak, bw);
-        roofline_row(rows, s, "attention dP+softmax backward", "attention dP+softmax backward",
-                     2 * S * dh + SOFTMAX_BWD_FLOPS_PER_ELEM * S, E * (3 * BH * T * dh + 2 * S), 0, gemm_peak, bw);
+        /* naive_fused: scores, softmax and values in one kernel (reads q, k, v; writes P and o), and dP,
+         * the softmax backward and dQ in one (reads dO, v, k, o, P; writes dS and dQ); the values backward
+         * range then holds dV alone, the scores backward range dK alone */
+        roofline_row(rows, s, "attention scores+softmax+values", "attention scores+softmax+values",
+                     4 * S * dh + SOFTMAX_FLOPS_PER_ELEM * S, E * (4 * BH * T * dh + S), 0, gemm_peak, bw);
+        roofline_row(rows, s, "attention dP+softmax+dQ backward", "attention dP+softmax+dQ backward",
+                     4 * S * dh + SOFTMAX_BWD_FLOPS_PER_ELEM * S, E * (5 * BH * T * dh + 2 * S), 0, gemm_peak, bw);
     }
     /* the linear layers of one forward: GEMM time in forward less the attention matmuls */
     size_t fi = range_index(s, "forward");

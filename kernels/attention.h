@@ -103,10 +103,10 @@ int lmk_naive_attn_bwd(void *dq, void *dk, void *dv, void *dp, const void *dout,
 /* The attention of the model (lmk_model_config.attention) and of this
  * benchmark (naive and flash only). LMK_ATTN_NAIVE_FUSED: the naive
  * attention (the B×H×T×T probabilities materialised and saved for the
- * backward) with its causal softmax inside the scores GEMM's kernel and its
- * backward inside the dP GEMM's, where the backend has them (bf16/fp16 on
- * the cuda backend, backend.h attn_scores_softmax); elsewhere the same as
- * LMK_ATTN_NAIVE. */
+ * backward) with the scores, its causal softmax and the values in one
+ * kernel, and dP, the softmax backward and dQ in another, where the backend
+ * has them (bf16/fp16 on the cuda backend, backend.h attn_scores_softmax);
+ * elsewhere the naive ops, in naive_fused's allocation order. */
 typedef enum lmk_attn_impl { LMK_ATTN_NAIVE = 0, LMK_ATTN_FLASH = 1, LMK_ATTN_NAIVE_FUSED = 2 } lmk_attn_impl;
 
 typedef struct lmk_attn_bench_result {

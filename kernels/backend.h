@@ -216,31 +216,36 @@ struct lmk_backend {
     int (*attn_causal_block)(lmk_backend *b, lmk_dtype dt, int T, int dh);
     int (*attn_causal_gemm)(lmk_backend *b, lmk_causal_gemm kind, void *c, const void *a, const void *bm,
                             lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap);
-    /* Optional (NULL: attn_causal_gemm, then the causal softmax). The same
-     * shapes, dtypes and tiles as attn_causal_gemm (block = the tile of
-     * attn_causal_block; only where that is non-zero, else LMK_INVALID).
+    /* Optional (NULL: attn_causal_gemm, then the causal softmax, then
+     * attn_causal_gemm). The same shapes, dtypes and tiles as
+     * attn_causal_gemm (block = the tile of attn_causal_block; only where
+     * that is non-zero, else LMK_INVALID; every pointer 16-byte aligned but
+     * o's).
      * attn_scores_softmax: p (batch, T, T) = the causal softmax
      * (softmax_causal_fwd with zero_block = block) of the scores
-     * alpha · q (T, dh) · k (T, dh)ᵀ, each score rounded to dt first as
-     * the SCORES GEMM stores it; the scores never reach memory. p written
-     * for j < end(i) (zeros at i < j < end(i)), the rest untouched. The row
-     * sums are added in another order than softmax_causal_fwd's, so a p may
-     * differ from it in the last place.
+     * alpha · q (T, dh) · k (T, dh)ᵀ, each score rounded to dt first as the
+     * SCORES GEMM stores it; the scores never reach memory. p written for
+     * j < end(i) (zeros at i < j < end(i)), the rest untouched. The row sums
+     * are added in another order than softmax_causal_fwd's, so a p may
+     * differ from it in the last place. Then o (batch, T, dh) = p · v from
+     * the stored (rounded) p, as the MIX GEMM computes it.
      * attn_dp_softmax_bwd: ds (batch, T, T) = p ⊙ (dp − D) for j ≤ i, 0 for
      * i < j < end(i), the rest untouched, where dp = dout (T, dh) · v (T, dh)ᵀ
      * (float32 accumulation, rounded to dt as the SCORES GEMM stores dP)
      * and D_i = Σ_k dout[i][k] · o[i][k] in float32, o = p · v the forward's
      * output: Σ_j p_ij dp_ij up to the roundings of o and dp (the flash
-     * backward's D). dp never reaches memory. o's head h of batch entry n
-     * (h < heads, n·heads + h < batch) is at o + n·T·o_ld + h·dh with rows
-     * o_ld elements apart (heads 1, o_ld dh: contiguous (batch, T, dh);
-     * heads H, o_ld H·dh: the merged (B, T, H, dh) values). batch a multiple
-     * of heads, o_ld ≥ heads · dh, o 4-byte aligned. */
-    int (*attn_scores_softmax)(lmk_backend *b, void *p, const void *q, const void *k, lmk_dtype dt,
-                               int batch, int T, int dh, float alpha);
-    int (*attn_dp_softmax_bwd)(lmk_backend *b, void *ds, const void *dout, const void *v, const void *p,
-                               const void *o, int64_t o_ld, int heads, lmk_dtype dt, int batch, int T,
-                               int dh);
+     * backward's D). dp never reaches memory. Then dq (batch, T, dh) =
+     * scale · ds · k from the stored (rounded) ds, as the MIX GEMM computes
+     * it. o's head h of batch entry n (h < heads, n·heads + h < batch) is at
+     * o + n·T·o_ld + h·dh with rows o_ld elements apart (heads 1, o_ld dh:
+     * contiguous (batch, T, dh); heads H, o_ld H·dh: the merged (B, T, H, dh)
+     * values). batch a multiple of heads, o_ld ≥ heads · dh, o 4-byte
+     * aligned. */
+    int (*attn_scores_softmax)(lmk_backend *b, void *p, void *o, const void *q, const void *k, const void *v,
+                               lmk_dtype dt, int batch, int T, int dh, float alpha);
+    int (*attn_dp_softmax_bwd)(lmk_backend *b, void *ds, void *dq, const void *dout, const void *v, const void *k,
+                               const void *p, const void *o, int64_t o_ld, int heads, lmk_dtype dt, int batch,
+                               int T, int dh, float scale);
 
     /* out (n) = silu(a) ⊙ g, all of dtype dt; under a 16-bit dt silu(a) is
      * rounded to dt before the product (autocast: two half ops). out is n /

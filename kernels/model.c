@@ -1416,23 +1416,45 @@ static int layer_forward(lmk_model *m, int l, int keep)
     } else {
         /* scores = q kᵀ / sqrt(dh) (written in m->adt), causal softmax in place */
         ACTA(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
-        if (m->attn_softmax_fused) {
-            RANGE_PUSH("attention scores+softmax");
-            if (m->tracing) {
-                char in[48];
-                snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
-                rec(m, "attn.scores = q k^T", in, F_ACT, F32,
-                    "16-bit tensors; scores rounded to 16 bits in registers, read by the softmax in the same kernel");
+        if (m->c.attention == LMK_ATTN_NAIVE_FUSED) {
+            /* the values buffer first: the fused kernel writes p and the values together (the same order
+             * where the backend runs the three ops instead) */
+            TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
+            RANGE_PUSH("attention scores+softmax+values");
+            if (m->attn_softmax_fused) {
+                if (m->tracing) {
+                    char in[48];
+                    snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
+                    rec(m, "attn.scores = q k^T", in, F_ACT, F32,
+                        "16-bit tensors; scores rounded to 16 bits in registers, read by the softmax in the same "
+                        "kernel");
+                    rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
+                        "fused with the scores GEMM: float32 math, writes 16-bit probabilities");
+                    rec(m, "attn.values = p v", in, F_ACT, F32,
+                        "the 16-bit probabilities as written, from registers, in the same kernel; 16-bit tensor; "
+                        "16-bit output");
+                }
+                rc = b->attn_scores_softmax(b, la->probs.data, tmp.data, la->qh.data, la->kh.data, la->vh.data, adt,
+                                            m->B * m->H, T, m->dh, scale);
+            } else {
+                rc = causal_gemm(m, "attn.scores = q k^T", CAUSAL_OUT_TT, &la->probs, op_x(&la->qh), op_x(&la->kh),
+                                 scale, 0);
                 rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
-                    "fused with the scores GEMM: float32 math, writes 16-bit probabilities");
+                    adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities");
+                if (rc == LMK_OK)
+                    rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T,
+                                               softmax_zero_block(m));
+                if (rc == LMK_OK)
+                    rc = causal_gemm(m, "attn.values = p v", CAUSAL_IN_TT, &tmp, op_x(&la->probs), op_x(&la->vh),
+                                     1.0f, 0);
             }
-            rc = b->attn_scores_softmax(b, la->probs.data, la->qh.data, la->kh.data, adt, m->B * m->H, T, m->dh,
-                                        scale);
             RANGE_POP();
             TRY(rc);
             if (!keep) {
                 DROP(la->qh);
                 DROP(la->kh);
+                DROP(la->probs);
+                DROP(la->vh);
             }
         } else {
             RANGE_PUSH("attention scores");
@@ -1451,16 +1473,16 @@ static int layer_forward(lmk_model *m, int l, int keep)
                                        softmax_zero_block(m));
             RANGE_POP();
             TRY(rc);
-        }
-        TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
-        RANGE_PUSH("attention values");
-        rc = causal_gemm(m, "attn.values = p v", CAUSAL_IN_TT, &tmp, op_x(&la->probs), op_x(&la->vh),
-                         1.0f, 0);
-        RANGE_POP();
-        TRY(rc);
-        if (!keep) {
-            DROP(la->probs);
-            DROP(la->vh);
+            TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
+            RANGE_PUSH("attention values");
+            rc = causal_gemm(m, "attn.values = p v", CAUSAL_IN_TT, &tmp, op_x(&la->probs), op_x(&la->vh),
+                             1.0f, 0);
+            RANGE_POP();
+            TRY(rc);
+            if (!keep) {
+                DROP(la->probs);
+                DROP(la->vh);
+            }
         }
     }
     const lmk_tensor *values = tmp.data ? &tmp : &la->o;
@@ -1709,7 +1731,7 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
     param_slot *wo = layer_param(m, l, P_WO);
     TMPA(t1, (size_t)N * d, "layers.%d.attn.merged.grad", l);
     TRY(linear_bwd(m, "attn.output_proj", &t1, 0, wo, dres, dres16, op_x(&la->merged), N, d, d));
-    if (m->c.attention == LMK_ATTN_FLASH) /* naive: merged (the values o) lives on for the softmax backward */
+    if (m->c.attention != LMK_ATTN_NAIVE_FUSED) /* naive_fused: merged (the values o) lives on for D */
         DROP(la->merged);
     TMPA(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
     TRY(b->rope_fwd(b, t2.data, t1.data, adt, NULL, B, T, H, dh, d)); /* split heads */
@@ -1722,57 +1744,79 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         rc = flash_backward(m, l, &dout, &t1, &t2, &t4);
         RANGE_POP();
         TRY(rc);
-    } else {
+    } else if (m->c.attention == LMK_ATTN_NAIVE_FUSED) {
         TMPA(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
         TMPA(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
+        TMPA(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
+        /* dv as overlap GEMMs beside dP, the softmax backward and dq (one kernel where the backend fuses them) */
+        RANGE_PUSH("attention values backward");
+        rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
+        RANGE_POP();
+        RANGE_PUSH("attention dP+softmax+dQ backward");
         if (m->attn_softmax_fused) {
-            /* dv as overlap GEMMs beside the fused dP and softmax backward */
-            RANGE_PUSH("attention values backward");
-            rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
-            RANGE_POP();
-            RANGE_PUSH("attention dP+softmax backward");
             if (m->tracing) {
                 char in[48];
                 snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
                 rec(m, "attn dp = dout v^T", in, F_ACT, F32,
                     "16-bit tensors; dP rounded to 16 bits in registers, read by the softmax backward in the same "
                     "kernel");
+                rec(m, "attn dq = ds k", in, F_ACT, F32,
+                    "the 16-bit dS as written, from registers, in the same kernel; 16-bit tensor; 16-bit output");
                 snprintf(in, sizeof in, "%s, %s, %s, %s", F_ACT, F_ACT, F_ACT, F_ACT);
                 rec(m, "attn causal softmax backward", in, F_ACT, F32,
                     "fused with the dP GEMM: reads 16-bit P, dout and o, sum_j P dP as dout . o, float32 math, "
                     "writes 16-bit dS");
             }
             if (rc == LMK_OK)
-                rc = b->attn_dp_softmax_bwd(b, t3.data, t2.data, la->vh.data, la->probs.data, la->merged.data, d, H,
-                                            adt, B * H, T, dh);
-            rc = lane_join(m, rc);
-            RANGE_POP();
-            TRY(rc);
-            DROP(t2);
-            DROP(la->vh);
+                rc = b->attn_dp_softmax_bwd(b, t3.data, t1.data, t2.data, la->vh.data, la->kh.data, la->probs.data,
+                                            la->merged.data, d, H, adt, B * H, T, dh, scale);
         } else {
-            RANGE_PUSH("attention values backward");
-            /* dv as overlap GEMMs beside dp */
-            rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
             if (rc == LMK_OK)
                 rc = causal_gemm(m, "attn dp = dout v^T", CAUSAL_OUT_TT, &t3, op_x(&t2), op_x(&la->vh), 1.0f, 0);
-            rc = lane_join(m, rc);
-            RANGE_POP();
-            TRY(rc);
-            DROP(t2);
-            DROP(la->vh);
-            RANGE_PUSH("attention softmax backward");
             REC("attn causal softmax backward", F_ACT, F32, F_ACT, F_ACT);
-            if (adt != LMK_F32 && m->tracing) /* the storage note of the row just recorded */
-                for (size_t i = 0; i < m->n_prec_rows; i++)
-                    if (strcmp(m->prec_rows[i].op, "attn causal softmax backward") == 0)
-                        snprintf(m->prec_rows[i].storage, sizeof m->prec_rows[i].storage, "%s",
-                                 "reads 16-bit dP and P, float32 math, writes 16-bit dS");
-            rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T, softmax_zero_block(m));
-            RANGE_POP();
-            TRY(rc);
+            if (rc == LMK_OK)
+                rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T, softmax_zero_block(m));
+            if (rc == LMK_OK)
+                rc = causal_gemm(m, "attn dq = ds k", CAUSAL_IN_TT, &t1, op_x(&t3), op_x(&la->kh), scale, 0);
         }
+        rc = lane_join(m, rc);
+        RANGE_POP();
+        TRY(rc);
+        DROP(t2);
+        DROP(la->vh);
         DROP(la->merged);
+        DROP(la->probs);
+        TMPA(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
+        RANGE_PUSH("attention scores backward");
+        rc = causal_gemm(m, "attn dk = ds^T q", CAUSAL_IN_TTT, &t2, op_x(&t3), op_x(&la->qh), scale, 0);
+        RANGE_POP();
+        TRY(rc);
+        DROP(t3);
+        DROP(la->qh);
+        DROP(la->kh);
+    } else {
+        TMPA(t3, (size_t)B * H * T * T, "layers.%d.attn.scores.grad", l);
+        TMPA(t4, (size_t)N * d, "layers.%d.attn.v.grad", l);
+        RANGE_PUSH("attention values backward");
+        /* dv as overlap GEMMs beside dp */
+        rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
+        if (rc == LMK_OK)
+            rc = causal_gemm(m, "attn dp = dout v^T", CAUSAL_OUT_TT, &t3, op_x(&t2), op_x(&la->vh), 1.0f, 0);
+        rc = lane_join(m, rc);
+        RANGE_POP();
+        TRY(rc);
+        DROP(t2);
+        DROP(la->vh);
+        RANGE_PUSH("attention softmax backward");
+        REC("attn causal softmax backward", F_ACT, F32, F_ACT, F_ACT);
+        if (adt != LMK_F32 && m->tracing) /* the storage note of the row just recorded */
+            for (size_t i = 0; i < m->n_prec_rows; i++)
+                if (strcmp(m->prec_rows[i].op, "attn causal softmax backward") == 0)
+                    snprintf(m->prec_rows[i].storage, sizeof m->prec_rows[i].storage, "%s",
+                             "reads 16-bit dP and P, float32 math, writes 16-bit dS");
+        rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T, softmax_zero_block(m));
+        RANGE_POP();
+        TRY(rc);
         DROP(la->probs);
         TMPA(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
         TMPA(t2, (size_t)N * d, "layers.%d.attn.k.grad", l);
@@ -1922,6 +1966,7 @@ typedef struct est_shape {
     int64_t nd, n4, nda, nffa, scoresa, lse, d, dd, dff;
     int64_t h16; /* a 16-bit copy of an (N, d) float32 tensor under bf16/fp16, else 0 */
     int hp, flash;
+    int naive_fused; /* attention naive_fused: its allocation order */
     int persist; /* the weight copies persist (made at create; model.c's persistent_copies) */
     int fused_qkv; /* LMK_FUSED_QKV */
     int fused_w13; /* LMK_FUSED_W13 */
@@ -1962,6 +2007,11 @@ static void est_layer_forward(ledger *g, const est_shape *z, int keep, int first
         if (!keep)
             ACTB(-3 * nda - z->lse);
         tmp_is_values = !keep;
+    } else if (z->naive_fused) {
+        ACTB(z->scoresa + nda); /* probs, values */
+        if (!keep)
+            ACTB(-3 * nda - z->scoresa); /* q, k, v, probs */
+        tmp_is_values = 1;
     } else {
         ACTB(z->scoresa);
         if (!keep)
@@ -2042,18 +2092,25 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
     ACTB(-nd - h16);      /* the old dres and its copy */
     ACTB(nda);            /* merged grad */
     est_linear_bwd(g, z, z->dd, 0);
-    if (z->flash)
-        ACTB(-nda); /* merged (naive: after the softmax backward) */
+    if (!z->naive_fused)
+        ACTB(-nda); /* merged (naive_fused: after the softmax backward, which reads it) */
     ACTB(nda);  /* values grad (heads split) */
     ACTB(-nda); /* merged grad */
     if (z->flash) {
         ACTB(z->lse); /* work (D) */
         ACTB(3 * nda);
         ACTB(-nda - z->lse - 4 * nda - z->lse); /* dout, work, q, k, v, O, lse */
+    } else if (z->naive_fused) {
+        ACTB(z->scoresa + 2 * nda); /* dS, dv, dq */
+        ACTB(-2 * nda);             /* values grad, v */
+        ACTB(-nda - z->scoresa);    /* merged, probs */
+        ACTB(nda);                  /* dk */
+        ACTB(-z->scoresa);          /* dS */
+        ACTB(-2 * nda);             /* q, k */
     } else {
         ACTB(z->scoresa + nda); /* dP, dv */
         ACTB(-2 * nda);         /* values grad, v */
-        ACTB(-nda - z->scoresa); /* merged, probs */
+        ACTB(-z->scoresa);      /* probs */
         ACTB(2 * nda);          /* dq, dk */
         ACTB(-z->scoresa);      /* dS */
         ACTB(-2 * nda);         /* q, k */
@@ -2091,7 +2148,8 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     est_shape zs = {.nd = 4 * N * d, .n4 = 4 * N, .nda = ea * N * d, .nffa = ea * N * ff,
                     .scoresa = ea * (int64_t)batch * H * T * T, .lse = 4 * N * H, .d = d, .dd = d * d,
                     .dff = d * ff, .h16 = hp ? 2 * N * d : 0, .hp = hp,
-                    .flash = c->attention == LMK_ATTN_FLASH, .persist = hp && adamw,
+                    .flash = c->attention == LMK_ATTN_FLASH, .naive_fused = c->attention == LMK_ATTN_NAIVE_FUSED,
+                    .persist = hp && adamw,
                     .fused_qkv = LMK_FUSED_QKV, .fused_w13 = LMK_FUSED_W13,
                     .ln1_dx = LMK_FUSED_QKV && LMK_NORM_DX16 ? ea * N * d : 4 * N * d,
                     .ln2_dx = LMK_FUSED_W13 && LMK_NORM_DX16 ? ea * N * d : 4 * N * d};

@@ -33,7 +33,7 @@ function modelPointFields(modes) {
     {name: 'precision', type: 'multi', label: 'Precision', options: ['fp32', 'tf32', 'bf16', 'fp16'], default: 'fp32', scalarWhenOne: true},
     {name: 'mode', type: 'multi', label: 'Mode', options: modes, default: 'train_step', scalarWhenOne: true},
     {name: 'attention', type: 'select', label: 'Attention', options: ['naive', 'naive_fused', 'flash'], default: 'naive',
-     help: 'naive: materialised T×T scores, as CS336; naive_fused: the same, with the causal softmax inside the scores and dP matmul kernels (bf16/fp16 on a GPU; elsewhere as naive); flash: the fused flash kernels (GPU)'},
+     help: 'naive: materialised T×T scores, as CS336; naive_fused: the same, with the scores, softmax and values in one kernel and their backward in another (bf16/fp16 on a GPU; elsewhere as naive); flash: the fused flash kernels (GPU)'},
   ];
 }
 const SEED = {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0};

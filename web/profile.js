@@ -47,8 +47,8 @@ function answersList(a) {
       at.note ? h('span', {class: 'muted'}, ` (${at.note})`) : null));
   else if (at && at.fused)
     items.push(h('li', {dataset: {answer: 'attention'}}, h('strong', null, 'Attention (forward, per layer): '),
-      `scores with the softmax in one kernel ${fmt.usFromNs(at.scores_softmax_ns)} µs, the values matmul `,
-      `${fmt.usFromNs(at.values_ns)} µs`, at.note ? h('span', {class: 'muted'}, ` (${at.note})`) : null));
+      `scores, softmax and values in one kernel ${fmt.usFromNs(at.fused_ns)} µs`,
+      at.note ? h('span', {class: 'muted'}, ` (${at.note})`) : null));
   return h('ul', {class: 'answers', id: 'profile-answers'}, items);
 }
 

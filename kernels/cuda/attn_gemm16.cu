@@ -143,31 +143,63 @@ __device__ __forceinline__ void mask_upper(float (&x)[MT][CT / 8][4], int d, flo
                     x[m][n][e] = v;
 }
 
-/* The warp's (WR, CT) tile of 16-bit values out to global memory: rounded
- * into its rows of the shared staging tile by 16 × 16 blocks (stmatrix),
- * then as 16-byte row pieces (lane: row lane / 8 + 4·i, column (lane % 8)·8).
- * val (MT, CT / 8, 4) in the mma C layout. cw: the warp's staging rows
- * (stride TT_LD); cg_wr: global row lane / 8 of the tile at column
- * (lane % 8)·8, rows ldg elements apart. */
+/* x (MT, CT / 8, 4) in the mma C layout, rounded to T by pairs into the A
+ * operand layout of a product over the tile's CT columns (flash
+ * attention's register reuse): pk[kk][m] is the m16 × k16 A fragment of
+ * columns 16·kk…, and also what stmatrix stores of that 16 × 16 block. */
 template <typename T, int MT>
-__device__ __forceinline__ void store_tile(const float (&val)[MT][CT / 8][4], T *cw, T *cg_wr, size_t ldg,
-                                           int lane)
+__device__ __forceinline__ void pack_tile(uint32_t (&pk)[CT / 16][MT][4], const float (&x)[MT][CT / 8][4])
+{
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int kk = 0; kk < CT / 16; kk++) {
+            const float(&lo)[4] = x[m][2 * kk], (&hi)[4] = x[m][2 * kk + 1];
+            pk[kk][m][0] = tc_ops<T>::pack(lo[0], lo[1]);
+            pk[kk][m][1] = tc_ops<T>::pack(lo[2], lo[3]);
+            pk[kk][m][2] = tc_ops<T>::pack(hi[0], hi[1]);
+            pk[kk][m][3] = tc_ops<T>::pack(hi[2], hi[3]);
+        }
+}
+
+/* The warp's (WR, CT) tile of 16-bit values (packed by pack_tile) out to
+ * global memory: into its rows of the shared staging tile by 16 × 16
+ * blocks (stmatrix), then as 16-byte row pieces (lane: row lane / 8 + 4·i,
+ * column (lane % 8)·8). cw: the warp's staging rows (stride TT_LD); cg_wr:
+ * global row lane / 8 of the tile at column (lane % 8)·8, rows ldg
+ * elements apart. */
+template <typename T, int MT>
+__device__ __forceinline__ void store_packed(const uint32_t (&pk)[CT / 16][MT][4], T *cw, T *cg_wr, size_t ldg,
+                                             int lane)
 {
     constexpr int WR = 16 * MT;
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
-        for (int n = 0; n < CT / 16; n++) {
-            const float(&x)[4] = val[m][2 * n], (&y)[4] = val[m][2 * n + 1];
-            stsm4(frag_a(cw, TT_LD, m * 16, n * 16, lane), tc_ops<T>::pack(x[0], x[1]), tc_ops<T>::pack(x[2], x[3]),
-                  tc_ops<T>::pack(y[0], y[1]), tc_ops<T>::pack(y[2], y[3]));
-        }
+        for (int kk = 0; kk < CT / 16; kk++)
+            stsm4(frag_a(cw, TT_LD, m * 16, kk * 16, lane), pk[kk][m][0], pk[kk][m][1], pk[kk][m][2], pk[kk][m][3]);
     __syncwarp();
     const T *cw_rd = cw + (lane >> 3) * TT_LD + (lane & 7) * 8;
 #pragma unroll
     for (int i = 0; i < WR / 4; i++)
         *reinterpret_cast<uint4 *>(cg_wr + (size_t)i * 4 * ldg) = *reinterpret_cast<const uint4 *>(cw_rd + i * 4 * TT_LD);
     __syncwarp();
+}
+
+/* The (16·MT, DH) accumulators of a warp's rows (mma C layout) times alpha,
+ * rounded to T, stored at c (rows DH apart; lane: rows g, g + 8 of each m16
+ * tile, columns 2t, 2t + 1 of each 8). */
+template <typename T, int DH, int MT>
+__device__ __forceinline__ void store_rows(T *c, const float (&acc)[MT][DH / 8][4], float alpha, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < DH / 8; j++) {
+            st2(c + (size_t)(m * 16 + g) * DH + j * 8 + 2 * t, alpha * acc[m][j][0], alpha * acc[m][j][1]);
+            st2(c + (size_t)(m * 16 + g + 8) * DH + j * 8 + 2 * t, alpha * acc[m][j][2], alpha * acc[m][j][3]);
+        }
 }
 
 /* scores: the A tile (ROWS, DH), whose space then stages the output tiles
@@ -255,7 +287,9 @@ __global__ void __launch_bounds__(CG_THREADS)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     acc[m][n][e] *= alpha;
-        store_tile<T, MT>(acc, cw, cg_wr + (size_t)kt * CT, Tn, lane);
+        uint32_t pk[CT / 16][MT][4];
+        pack_tile<T, MT>(pk, acc);
+        store_packed<T, MT>(pk, cw, cg_wr + (size_t)kt * CT, Tn, lane);
     }
 }
 
@@ -278,7 +312,7 @@ __global__ void __launch_bounds__(CG_THREADS)
     const int ot = TRANS ? lin / batch : nt - 1 - lin / batch, bh = lin % batch;
     const int first = TRANS ? ot * (ROWS / CT) : 0;
     const int n = TRANS ? Tn / CT - first : (ot + 1) * (ROWS / CT);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int own = (ot * ROWS + warp * WR) / CT; /* the causal tile of this warp's rows */
     const T *ab = a + (size_t)bh * Tn * Tn + (TRANS ? (size_t)first * CT * Tn + (size_t)ot * ROWS
                                                      : (size_t)ot * ROWS * Tn);
@@ -327,56 +361,73 @@ __global__ void __launch_bounds__(CG_THREADS)
             }
         }
     }
-    T *cg = c + ((size_t)bh * Tn + (size_t)ot * ROWS + warp * WR) * DH;
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int j = 0; j < DH / 8; j++) {
-            st2(cg + (size_t)(m * 16 + g) * DH + j * 8 + 2 * t, alpha * acc[m][j][0], alpha * acc[m][j][1]);
-            st2(cg + (size_t)(m * 16 + g + 8) * DH + j * 8 + 2 * t, alpha * acc[m][j][2], alpha * acc[m][j][3]);
-        }
+    store_rows<T, DH, MT>(c + ((size_t)bh * Tn + (size_t)ot * ROWS + warp * WR) * DH, acc, alpha, lane);
 }
 
 /* --- the causal softmax fused with the scores / dP GEMM ------------------- */
 
-/* p (batch, T, T) = causal softmax of round(alpha · q · kᵀ) (backend.h
- * attn_scores_softmax). Grid and tiles as causal_scores_gemm_kernel; the
- * key tiles are swept twice: the first sweep keeps each lane's running
- * maximum and sum of exponentials of its rows (rescaled when the maximum
- * moves; merged across the row's 4 lanes at the end), the second recomputes
- * the scores, writes exp(s − max) / sum (the masked entries j > i of the
- * diagonal tile give exp(−inf) = 0). */
+/* The fused kernels' shared memory: the A tile (ROWS, DH), whose space then
+ * stages the output tiles (ROWS, TT_LD), and a ring of CG_SM_STAGES pairs
+ * of (CT, DH) tiles (k and v; v and k). */
+#ifndef LMK_CG_SOFTMAX_STAGES /* build-time knob: the fused kernels' ring depth */
+#define LMK_CG_SOFTMAX_STAGES 3
+#endif
+constexpr int CG_SM_STAGES = LMK_CG_SOFTMAX_STAGES;
+template <typename T, int DH, int ROWS> constexpr size_t fused_smem()
+{
+    return ((size_t)scores_a_elems<DH, ROWS>() + (size_t)CG_SM_STAGES * 2 * CT * dh_ld<DH>()) * sizeof(T);
+}
+
+/* p (batch, T, T) = causal softmax of round(alpha · q · kᵀ) and o (batch,
+ * T, DH) = p · v (backend.h attn_scores_softmax). Grid and tiles as
+ * causal_scores_gemm_kernel; the key tiles are swept twice. The first
+ * sweep (k tiles) keeps each lane's running maximum and sum of exponentials
+ * of its rows (rescaled when the maximum moves; merged across the row's 4
+ * lanes at the end). The second (k and v tiles) recomputes the scores,
+ * rounds p = exp(s − max) / sum (the masked entries j > i of the diagonal
+ * tile give exp(−inf) = 0) into the A operand layout, stores that and adds
+ * its product with the v tile into the rows' o accumulators. */
 template <typename T, int DH, int MT>
 __global__ void __launch_bounds__(CG_THREADS)
-    causal_scores_softmax_kernel(T *p, const T *q, const T *k, int Tn, int batch, float alpha)
+    causal_scores_softmax_kernel(T *p, T *o, const T *q, const T *k, const T *v, int Tn, int batch, float alpha)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT;
+    constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT, STAGE = 2 * CT * LD;
     T *as = reinterpret_cast<T *>(smem_raw); /* (ROWS, LD); after the first step (ROWS, TT_LD): outputs */
-    T *bs = as + scores_a_elems<DH, ROWS>(); /* CG_STAGES × (CT, LD) */
+    T *ring = as + scores_a_elems<DH, ROWS>(); /* CG_SM_STAGES × [k tile | v tile], each (CT, LD) */
     const int nt = Tn / ROWS, lin = blockIdx.x;
     const int qt = nt - 1 - lin / batch, bh = lin % batch, nk = (qt + 1) * (ROWS / CT), steps = 2 * nk;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int row0 = qt * ROWS + warp * WR; /* the warp's first query row */
     const int last = row0 / CT;             /* its causal (diagonal) key tile */
     const T *ag = q + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH;
-    const T *bg = k + (size_t)bh * Tn * DH;
+    const T *kg = k + (size_t)bh * Tn * DH, *vg = v + (size_t)bh * Tn * DH;
     T *cg_wr = p + ((size_t)bh * Tn + row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
     T *cw = as + warp * WR * TT_LD;
+    /* step s: key tile s mod nk; the second sweep's steps bring its v tile too */
+    auto load = [&](int s) {
+        T *st = ring + (s % CG_SM_STAGES) * STAGE;
+        const int kt = s < nk ? s : s - nk;
+        tile_load<T, CT, DH, LD>(st, kg + (size_t)kt * CT * DH, DH);
+        if (s >= nk)
+            tile_load<T, CT, DH, LD>(st + CT * LD, vg + (size_t)kt * CT * DH, DH);
+    };
 
     tile_load<T, ROWS, DH, LD>(as, ag, DH);
-    for (int s = 0; s < CG_STAGES - 1; s++) { /* step s loads key tile s mod nk */
+    for (int s = 0; s < CG_SM_STAGES - 1; s++) {
         if (s < steps)
-            tile_load<T, CT, DH, LD>(bs + s * CT * LD, bg + (size_t)(s % nk) * CT * DH, DH);
+            load(s);
         cp_commit();
     }
     uint32_t af[DH / 16][MT][4];
     float mx[MT][2], sum[MT][2]; /* per row (m16 tile m, rows g and g + 8): running max, then the row's max */
+    float oacc[MT][DH / 8][4];
+    zero_acc(oacc);
 #pragma unroll
     for (int m = 0; m < MT; m++)
         mx[m][0] = mx[m][1] = -INFINITY, sum[m][0] = sum[m][1] = 0.0f;
     for (int s = 0; s < steps; s++) {
-        cp_wait<CG_STAGES - 2>();
+        cp_wait<CG_SM_STAGES - 2>();
         __syncthreads();
         if (s == 0) {
 #pragma unroll
@@ -386,9 +437,8 @@ __global__ void __launch_bounds__(CG_THREADS)
                     ldsm4(af[kk][m], frag_a(as, LD, warp * WR + m * 16, kk * 16, lane));
             __syncthreads();
         }
-        const int pf = s + CG_STAGES - 1;
-        if (pf < steps)
-            tile_load<T, CT, DH, LD>(bs + (pf % CG_STAGES) * CT * LD, bg + (size_t)(pf % nk) * CT * DH, DH);
+        if (s + CG_SM_STAGES - 1 < steps)
+            load(s + CG_SM_STAGES - 1);
         cp_commit();
         const int kt = s < nk ? s : s - nk;
         if (kt > last)
@@ -407,7 +457,7 @@ __global__ void __launch_bounds__(CG_THREADS)
                     sum[m][h] = 1.0f / l;
                 }
         }
-        const T *b = bs + (s % CG_STAGES) * CT * LD;
+        const T *kt_s = ring + (s % CG_SM_STAGES) * STAGE, *vt_s = kt_s + CT * LD;
         float acc[MT][CT / 8][4];
         zero_acc(acc);
 #pragma unroll
@@ -415,7 +465,7 @@ __global__ void __launch_bounds__(CG_THREADS)
 #pragma unroll
             for (int n = 0; n < CT / 16; n++) {
                 uint32_t r[4];
-                ldsm4(r, frag_b(b, LD, n * 16, kk * 16, lane));
+                ldsm4(r, frag_b(kt_s, LD, n * 16, kk * 16, lane));
                 mma_rows<T>(acc, 2 * n, af[kk], r);
             }
         /* the scores as stored in T (rounded by pairs); −inf right of the diagonal */
@@ -458,39 +508,58 @@ __global__ void __launch_bounds__(CG_THREADS)
 #pragma unroll
                     for (int e = 0; e < 4; e++)
                         acc[m][n][e] = softmax_exp16(acc[m][n][e], mx[m][e >> 1]) * sum[m][e >> 1];
-            store_tile<T, MT>(acc, cw, cg_wr + (size_t)kt * CT, Tn, lane);
+            uint32_t pk[CT / 16][MT][4];
+            pack_tile<T, MT>(pk, acc);
+            store_packed<T, MT>(pk, cw, cg_wr + (size_t)kt * CT, Tn, lane);
+#pragma unroll
+            for (int kk = 0; kk < CT / 16; kk++)
+#pragma unroll
+                for (int j = 0; j < DH / 16; j++) {
+                    uint32_t r[4];
+                    ldsm4_t(r, frag_a(vt_s, LD, kk * 16, j * 16, lane));
+                    mma_rows<T>(oacc, 2 * j, pk[kk], r);
+                }
         }
     }
+    store_rows<T, DH, MT>(o + ((size_t)bh * Tn + row0) * DH, oacc, 1.0f, lane);
 }
 
-/* ds (batch, T, T) = p ⊙ (round(dout · vᵀ) − D) (backend.h
- * attn_dp_softmax_bwd). Grid and tiles as causal_scores_gemm_kernel with
- * dout for the queries and v for the keys; each lane reads its p entries
- * in the mma C layout (4 bytes, before the step's products) and first
- * works out D for its rows, a quarter of each dot product per lane. */
+/* ds (batch, T, T) = p ⊙ (round(dout · vᵀ) − D) and dq (batch, T, DH) =
+ * scale · ds · k (backend.h attn_dp_softmax_bwd). Grid and tiles as
+ * causal_scores_gemm_kernel with dout for the queries and a ring of v and
+ * k tiles; each lane reads its p entries in the mma C layout (4 bytes,
+ * before the step's products) and first works out D for its rows, a
+ * quarter of each dot product per lane; each ds tile is rounded into the A
+ * operand layout, stored, and multiplied by the k tile into the rows' dq
+ * accumulators. */
 template <typename T, int DH, int MT>
 __global__ void __launch_bounds__(CG_THREADS)
-    causal_dp_softmax_bwd_kernel(T *ds, const T *dout, const T *v, const T *p, const T *o, int64_t o_ld, int heads,
-                                 int Tn, int batch)
+    causal_dp_softmax_bwd_kernel(T *ds, T *dq, const T *dout, const T *v, const T *k, const T *p, const T *o,
+                                 int64_t o_ld, int heads, int Tn, int batch, float scale)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT;
+    constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT, STAGE = 2 * CT * LD;
     T *as = reinterpret_cast<T *>(smem_raw);
-    T *bs = as + scores_a_elems<DH, ROWS>();
+    T *ring = as + scores_a_elems<DH, ROWS>(); /* CG_SM_STAGES × [v tile | k tile], each (CT, LD) */
     const int nt = Tn / ROWS, lin = blockIdx.x;
     const int qt = nt - 1 - lin / batch, bh = lin % batch, nk = (qt + 1) * (ROWS / CT);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int row0 = qt * ROWS + warp * WR, last = row0 / CT;
     const T *ag = dout + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH;
-    const T *bg = v + (size_t)bh * Tn * DH;
+    const T *vg = v + (size_t)bh * Tn * DH, *kg = k + (size_t)bh * Tn * DH;
     const T *pg = p + ((size_t)bh * Tn + row0 + g) * Tn + 2 * t; /* row g of the warp, column 2t */
     T *cg_wr = ds + ((size_t)bh * Tn + row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
     T *cw = as + warp * WR * TT_LD;
+    auto load = [&](int s) {
+        T *st = ring + (s % CG_SM_STAGES) * STAGE;
+        tile_load<T, CT, DH, LD>(st, vg + (size_t)s * CT * DH, DH);
+        tile_load<T, CT, DH, LD>(st + CT * LD, kg + (size_t)s * CT * DH, DH);
+    };
 
     tile_load<T, ROWS, DH, LD>(as, ag, DH);
-    for (int s = 0; s < CG_STAGES - 1; s++) {
+    for (int s = 0; s < CG_SM_STAGES - 1; s++) {
         if (s < nk)
-            tile_load<T, CT, DH, LD>(bs + s * CT * LD, bg + (size_t)s * CT * DH, DH);
+            load(s);
         cp_commit();
     }
     /* D of the lane's rows: columns 2t + 8c (pairs) of dout and o, summed over the row's 4 lanes */
@@ -517,8 +586,10 @@ __global__ void __launch_bounds__(CG_THREADS)
             }
     }
     uint32_t af[DH / 16][MT][4];
+    float qacc[MT][DH / 8][4];
+    zero_acc(qacc);
     for (int kt = 0; kt < nk; kt++) {
-        cp_wait<CG_STAGES - 2>();
+        cp_wait<CG_SM_STAGES - 2>();
         __syncthreads();
         if (kt == 0) {
 #pragma unroll
@@ -528,9 +599,8 @@ __global__ void __launch_bounds__(CG_THREADS)
                     ldsm4(af[kk][m], frag_a(as, LD, warp * WR + m * 16, kk * 16, lane));
             __syncthreads();
         }
-        const int pf = kt + CG_STAGES - 1;
-        if (pf < nk)
-            tile_load<T, CT, DH, LD>(bs + (pf % CG_STAGES) * CT * LD, bg + (size_t)pf * CT * DH, DH);
+        if (kt + CG_SM_STAGES - 1 < nk)
+            load(kt + CG_SM_STAGES - 1);
         cp_commit();
         if (kt > last)
             continue;
@@ -543,7 +613,7 @@ __global__ void __launch_bounds__(CG_THREADS)
                 for (int h = 0; h < 2; h++)
                     pv[m][n][h] = *reinterpret_cast<const uint32_t *>(pg + (size_t)(m * 16 + 8 * h) * Tn + kt * CT +
                                                                       n * 8);
-        const T *b = bs + (kt % CG_STAGES) * CT * LD;
+        const T *vt_s = ring + (kt % CG_SM_STAGES) * STAGE, *kt_s = vt_s + CT * LD;
         float acc[MT][CT / 8][4];
         zero_acc(acc);
 #pragma unroll
@@ -551,7 +621,7 @@ __global__ void __launch_bounds__(CG_THREADS)
 #pragma unroll
             for (int n = 0; n < CT / 16; n++) {
                 uint32_t r[4];
-                ldsm4(r, frag_b(b, LD, n * 16, kk * 16, lane));
+                ldsm4(r, frag_b(vt_s, LD, n * 16, kk * 16, lane));
                 mma_rows<T>(acc, 2 * n, af[kk], r);
             }
 #pragma unroll
@@ -567,8 +637,19 @@ __global__ void __launch_bounds__(CG_THREADS)
                 }
         if (kt == last)
             mask_upper(acc, row0 + g - kt * CT - 2 * t, 0.0f);
-        store_tile<T, MT>(acc, cw, cg_wr + (size_t)kt * CT, Tn, lane);
+        uint32_t pk[CT / 16][MT][4];
+        pack_tile<T, MT>(pk, acc);
+        store_packed<T, MT>(pk, cw, cg_wr + (size_t)kt * CT, Tn, lane);
+#pragma unroll
+        for (int kk = 0; kk < CT / 16; kk++)
+#pragma unroll
+            for (int j = 0; j < DH / 16; j++) {
+                uint32_t r[4];
+                ldsm4_t(r, frag_a(kt_s, LD, kk * 16, j * 16, lane));
+                mma_rows<T>(qacc, 2 * j, pk[kk], r);
+            }
     }
+    store_rows<T, DH, MT>(dq + ((size_t)bh * Tn + row0) * DH, qacc, scale, lane);
 }
 
 bool dh_supported(int dh)
@@ -582,6 +663,8 @@ struct cg_launch {
     cg_op op;
     void *c;              /* the output: c, p or ds */
     const void *a, *bm;   /* the GEMM's operands: a, bm; q, k; dout, v */
+    void *c2;             /* the fused kernels' second output: o (forward), dq (backward) */
+    const void *b2;       /* its operand: v (forward), k (backward) */
     const void *p, *o;    /* CG_DP_SOFTMAX_BWD: the probabilities and the forward's output */
     int64_t o_ld;         /* CG_DP_SOFTMAX_BWD: o's row stride (elements) */
     int heads;            /* CG_DP_SOFTMAX_BWD: heads per batch entry of o */
@@ -616,7 +699,8 @@ template <typename T, int DH, int MT> int launch_kind(cuda_state *st, cudaStream
     T *ct = static_cast<T *>(x.c);
     const T *at = static_cast<const T *>(x.a), *bt = static_cast<const T *>(x.bm);
     constexpr int ROWS = CG_WARPS * 16 * MT;
-    constexpr size_t sm_scores = scores_smem<T, DH, ROWS>(), sm_mix = mix_smem<T, DH, ROWS>();
+    constexpr size_t sm_scores = scores_smem<T, DH, ROWS>(), sm_mix = mix_smem<T, DH, ROWS>(),
+                     sm_fused = fused_smem<T, DH, ROWS>();
     const unsigned grid = (unsigned)(x.Tn / ROWS) * (unsigned)x.batch;
     const int bit = smem_bit<T, DH, MT>(x.op);
     int rc = LMK_OK;
@@ -637,14 +721,15 @@ template <typename T, int DH, int MT> int launch_kind(cuda_state *st, cudaStream
                                                                                     x.alpha);
         break;
     case CG_SCORES_SOFTMAX:
-        if ((rc = allow_smem(st, causal_scores_softmax_kernel<T, DH, MT>, sm_scores, bit)) == LMK_OK)
-            causal_scores_softmax_kernel<T, DH, MT><<<grid, CG_THREADS, sm_scores, s>>>(ct, at, bt, x.Tn, x.batch,
-                                                                                       x.alpha);
+        if ((rc = allow_smem(st, causal_scores_softmax_kernel<T, DH, MT>, sm_fused, bit)) == LMK_OK)
+            causal_scores_softmax_kernel<T, DH, MT><<<grid, CG_THREADS, sm_fused, s>>>(
+                ct, static_cast<T *>(x.c2), at, bt, static_cast<const T *>(x.b2), x.Tn, x.batch, x.alpha);
         break;
     case CG_DP_SOFTMAX_BWD:
-        if ((rc = allow_smem(st, causal_dp_softmax_bwd_kernel<T, DH, MT>, sm_scores, bit)) == LMK_OK)
-            causal_dp_softmax_bwd_kernel<T, DH, MT><<<grid, CG_THREADS, sm_scores, s>>>(
-                ct, at, bt, static_cast<const T *>(x.p), static_cast<const T *>(x.o), x.o_ld, x.heads, x.Tn, x.batch);
+        if ((rc = allow_smem(st, causal_dp_softmax_bwd_kernel<T, DH, MT>, sm_fused, bit)) == LMK_OK)
+            causal_dp_softmax_bwd_kernel<T, DH, MT><<<grid, CG_THREADS, sm_fused, s>>>(
+                ct, static_cast<T *>(x.c2), at, bt, static_cast<const T *>(x.b2), static_cast<const T *>(x.p),
+                static_cast<const T *>(x.o), x.o_ld, x.heads, x.Tn, x.batch, x.alpha);
         break;
     default:
         return LMK_INVALID;
@@ -722,25 +807,27 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
             s = side;
     }
     const cg_op op = kind == LMK_CAUSAL_SCORES ? CG_SCORES : kind == LMK_CAUSAL_MIX ? CG_MIX : CG_MIX_T;
-    cg_launch x = {op, c, a, bm, NULL, NULL, 0, 1, T, batch, alpha};
+    cg_launch x = {op, c, a, bm, NULL, NULL, NULL, NULL, 0, 1, T, batch, alpha};
     return launch(st, s, dt, dh, x);
 }
 
-int cuda_attn_scores_softmax(lmk_backend *b, void *p, const void *q, const void *k, lmk_dtype dt, int batch, int T,
-                             int dh, float alpha)
+int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, const void *q, const void *k, const void *v,
+                             lmk_dtype dt, int batch, int T, int dh, float alpha)
 {
-    if (!launch_ok(b, dt, batch, T, dh, p, q, k))
+    if (!launch_ok(b, dt, batch, T, dh, p, q, k) || !o || !v || (((uintptr_t)o | (uintptr_t)v) & 15))
         return LMK_INVALID;
-    cg_launch x = {CG_SCORES_SOFTMAX, p, q, k, NULL, NULL, 0, 1, T, batch, alpha};
+    cg_launch x = {CG_SCORES_SOFTMAX, p, q, k, o, v, NULL, NULL, 0, 1, T, batch, alpha};
     return launch(CST(b), CST(b)->stream, dt, dh, x);
 }
 
-int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, const void *dout, const void *v, const void *p, const void *o,
-                             int64_t o_ld, int heads, lmk_dtype dt, int batch, int T, int dh)
+int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dout, const void *v, const void *k,
+                             const void *p, const void *o, int64_t o_ld, int heads, lmk_dtype dt, int batch, int T,
+                             int dh, float scale)
 {
-    if (!launch_ok(b, dt, batch, T, dh, ds, dout, v) || !p || !o || ((uintptr_t)p & 15) || ((uintptr_t)o & 3) ||
-        heads <= 0 || batch % heads != 0 || o_ld < (int64_t)heads * dh)
+    if (!launch_ok(b, dt, batch, T, dh, ds, dout, v) || !dq || !k || !p || !o ||
+        (((uintptr_t)dq | (uintptr_t)k | (uintptr_t)p) & 15) || ((uintptr_t)o & 3) || heads <= 0 ||
+        batch % heads != 0 || o_ld < (int64_t)heads * dh)
         return LMK_INVALID;
-    cg_launch x = {CG_DP_SOFTMAX_BWD, ds, dout, v, p, o, o_ld, heads, T, batch, 1.0f};
+    cg_launch x = {CG_DP_SOFTMAX_BWD, ds, dout, v, dq, k, p, o, o_ld, heads, T, batch, scale};
     return launch(CST(b), CST(b)->stream, dt, dh, x);
 }

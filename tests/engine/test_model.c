@@ -287,41 +287,54 @@ static void test_memory(void)
     }
 }
 
-/* attention naive_fused on the cpu backend (which has no fused softmax op):
- * the naive attention itself, so the same loss and gradients to the bit,
- * the same peak and the estimate still equal to it; and the config check
- * accepts it while refusing an unknown attention. */
+/* attention naive_fused on the cpu backend (which has no fused softmax op:
+ * the three ops run in naive_fused's allocation order): the same loss and
+ * gradients as naive to the bit, and its own allocation order's peak equal
+ * to the estimate in every training mode; the config check refuses an
+ * unknown attention. */
 static void test_naive_fused(void)
 {
     static const lmk_precision precs[2] = {LMK_PREC_FP32, LMK_PREC_BF16};
-    for (int k = 0; k < 2; k++) {
-        lmk_model_config c = {"custom", 97, 320, 64, 96, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
+    static const int modes[3] = {LMK_MODEL_INFERENCE, LMK_MODEL_GRADIENTS, LMK_MODEL_TRAIN};
+    for (int k = 0; k < 6; k++) {
+        lmk_precision prec = precs[k % 2];
+        int training = modes[k / 2];
+        lmk_model_config c = {"custom", 97, 320, 64, 96, 2, 4, 10000.0f, LMK_ATTN_NAIVE}, cf = c;
+        cf.attention = LMK_ATTN_NAIVE_FUSED;
         fixture fn, ff;
-        fixture_open(&fn, &c, 2, 128, precs[k], 5, LMK_MODEL_GRADIENTS);
-        c.attention = LMK_ATTN_NAIVE_FUSED;
-        fixture_open(&ff, &c, 2, 128, precs[k], 5, LMK_MODEL_GRADIENTS);
+        fixture_open(&fn, &c, 2, 128, prec, 5, training);
+        fixture_open(&ff, &cf, 2, 128, prec, 5, training);
         float ln, lf;
-        MUST(lmk_model_forward(fn.m, 1));
-        MUST(lmk_model_forward(ff.m, 1));
+        MUST(lmk_model_forward(fn.m, training != LMK_MODEL_INFERENCE));
+        MUST(lmk_model_forward(ff.m, training != LMK_MODEL_INFERENCE));
         MUST(lmk_model_loss(fn.m, &ln));
         MUST(lmk_model_loss(ff.m, &lf));
-        CHECK(memcmp(&ln, &lf, sizeof ln) == 0, "%s: naive_fused loss %.9g naive %.9g", lmk_precision_name(precs[k]),
-              lf, ln);
-        MUST(lmk_model_backward(fn.m));
-        MUST(lmk_model_backward(ff.m));
-        size_t differ = 0;
-        for (size_t i = 0; i < lmk_model_tensor_count(fn.m); i++) {
-            lmk_tensor *pn, *gn, *pf, *gf;
-            MUST(lmk_model_tensor(fn.m, i, NULL, &pn, &gn));
-            MUST(lmk_model_tensor(ff.m, i, NULL, &pf, &gf));
-            differ += memcmp(gn->data, gf->data, gn->bytes) != 0;
+        CHECK(memcmp(&ln, &lf, sizeof ln) == 0, "%s: naive_fused loss %.9g naive %.9g", lmk_precision_name(prec), lf,
+              ln);
+        if (training != LMK_MODEL_INFERENCE) {
+            MUST(lmk_model_backward(fn.m));
+            MUST(lmk_model_backward(ff.m));
+            size_t differ = 0;
+            for (size_t i = 0; i < lmk_model_tensor_count(fn.m); i++) {
+                lmk_tensor *pn, *gn, *pf, *gf;
+                MUST(lmk_model_tensor(fn.m, i, NULL, &pn, &gn));
+                MUST(lmk_model_tensor(ff.m, i, NULL, &pf, &gf));
+                differ += memcmp(gn->data, gf->data, gn->bytes) != 0;
+            }
+            CHECK(differ == 0, "%s: %zu gradients of naive_fused differ from naive's", lmk_precision_name(prec),
+                  differ);
         }
-        CHECK(differ == 0, "%s: %zu gradients of naive_fused differ from naive's", lmk_precision_name(precs[k]), differ);
-        lmk_memory_estimate e = lmk_model_memory_estimate(&c, 2, 128, precs[k], LMK_MODEL_GRADIENTS);
-        CHECK(lmk_allocator_peak(ff.a, -1) == e.total && lmk_allocator_peak(fn.a, -1) == e.total,
-              "%s: peaks naive_fused %llu naive %llu, estimate %llu", lmk_precision_name(precs[k]),
-              (unsigned long long)lmk_allocator_peak(ff.a, -1), (unsigned long long)lmk_allocator_peak(fn.a, -1),
-              (unsigned long long)e.total);
+        if (training == LMK_MODEL_TRAIN) {
+            lmk_adamw_config opt = lmk_adamw_defaults();
+            MUST(lmk_model_step(fn.m, &opt));
+            MUST(lmk_model_step(ff.m, &opt));
+        }
+        uint64_t en = lmk_model_memory_estimate(&c, 2, 128, prec, training).total;
+        uint64_t ef = lmk_model_memory_estimate(&cf, 2, 128, prec, training).total;
+        CHECK(lmk_allocator_peak(fn.a, -1) == en && lmk_allocator_peak(ff.a, -1) == ef,
+              "%s training=%d: peak / estimate naive %llu / %llu, naive_fused %llu / %llu", lmk_precision_name(prec),
+              training, (unsigned long long)lmk_allocator_peak(fn.a, -1), (unsigned long long)en,
+              (unsigned long long)lmk_allocator_peak(ff.a, -1), (unsigned long long)ef);
         fixture_close(&fn);
         fixture_close(&ff);
     }

@@ -11,7 +11,8 @@
 #   NAME=DIR  a variant: DIR holds its lmperfd (and test_cuda_ops,
 #           test_graph_step for the checks); the libraries are CARRY's
 # env: POINTS "model:T:precision[:graphs] ..." (default "large:1024:bf16
-#      xl:1024:bf16 medium:256:tf32"), ROUNDS 2, CHECKS 1, BUDGET_S 480
+#      xl:1024:bf16 medium:256:tf32"), ROUNDS 2, CHECKS 1, BUDGET_S 480,
+#      ATTENTION naive (or naive_fused, flash)
 #      (benchmarks are skipped once spent; the packing always runs)
 set -u
 CARRY=$(cd "$1" && pwd)
@@ -22,6 +23,7 @@ POINTS=${POINTS:-"large:1024:bf16 xl:1024:bf16 medium:256:tf32"}
 ROUNDS=${ROUNDS:-2}
 CHECKS=${CHECKS:-1}
 BUDGET_S=${BUDGET_S:-480}
+ATTENTION=${ATTENTION:-naive}
 mkdir -p "$OUT"
 L=$(mktemp -d)
 start=$(date +%s)
@@ -66,7 +68,7 @@ for round in $(seq 1 "$ROUNDS"); do
             fi
             spec="$L/spec.json"
             echo "{\"kind\":\"benchmark\",\"model\":\"$model\",\"context_length\":[$ctx],\"batch_size\":4,\
-\"precision\":\"$prec\",\"mode\":\"train_step\",\"attention\":\"naive\",\"warmup_steps\":2,\"measure_steps\":5,\
+\"precision\":\"$prec\",\"mode\":\"train_step\",\"attention\":\"$ATTENTION\",\"warmup_steps\":2,\"measure_steps\":5,\
 \"graphs\":$graphs}" >"$spec"
             out="$L/runs/${name}__${model}_${ctx}_${prec}_${graphs}__r$round.json"
             mkdir -p "$L/runs"

@@ -789,14 +789,16 @@ static void test_attn_causal_gemm(lmk_round r, int batch, int T, int dh)
 }
 
 /* The causal softmax fused into the scores GEMM and its backward into the
- * dP GEMM (attn_scores_softmax, attn_dp_softmax_bwd). Forward: against the
- * unfused cuda path (attn_causal_gemm SCORES, then softmax_causal_fwd with
- * zero_block = the tile): the same rounded scores, the row sums added in
- * another order, so within one ulp; every entry beyond a row's tile end
- * left as it was. Backward: against the contract in double on the host,
+ * dP GEMM (attn_scores_softmax, attn_dp_softmax_bwd). Forward: p against
+ * the unfused cuda path (attn_causal_gemm SCORES, then softmax_causal_fwd
+ * with zero_block = the tile): the same rounded scores, the row sums added
+ * in another order, so within one ulp; every entry beyond a row's tile end
+ * left as it was; o against attn_causal_gemm MIX of the fused p and v.
+ * Backward: ds against the contract in double on the host,
  * ds = p (round(dout vᵀ) − dout · o), with p NaN beyond each row's tile end
  * (must not be read), o in the merged (B, T, H, dh) layout (heads H); the
- * zeros at i < j < end(i) and the entries beyond left as they were. */
+ * zeros at i < j < end(i) and the entries beyond left as they were; dq
+ * against attn_causal_gemm MIX of the fused ds and k. */
 static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int dh)
 {
     lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
@@ -825,11 +827,21 @@ static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int d
         sent[i] = 0x3c00;
     void *d_q = d_from(hq, nq * 2), *d_k = d_from(hk, nq * 2), *d_v = d_from(hv, nq * 2), *d_do = d_from(hdo, nq * 2);
     void *d_o = d_from(ho, nq * 2), *d_ref = d_from(sent, ns * 2), *d_p = d_from(sent, ns * 2);
+    void *d_out = d_alloc(nq * 2), *d_out_ref = d_alloc(nq * 2);
+    uint16_t *hout = malloc(nq * 2);
+    if (!hout)
+        exit(1);
 
     /* forward */
     GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_SCORES, d_ref, d_q, d_k, dt, batch, T, dh, scale, 0));
     GPU(gpu->softmax_causal_fwd(gpu, d_ref, d_ref, dt, batch, T, tile));
-    GPU(gpu->attn_scores_softmax(gpu, d_p, d_q, d_k, dt, batch, T, dh, scale));
+    GPU(gpu->attn_scores_softmax(gpu, d_p, d_out, d_q, d_k, d_v, dt, batch, T, dh, scale));
+    /* o = p v from the fused p */
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_out_ref, d_p, d_v, dt, batch, T, dh, 1.0f, 0));
+    MUST(gpu->download(gpu, hout, d_out_ref, nq * 2));
+    snprintf(name, sizeof name, "fused scores+softmax+values %s B·H %d T %d dh %d: o = p v", round_name(r), batch, T,
+             dh);
+    compare16(name, d_out, hout, nq, r, 1e-5 * sqrt(T), 2 * ulp);
     MUST(gpu->download(gpu, got, d_p, ns * 2));
     MUST(gpu->download(gpu, hp, d_ref, ns * 2));
     size_t outside_bad = 0, upper_bad = 0;
@@ -861,7 +873,14 @@ static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int d
                 hp[(bh * T + i) * T + j] = poison;
     MUST(gpu->upload(gpu, d_p, hp, ns * 2));
     MUST(gpu->upload(gpu, d_ref, sent, ns * 2));
-    GPU(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_do, d_v, d_p, d_o, (int64_t)heads * dh, heads, dt, batch, T, dh));
+    GPU(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, d_v, d_k, d_p, d_o, (int64_t)heads * dh, heads, dt, batch,
+                                 T, dh, scale));
+    /* dq = scale · ds k from the fused ds */
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_out_ref, d_ref, d_k, dt, batch, T, dh, scale, 0));
+    MUST(gpu->download(gpu, hout, d_out_ref, nq * 2));
+    snprintf(name, sizeof name, "fused dP+softmax+dQ bwd %s B·H %d T %d dh %d: dq = scale ds k", round_name(r), batch,
+             T, dh);
+    compare16(name, d_out, hout, nq, r, 1e-6 * sqrt(T), 2 * ulp);
     MUST(gpu->download(gpu, got, d_ref, ns * 2));
     MUST(cpu->cast_float(cpu, p32, hp, ns, r));
     MUST(cpu->cast_float(cpu, ds32, got, ns, r));
@@ -914,20 +933,24 @@ static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int d
           upper);
 
     /* refused: float32, a misaligned p, o rows shorter than heads · dh, batch not a multiple of heads */
-    CHECK(gpu->attn_scores_softmax(gpu, d_p, d_q, d_k, LMK_F32, batch, T, dh, scale) == LMK_INVALID,
+    CHECK(gpu->attn_scores_softmax(gpu, d_p, d_out, d_q, d_k, d_v, LMK_F32, batch, T, dh, scale) == LMK_INVALID,
           "attn_scores_softmax accepts float32");
-    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_do, d_v, (char *)d_p + 2, d_o, (int64_t)heads * dh, heads, dt, batch,
-                                   T, dh) == LMK_INVALID,
+    CHECK(gpu->attn_scores_softmax(gpu, d_p, (char *)d_out + 2, d_q, d_k, d_v, dt, batch, T, dh, scale) ==
+              LMK_INVALID,
+          "attn_scores_softmax accepts a misaligned o");
+    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, d_v, d_k, (char *)d_p + 2, d_o, (int64_t)heads * dh, heads,
+                                   dt, batch, T, dh, scale) == LMK_INVALID,
           "attn_dp_softmax_bwd accepts a misaligned p");
-    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_do, d_v, d_p, d_o, (int64_t)heads * dh - 1, heads, dt, batch, T,
-                                   dh) == LMK_INVALID,
+    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, d_v, d_k, d_p, d_o, (int64_t)heads * dh - 1, heads, dt,
+                                   batch, T, dh, scale) == LMK_INVALID,
           "attn_dp_softmax_bwd accepts o_ld < heads · dh");
     if (heads > 1)
-        CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_do, d_v, d_p, d_o, (int64_t)heads * dh, heads, dt, batch - 1, T,
-                                       dh) == LMK_INVALID,
+        CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, d_v, d_k, d_p, d_o, (int64_t)heads * dh, heads, dt,
+                                       batch - 1, T, dh, scale) == LMK_INVALID,
               "attn_dp_softmax_bwd accepts batch %d with %d heads", batch - 1, heads);
     gpu->mem_free(gpu, d_q), gpu->mem_free(gpu, d_k), gpu->mem_free(gpu, d_v), gpu->mem_free(gpu, d_do);
     gpu->mem_free(gpu, d_o), gpu->mem_free(gpu, d_ref), gpu->mem_free(gpu, d_p);
+    gpu->mem_free(gpu, d_out), gpu->mem_free(gpu, d_out_ref), free(hout);
     free(fq), free(fk), free(fv), free(fdo), free(fo), free(hq), free(hk), free(hv), free(hdo), free(ho);
     free(sent), free(got), free(hp), free(p32), free(ds32), free(v32), free(do32), free(o32), free(dpr), free(dpr16);
 }

@@ -369,8 +369,12 @@ __global__ void __launch_bounds__(CG_THREADS)
 /* The fused kernels' shared memory: the A tile (ROWS, DH), whose space then
  * stages the output tiles (ROWS, TT_LD), and a ring of CG_SM_STAGES pairs
  * of (CT, DH) tiles (k and v; v and k). */
-#ifndef LMK_CG_SOFTMAX_STAGES /* build-time knob: the fused kernels' ring depth */
-#define LMK_CG_SOFTMAX_STAGES 3
+/* Build-time knob: the fused kernels' ring depth. 2 measured on the H200
+ * against 3 (attention naive_fused, fwd+bwd): xl/1024 bf16 105.6 vs 106.6
+ * ms, large/1024 54.3 vs 54.7, 2.7B/512 72.1 vs 73.9 (kernels/PERF.md,
+ * session 12, call 6): the smaller ring fits 4 blocks per SM instead of 3. */
+#ifndef LMK_CG_SOFTMAX_STAGES
+#define LMK_CG_SOFTMAX_STAGES 2
 #endif
 constexpr int CG_SM_STAGES = LMK_CG_SOFTMAX_STAGES;
 template <typename T, int DH, int ROWS> constexpr size_t fused_smem()

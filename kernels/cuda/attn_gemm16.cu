@@ -108,6 +108,72 @@ __device__ __forceinline__ void mma_rows(float (&acc)[MT][NB][4], int n, const u
     }
 }
 
+/* af (DH / 16, MT, 4) ← the warp's 16·MT rows of the A tile as (ROWS, LD)
+ * in shared memory (its rows from warp · 16·MT on), by k16 steps. */
+template <typename T, int DH, int MT, int LD>
+__device__ __forceinline__ void load_rows(uint32_t (&af)[DH / 16][MT][4], const T *as, int warp, int lane)
+{
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int kk = 0; kk < DH / 16; kk++)
+            ldsm4(af[kk][m], frag_a(as, LD, warp * 16 * MT + m * 16, kk * 16, lane));
+}
+
+/* One step s (of steps) of the cp.async ring the row-tile kernels share,
+ * STAGES deep: waits for step s's tiles; on the first step every warp
+ * takes its A rows into af, after which the A tile's space stages outputs;
+ * then issues step s + STAGES − 1's tiles by load(step). */
+template <int STAGES, typename T, int DH, int MT, int LD, typename Load>
+__device__ __forceinline__ void ring_step(int s, int steps, const Load &load, uint32_t (&af)[DH / 16][MT][4],
+                                          const T *as, int warp, int lane)
+{
+    cp_wait<STAGES - 2>();
+    __syncthreads();
+    if (s == 0) {
+        load_rows<T, DH, MT, LD>(af, as, warp, lane);
+        __syncthreads();
+    }
+    if (s + STAGES - 1 < steps)
+        load(s + STAGES - 1);
+    cp_commit();
+}
+
+/* acc (MT, CT / 8, 4) = the warp's rows af (DH / 16, MT, 4) · btᵀ, bt a
+ * (CT, DH) tile in shared memory (row stride LD): one CT-wide tile of
+ * scores or dP. */
+template <typename T, int DH, int MT, int LD>
+__device__ __forceinline__ void rows_times_tile_t(float (&acc)[MT][CT / 8][4], const uint32_t (&af)[DH / 16][MT][4],
+                                                  const T *bt, int lane)
+{
+    zero_acc(acc);
+#pragma unroll
+    for (int kk = 0; kk < DH / 16; kk++)
+#pragma unroll
+        for (int n = 0; n < CT / 16; n++) {
+            uint32_t r[4];
+            ldsm4(r, frag_b(bt, LD, n * 16, kk * 16, lane));
+            mma_rows<T>(acc, 2 * n, af[kk], r);
+        }
+}
+
+/* acc (MT, DH / 8, 4) += pk (CT / 16, MT, 4) · bt, pk a CT-wide tile in the
+ * A operand layout (pack_tile), bt a (CT, DH) tile in shared memory (row
+ * stride LD): P·V and dS·K from registers. */
+template <typename T, int DH, int MT, int LD>
+__device__ __forceinline__ void tile_times_rows(float (&acc)[MT][DH / 8][4], const uint32_t (&pk)[CT / 16][MT][4],
+                                                const T *bt, int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < CT / 16; kk++)
+#pragma unroll
+        for (int j = 0; j < DH / 16; j++) {
+            uint32_t r[4];
+            ldsm4_t(r, frag_a(bt, LD, kk * 16, j * 16, lane));
+            mma_rows<T>(acc, 2 * j, pk[kk], r);
+        }
+}
+
 constexpr float CG_LOG2E = 1.4426950408889634f;
 
 /* e^(x − mx) as softmax.cu computes it for 16-bit tensors (softmax_exp):
@@ -252,34 +318,16 @@ __global__ void __launch_bounds__(CG_THREADS)
     uint32_t af[DH / 16][MT][4]; /* per k-step, the MT row tiles */
     T *cw = as + warp * WR * TT_LD; /* this warp's rows of the output tile, rounded */
     T *cg_wr = cg + (size_t)(lane >> 3) * Tn + (lane & 7) * 8;
+    auto load = [&](int pf) {
+        tile_load<T, CT, DH, LD>(bs + (pf % CG_STAGES) * CT * LD, bg + (size_t)pf * CT * DH, DH);
+    };
     for (int kt = 0; kt < nk; kt++) {
-        cp_wait<CG_STAGES - 2>();
-        __syncthreads();
-        if (kt == 0) {
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int k = 0; k < DH / 16; k++)
-                    ldsm4(af[k][m], frag_a(as, LD, warp * WR + m * 16, k * 16, lane));
-            __syncthreads(); /* every warp holds its rows: the A tile's space stages outputs from now on */
-        }
-        const int pf = kt + CG_STAGES - 1;
-        if (pf < nk)
-            tile_load<T, CT, DH, LD>(bs + (pf % CG_STAGES) * CT * LD, bg + (size_t)pf * CT * DH, DH);
-        cp_commit();
+        ring_step<CG_STAGES, T, DH, MT, LD>(kt, nk, load, af, as, warp, lane);
         if (kt > last)
             continue;
         const T *b = bs + (kt % CG_STAGES) * CT * LD;
         float acc[MT][CT / 8][4];
-        zero_acc(acc);
-#pragma unroll
-        for (int k = 0; k < DH / 16; k++)
-#pragma unroll
-            for (int n = 0; n < CT / 16; n++) {
-                uint32_t r[4];
-                ldsm4(r, frag_b(b, LD, n * 16, k * 16, lane));
-                mma_rows<T>(acc, 2 * n, af[k], r);
-            }
+        rows_times_tile_t<T, DH, MT, LD>(acc, af, b, lane);
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -431,19 +479,7 @@ __global__ void __launch_bounds__(CG_THREADS)
     for (int m = 0; m < MT; m++)
         mx[m][0] = mx[m][1] = -INFINITY, sum[m][0] = sum[m][1] = 0.0f;
     for (int s = 0; s < steps; s++) {
-        cp_wait<CG_SM_STAGES - 2>();
-        __syncthreads();
-        if (s == 0) {
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int kk = 0; kk < DH / 16; kk++)
-                    ldsm4(af[kk][m], frag_a(as, LD, warp * WR + m * 16, kk * 16, lane));
-            __syncthreads();
-        }
-        if (s + CG_SM_STAGES - 1 < steps)
-            load(s + CG_SM_STAGES - 1);
-        cp_commit();
+        ring_step<CG_SM_STAGES, T, DH, MT, LD>(s, steps, load, af, as, warp, lane);
         const int kt = s < nk ? s : s - nk;
         if (kt > last)
             continue;
@@ -463,15 +499,7 @@ __global__ void __launch_bounds__(CG_THREADS)
         }
         const T *kt_s = ring + (s % CG_SM_STAGES) * STAGE, *vt_s = kt_s + CT * LD;
         float acc[MT][CT / 8][4];
-        zero_acc(acc);
-#pragma unroll
-        for (int kk = 0; kk < DH / 16; kk++)
-#pragma unroll
-            for (int n = 0; n < CT / 16; n++) {
-                uint32_t r[4];
-                ldsm4(r, frag_b(kt_s, LD, n * 16, kk * 16, lane));
-                mma_rows<T>(acc, 2 * n, af[kk], r);
-            }
+        rows_times_tile_t<T, DH, MT, LD>(acc, af, kt_s, lane);
         /* the scores as stored in T (rounded by pairs); −inf right of the diagonal */
 #pragma unroll
         for (int m = 0; m < MT; m++)
@@ -515,14 +543,7 @@ __global__ void __launch_bounds__(CG_THREADS)
             uint32_t pk[CT / 16][MT][4];
             pack_tile<T, MT>(pk, acc);
             store_packed<T, MT>(pk, cw, cg_wr + (size_t)kt * CT, Tn, lane);
-#pragma unroll
-            for (int kk = 0; kk < CT / 16; kk++)
-#pragma unroll
-                for (int j = 0; j < DH / 16; j++) {
-                    uint32_t r[4];
-                    ldsm4_t(r, frag_a(vt_s, LD, kk * 16, j * 16, lane));
-                    mma_rows<T>(oacc, 2 * j, pk[kk], r);
-                }
+            tile_times_rows<T, DH, MT, LD>(oacc, pk, vt_s, lane);
         }
     }
     store_rows<T, DH, MT>(o + ((size_t)bh * Tn + row0) * DH, oacc, 1.0f, lane);
@@ -593,19 +614,7 @@ __global__ void __launch_bounds__(CG_THREADS)
     float qacc[MT][DH / 8][4];
     zero_acc(qacc);
     for (int kt = 0; kt < nk; kt++) {
-        cp_wait<CG_SM_STAGES - 2>();
-        __syncthreads();
-        if (kt == 0) {
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int kk = 0; kk < DH / 16; kk++)
-                    ldsm4(af[kk][m], frag_a(as, LD, warp * WR + m * 16, kk * 16, lane));
-            __syncthreads();
-        }
-        if (kt + CG_SM_STAGES - 1 < nk)
-            load(kt + CG_SM_STAGES - 1);
-        cp_commit();
+        ring_step<CG_SM_STAGES, T, DH, MT, LD>(kt, nk, load, af, as, warp, lane);
         if (kt > last)
             continue;
         uint32_t pv[MT][CT / 8][2]; /* p at rows g, g + 8 of each m16 tile, columns 2t, 2t + 1 of each 8 */
@@ -619,15 +628,7 @@ __global__ void __launch_bounds__(CG_THREADS)
                                                                       n * 8);
         const T *vt_s = ring + (kt % CG_SM_STAGES) * STAGE, *kt_s = vt_s + CT * LD;
         float acc[MT][CT / 8][4];
-        zero_acc(acc);
-#pragma unroll
-        for (int kk = 0; kk < DH / 16; kk++)
-#pragma unroll
-            for (int n = 0; n < CT / 16; n++) {
-                uint32_t r[4];
-                ldsm4(r, frag_b(vt_s, LD, n * 16, kk * 16, lane));
-                mma_rows<T>(acc, 2 * n, af[kk], r);
-            }
+        rows_times_tile_t<T, DH, MT, LD>(acc, af, vt_s, lane);
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -644,14 +645,7 @@ __global__ void __launch_bounds__(CG_THREADS)
         uint32_t pk[CT / 16][MT][4];
         pack_tile<T, MT>(pk, acc);
         store_packed<T, MT>(pk, cw, cg_wr + (size_t)kt * CT, Tn, lane);
-#pragma unroll
-        for (int kk = 0; kk < CT / 16; kk++)
-#pragma unroll
-            for (int j = 0; j < DH / 16; j++) {
-                uint32_t r[4];
-                ldsm4_t(r, frag_a(kt_s, LD, kk * 16, j * 16, lane));
-                mma_rows<T>(qacc, 2 * j, pk[kk], r);
-            }
+        tile_times_rows<T, DH, MT, LD>(qacc, pk, kt_s, lane);
     }
     store_rows<T, DH, MT>(dq + ((size_t)bh * Tn + row0) * DH, qacc, scale, lane);
 }

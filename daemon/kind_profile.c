@@ -582,9 +582,9 @@ static void add_answers(json_t *run, const summary *s, int training, const model
             a, "attention",
             json_pack("{s:b, s:f, s:f, s:s}", "fused", 1, "fused_ns", fused, "flop_ratio_matmul_to_softmax",
                       4.0 * dh / SOFTMAX_FLOPS_PER_ELEM, "note",
-                      "forward, per layer; attention naive_fused computes the scores, the causal softmax and the "
-                      "values in one kernel, so the softmax's time is not apart from the matmuls': profile attention "
-                      "naive for the split"));
+                      "forward, per layer; attention naive_fused times the scores, the causal softmax and the "
+                      "values as one range (one kernel under bf16/fp16 on a GPU), so the softmax's time is not apart "
+                      "from the matmuls': profile attention naive for the split"));
     else
         json_object_set_new(a, "attention",
                         json_pack("{s:f, s:f, s:f, s:f, s:s}", "softmax_ns", sm, "matmul_ns", mm, "time_ratio_matmul_to_softmax",

@@ -423,9 +423,6 @@ __global__ void __launch_bounds__(CG_THREADS)
 
 /* --- the causal softmax fused with the scores / dP GEMM ------------------- */
 
-/* The fused kernels' shared memory: the A tile (ROWS, DH), whose space then
- * stages the output tiles (ROWS, TT_LD), and a ring of CG_SM_STAGES pairs
- * of (CT, DH) tiles (k and v; v and k). */
 /* Build-time knob: the fused kernels' ring depth. 2 measured on the H200
  * against 3 (attention naive_fused, fwd+bwd): xl/1024 bf16 105.6 vs 106.6
  * ms, large/1024 54.3 vs 54.7, 2.7B/512 72.1 vs 73.9 (kernels/PERF.md,
@@ -434,6 +431,9 @@ __global__ void __launch_bounds__(CG_THREADS)
 #define LMK_CG_SOFTMAX_STAGES 2
 #endif
 constexpr int CG_SM_STAGES = LMK_CG_SOFTMAX_STAGES;
+/* The fused kernels' shared memory: the A tile (ROWS, DH), whose space then
+ * stages the output tiles (ROWS, TT_LD), and a ring of CG_SM_STAGES pairs
+ * of (CT, DH) tiles (k and v; v and k). */
 template <typename T, int DH, int ROWS> constexpr size_t fused_smem()
 {
     return ((size_t)scores_a_elems<DH, ROWS>() + (size_t)CG_SM_STAGES * 2 * CT * dh_ld<DH>()) * sizeof(T);

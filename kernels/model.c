@@ -706,8 +706,9 @@ static void rec(lmk_model *m, const char *op, const char *in, const char *out, c
     r->calls = 1;
 }
 
-/* REC(op, out, acc, input formats...): one call with its input formats. */
-static void rec_in(lmk_model *m, const char *op, const char *out, const char *acc, int n, ...)
+/* REC(op, out, acc, input formats...): one call with its input formats;
+ * RECS(op, out, acc, storage, input formats...): the same with a storage note. */
+static void rec_in(lmk_model *m, const char *op, const char *out, const char *acc, const char *storage, int n, ...)
 {
     if (!m->tracing)
         return;
@@ -719,12 +720,13 @@ static void rec_in(lmk_model *m, const char *op, const char *out, const char *ac
         snprintf(in + len, sizeof in - len, "%s%s", i ? ", " : "", va_arg(ap, const char *));
     }
     va_end(ap);
-    rec(m, op, in, out, acc, "");
+    rec(m, op, in, out, acc, storage);
 }
 
 #define REC_N(...) REC_N_(__VA_ARGS__, 5, 4, 3, 2, 1, 0)
 #define REC_N_(a, b, c, d, e, N, ...) N
-#define REC(op, out, acc, ...) rec_in(m, (op), (out), (acc), REC_N(__VA_ARGS__), __VA_ARGS__)
+#define REC(op, out, acc, ...) rec_in(m, (op), (out), (acc), "", REC_N(__VA_ARGS__), __VA_ARGS__)
+#define RECS(op, out, acc, storage, ...) rec_in(m, (op), (out), (acc), (storage), REC_N(__VA_ARGS__), __VA_ARGS__)
 
 /* Reductions of the cpu backend (and the cuda rmsnorm) run in double. */
 static const char *acc_reduce(const lmk_model *m, int cuda_double)
@@ -1237,11 +1239,7 @@ static int causal_gemm_tiled(lmk_model *m, const char *op, causal_kind kind, lmk
         [CAUSAL_OUT_TT] = LMK_CAUSAL_SCORES, [CAUSAL_IN_TT] = LMK_CAUSAL_MIX, [CAUSAL_IN_TTT] = LMK_CAUSAL_MIX_T};
     if (!a.h || !bm.h || c->dtype != m->adt)
         return LMK_INVALID;
-    if (m->tracing) {
-        char in[48];
-        snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
-        rec(m, op, in, F_ACT, F32, "16-bit tensors; 16-bit output; one launch, causal tiles");
-    }
+    RECS(op, F_ACT, F32, "16-bit tensors; 16-bit output; one launch, causal tiles", F_ACT, F_ACT);
     return m->b->attn_causal_gemm(m->b, kinds[kind], c->data, a.h, bm.h, m->adt, m->B * m->H, m->T, m->dh, alpha,
                                   overlap);
 }
@@ -1323,10 +1321,8 @@ static int flash_forward(lmk_model *m, int l, int keep, lmk_tensor *values)
     if (!b->attn_fwd)
         return LMK_UNSUPPORTED;
     ACT(la->lse, (size_t)m->B * m->H * m->T, "layers.%d.attn.lse", l);
-    char in[48];
-    snprintf(in, sizeof in, "%s, %s, %s", F_ACT, F_ACT, F_ACT);
-    rec(m, "attn flash forward (fused)", in, F_ACT, F32,
-        m->adt == LMK_F32 ? "O and logsumexp saved" : "q, k, v, O in 16 bits; logsumexp float32");
+    RECS("attn flash forward (fused)", F_ACT, F32,
+         m->adt == LMK_F32 ? "O and logsumexp saved" : "q, k, v, O in 16 bits; logsumexp float32", F_ACT, F_ACT, F_ACT);
     if (keep)
         ACTA(la->o, n, "layers.%d.attn.out", l);
     else
@@ -1422,25 +1418,22 @@ static int layer_forward(lmk_model *m, int l, int keep)
             TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
             RANGE_PUSH("attention scores+softmax+values");
             if (m->attn_softmax_fused) {
-                if (m->tracing) {
-                    char in[48];
-                    snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
-                    rec(m, "attn.scores = q k^T", in, F_ACT, F32,
-                        "16-bit tensors; scores rounded to 16 bits in registers, read by the softmax in the same "
-                        "kernel");
-                    rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
-                        "fused with the scores GEMM: float32 math, writes 16-bit probabilities");
-                    rec(m, "attn.values = p v", in, F_ACT, F32,
-                        "the 16-bit probabilities as written, from registers, in the same kernel; 16-bit tensor; "
-                        "16-bit output");
-                }
+                RECS("attn.scores = q k^T", F_ACT, F32,
+                     "16-bit tensors; scores rounded to 16 bits in registers, read by the softmax in the same kernel",
+                     F_ACT, F_ACT);
+                RECS("attn causal softmax", F_ACT, F32,
+                     "fused with the scores GEMM: float32 math, writes 16-bit probabilities", F_ACT);
+                RECS("attn.values = p v", F_ACT, F32,
+                     "the 16-bit probabilities as written, from registers, in the same kernel; 16-bit tensor; "
+                     "16-bit output",
+                     F_ACT, F_ACT);
                 rc = b->attn_scores_softmax(b, la->probs.data, tmp.data, la->qh.data, la->kh.data, la->vh.data, adt,
                                             m->B * m->H, T, m->dh, scale);
             } else {
                 rc = causal_gemm(m, "attn.scores = q k^T", CAUSAL_OUT_TT, &la->probs, op_x(&la->qh), op_x(&la->kh),
                                  scale, 0);
-                rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
-                    adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities");
+                RECS("attn causal softmax", F_ACT, F32,
+                     adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities", F_ACT);
                 if (rc == LMK_OK)
                     rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T,
                                                softmax_zero_block(m));
@@ -1467,8 +1460,8 @@ static int layer_forward(lmk_model *m, int l, int keep)
                 DROP(la->kh);
             }
             RANGE_PUSH("attention softmax");
-            rec(m, "attn causal softmax", F_ACT, F_ACT, F32,
-                adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities");
+            RECS("attn causal softmax", F_ACT, F32,
+                 adt == LMK_F32 ? "" : "reads 16-bit scores, float32 math, writes 16-bit probabilities", F_ACT);
             rc = b->softmax_causal_fwd(b, la->probs.data, la->probs.data, adt, m->B * m->H, T,
                                        softmax_zero_block(m));
             RANGE_POP();
@@ -1638,10 +1631,8 @@ static int flash_backward(lmk_model *m, int l, lmk_tensor *dout, lmk_tensor *dq,
     if (!b->attn_bwd)
         return LMK_UNSUPPORTED;
     TMP(work, (size_t)m->B * m->H * m->T, "layers.%d.attn.flash_work", l);
-    char in[48];
-    snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
-    rec(m, "attn flash backward (fused, recomputes P)", in, F_ACT, F32,
-        m->adt == LMK_F32 ? "" : "dO, dq, dk, dv in 16 bits");
+    RECS("attn flash backward (fused, recomputes P)", F_ACT, F32, m->adt == LMK_F32 ? "" : "dO, dq, dk, dv in 16 bits",
+         F_ACT, F_ACT);
     for (int i = 0; i < 3; i++)
         TMPA(*outs[i], n, "layers.%d.attn.%s.grad", l, names[i]);
     TRY(b->attn_bwd(b, dq->data, dk->data, dv->data, LMK_F(work), dout->data, la->qh.data, la->kh.data,
@@ -1754,19 +1745,16 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         RANGE_POP();
         RANGE_PUSH("attention dP+softmax+dQ backward");
         if (m->attn_softmax_fused) {
-            if (m->tracing) {
-                char in[48];
-                snprintf(in, sizeof in, "%s, %s", F_ACT, F_ACT);
-                rec(m, "attn dp = dout v^T", in, F_ACT, F32,
-                    "16-bit tensors; dP rounded to 16 bits in registers, read by the softmax backward in the same "
-                    "kernel");
-                rec(m, "attn dq = ds k", in, F_ACT, F32,
-                    "the 16-bit dS as written, from registers, in the same kernel; 16-bit tensor; 16-bit output");
-                snprintf(in, sizeof in, "%s, %s, %s, %s", F_ACT, F_ACT, F_ACT, F_ACT);
-                rec(m, "attn causal softmax backward", in, F_ACT, F32,
-                    "fused with the dP GEMM: reads 16-bit P, dout and o, sum_j P dP as dout . o, float32 math, "
-                    "writes 16-bit dS");
-            }
+            RECS("attn dp = dout v^T", F_ACT, F32,
+                 "16-bit tensors; dP rounded to 16 bits in registers, read by the softmax backward in the same kernel",
+                 F_ACT, F_ACT);
+            RECS("attn dq = ds k", F_ACT, F32,
+                 "the 16-bit dS as written, from registers, in the same kernel; 16-bit tensor; 16-bit output", F_ACT,
+                 F_ACT);
+            RECS("attn causal softmax backward", F_ACT, F32,
+                 "fused with the dP GEMM: reads 16-bit P, dout and o, sum_j P dP as dout . o, float32 math, writes "
+                 "16-bit dS",
+                 F_ACT, F_ACT, F_ACT, F_ACT);
             if (rc == LMK_OK)
                 rc = b->attn_dp_softmax_bwd(b, t3.data, t1.data, t2.data, la->vh.data, la->kh.data, la->probs.data,
                                             la->merged.data, d, H, adt, B * H, T, dh, scale);
@@ -1808,12 +1796,8 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         DROP(t2);
         DROP(la->vh);
         RANGE_PUSH("attention softmax backward");
-        REC("attn causal softmax backward", F_ACT, F32, F_ACT, F_ACT);
-        if (adt != LMK_F32 && m->tracing) /* the storage note of the row just recorded */
-            for (size_t i = 0; i < m->n_prec_rows; i++)
-                if (strcmp(m->prec_rows[i].op, "attn causal softmax backward") == 0)
-                    snprintf(m->prec_rows[i].storage, sizeof m->prec_rows[i].storage, "%s",
-                             "reads 16-bit dP and P, float32 math, writes 16-bit dS");
+        RECS("attn causal softmax backward", F_ACT, F32,
+             adt == LMK_F32 ? "" : "reads 16-bit dP and P, float32 math, writes 16-bit dS", F_ACT, F_ACT);
         rc = b->softmax_causal_bwd(b, t3.data, t3.data, la->probs.data, adt, B * H, T, softmax_zero_block(m));
         RANGE_POP();
         TRY(rc);

@@ -129,6 +129,33 @@ __device__ __forceinline__ void load_rows(uint32_t (&af)[DH / 16][MT][4], const 
             ldsm4(af[kk][m], frag_a(as, LD, warp * 16 * MT + m * 16, kk * 16, lane));
 }
 
+/* Where block blockIdx.x of a row-tile kernel works (ROWS query rows per
+ * block, the blocks with the most key tiles first): query tile qt of head
+ * bh, over nk key tiles; the warp's 16·MT rows start at row0 and end in key
+ * tile last (their diagonal tile). */
+struct row_block {
+    int qt, bh, nk, lane, warp, row0, last;
+};
+template <int ROWS> __device__ __forceinline__ row_block row_block_at(int Tn, int batch)
+{
+    const int nt = Tn / ROWS, lin = blockIdx.x, qt = nt - 1 - lin / batch, warp = threadIdx.x >> 5;
+    const int row0 = qt * ROWS + warp * (ROWS / CG_WARPS);
+    return {qt, lin % batch, (qt + 1) * (ROWS / CT), (int)(threadIdx.x & 31), warp, row0, row0 / CT};
+}
+
+/* Starts the cp.async ring: the A tile (ROWS, DH) of rows ag (row stride DH)
+ * into as, then the first STAGES − 1 steps' tiles by load(step). */
+template <int STAGES, typename T, int ROWS, int DH, int LD, typename Load>
+__device__ __forceinline__ void ring_start(T *as, const T *ag, int steps, const Load &load)
+{
+    tile_load<T, ROWS, DH, LD>(as, ag, DH);
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < steps)
+            load(s);
+        cp_commit();
+    }
+}
+
 /* One step s (of steps) of the cp.async ring the row-tile kernels share,
  * STAGES deep: waits for step s's tiles; on the first step every warp
  * takes its A rows into af, after which the A tile's space stages outputs;
@@ -310,26 +337,16 @@ __global__ void __launch_bounds__(CG_THREADS)
     constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT;
     T *as = reinterpret_cast<T *>(smem_raw); /* (ROWS, LD); after the first step (ROWS, TT_LD): outputs */
     T *bs = as + scores_a_elems<DH, ROWS>(); /* CG_STAGES × (CT, LD) */
-    const int nt = Tn / ROWS, lin = blockIdx.x;
-    const int qt = nt - 1 - lin / batch, bh = lin % batch, nk = (qt + 1) * (ROWS / CT);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int last = (qt * ROWS + warp * WR) / CT; /* this warp's last key tile */
-    const T *ag = a + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH;
+    const row_block rb = row_block_at<ROWS>(Tn, batch);
+    const int qt = rb.qt, bh = rb.bh, nk = rb.nk, lane = rb.lane, warp = rb.warp, last = rb.last;
     const T *bg = bm + (size_t)bh * Tn * DH;
-    T *cg = c + ((size_t)bh * Tn + (size_t)qt * ROWS + warp * WR) * Tn;
-
-    tile_load<T, ROWS, DH, LD>(as, ag, DH);
-    for (int s = 0; s < CG_STAGES - 1; s++) {
-        if (s < nk)
-            tile_load<T, CT, DH, LD>(bs + s * CT * LD, bg + (size_t)s * CT * DH, DH);
-        cp_commit();
-    }
-    uint32_t af[DH / 16][MT][4]; /* per k-step, the MT row tiles */
-    T *cw = as + warp * WR * TT_LD; /* this warp's rows of the output tile, rounded */
-    T *cg_wr = cg + (size_t)(lane >> 3) * Tn + (lane & 7) * 8;
     auto load = [&](int pf) {
         tile_load<T, CT, DH, LD>(bs + (pf % CG_STAGES) * CT * LD, bg + (size_t)pf * CT * DH, DH);
     };
+    ring_start<CG_STAGES, T, ROWS, DH, LD>(as, a + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH, nk, load);
+    uint32_t af[DH / 16][MT][4]; /* per k-step, the MT row tiles */
+    T *cw = as + warp * WR * TT_LD; /* this warp's rows of the output tile, rounded */
+    T *cg_wr = c + ((size_t)bh * Tn + rb.row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
     for (int kt = 0; kt < nk; kt++) {
         ring_step<CG_STAGES, T, DH, MT, LD>(kt, nk, load, af, as, warp, lane);
         if (kt > last)
@@ -456,12 +473,9 @@ __global__ void __launch_bounds__(CG_THREADS)
     constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT, STAGE = 2 * CT * LD;
     T *as = reinterpret_cast<T *>(smem_raw); /* (ROWS, LD); after the first step (ROWS, TT_LD): outputs */
     T *ring = as + scores_a_elems<DH, ROWS>(); /* CG_SM_STAGES × [k tile | v tile], each (CT, LD) */
-    const int nt = Tn / ROWS, lin = blockIdx.x;
-    const int qt = nt - 1 - lin / batch, bh = lin % batch, nk = (qt + 1) * (ROWS / CT), steps = 2 * nk;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int row0 = qt * ROWS + warp * WR; /* the warp's first query row */
-    const int last = row0 / CT;             /* its causal (diagonal) key tile */
-    const T *ag = q + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH;
+    const row_block rb = row_block_at<ROWS>(Tn, batch);
+    const int qt = rb.qt, bh = rb.bh, nk = rb.nk, lane = rb.lane, warp = rb.warp, row0 = rb.row0, last = rb.last;
+    const int steps = 2 * nk, g = lane >> 2, t = lane & 3;
     const T *kg = k + (size_t)bh * Tn * DH, *vg = v + (size_t)bh * Tn * DH;
     T *cg_wr = p + ((size_t)bh * Tn + row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
     T *cw = as + warp * WR * TT_LD;
@@ -473,13 +487,7 @@ __global__ void __launch_bounds__(CG_THREADS)
         if (s >= nk)
             tile_load<T, CT, DH, LD>(st + CT * LD, vg + (size_t)kt * CT * DH, DH);
     };
-
-    tile_load<T, ROWS, DH, LD>(as, ag, DH);
-    for (int s = 0; s < CG_SM_STAGES - 1; s++) {
-        if (s < steps)
-            load(s);
-        cp_commit();
-    }
+    ring_start<CG_SM_STAGES, T, ROWS, DH, LD>(as, q + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH, steps, load);
     uint32_t af[DH / 16][MT][4];
     float mx[MT][2], sum[MT][2]; /* per row (m16 tile m, rows g and g + 8): running max, then the row's max */
     float oacc[MT][DH / 8][4];
@@ -575,11 +583,9 @@ __global__ void __launch_bounds__(CG_THREADS)
     constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT, STAGE = 2 * CT * LD;
     T *as = reinterpret_cast<T *>(smem_raw);
     T *ring = as + scores_a_elems<DH, ROWS>(); /* CG_SM_STAGES × [v tile | k tile], each (CT, LD) */
-    const int nt = Tn / ROWS, lin = blockIdx.x;
-    const int qt = nt - 1 - lin / batch, bh = lin % batch, nk = (qt + 1) * (ROWS / CT);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int row0 = qt * ROWS + warp * WR, last = row0 / CT;
-    const T *ag = dout + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH;
+    const row_block rb = row_block_at<ROWS>(Tn, batch);
+    const int qt = rb.qt, bh = rb.bh, nk = rb.nk, lane = rb.lane, warp = rb.warp, row0 = rb.row0, last = rb.last;
+    const int g = lane >> 2, t = lane & 3;
     const T *vg = v + (size_t)bh * Tn * DH, *kg = k + (size_t)bh * Tn * DH;
     const T *pg = p + ((size_t)bh * Tn + row0 + g) * Tn + 2 * t; /* row g of the warp, column 2t */
     T *cg_wr = ds + ((size_t)bh * Tn + row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
@@ -589,13 +595,7 @@ __global__ void __launch_bounds__(CG_THREADS)
         tile_load<T, CT, DH, LD>(st, vg + (size_t)s * CT * DH, DH);
         tile_load<T, CT, DH, LD>(st + CT * LD, kg + (size_t)s * CT * DH, DH);
     };
-
-    tile_load<T, ROWS, DH, LD>(as, ag, DH);
-    for (int s = 0; s < CG_SM_STAGES - 1; s++) {
-        if (s < nk)
-            load(s);
-        cp_commit();
-    }
+    ring_start<CG_SM_STAGES, T, ROWS, DH, LD>(as, dout + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH, nk, load);
     /* D of the lane's rows: columns 2t + 8c (pairs) of dout and o, summed over the row's 4 lanes */
     float dsum[MT][2];
     {

@@ -31,6 +31,7 @@
  * registers; P and dS feed the second product from registers, rounded as
  * written. Measured on the H200 (kernels/PERF.md, session 12): xl/1024 bf16
  * fwd+bwd 112.3 → 106.3 ms against naive in the same call. */
+#include "attn_mix_wgmma.h"
 #include "cuda_internal.cuh"
 #include "mma_sm80.cuh"
 
@@ -55,6 +56,11 @@ constexpr int CT = 64; /* the causal tile: rows of a query block, the reduction 
  * 58.1 (kernels/PERF.md, session 12, call 2). */
 #ifndef LMK_CG_SOFTMAX_MT
 #define LMK_CG_SOFTMAX_MT 1
+#endif
+/* Build-time knob: 1, the transposed GEMM (MIX_T: dV, dK) runs on Hopper
+ * warpgroup MMA (attn_mix_wgmma.cu) where the device and shape allow. */
+#ifndef LMK_CG_WGMMA
+#define LMK_CG_WGMMA 0
 #endif
 constexpr int CG_STAGES = LMK_CG_STAGES;
 constexpr int CG_WARPS = 4, CG_THREADS = CG_WARPS * 32;
@@ -812,6 +818,15 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
             return rc;
         if (side)
             s = side;
+    }
+    if (LMK_CG_WGMMA && kind == LMK_CAUSAL_MIX_T && st->sm90 && lmk_attn_mix_t_wgmma_shape(dt, T, dh)) {
+        int rc = lmk_attn_mix_t_wgmma(c, a, bm, dt, batch, T, dh, alpha, &st->attn_wgmma_smem, s);
+        if (rc == LMK_DEVICE)
+            return cuda_fail(st, "cudaFuncSetAttribute (causal attention GEMM, wgmma)", cudaGetLastError());
+        if (rc != LMK_OK)
+            return rc;
+        LAUNCH_CHECK(st, "causal attention GEMM (wgmma)");
+        return LMK_OK;
     }
     const cg_op op = kind == LMK_CAUSAL_SCORES ? CG_SCORES : kind == LMK_CAUSAL_MIX ? CG_MIX : CG_MIX_T;
     cg_launch x = {op, c, a, bm, NULL, NULL, NULL, NULL, 0, 1, T, batch, alpha};

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuda_internal.cuh"
+#include "device_query.cuh"
 
 extern "C" {
 #include "backend_cuda.h"
@@ -245,6 +246,7 @@ static int create_state(cuda_state *st, int device)
     }
     st->device = device;
     CUDA_TRY(st, cudaSetDevice(device));
+    st->sm90 = lmk_cuda_is_sm90();
     CUDA_TRY(st, cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
     cudaMemPoolProps props;
     memset(&props, 0, sizeof props);

@@ -40,6 +40,8 @@ typedef struct cuda_state {
     int side_pending;
     int side_unavailable; /* creating the second stream failed: overlap GEMMs run on the main stream */
     uint64_t attn_gemm_smem[2]; /* attn_gemm16.cu: the kernels whose dynamic shared memory limit is set, one bit each */
+    uint32_t attn_wgmma_smem;   /* attn_mix_wgmma.cu's record of the same (lmk_attn_mix_t_wgmma) */
+    int sm90;                   /* the device has compute capability 9.0: sm_90a kernels run (set at create) */
 } cuda_state;
 
 /* Build-time knob: the cuBLAS workspace in MiB (0: none, cuBLAS then picks

@@ -398,53 +398,6 @@ template <int D, int BM_, bool DQT = false> struct wb_plan {
     static_assert(SMEM <= 227 * 1024, "a block's shared memory on sm_90");
 };
 
-/* SS wgmma wrappers the forward does not need (m64n32/64/128k16, both
- * operands in shared memory, either of them transposed); accumulator layout
- * as wg_mma's (wgmma_sm90.cuh). */
-template <typename T> struct wb_mma;
-#define LMK_WB_MMA_SPECIALISATION(T_, AB) \
-template <> struct wb_mma<T_> { \
-    /* d (64×32) = (scale_d ? d : 0) + A·B, A and B in shared memory;
-     * TA / TB 1: that operand is MN-major (transposed) */ \
-    template <int TA, int TB> \
-    static __device__ __forceinline__ void ss32(float (&d)[4][4], uint64_t da, uint64_t db, int scale_d) \
-    { \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." AB "." AB " " \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, " \
-                     "%16, %17, p, 1, 1, %19, %20;\n}\n" \
-                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]) \
-                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB)); \
-    } \
-    /* d (64×64) = (scale_d ? d : 0) + A·B, A and B in shared memory;
-     * TA / TB 1: that operand is MN-major (transposed) */ \
-    template <int TA, int TB> \
-    static __device__ __forceinline__ void ss64(float (&d)[8][4], uint64_t da, uint64_t db, int scale_d) \
-    { \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " " \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-                     "%32, %33, p, 1, 1, %35, %36;\n}\n" \
-                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]) \
-                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB)); \
-    } \
-    /* d (64×128) = (scale_d ? d : 0) + A·B, A and B in shared memory;
-     * TA / TB 1: that operand is MN-major (transposed) */ \
-    template <int TA, int TB> \
-    static __device__ __forceinline__ void ss128(float (&d)[16][4], uint64_t da, uint64_t db, int scale_d) \
-    { \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " " \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-                     "%64, %65, p, 1, 1, %67, %68;\n}\n" \
-                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]) \
-                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB)); \
-    } \
-};
-LMK_WB_MMA_SPECIALISATION(__nv_bfloat16, "bf16")
-LMK_WB_MMA_SPECIALISATION(__half, "f16")
-#undef LMK_WB_MMA_SPECIALISATION
-
 __device__ __forceinline__ void wb_fence_async() /* generic smem writes → wgmma reads */
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -502,13 +455,6 @@ __device__ __forceinline__ void wb_st_shared_f32(uint32_t addr, float v)
     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
 
-/* the descriptor d (sw128_desc) moved on by `bytes` (a multiple of 16): the
- * start-address field (bits 0-13, address / 16) takes the add without a
- * carry, shared addresses being under 256 KB */
-__device__ __forceinline__ uint64_t wb_desc_add(uint64_t d, uint32_t bytes)
-{
-    return (d & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)d + (bytes >> 4));
-}
 
 /* columns 16kq…16kq+15 of an accumulator (this thread's rows g, g+8) → the
  * A fragment of that K step (rounded to T) */
@@ -706,22 +652,22 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
             if constexpr (SPLITM) {
-                wb_mma<T>::template ss64<1, 1>(
+                wg_mma_ss<T>::template ss64<1, 1>(
                     adq,
-                    DSC ? wb_desc_add(dsc_ds, kk * 16 * 128)
+                    DSC ? sw128_desc_add(dsc_ds, kk * 16 * 128)
                         : sw128_desc(sdsb + c * BN * 128 + kk * 16 * 128, BN * 128),
-                    DSC ? wb_desc_add(dsc_kq, kk * 16 * 128) : sw128_desc(sK + kk * 16 * 128, BN * 128),
+                    DSC ? sw128_desc_add(dsc_kq, kk * 16 * 128) : sw128_desc(sK + kk * 16 * 128, BN * 128),
                     kk > 0);
             } else {
-                const uint64_t da = DSC ? wb_desc_add(dsc_ds, kk * 16 * 128)
+                const uint64_t da = DSC ? sw128_desc_add(dsc_ds, kk * 16 * 128)
                                         : sw128_desc(sdsb + kk * 16 * 128, BN * 128);
                 const uint64_t db =
-                    DSC ? wb_desc_add(dsc_kq, kk * 16 * 128)
+                    DSC ? sw128_desc_add(dsc_kq, kk * 16 * 128)
                         : sw128_desc(sK + kk * 16 * 128 + (D == 64 ? 64 * c : c * BN * 128), BN * 128);
                 if constexpr (NQ == 32)
-                    wb_mma<T>::template ss32<1, 1>(adq, da, db, kk > 0);
+                    wg_mma_ss<T>::template ss32<1, 1>(adq, da, db, kk > 0);
                 else
-                    wb_mma<T>::template ss64<1, 1>(adq, da, db, kk > 0);
+                    wg_mma_ss<T>::template ss64<1, 1>(adq, da, db, kk > 0);
             }
         }
     };
@@ -775,9 +721,9 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
     float st_la[BM / 8][4];
     auto ss_bm = [&](float (&d)[BM / 8][4], uint64_t da, uint64_t db, int scale_d) {
         if constexpr (BM == 64)
-            wb_mma<T>::template ss64<0, 0>(d, da, db, scale_d);
+            wg_mma_ss<T>::template ss64<0, 0>(d, da, db, scale_d);
         else
-            wb_mma<T>::template ss128<0, 0>(d, da, db, scale_d);
+            wg_mma_ss<T>::template ss128<0, 0>(d, da, db, scale_d);
     };
     /* d = Sᵀ = K_c·Qᵀ of the tile in stage s_ (fenced, committed) */
     /* DSC: K_c's and V_c's descriptors (A of Sᵀ, dPᵀ), loop-invariant */
@@ -788,8 +734,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
 #pragma unroll
         for (int kk = 0; kk < DR / 16; kk++) {
             const uint32_t oa = (kk / 4) * BN * 128 + (kk % 4) * 32, ob = (kk / 4) * BM * 128 + (kk % 4) * 32;
-            ss_bm(d, DSC ? wb_desc_add(dsc_k, oa) : sw128_desc(kc + oa, 16),
-                  DSC ? wb_desc_add(dsc_q, ob) : sw128_desc(sQ(s_) + ob, 16), kk > 0);
+            ss_bm(d, DSC ? sw128_desc_add(dsc_k, oa) : sw128_desc(kc + oa, 16),
+                  DSC ? sw128_desc_add(dsc_q, ob) : sw128_desc(sQ(s_) + ob, 16), kk > 0);
         }
         wg_commit();
     };
@@ -846,8 +792,8 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
 #pragma unroll
             for (int kk = 0; kk < DR / 16; kk++) { /* dPᵀ = V_c·dOᵀ (DNG: added to −D) */
                 const uint32_t oa = (kk / 4) * BN * 128 + (kk % 4) * 32, ob = (kk / 4) * BM * 128 + (kk % 4) * 32;
-                ss_bm(dpt, DSC ? wb_desc_add(dsc_v, oa) : sw128_desc(vc + oa, 16),
-                      DSC ? wb_desc_add(dsc_do, ob) : sw128_desc(sdO(s) + ob, 16), DNG || kk > 0);
+                ss_bm(dpt, DSC ? sw128_desc_add(dsc_v, oa) : sw128_desc(vc + oa, 16),
+                      DSC ? sw128_desc_add(dsc_do, ob) : sw128_desc(sdO(s) + ob, 16), DNG || kk > 0);
             }
         }
         wg_commit();
@@ -930,7 +876,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
 #pragma unroll
             for (int kq = 0; kq < BM / 16; kq++) {
                 const uint64_t desc =
-                    DSC ? wb_desc_add(dsc_t, kq * 16 * 128) : sw128_desc(tile + kq * 16 * 128, BM * 128);
+                    DSC ? sw128_desc_add(dsc_t, kq * 16 * 128) : sw128_desc(tile + kq * 16 * 128, BM * 128);
                 if constexpr (D == 64)
                     wg_mma<T>::rs64(acc, a[kq], desc);
                 else
@@ -1063,7 +1009,7 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < BN / 16; kk++)
-                wb_mma<T>::template ss64<1, 1>(
+                wg_mma_ss<T>::template ss64<1, 1>(
                     adq, sw128_desc(sds + c * BN * 128 + kk * 16 * 128, BN * 128),
                     sw128_desc(sK + kk * 16 * 128, BN * 128), kk > 0);
         } else if constexpr (SPLITN) {
@@ -1076,9 +1022,9 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                 const uint64_t db = sw128_desc(sK + kk * 16 * 128 + (D == 64 ? 64 * c : c * BN * 128),
                                                BN * 128);
                 if constexpr (NQ == 32)
-                    wb_mma<T>::template ss32<1, 1>(adq, da, db, kk > 0);
+                    wg_mma_ss<T>::template ss32<1, 1>(adq, da, db, kk > 0);
                 else
-                    wb_mma<T>::template ss64<1, 1>(adq, da, db, kk > 0);
+                    wg_mma_ss<T>::template ss64<1, 1>(adq, da, db, kk > 0);
             }
         } else {
             bar_sync_n(2 + c, 128); /* this consumer's dSᵀ written */
@@ -1088,9 +1034,9 @@ __global__ void __launch_bounds__(wb_plan<D, BM_, DQT>::THREADS, 1)
                 const uint64_t da = sw128_desc(sds + (64 * c + kk * 16) * 128, BN * 128);
                 const uint64_t db = sw128_desc(kc + kk * 16 * 128, BN * 128);
                 if constexpr (NQ == 64)
-                    wb_mma<T>::template ss64<1, 1>(adq, da, db, kk > 0);
+                    wg_mma_ss<T>::template ss64<1, 1>(adq, da, db, kk > 0);
                 else
-                    wb_mma<T>::template ss128<1, 1>(adq, da, db, kk > 0);
+                    wg_mma_ss<T>::template ss128<1, 1>(adq, da, db, kk > 0);
             }
         }
         wg_commit();

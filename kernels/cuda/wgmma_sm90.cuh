@@ -1,5 +1,6 @@
 /* Hopper (sm_90a) primitives shared by the wgmma flash-attention kernels
- * (flash_wgmma.cu: forward; flash_wgmma_bwd.cu: backward). Include only from
+ * (flash_wgmma.cu: forward; flash_wgmma_bwd.cu: backward) and the naive
+ * attention's wgmma GEMMs (attn_mix_wgmma.cu). Include only from
  * translation units compiled for compute_90a (kernels/meson.build); the
  * instructions are guarded by the callers' __CUDA_ARCH_FEAT_SM90_ALL.
  *
@@ -220,6 +221,60 @@ template <> struct wg_mma<T_> { \
 LMK_WG_MMA_SPECIALISATION(__nv_bfloat16, "bf16")
 LMK_WG_MMA_SPECIALISATION(__half, "f16")
 #undef LMK_WG_MMA_SPECIALISATION
+
+/* SS wgmma wrappers (m64n32/64/128k16, both operands in shared memory,
+ * either of them transposed); accumulator layout as wg_mma's (above). */
+template <typename T> struct wg_mma_ss;
+#define LMK_WG_MMA_SS_SPECIALISATION(T_, AB) \
+template <> struct wg_mma_ss<T_> { \
+    /* d (64×32) = (scale_d ? d : 0) + A·B, A and B in shared memory;
+     * TA / TB 1: that operand is MN-major (transposed) */ \
+    template <int TA, int TB> \
+    static __device__ __forceinline__ void ss32(float (&d)[4][4], uint64_t da, uint64_t db, int scale_d) \
+    { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." AB "." AB " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, " \
+                     "%16, %17, p, 1, 1, %19, %20;\n}\n" \
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]) \
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB)); \
+    } \
+    /* d (64×64) = (scale_d ? d : 0) + A·B, A and B in shared memory;
+     * TA / TB 1: that operand is MN-major (transposed) */ \
+    template <int TA, int TB> \
+    static __device__ __forceinline__ void ss64(float (&d)[8][4], uint64_t da, uint64_t db, int scale_d) \
+    { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+                     "%32, %33, p, 1, 1, %35, %36;\n}\n" \
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]) \
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB)); \
+    } \
+    /* d (64×128) = (scale_d ? d : 0) + A·B, A and B in shared memory;
+     * TA / TB 1: that operand is MN-major (transposed) */ \
+    template <int TA, int TB> \
+    static __device__ __forceinline__ void ss128(float (&d)[16][4], uint64_t da, uint64_t db, int scale_d) \
+    { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+                     "%64, %65, p, 1, 1, %67, %68;\n}\n" \
+                     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]) \
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB)); \
+    } \
+};
+LMK_WG_MMA_SS_SPECIALISATION(__nv_bfloat16, "bf16")
+LMK_WG_MMA_SS_SPECIALISATION(__half, "f16")
+#undef LMK_WG_MMA_SS_SPECIALISATION
+
+/* the descriptor d (sw128_desc) moved on by `bytes` (a multiple of 16): the
+ * start-address field (bits 0-13, address / 16) takes the add without a
+ * carry, shared addresses being under 256 KB */
+__device__ __forceinline__ uint64_t sw128_desc_add(uint64_t d, uint32_t bytes)
+{
+    return (d & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)d + (bytes >> 4));
+}
 
 /* cuTensorMapEncodeTiled, through the runtime (no link against libcuda) */
 typedef CUresult (*fw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,

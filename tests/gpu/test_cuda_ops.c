@@ -1392,6 +1392,8 @@ int main(void)
     test_attn_causal_gemm(LMK_ROUND_BF16, 3, 128, 32);
     test_attn_causal_gemm(LMK_ROUND_FP16, 3, 64, 128);
     test_attn_causal_gemm(LMK_ROUND_BF16, 2, 128, 96);
+    test_attn_causal_gemm(LMK_ROUND_BF16, 3, 384, 128); /* the wgmma MIX_T's dh 128, three key blocks */
+    test_attn_causal_gemm(LMK_ROUND_FP16, 2, 128, 128);
     test_attn_softmax_fused(LMK_ROUND_BF16, 2, 3, 256, 64);
     test_attn_softmax_fused(LMK_ROUND_FP16, 2, 3, 256, 64);
     test_attn_softmax_fused(LMK_ROUND_BF16, 1, 5, 192, 80);

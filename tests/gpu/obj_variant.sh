@@ -5,7 +5,8 @@
 # A/B runs of engine knobs in one device call; tests/gpu/ffwd_variant.sh does
 # the same for the flash objects.
 # usage: tests/gpu/obj_variant.sh BUILD_DIR OUT_DIR "FLAGS" SOURCE...   (after ninja)
-#   SOURCE: a kernels source as the build names it, e.g. cuda/gemm_cuda.cu, model.c
+#   SOURCE: a kernels source as the build names it, e.g. cuda/gemm_cuda.cu, model.c; or one compiled alone by a
+#           custom target (kernels/meson.build: cuda/attn_mix_wgmma.cu, whose object is kernels/attn_mix_wgmma.o)
 set -eu
 BUILD=$1
 mkdir -p "$2"
@@ -17,7 +18,8 @@ lib=kernels/liblmperf_kernels.a
 objs=$(ninja -t commands $lib | grep -F "gcc-ar csrDT $lib" | tail -1 | sed "s|.*gcc-ar csrDT $lib ||")
 for src in "$@"; do
     obj=kernels/liblmperf_kernels.a.p/$(echo "$src" | tr / _).o
-    cc=$(ninja -t commands "$obj" | tail -1)
+    case "$objs" in *"$obj"*) ;; *) obj=kernels/$(basename "$src" .cu).o ;; esac
+    cc="$(ninja -t commands "$obj" | tail -1) " # a space after the last argument, for the matches below
     case "$cc" in *"-o $obj "*) ;; *) echo "no compile line for $obj" >&2; exit 1 ;; esac
     mkdir -p "$OUT/obj"
     new=$OUT/obj/$(basename "$obj")

@@ -1400,6 +1400,7 @@ int main(void)
     test_attn_softmax_fused(LMK_ROUND_BF16, 3, 1, 128, 32);
     test_attn_softmax_fused(LMK_ROUND_FP16, 1, 2, 64, 128);
     test_attn_softmax_fused(LMK_ROUND_BF16, 2, 1, 128, 96);
+    test_attn_softmax_fused(LMK_ROUND_BF16, 1, 3, 192, 128); /* the wgmma backward's dh 128, three tiles */
 
     printf("models:\n");
     lmk_model_config tiny;

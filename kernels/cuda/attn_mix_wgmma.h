@@ -30,15 +30,6 @@ int lmk_attn_mix_t_wgmma_shape(lmk_dtype dt, int T, int dh);
 int lmk_attn_mix_t_wgmma(void *c, const void *a, const void *bm, lmk_dtype dt, int batch, int T, int dh,
                          float alpha, uint32_t *smem_set, void *stream);
 
-/* As backend.h attn_dp_softmax_bwd (ds, dq from dout, v, k, p, o) on
- * warpgroup MMA for bf16 / fp16, dh 64 or 128, T a positive multiple of 64;
- * the caller has checked the rest (alignment, heads, o_ld) and the device.
- * smem_set as for lmk_attn_mix_t_wgmma. Returns LMK_OK, LMK_INVALID or
- * LMK_DEVICE. */
-int lmk_attn_dp_softmax_bwd_wgmma(void *ds, void *dq, const void *dout, const void *v, const void *k,
-                                  const void *p, const void *o, int64_t o_ld, int heads, lmk_dtype dt, int batch,
-                                  int T, int dh, float scale, uint32_t *smem_set, void *stream);
-
 #ifdef __cplusplus
 }
 #endif

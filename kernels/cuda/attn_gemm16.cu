@@ -57,11 +57,12 @@ constexpr int CT = 64; /* the causal tile: rows of a query block, the reduction 
 #ifndef LMK_CG_SOFTMAX_MT
 #define LMK_CG_SOFTMAX_MT 1
 #endif
-/* Build-time knob: 1, the transposed GEMM (MIX_T: dV, dK) runs on Hopper
- * warpgroup MMA (attn_mix_wgmma.cu) where the device and shape allow. 1
- * measured on the H200 against 0 (attention naive_fused, fwd+bwd): xl/1024
- * bf16 107.1–107.6 vs 108.1–108.2 ms in three calls, large/1024 0.987–0.998
- * (kernels/PERF.md, session 13, calls 1–3). */
+/* Build-time knob, a bit mask of the GEMMs that run on Hopper warpgroup MMA
+ * (attn_mix_wgmma.cu) where the device and shape allow: 1 the transposed one
+ * (MIX_T: dV, dK), 2 MIX (P·V, dQ of plain naive). 1 measured on the H200
+ * against 0 (attention naive_fused, fwd+bwd): xl/1024 bf16 107.1–107.6 vs
+ * 108.1–108.2 ms in three calls, large/1024 0.987–0.998 (kernels/PERF.md,
+ * session 13, calls 1–3). */
 #ifndef LMK_CG_WGMMA
 #define LMK_CG_WGMMA 1
 #endif
@@ -822,8 +823,10 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
         if (side)
             s = side;
     }
-    if (LMK_CG_WGMMA && kind == LMK_CAUSAL_MIX_T && st->sm90 && lmk_attn_mix_t_wgmma_shape(dt, T, dh)) {
-        int rc = lmk_attn_mix_t_wgmma(c, a, bm, dt, batch, T, dh, alpha, &st->attn_wgmma_smem, s);
+    const int wg_kind = kind == LMK_CAUSAL_MIX_T ? 1 : kind == LMK_CAUSAL_MIX ? 2 : 0;
+    if ((LMK_CG_WGMMA & wg_kind) && st->sm90 && lmk_attn_mix_wgmma_shape(dt, T, dh)) {
+        int rc = lmk_attn_mix_wgmma(c, a, bm, kind == LMK_CAUSAL_MIX_T, dt, batch, T, dh, alpha,
+                                    &st->attn_wgmma_smem, s);
         if (rc == LMK_DEVICE)
             return cuda_fail(st, "cudaFuncSetAttribute (causal attention GEMM, wgmma)", cudaGetLastError());
         if (rc != LMK_OK)

@@ -1,20 +1,20 @@
-/* The naive attention's transposed causal GEMM on Hopper warpgroup MMA
- * (attn_mix_wgmma.h): c (T, dh) = alpha · aᵀ · bm per head, a (T, T) the
- * probabilities P or their gradient dS (query rows, key columns), bm (T, dh)
- * dO or Q; the output rows are keys. Compiled for sm_90a only
- * (kernels/meson.build).
+/* The naive attention's causal GEMMs with a (T, dh) output on Hopper
+ * warpgroup MMA (attn_mix_wgmma.h), per head, a (T, T) the probabilities P
+ * or their gradient dS (query rows, key columns):
+ *   mix_t: c = alpha · aᵀ · bm (dV = Pᵀ dO, dK = dSᵀ Q), rows of c are keys;
+ *   mix:   c = alpha · a · bm  (O = P V, dQ = dS K), rows of c are queries.
+ * Compiled for sm_90a only (kernels/meson.build).
  *
- * One block of two consumer warpgroups per 128 keys of a head, the blocks
- * with the most query tiles first. Block kb reduces over the query tiles
- * from its causal tile 2·kb on, 64 queries per step; warpgroup w owns keys
- * 64·w… of the block and skips the first step when w = 1 (those keys are
- * right of every query of that tile: entries never written). Each step's
- * tiles arrive by 16-byte cp.async into a ring of stages, in wgmma's
- * 128-byte-swizzled layout (64-column chunks; unit u of row r at
- * r·128 + (u ⊕ r mod 8)·16): the a tile (64 queries × 128 keys) is the
- * MN-major A operand aᵀ, the bm tile (64 queries × dh) the MN-major B
- * operand. Both warpgroups run m64n{dh}k16 products from shared memory,
- * float32 accumulators in registers, alpha applied once at the store. */
+ * One block of two consumer warpgroups per 128 output rows of a head, the
+ * blocks with the most steps first, 64 rows of the reduction per step; a
+ * warpgroup skips the step whose a entries lie right of its rows' causal
+ * tiles (never written). Each step's tiles arrive by 16-byte cp.async into
+ * a ring of stages, in wgmma's 128-byte-swizzled layout (64-column chunks;
+ * unit u of row r at r·128 + (u ⊕ r mod 8)·16): the a tile is the A operand
+ * (MN-major for mix_t, K-major for mix), the bm tile (64 rows × dh) the
+ * MN-major B operand. Both warpgroups run m64n{dh}k16 products from shared
+ * memory, float32 accumulators in registers, alpha applied once at the
+ * store. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -68,25 +68,44 @@ template <typename T> __device__ __forceinline__ void chunk_load(uint32_t s, con
     }
 }
 
-template <typename T, int DH>
+/* TRANS: c = alpha · aᵀ · bm, block kb of 128 keys over the query tiles from
+ * 2·kb on; warpgroup w (keys 64·w…) skips the first. Else c = alpha · a ·
+ * bm, block qb of 128 queries (the blocks with the most key tiles first)
+ * over the key tiles 0…2·qb + 1; warpgroup 0 (queries 64·qb·2…) skips the
+ * last. A step's a tile: TRANS, 64 queries × 128 keys (two key chunks, the
+ * MN-major A operand of each warpgroup); else 128 queries × 64 keys (one
+ * chunk of 128 rows, rows 64·w… the K-major A operand of warpgroup w). */
+template <typename T, int DH, bool TRANS>
 __global__ void __launch_bounds__(MW_THREADS)
-    causal_mix_t_wgmma_kernel(T *c, const T *a, const T *bm, int Tn, int batch, float alpha)
+    causal_mix_wgmma_kernel(T *c, const T *a, const T *bm, int Tn, int batch, float alpha)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using P = mw_plan<DH>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const uint32_t base = (saddr(smem_raw) + 1023) & ~1023u;
-    const int lin = blockIdx.x, kb = lin / batch, bh = lin % batch;
-    const int first = kb * (MW_KEYS / MW_CT), n = Tn / MW_CT - first; /* query tiles first… */
+    const int lin = blockIdx.x, nb = Tn / MW_KEYS, bh = lin % batch;
+    const int blk = TRANS ? lin / batch : nb - 1 - lin / batch; /* the block's 128 output rows */
+    const int first = TRANS ? blk * (MW_KEYS / MW_CT) : 0;      /* its first reduction tile */
+    const int n = TRANS ? Tn / MW_CT - first : (blk + 1) * (MW_KEYS / MW_CT);
     const int wg = threadIdx.x >> 7;
-    const T *ab = a + ((size_t)bh * Tn + (size_t)first * MW_CT) * Tn + (size_t)kb * MW_KEYS;
+    const int skip = TRANS ? (wg == 1 ? 0 : -1) : (wg == 0 ? n - 1 : -1); /* the step this warpgroup skips */
+    const T *ab = TRANS ? a + ((size_t)bh * Tn + (size_t)first * MW_CT) * Tn + (size_t)blk * MW_KEYS
+                        : a + ((size_t)bh * Tn + (size_t)blk * MW_KEYS) * Tn;
     const T *bb = bm + ((size_t)bh * Tn + (size_t)first * MW_CT) * DH;
     auto load = [&](int s) {
         const uint32_t st = base + (s % P::STAGES) * P::STAGE;
-        const T *as = ab + (size_t)s * MW_CT * Tn, *bs = bb + (size_t)s * MW_CT * DH;
-        chunk_load(st, as, Tn);
-        if (s > 0) /* the first step's second chunk: right of the diagonal, never written */
-            chunk_load(st + MW_CHUNK, as + 64, Tn);
+        const T *bs = bb + (size_t)s * MW_CT * DH;
+        if (TRANS) {
+            const T *as = ab + (size_t)s * MW_CT * Tn;
+            chunk_load(st, as, Tn);
+            if (s > 0) /* the first step's second chunk: right of the diagonal, never written */
+                chunk_load(st + MW_CHUNK, as + 64, Tn);
+        } else {
+            const T *as = ab + (size_t)s * MW_CT;
+            if (s < n - 1) /* the last step's first 64 rows: right of their diagonal, never written */
+                chunk_load(st, as, Tn);
+            chunk_load(st + MW_CHUNK, as + (size_t)64 * Tn, Tn);
+        }
 #pragma unroll
         for (int j = 0; j < P::B_CHUNKS; j++)
             chunk_load(st + (2 + j) * MW_CHUNK, bs + 64 * j, DH);
@@ -107,19 +126,21 @@ __global__ void __launch_bounds__(MW_THREADS)
         if (s + P::STAGES - 1 < n)
             load(s + P::STAGES - 1);
         cp_commit();
-        if (s > 0 || wg == 0) {
+        if (s != skip) {
             const uint32_t st = base + (s % P::STAGES) * P::STAGE;
-            const uint64_t da = sw128_desc(st + wg * MW_CHUNK, MW_CHUNK);
+            /* A: TRANS, MN-major, 16 queries = 2048 bytes; else K-major, 16 keys = 32 bytes of a swizzled row */
+            const uint64_t da = TRANS ? sw128_desc(st + wg * MW_CHUNK, MW_CHUNK) : sw128_desc(st + wg * MW_CHUNK, 16);
             const uint64_t db = sw128_desc(st + 2 * MW_CHUNK, MW_CHUNK);
+            constexpr int TA = TRANS ? 1 : 0, A_STEP = TRANS ? 2048 : 32;
             wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < MW_CT / 16; kk++) { /* 16 query rows: 2048 bytes of each chunk */
+            for (int kk = 0; kk < MW_CT / 16; kk++) { /* B: 16 rows = 2048 bytes of each chunk */
                 if constexpr (DH == 64)
-                    wg_mma_ss<T>::template ss64<1, 1>(acc, sw128_desc_add(da, kk * 2048),
-                                                      sw128_desc_add(db, kk * 2048), 1);
-                else
-                    wg_mma_ss<T>::template ss128<1, 1>(acc, sw128_desc_add(da, kk * 2048),
+                    wg_mma_ss<T>::template ss64<TA, 1>(acc, sw128_desc_add(da, kk * A_STEP),
                                                        sw128_desc_add(db, kk * 2048), 1);
+                else
+                    wg_mma_ss<T>::template ss128<TA, 1>(acc, sw128_desc_add(da, kk * A_STEP),
+                                                        sw128_desc_add(db, kk * 2048), 1);
             }
             wg_commit();
             wg_wait<0>();
@@ -128,7 +149,7 @@ __global__ void __launch_bounds__(MW_THREADS)
     }
     /* warp w of the warpgroup: rows 16w + g, + 8; columns 8j + 2t, + 1 */
     const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    T *cr = c + ((size_t)bh * Tn + (size_t)kb * MW_KEYS + wg * 64 + 16 * w + g) * DH + 2 * t;
+    T *cr = c + ((size_t)bh * Tn + (size_t)blk * MW_KEYS + wg * 64 + 16 * w + g) * DH + 2 * t;
 #pragma unroll
     for (int j = 0; j < DH / 8; j++) {
         st2(cr + 8 * j, alpha * acc[j][0], alpha * acc[j][1]);
@@ -138,10 +159,10 @@ __global__ void __launch_bounds__(MW_THREADS)
 }
 
 template <typename T, int DH>
-int launch(T *c, const T *a, const T *bm, int batch, int T_, float alpha, uint32_t *smem_set, int bit,
+int launch(T *c, const T *a, const T *bm, int trans, int batch, int T_, float alpha, uint32_t *smem_set, int bit,
            cudaStream_t s)
 {
-    auto kern = causal_mix_t_wgmma_kernel<T, DH>;
+    auto kern = trans ? causal_mix_wgmma_kernel<T, DH, true> : causal_mix_wgmma_kernel<T, DH, false>;
     const size_t smem = mw_plan<DH>::SMEM;
     if (!(*smem_set & (1u << bit))) {
         if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
@@ -154,27 +175,27 @@ int launch(T *c, const T *a, const T *bm, int batch, int T_, float alpha, uint32
 
 } // namespace
 
-extern "C" int lmk_attn_mix_t_wgmma_shape(lmk_dtype dt, int T, int dh)
+extern "C" int lmk_attn_mix_wgmma_shape(lmk_dtype dt, int T, int dh)
 {
     return (dt == LMK_BF16 || dt == LMK_F16) && (dh == 64 || dh == 128) && T >= MW_KEYS && T % MW_KEYS == 0;
 }
 
-extern "C" int lmk_attn_mix_t_wgmma(void *c, const void *a, const void *bm, lmk_dtype dt, int batch, int T, int dh,
-                                   float alpha, uint32_t *smem_set, void *stream)
+extern "C" int lmk_attn_mix_wgmma(void *c, const void *a, const void *bm, int trans, lmk_dtype dt, int batch, int T,
+                                 int dh, float alpha, uint32_t *smem_set, void *stream)
 {
-    if (!lmk_attn_mix_t_wgmma_shape(dt, T, dh) || batch <= 0 || (int64_t)(T / MW_KEYS) * batch > INT32_MAX ||
-        !c || !a || !bm || !smem_set || (((uintptr_t)c | (uintptr_t)a | (uintptr_t)bm) & 15))
+    if (!lmk_attn_mix_wgmma_shape(dt, T, dh) || batch <= 0 || (int64_t)(T / MW_KEYS) * batch > INT32_MAX || !c ||
+        !a || !bm || !smem_set || (((uintptr_t)c | (uintptr_t)a | (uintptr_t)bm) & 15))
         return LMK_INVALID;
     cudaStream_t s = (cudaStream_t)stream;
-    const int bit = (dt == LMK_F16 ? 2 : 0) + (dh == 128 ? 1 : 0);
+    const int bit = (dt == LMK_F16 ? 4 : 0) + (dh == 128 ? 2 : 0) + (trans ? 1 : 0);
     if (dt == LMK_BF16) {
         auto *ct = static_cast<__nv_bfloat16 *>(c);
         auto *at = static_cast<const __nv_bfloat16 *>(a), *bt = static_cast<const __nv_bfloat16 *>(bm);
-        return dh == 64 ? launch<__nv_bfloat16, 64>(ct, at, bt, batch, T, alpha, smem_set, bit, s)
-                        : launch<__nv_bfloat16, 128>(ct, at, bt, batch, T, alpha, smem_set, bit, s);
+        return dh == 64 ? launch<__nv_bfloat16, 64>(ct, at, bt, trans, batch, T, alpha, smem_set, bit, s)
+                        : launch<__nv_bfloat16, 128>(ct, at, bt, trans, batch, T, alpha, smem_set, bit, s);
     }
     auto *ct = static_cast<__half *>(c);
     auto *at = static_cast<const __half *>(a), *bt = static_cast<const __half *>(bm);
-    return dh == 64 ? launch<__half, 64>(ct, at, bt, batch, T, alpha, smem_set, bit, s)
-                    : launch<__half, 128>(ct, at, bt, batch, T, alpha, smem_set, bit, s);
+    return dh == 64 ? launch<__half, 64>(ct, at, bt, trans, batch, T, alpha, smem_set, bit, s)
+                    : launch<__half, 128>(ct, at, bt, trans, batch, T, alpha, smem_set, bit, s);
 }

@@ -59,12 +59,14 @@ constexpr int CT = 64; /* the causal tile: rows of a query block, the reduction 
 #endif
 /* Build-time knob, a bit mask of the GEMMs that run on Hopper warpgroup MMA
  * (attn_mix_wgmma.cu) where the device and shape allow: 1 the transposed one
- * (MIX_T: dV, dK), 2 MIX (P·V, dQ of plain naive). 1 measured on the H200
- * against 0 (attention naive_fused, fwd+bwd): xl/1024 bf16 107.1–107.6 vs
- * 108.1–108.2 ms in three calls, large/1024 0.987–0.998 (kernels/PERF.md,
- * session 13, calls 1–3). */
+ * (MIX_T: dV, dK), 2 MIX (P·V, dQ of plain naive). Measured on the H200
+ * (kernels/PERF.md, session 13), fwd+bwd, bf16:
+ *   1 against 0, attention naive_fused: xl/1024 107.1–107.6 vs 108.1–108.2
+ *   ms in three calls, large/1024 0.987–0.998 (calls 1–3);
+ *   3 against 1, attention naive: xl/1024 112.05 vs 113.23 ms, large/1024
+ *   58.06 vs 58.26, medium/256 8.88 vs 9.08 (call 6). */
 #ifndef LMK_CG_WGMMA
-#define LMK_CG_WGMMA 1
+#define LMK_CG_WGMMA 3
 #endif
 constexpr int CG_STAGES = LMK_CG_STAGES;
 constexpr int CG_WARPS = 4, CG_THREADS = CG_WARPS * 32;

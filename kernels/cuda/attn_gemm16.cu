@@ -2,7 +2,9 @@
  * tensor cores, one launch each, 16-bit operands and output, float32
  * accumulation (mma.sync m16n8k16), alpha applied in float32 and one
  * rounding per stored element — the arithmetic of cuBLAS's 16-bit GEMMs with
- * CUBLAS_COMPUTE_32F; only the order of the float32 additions differs.
+ * CUBLAS_COMPUTE_32F; only the order of the float32 additions differs. On
+ * compute capability 9.0, mix and mix_t at dh 64 / 128 and T a multiple of
+ * 128 run on warpgroup MMA instead (attn_mix_wgmma.cu, LMK_CG_WGMMA).
  *
  * Every (T, T) matrix is cut into CT × CT tiles; query tile r needs key tiles
  * 0…r (the causal block of the softmax's zero_block = CT). One block of

@@ -40,7 +40,7 @@ typedef struct cuda_state {
     int side_pending;
     int side_unavailable; /* creating the second stream failed: overlap GEMMs run on the main stream */
     uint64_t attn_gemm_smem[2]; /* attn_gemm16.cu: the kernels whose dynamic shared memory limit is set, one bit each */
-    uint32_t attn_wgmma_smem;   /* attn_mix_wgmma.cu's record of the same (lmk_attn_mix_t_wgmma) */
+    uint32_t attn_wgmma_smem;   /* attn_mix_wgmma.cu's record of the same (lmk_attn_mix_wgmma) */
     int sm90;                   /* the device has compute capability 9.0: sm_90a kernels run (set at create) */
 } cuda_state;
 

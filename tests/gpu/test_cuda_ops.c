@@ -1392,7 +1392,7 @@ int main(void)
     test_attn_causal_gemm(LMK_ROUND_BF16, 3, 128, 32);
     test_attn_causal_gemm(LMK_ROUND_FP16, 3, 64, 128);
     test_attn_causal_gemm(LMK_ROUND_BF16, 2, 128, 96);
-    test_attn_causal_gemm(LMK_ROUND_BF16, 3, 384, 128); /* the wgmma MIX_T's dh 128, three key blocks */
+    test_attn_causal_gemm(LMK_ROUND_BF16, 3, 384, 128); /* the wgmma MIX, MIX_T at dh 128, three 128-row blocks */
     test_attn_causal_gemm(LMK_ROUND_FP16, 2, 128, 128);
     test_attn_softmax_fused(LMK_ROUND_BF16, 2, 3, 256, 64);
     test_attn_softmax_fused(LMK_ROUND_FP16, 2, 3, 256, 64);
@@ -1400,7 +1400,7 @@ int main(void)
     test_attn_softmax_fused(LMK_ROUND_BF16, 3, 1, 128, 32);
     test_attn_softmax_fused(LMK_ROUND_FP16, 1, 2, 64, 128);
     test_attn_softmax_fused(LMK_ROUND_BF16, 2, 1, 128, 96);
-    test_attn_softmax_fused(LMK_ROUND_BF16, 1, 3, 192, 128); /* the wgmma backward's dh 128, three tiles */
+    test_attn_softmax_fused(LMK_ROUND_BF16, 1, 3, 192, 128); /* dh 128 over three tiles */
 
     printf("models:\n");
     lmk_model_config tiny;

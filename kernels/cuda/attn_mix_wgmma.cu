@@ -28,8 +28,8 @@
 
 namespace {
 
-constexpr int MW_KEYS = 128;       /* output rows (keys) per block: two warpgroups of 64 */
-constexpr int MW_CT = 64;          /* query rows per step: attn_gemm16.cu's causal tile */
+constexpr int MW_ROWS = 128;       /* output rows (keys or queries) per block: two warpgroups of 64 */
+constexpr int MW_CT = 64;          /* reduction rows per step: attn_gemm16.cu's causal tile */
 constexpr int MW_THREADS = 256;    /* two consumer warpgroups; every thread also loads */
 constexpr int MW_CHUNK = 64 * 128; /* bytes of a 64-row × 64-column 16-bit chunk, swizzled rows */
 
@@ -42,8 +42,8 @@ constexpr int MW_CHUNK = 64 * 128; /* bytes of a 64-row × 64-column 16-bit chun
 #define LMK_MW_STAGES 0
 #endif
 
-/* A stage: the a tile's two key chunks, then the bm tile's dh / 64 chunks,
- * each 64 query rows. */
+/* A stage: the a tile's two chunks (64 × 128 or 128 × 64, see the kernel),
+ * then the bm tile's dh / 64 chunks of 64 rows. */
 template <int DH> struct mw_plan {
     static constexpr int B_CHUNKS = DH / 64;
     static constexpr int STAGE = (2 + B_CHUNKS) * MW_CHUNK;
@@ -69,9 +69,9 @@ template <typename T> __device__ __forceinline__ void chunk_load(uint32_t s, con
 }
 
 /* TRANS: c = alpha · aᵀ · bm, block kb of 128 keys over the query tiles from
- * 2·kb on; warpgroup w (keys 64·w…) skips the first. Else c = alpha · a ·
- * bm, block qb of 128 queries (the blocks with the most key tiles first)
- * over the key tiles 0…2·qb + 1; warpgroup 0 (queries 64·qb·2…) skips the
+ * 2·kb on; warpgroup 1 (keys 128·kb + 64…) skips the first. Else c = alpha ·
+ * a · bm, block qb of 128 queries (the blocks with the most key tiles first)
+ * over the key tiles 0…2·qb + 1; warpgroup 0 (queries 128·qb…) skips the
  * last. A step's a tile: TRANS, 64 queries × 128 keys (two key chunks, the
  * MN-major A operand of each warpgroup); else 128 queries × 64 keys (one
  * chunk of 128 rows, rows 64·w… the K-major A operand of warpgroup w). */
@@ -83,14 +83,14 @@ __global__ void __launch_bounds__(MW_THREADS)
     using P = mw_plan<DH>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const uint32_t base = (saddr(smem_raw) + 1023) & ~1023u;
-    const int lin = blockIdx.x, nb = Tn / MW_KEYS, bh = lin % batch;
+    const int lin = blockIdx.x, nb = Tn / MW_ROWS, bh = lin % batch;
     const int blk = TRANS ? lin / batch : nb - 1 - lin / batch; /* the block's 128 output rows */
-    const int first = TRANS ? blk * (MW_KEYS / MW_CT) : 0;      /* its first reduction tile */
-    const int n = TRANS ? Tn / MW_CT - first : (blk + 1) * (MW_KEYS / MW_CT);
+    const int first = TRANS ? blk * (MW_ROWS / MW_CT) : 0;      /* its first reduction tile */
+    const int n = TRANS ? Tn / MW_CT - first : (blk + 1) * (MW_ROWS / MW_CT);
     const int wg = threadIdx.x >> 7;
     const int skip = TRANS ? (wg == 1 ? 0 : -1) : (wg == 0 ? n - 1 : -1); /* the step this warpgroup skips */
-    const T *ab = TRANS ? a + ((size_t)bh * Tn + (size_t)first * MW_CT) * Tn + (size_t)blk * MW_KEYS
-                        : a + ((size_t)bh * Tn + (size_t)blk * MW_KEYS) * Tn;
+    const T *ab = TRANS ? a + ((size_t)bh * Tn + (size_t)first * MW_CT) * Tn + (size_t)blk * MW_ROWS
+                        : a + ((size_t)bh * Tn + (size_t)blk * MW_ROWS) * Tn;
     const T *bb = bm + ((size_t)bh * Tn + (size_t)first * MW_CT) * DH;
     auto load = [&](int s) {
         const uint32_t st = base + (s % P::STAGES) * P::STAGE;
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(MW_THREADS)
     }
     /* warp w of the warpgroup: rows 16w + g, + 8; columns 8j + 2t, + 1 */
     const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    T *cr = c + ((size_t)bh * Tn + (size_t)blk * MW_KEYS + wg * 64 + 16 * w + g) * DH + 2 * t;
+    T *cr = c + ((size_t)bh * Tn + (size_t)blk * MW_ROWS + wg * 64 + 16 * w + g) * DH + 2 * t;
 #pragma unroll
     for (int j = 0; j < DH / 8; j++) {
         st2(cr + 8 * j, alpha * acc[j][0], alpha * acc[j][1]);
@@ -169,7 +169,7 @@ int launch(T *c, const T *a, const T *bm, int trans, int batch, int T_, float al
             return LMK_DEVICE;
         *smem_set |= 1u << bit;
     }
-    kern<<<(unsigned)(T_ / MW_KEYS) * (unsigned)batch, MW_THREADS, smem, s>>>(c, a, bm, T_, batch, alpha);
+    kern<<<(unsigned)(T_ / MW_ROWS) * (unsigned)batch, MW_THREADS, smem, s>>>(c, a, bm, T_, batch, alpha);
     return LMK_OK;
 }
 
@@ -177,13 +177,13 @@ int launch(T *c, const T *a, const T *bm, int trans, int batch, int T_, float al
 
 extern "C" int lmk_attn_mix_wgmma_shape(lmk_dtype dt, int T, int dh)
 {
-    return (dt == LMK_BF16 || dt == LMK_F16) && (dh == 64 || dh == 128) && T >= MW_KEYS && T % MW_KEYS == 0;
+    return (dt == LMK_BF16 || dt == LMK_F16) && (dh == 64 || dh == 128) && T >= MW_ROWS && T % MW_ROWS == 0;
 }
 
 extern "C" int lmk_attn_mix_wgmma(void *c, const void *a, const void *bm, int trans, lmk_dtype dt, int batch, int T,
                                  int dh, float alpha, uint32_t *smem_set, void *stream)
 {
-    if (!lmk_attn_mix_wgmma_shape(dt, T, dh) || batch <= 0 || (int64_t)(T / MW_KEYS) * batch > INT32_MAX || !c ||
+    if (!lmk_attn_mix_wgmma_shape(dt, T, dh) || batch <= 0 || (int64_t)(T / MW_ROWS) * batch > INT32_MAX || !c ||
         !a || !bm || !smem_set || (((uintptr_t)c | (uintptr_t)a | (uintptr_t)bm) & 15))
         return LMK_INVALID;
     cudaStream_t s = (cudaStream_t)stream;

@@ -242,6 +242,23 @@ template <typename T> __device__ __forceinline__ float2 round_pair(float a, floa
     return tc_ops<T>::unpack(tc_ops<T>::pack(a, b));
 }
 
+/* x (MT, CT / 8, 4) in the mma C layout: each pair of a lane's row (entries
+ * 2h, 2h + 1 of block n of row tile m; h 0 the row g, 1 the row g + 8)
+ * replaced by f(m, n, h, x0, x1) (a float2), in the order m, n, h. */
+template <int MT, typename F> __device__ __forceinline__ void map_pairs(float (&x)[MT][CT / 8][4], const F &f)
+{
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < CT / 8; n++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float2 r = f(m, n, h, x[m][n][2 * h], x[m][n][2 * h + 1]);
+                x[m][n][2 * h] = r.x;
+                x[m][n][2 * h + 1] = r.y;
+            }
+}
+
 /* x (MT, CT / 8, 4) in the mma C layout of a diagonal tile: the entries
  * right of the diagonal (column j > row i) set to v. d: the lane's row g
  * minus its column 2t, both relative to the tile's corner, so that entry
@@ -368,13 +385,7 @@ __global__ void __launch_bounds__(CG_THREADS)
         const T *b = bs + (kt % CG_STAGES) * CT * LD;
         float acc[MT][CT / 8][4];
         rows_times_tile_t<T, DH, MT, LD>(acc, af, b, lane);
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int n = 0; n < CT / 8; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[m][n][e] *= alpha;
+        map_pairs(acc, [&](int, int, int, float x0, float x1) { return make_float2(x0 * alpha, x1 * alpha); });
         uint32_t pk[CT / 16][MT][4];
         pack_tile<T, MT>(pk, acc);
         store_packed<T, MT>(pk, cw, cg_wr + (size_t)kt * CT, Tn, lane);
@@ -532,16 +543,7 @@ __global__ void __launch_bounds__(CG_THREADS)
         float acc[MT][CT / 8][4];
         rows_times_tile_t<T, DH, MT, LD>(acc, af, kt_s, lane);
         /* the scores as stored in T (rounded by pairs); −inf right of the diagonal */
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int n = 0; n < CT / 8; n++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const float2 r = round_pair<T>(alpha * acc[m][n][2 * h], alpha * acc[m][n][2 * h + 1]);
-                    acc[m][n][2 * h] = r.x;
-                    acc[m][n][2 * h + 1] = r.y;
-                }
+        map_pairs(acc, [&](int, int, int, float x0, float x1) { return round_pair<T>(alpha * x0, alpha * x1); });
         if (kt == last) /* warp-uniform: the masking costs only the diagonal tile */
             mask_upper(acc, row0 + g - kt * CT - 2 * t, -INFINITY);
         if (s < nk) {
@@ -564,13 +566,9 @@ __global__ void __launch_bounds__(CG_THREADS)
                     mx[m][h] = nm;
                 }
         } else {
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int n = 0; n < CT / 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        acc[m][n][e] = softmax_exp16(acc[m][n][e], mx[m][e >> 1]) * sum[m][e >> 1];
+            map_pairs(acc, [&](int m, int, int h, float x0, float x1) {
+                return make_float2(softmax_exp16(x0, mx[m][h]) * sum[m][h], softmax_exp16(x1, mx[m][h]) * sum[m][h]);
+            });
             uint32_t pk[CT / 16][MT][4];
             pack_tile<T, MT>(pk, acc);
             store_packed<T, MT>(pk, cw, cg_wr + (size_t)kt * CT, Tn, lane);
@@ -652,17 +650,10 @@ __global__ void __launch_bounds__(CG_THREADS)
         const T *vt_s = ring + (kt % CG_SM_STAGES) * STAGE, *kt_s = vt_s + CT * LD;
         float acc[MT][CT / 8][4];
         rows_times_tile_t<T, DH, MT, LD>(acc, af, vt_s, lane);
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int n = 0; n < CT / 8; n++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const float2 pp = tc_ops<T>::unpack(pv[m][n][h]);
-                    const float2 dp = round_pair<T>(acc[m][n][2 * h], acc[m][n][2 * h + 1]);
-                    acc[m][n][2 * h] = pp.x * (dp.x - dsum[m][h]);
-                    acc[m][n][2 * h + 1] = pp.y * (dp.y - dsum[m][h]);
-                }
+        map_pairs(acc, [&](int m, int n, int h, float x0, float x1) {
+            const float2 pp = tc_ops<T>::unpack(pv[m][n][h]), dp = round_pair<T>(x0, x1);
+            return make_float2(pp.x * (dp.x - dsum[m][h]), pp.y * (dp.y - dsum[m][h]));
+        });
         if (kt == last)
             mask_upper(acc, row0 + g - kt * CT - 2 * t, 0.0f);
         uint32_t pk[CT / 16][MT][4];

@@ -15,7 +15,13 @@
  * clock, as the seeds measure), and graphs: true replays the phases as CUDA
  * graphs captured after the warm-up (graphs_scope says which; graphs_note why
  * not all). cpu workers ignore graphs and say so. Columns of the GPU fields:
- * schema/0008_benchmark_gpu.sql. */
+ * schema/0008_benchmark_gpu.sql.
+ *
+ * optimizer_in_backward: true runs a train step's AdamW inside backward, each
+ * layer's update as soon as its gradients are complete, beside the rest of
+ * the backward on cuda (lmk_model_optimizer_in_backward); the backward phase
+ * then holds most of the optimizer's work and the optimizer phase the token
+ * embeddings' update. Refused with fp16 (loss scaling). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +59,7 @@ typedef struct bench_point {
     model_point base;
     bench_mode mode;
     int warmup, measure, graphs;
+    int opt_in_backward; /* the spec's optimizer_in_backward (train_step only) */
 } bench_point;
 
 /* --- check ---------------------------------------------------------------------- */
@@ -85,6 +92,15 @@ static int benchmark_check(json_t *spec, api_error *err)
         bench_mode mo;
         if (v && parse_mode(json_string_value(v), &mo) != 0)
             return api_fail(err, API_ERR_INVALID_SPEC, "mode", "mode must be forward, forward_backward or train_step");
+    }
+    const json_t *precs = json_object_get(spec, "precision");
+    for (size_t i = 0; json_is_true(json_object_get(spec, "optimizer_in_backward")) &&
+                       i < (json_is_array(precs) ? json_array_size(precs) : 1); i++) {
+        const char *name = json_string_value(json_is_array(precs) ? json_array_get(precs, i) : precs);
+        if (name && strcmp(name, "fp16") == 0)
+            return api_fail(err, API_ERR_INVALID_SPEC, "optimizer_in_backward",
+                            "optimizer_in_backward cannot be used with precision fp16: its dynamic loss scaling "
+                            "needs every gradient before any parameter is updated");
     }
     if (spec_int(spec, "measure_steps", 10) < 1)
         return api_fail(err, API_ERR_INVALID_SPEC, "measure_steps", "measure_steps must be at least 1");
@@ -272,6 +288,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     json_object_set_new(run, "graphs", json_boolean(p->graphs));
     json_object_set_new(run, "graphs_scope", json_string("none"));
     json_object_set_new(run, "graphs_note", json_null());
+    json_object_set_new(run, "optimizer_in_backward", json_boolean(p->opt_in_backward && p->mode == MODE_TRAIN_STEP));
     lmk_allocator *a = NULL;
     lmk_model *m = NULL;
     int32_t *tokens = NULL;
@@ -300,7 +317,9 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     if ((rc = lmk_allocator_create(b, &a)) != LMK_OK ||
         (lmk_allocator_set_recording(a, 0), rc = lmk_model_create(b, a, &p->base.cfg, p->base.batch, p->base.T,
                                                                    p->base.prec, p->base.seed, holds, &m)) != LMK_OK ||
-        (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK) {
+        (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK ||
+        (p->opt_in_backward && p->mode == MODE_TRAIN_STEP &&
+         (rc = lmk_model_optimizer_in_backward(m, &r.opt)) != LMK_OK)) {
         model_point_fail(run, "model set-up failed: %s", lmk_status_text(rc));
         goto out;
     }
@@ -455,6 +474,7 @@ static json_t *sweep_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, con
     p.warmup = spec_int(spec, "warmup_steps", 5);
     p.measure = spec_int(spec, "measure_steps", 10);
     p.graphs = json_is_true(json_object_get(spec, "graphs"));
+    p.opt_in_backward = json_is_true(json_object_get(spec, "optimizer_in_backward"));
     return run_point(ctx, b, &p, cancelled);
 }
 
@@ -516,6 +536,8 @@ static const struct {
     GPU_COLUMNS(optimizer),
     GPU_COLUMNS(total),
 #undef GPU_COLUMNS
+    /* 0017_benchmark_opt_in_backward */
+    {"optimizer_in_backward", "optimizer_in_backward"},
 };
 #define RUN_COLUMN_COUNT (sizeof run_columns / sizeof run_columns[0])
 

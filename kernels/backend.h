@@ -127,6 +127,16 @@ struct lmk_backend {
     /* Orders all later work after every overlap GEMM (lmk_gemm.overlap)
      * issued so far. NULL: the backend runs overlap GEMMs in order. */
     int (*lane_join)(lmk_backend *b);
+    /* The optimizer lane (the optimizer step inside backward, model.h):
+     * opt_lane(b, 1) sends the ops issued after it to a lane of their own,
+     * ordered after all work issued so far, until opt_lane(b, 0); later work
+     * is not ordered after the lane's until opt_lane_join, which also
+     * synchronize, download and graph capture end do (cuda: a third stream
+     * of lower priority than the others). Only adamw_begin and adamw_multi
+     * may be issued on the lane; memory it reads or writes must not be freed
+     * before opt_lane_join. NULL: the ops run in order. */
+    int (*opt_lane)(lmk_backend *b, int on);
+    int (*opt_lane_join)(lmk_backend *b);
 
     /* --- ops -------------------------------------------------------------- */
     /* out (n, d) = w[ids[i]] for ids (n) in [0, vocab); w (vocab, d). */

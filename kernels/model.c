@@ -282,6 +282,9 @@ struct lmk_model {
                              * rewrites them (bf16/fp16 with optimizer state) */
     int copies_stale;       /* parameters may have been written since the copies were
                              * made (lmk_model_tensor handed one out): forward re-casts */
+    int opt_in_backward;    /* lmk_model_optimizer_in_backward is on, with opt_cfg */
+    lmk_adamw_config opt_cfg;
+    int opt_begun;          /* this step's adamw_begin is issued (optimizer in backward) */
     int tracing;            /* precision report on */
     const char *phase;      /* "forward", "backward", "optimizer" */
     lmk_precision_row *prec_rows; /* (PREC_ROWS_MAX) when tracing was ever on */
@@ -290,6 +293,8 @@ struct lmk_model {
 
 static int make_persistent_copies(lmk_model *m);
 static int group_copy(lmk_model *m, param_slot *first, int persistent);
+static int opt_lane_join(lmk_model *m, int rc);
+static int adamw_in_backward(lmk_model *m, size_t first, size_t count);
 
 #define TRY(x)                   \
     do {                         \
@@ -473,6 +478,7 @@ void lmk_model_free(lmk_model *m)
 {
     if (!m)
         return;
+    (void)opt_lane_join(m, LMK_OK); /* it may still read what is freed below */
     if (m->acts && m->resid)
         release_activations(m);
     release_param_copies(m, 1);
@@ -1563,8 +1569,8 @@ static int model_forward(lmk_model *m, int with_backward)
 {
     int rc = LMK_OK, N = m->N, d = m->c.d_model, V = m->c.vocab_size, L = m->c.num_layers;
     lmk_backend *b = m->b;
-    if (with_backward && !m->training)
-        return LMK_INVALID;
+    if ((with_backward && !m->training) || (m->opt_in_backward && m->have_grads))
+        return LMK_INVALID; /* the optimizer in backward: its step (the rest of it) first */
     release_activations(m);
     m->have_grads = 0;
     TRY(make_persistent_copies(m));
@@ -1885,6 +1891,7 @@ static int model_backward(lmk_model *m)
     if (!m->have_grad_ready)
         return LMK_INVALID;
     m->have_grad_ready = 0;
+    m->opt_begun = 0;
     for (size_t i = 0; i < m->nparams; i++)
         m->params[i].g_ready = 0; /* zeroed (allocated) at the first write */
     param_slot *lm = param_lm_head(m), *lnf = param_final_norm(m);
@@ -1901,9 +1908,14 @@ static int model_backward(lmk_model *m)
     DROP(t);
     DROP(m->lnf_rstd);
     DROP(m->resid[L]);
+    /* the optimizer in backward: the final norm and the LM head (adjacent
+     * in params) are complete, each layer's parameters at its end */
+    TRY(adamw_in_backward(m, (size_t)(param_final_norm(m) - m->params), 2));
     for (int l = L - 1; l >= 0; l--) {
         range_push_layer(l);
         rc = layer_backward(m, l, &dres, &dres16);
+        if (rc == LMK_OK)
+            rc = adamw_in_backward(m, (size_t)(layer_param(m, l, 0) - m->params), P_PER_LAYER);
         RANGE_POP();
         TRY(rc);
     }
@@ -2182,25 +2194,95 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
 
 /* --- optimizer ---------------------------------------------------------------- */
 
+/* AdamW's hyper-parameters from cfg for m (the step number on the device). */
+static lmk_adamw_hp adamw_hp(const lmk_model *m, const lmk_adamw_config *cfg)
+{
+    return (lmk_adamw_hp){.lr = cfg->lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->eps,
+                          .weight_decay = cfg->weight_decay, .t = 0, .alpha = LMK_F(m->scalars) + 3,
+                          .copy_fmt = m->half};
+}
+
+/* m->opt[first, first + count): the multi-tensor ops' table of those
+ * params (refilled each step: gradients move between steps). */
+static void opt_table(lmk_model *m, size_t first, size_t count)
+{
+    for (size_t i = first; i < first + count; i++) {
+        param_slot *s = &m->params[i];
+        m->opt[i] = (lmk_opt_tensor){.p = LMK_F(s->p), .g = LMK_F(s->g), .m = LMK_F(s->m),
+                                     .v = LMK_F(s->v), .n = s->p.numel,
+                                     .h = m->persistent_copies ? s->h.data : NULL};
+    }
+}
+
+/* AdamW on params [first, first + count), whose gradients are complete:
+ * one multi-tensor call (the same results as any split of the table). */
+static int adamw_params(lmk_model *m, size_t first, size_t count, const lmk_adamw_hp *hp, const float *factor)
+{
+    opt_table(m, first, count);
+    return m->b->adamw_multi(m->b, m->opt + first, count, hp, factor);
+}
+
+/* The optimizer in backward: AdamW on params [first, first + count) on the
+ * backend's optimizer lane, the step counter advanced before the first of
+ * a step. Nothing when it is off. */
+static int adamw_in_backward(lmk_model *m, size_t first, size_t count)
+{
+    if (!m->opt_in_backward)
+        return LMK_OK;
+    lmk_backend *b = m->b;
+    lmk_adamw_hp hp = adamw_hp(m, &m->opt_cfg);
+    int rc = b->opt_lane ? b->opt_lane(b, 1) : LMK_OK;
+    if (rc == LMK_OK && !m->opt_begun) {
+        rc = b->adamw_begin(b, (int64_t *)m->step.data, LMK_F(m->scalars) + 3, NULL, &hp);
+        m->opt_begun = rc == LMK_OK;
+    }
+    if (rc == LMK_OK)
+        rc = adamw_params(m, first, count, &hp, NULL);
+    int off = b->opt_lane ? b->opt_lane(b, 0) : LMK_OK;
+    return rc != LMK_OK ? rc : off;
+}
+
+/* Waits (in stream order) for the optimizer lane: before anything it reads
+ * or writes is freed, and at the end of a step. */
+static int opt_lane_join(lmk_model *m, int rc)
+{
+    int jrc = m->b->opt_lane_join ? m->b->opt_lane_join(m->b) : LMK_OK;
+    return rc != LMK_OK ? rc : jrc;
+}
+
+int lmk_model_optimizer_in_backward(lmk_model *m, const lmk_adamw_config *cfg)
+{
+    if (m->have_grads)
+        return LMK_INVALID; /* between a backward and its step */
+    if (!cfg) {
+        m->opt_in_backward = 0;
+        return LMK_OK;
+    }
+    if (!m->params[0].m.data || cfg->max_grad_norm > 0.0f || m->prec == LMK_PREC_FP16)
+        return LMK_INVALID;
+    m->opt_in_backward = 1;
+    m->opt_cfg = *cfg;
+    return LMK_OK;
+}
+
 static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
 {
     lmk_backend *b = m->b;
     int rc = LMK_OK;
     if (!m->have_grads || !m->params[0].m.data)
         return LMK_INVALID;
+    if (m->opt_in_backward && memcmp(cfg, &m->opt_cfg, sizeof *cfg) != 0)
+        return LMK_INVALID;
     m->have_grads = 0;
     float *sumsq = LMK_F(m->scalars) + 1, *factor = LMK_F(m->scalars) + 2;
-    float *alpha = LMK_F(m->scalars) + 3;
     int need_factor = cfg->max_grad_norm > 0.0f || m->prec == LMK_PREC_FP16;
+    lmk_adamw_hp hp = adamw_hp(m, cfg);
     /* every tensor in one table: the multi-tensor ops take one or a few
-     * launches per step (the same results as one call per tensor) */
-    for (size_t i = 0; i < m->nparams; i++) {
-        param_slot *s = &m->params[i];
-        m->opt[i] = (lmk_opt_tensor){.p = LMK_F(s->p), .g = LMK_F(s->g), .m = LMK_F(s->m),
-                                     .v = LMK_F(s->v), .n = s->p.numel,
-                                     .h = m->persistent_copies ? s->h.data : NULL};
-    }
+     * launches per step (the same results as one call per tensor); with the
+     * optimizer in backward, only the token embeddings are left */
+    size_t count = m->opt_in_backward ? 1 : m->nparams;
     if (need_factor) {
+        opt_table(m, 0, m->nparams);
         TRY(b->mem_zero(b, sumsq, sizeof(float)));
         TRY(b->sum_squares_multi(b, sumsq, m->opt, m->nparams));
         REC("gradient norm (sum of squares)", F32, "float64", F32);
@@ -2208,16 +2290,14 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
     }
     /* the step number lives on the device: the whole step can be replayed
      * from a CUDA graph with the right bias correction */
-    lmk_adamw_hp hp = {.lr = cfg->lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->eps,
-                       .weight_decay = cfg->weight_decay, .t = 0, .alpha = alpha,
-                       .copy_fmt = m->half};
     REC("AdamW step counter and alpha_t", F32, "float64", "int64");
-    TRY(b->adamw_begin(b, (int64_t *)m->step.data, alpha, need_factor ? factor : NULL, &hp));
+    if (!m->opt_begun)
+        TRY(b->adamw_begin(b, (int64_t *)m->step.data, LMK_F(m->scalars) + 3, need_factor ? factor : NULL, &hp));
     REC("AdamW (p, m, v master copies)", F32, F32, F32, F32, F32, F32);
     if (m->persistent_copies)
         rec(m, "weights (16-bit copies written by AdamW)", F32, fmt_of(m->half), "-",
             "parameter_copy, rewritten by each step");
-    TRY(b->adamw_multi(b, m->opt, m->nparams, &hp, need_factor ? factor : NULL));
+    TRY(adamw_params(m, 0, count, &hp, need_factor ? factor : NULL));
     m->step_calls++;
     if (m->prec != LMK_PREC_FP16)
         goto out; /* nothing to decide on the host: no synchronisation */
@@ -2234,6 +2314,8 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
         m->good_steps = 0;
     }
 out:
+    m->opt_begun = 0;
+    rc = opt_lane_join(m, rc); /* the lane's AdamW read the gradients */
     /* optimizer.zero_grad(set_to_none=True): the next backward allocates
      * them again (stream-ordered: the frees follow the AdamW kernels) */
     for (size_t i = 0; i < m->nparams; i++)

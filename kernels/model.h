@@ -171,8 +171,23 @@ int lmk_model_forward(lmk_model *m, int with_backward);
 int lmk_model_backward(lmk_model *m);
 /* Clipping (if configured), AdamW, loss-scale update, then the gradients
  * are released. Needs backward and a model created with LMK_MODEL_TRAIN
- * (else LMK_INVALID). */
+ * (else LMK_INVALID); with the optimizer in backward on, cfg must equal its
+ * configuration (else LMK_INVALID). */
 int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg);
+/* The optimizer step inside backward (cfg non-NULL; NULL: off, the
+ * default): each later backward runs AdamW (cfg) on every parameter as soon
+ * as its gradient is complete (the LM head and final norm first, then each
+ * layer as its backward ends) on the backend's optimizer lane, beside the
+ * rest of the backward where the backend has one (cuda: a stream of its
+ * own); lmk_model_step(m, cfg) then updates the token embeddings, waits for
+ * the lane and releases the gradients. Parameters, optimizer state and 16-bit
+ * copies are bit for bit those of backward then step; the gradients are
+ * kept until the step as before, and a forward before the step is refused
+ * (LMK_INVALID: the parameters are half updated). A backward that fails
+ * part-way may have updated some layers. LMK_INVALID when m has no AdamW state, cfg clips
+ * (max_grad_norm > 0) or m is fp16 (its loss scaling): those need every
+ * gradient before any update. */
+int lmk_model_optimizer_in_backward(lmk_model *m, const lmk_adamw_config *cfg);
 /* The loss of the last forward (downloads; synchronises). */
 int lmk_model_loss(lmk_model *m, float *loss);
 /* Number of optimizer steps taken (skipped steps not counted): the device

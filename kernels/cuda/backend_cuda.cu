@@ -3,7 +3,9 @@
  * so cudaFreeAsync inside a step only returns memory to the pool), one cuBLAS
  * handle bound to the stream with a fixed workspace; a second stream for
  * overlap GEMMs (gemm_cuda.cu), which every free, synchronisation and
- * capture end joins first. Ops live in the other files of this folder.
+ * capture end joins first; a third, the optimizer lane, which
+ * synchronisation and capture end join (its users free nothing it reads
+ * before joining it). Ops live in the other files of this folder.
  * Nothing here prints; failures are recorded in the state
  * (lmk_backend_cuda_last_error) and returned as lmk statuses. */
 #include <stdio.h>
@@ -111,6 +113,8 @@ static int cu_download(lmk_backend *b, void *host_dst, const void *src, size_t b
 {
     cuda_state *st = CST(b);
     int rc = cuda_side_join(st);
+    if (rc == LMK_OK)
+        rc = cuda_opt_join(st);
     if (rc != LMK_OK)
         return rc;
     CUDA_TRY(st, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
@@ -118,15 +122,96 @@ static int cu_download(lmk_backend *b, void *host_dst, const void *src, size_t b
     return LMK_OK;
 }
 
-/* Waits for everything issued on b: the overlap stream joined first. */
+/* Waits for everything issued on b: the overlap stream and the optimizer
+ * lane joined first. */
 static int cu_synchronize(lmk_backend *b)
 {
     cuda_state *st = CST(b);
     int rc = cuda_side_join(st);
+    if (rc == LMK_OK)
+        rc = cuda_opt_join(st);
     if (rc != LMK_OK)
         return rc;
     CUDA_TRY(st, cudaStreamSynchronize(st->stream));
     return LMK_OK;
+}
+
+/* --- the optimizer lane ---------------------------------------------- */
+
+static int opt_create(cuda_state *st)
+{
+    int least = 0, greatest = 0;
+    CUDA_TRY(st, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_TRY(st, cudaStreamCreateWithPriority(&st->opt, cudaStreamNonBlocking, LMK_OPT_LANE_PRIORITY ? least : 0));
+    CUDA_TRY(st, cudaEventCreateWithFlags(&st->opt_fork_ev, cudaEventDisableTiming));
+    CUDA_TRY(st, cudaEventCreateWithFlags(&st->opt_join_ev, cudaEventDisableTiming));
+    return LMK_OK;
+}
+
+static void opt_free(cuda_state *st)
+{
+    if (st->opt)
+        (void)cudaStreamSynchronize(st->opt);
+    if (st->opt_fork_ev)
+        (void)cudaEventDestroy(st->opt_fork_ev);
+    if (st->opt_join_ev)
+        (void)cudaEventDestroy(st->opt_join_ev);
+    if (st->opt)
+        (void)cudaStreamDestroy(st->opt);
+    st->opt = NULL;
+    st->opt_fork_ev = st->opt_join_ev = NULL;
+    st->opt_pending = 0;
+}
+
+/* on: the lane's stream forks from the main stream (an event) and becomes
+ * st->stream; off: the main stream is st->stream again. The lane's stream
+ * is made at its first use outside a capture; inside a capture before that
+ * (a graph captured with no eager step first) the ops run on the main
+ * stream. */
+static int cu_opt_lane(lmk_backend *b, int on)
+{
+    cuda_state *st = CST(b);
+    if (!on) {
+        if (st->opt_main) {
+            st->stream = st->opt_main;
+            st->opt_main = NULL;
+        }
+        return LMK_OK;
+    }
+    if (st->opt_main)
+        return LMK_OK; /* already on */
+    if (!st->opt) {
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        CUDA_TRY(st, cudaStreamIsCapturing(st->stream, &cs));
+        if (cs != cudaStreamCaptureStatusNone)
+            return LMK_OK;
+        int rc = opt_create(st);
+        if (rc != LMK_OK) {
+            opt_free(st);
+            return rc;
+        }
+    }
+    CUDA_TRY(st, cudaEventRecord(st->opt_fork_ev, st->stream));
+    CUDA_TRY(st, cudaStreamWaitEvent(st->opt, st->opt_fork_ev, 0));
+    st->opt_pending = 1;
+    st->opt_main = st->stream;
+    st->stream = st->opt;
+    return LMK_OK;
+}
+
+int cuda_opt_join(cuda_state *st)
+{
+    if (!st->opt_pending || st->opt_main)
+        return LMK_OK;
+    st->opt_pending = 0;
+    CUDA_TRY(st, cudaEventRecord(st->opt_join_ev, st->opt));
+    CUDA_TRY(st, cudaStreamWaitEvent(st->stream, st->opt_join_ev, 0));
+    return LMK_OK;
+}
+
+static int cu_opt_lane_join(lmk_backend *b)
+{
+    return cuda_opt_join(CST(b));
 }
 
 /* --- the table ------------------------------------------------------- */
@@ -138,9 +223,12 @@ static void cu_destroy(lmk_backend *b)
         int old = -1;
         (void)cudaGetDevice(&old);
         (void)cudaSetDevice(st->device);
+        if (st->opt_main)
+            st->stream = st->opt_main;
         if (st->stream)
             (void)cudaStreamSynchronize(st->stream);
         cuda_side_free(st);
+        opt_free(st);
         if (st->cublas_batched && st->cublas_batched != st->cublas)
             (void)cublasDestroy(st->cublas_batched);
         if (st->cublas)
@@ -177,6 +265,8 @@ static lmk_backend cuda_template(void)
     t.download = cu_download;
     t.synchronize = cu_synchronize;
     t.lane_join = cuda_lane_join;
+    t.opt_lane = cu_opt_lane;
+    t.opt_lane_join = cu_opt_lane_join;
     t.embedding_fwd = cuda_embedding_fwd;
     t.embedding_bwd = cuda_embedding_bwd;
     t.rmsnorm_fwd = cuda_rmsnorm_fwd;
@@ -247,7 +337,10 @@ static int create_state(cuda_state *st, int device)
     st->device = device;
     CUDA_TRY(st, cudaSetDevice(device));
     st->sm90 = lmk_cuda_is_sm90();
-    CUDA_TRY(st, cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    int least = 0, greatest = 0;
+    CUDA_TRY(st, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    st->stream_priority = LMK_OPT_LANE_PRIORITY ? greatest : 0;
+    CUDA_TRY(st, cudaStreamCreateWithPriority(&st->stream, cudaStreamNonBlocking, st->stream_priority));
     cudaMemPoolProps props;
     memset(&props, 0, sizeof props);
     props.allocType = cudaMemAllocationTypePinned;
@@ -404,6 +497,7 @@ extern "C" int lmk_backend_cuda_capture_end(lmk_backend *b, lmk_cuda_graph **out
     lmk_cuda_graph *g = (lmk_cuda_graph *)calloc(1, sizeof *g);
     cudaGraph_t graph = NULL;
     (void)cuda_side_join(st); /* an unjoined stream fails the capture; the error then shows below */
+    (void)cuda_opt_join(st);
     cudaError_t e = cudaStreamEndCapture(st->stream, &graph);
     if (e != cudaSuccess) {
         free(g);

@@ -42,7 +42,24 @@ typedef struct cuda_state {
     uint64_t attn_gemm_smem[2]; /* attn_gemm16.cu: the kernels whose dynamic shared memory limit is set, one bit each */
     uint32_t attn_wgmma_smem;   /* attn_mix_wgmma.cu's record of the same (lmk_attn_mix_wgmma) */
     int sm90;                   /* the device has compute capability 9.0: sm_90a kernels run (set at create) */
+    int stream_priority;        /* of the main and overlap streams (LMK_OPT_LANE_PRIORITY) */
+    /* the optimizer lane (lmk_backend.opt_lane; backend_cuda.cu): a third
+     * non-blocking stream, created at its first use outside a capture;
+     * opt_main: the main stream while the lane is on (st->stream is then
+     * the lane's, so the AdamW launchers need no change); opt_pending:
+     * work issued on it since the last join */
+    cudaStream_t opt, opt_main;
+    cudaEvent_t opt_fork_ev, opt_join_ev;
+    int opt_pending;
 } cuda_state;
+
+/* Build-time knob: 1, the main and overlap streams get the device's greatest
+ * stream priority and the optimizer lane its least, so that the blocks of
+ * the backward's kernels are scheduled before AdamW's where both wait;
+ * 0, every stream at the default priority. */
+#ifndef LMK_OPT_LANE_PRIORITY
+#define LMK_OPT_LANE_PRIORITY 1
+#endif
 
 /* Build-time knob: the cuBLAS workspace in MiB (0: none, cuBLAS then picks
  * algorithms that need none). */
@@ -132,6 +149,9 @@ int cuda_side_join(cuda_state *st);
 int cuda_side_fork(cuda_state *st, cudaStream_t *side);
 int cuda_lane_join(lmk_backend *b);
 void cuda_side_free(cuda_state *st);
+/* Orders the main stream after the optimizer lane's work since the last
+ * join (nothing when none was); the lane must be off. */
+int cuda_opt_join(cuda_state *st);
 
 static inline unsigned grid_for(size_t n, unsigned block, unsigned cap)
 {

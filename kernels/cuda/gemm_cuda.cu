@@ -265,7 +265,7 @@ void cuda_side_free(cuda_state *st)
 
 static int side_create(cuda_state *st)
 {
-    CUDA_TRY(st, cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking));
+    CUDA_TRY(st, cudaStreamCreateWithPriority(&st->side, cudaStreamNonBlocking, st->stream_priority));
     CUDA_TRY(st, cudaEventCreateWithFlags(&st->fork_ev, cudaEventDisableTiming));
     CUDA_TRY(st, cudaEventCreateWithFlags(&st->join_ev, cudaEventDisableTiming));
     if (CUDA_CUBLAS_WS_BYTES > 0)

@@ -202,6 +202,29 @@ def test_endpoints(d):
     check(isinstance(losses["naive"], float) and losses["naive"] == losses["naive_fused"],
           f"naive_fused loss on cpu: {losses}")
 
+    # optimizer_in_backward: the same parameters after each step, so the same loss to the bit over 3 steps;
+    # stored in its column; the optimizer phase keeps only the token embeddings' update
+    runs = {}
+    for oib in (False, True):
+        job = d.submit({"kind": "benchmark", "model": "tiny", "context_length": 64, "batch_size": 1,
+                        "precision": "bf16", "warmup_steps": 1, "measure_steps": 2, "optimizer_in_backward": oib})
+        done = d.wait_status(job["id"], ("succeeded", "failed"))
+        run = done["runs"][0] if done.get("runs") else {}
+        check(done["status"] == "succeeded" and run.get("optimizer_in_backward") is oib,
+              f"benchmark optimizer_in_backward {oib}: {done}")
+        runs[oib] = (job["id"], run)
+    check(isinstance(runs[False][1].get("final_loss"), float)
+          and runs[False][1]["final_loss"] == runs[True][1].get("final_loss"),
+          f"optimizer_in_backward changed the loss: {runs[False][1].get('final_loss')} vs {runs[True][1].get('final_loss')}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    stored = [db.execute("SELECT optimizer_in_backward FROM benchmark_runs WHERE job_id = ?", (runs[k][0],)).fetchone()
+              for k in (False, True)]
+    db.close()
+    check(stored == [(0,), (1,)], f"benchmark_runs.optimizer_in_backward: {stored}")
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "optimizer_in_backward",
+                 body={"kind": "benchmark", "model": "tiny", "context_length": 16, "precision": "fp16",
+                       "optimizer_in_backward": True})
+
     job = d.submit({"kind": "numerics", "label": "accumulation"})
     check(job["status"] in ("queued", "running") and job["kind"] == "numerics", f"submitted job: {job}")
     check(job["spec"]["count"] == 1000 and job["spec"]["timeout_s"] == 3600, "defaults filled in the stored spec")

@@ -38,6 +38,12 @@ static void test_specs(void)
     expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":0}", "*");
     expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"precision\":\"fp8\"}", "*");
     expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"extra\":1}", "extra");
+    expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"precision\":[\"bf16\",\"tf32\"],"
+           "\"optimizer_in_backward\":true}", NULL);
+    expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"precision\":[\"bf16\",\"fp16\"],"
+           "\"optimizer_in_backward\":true}", "optimizer_in_backward");
+    expect("{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"optimizer_in_backward\":1}",
+           "*");
     expect("{\"kind\":\"benchmark\",\"context_length\":64}", "*");
     /* 3 × 256 × 256 × 4 × 3 ≈ 2.4 million points */
     char big[8192];

@@ -207,6 +207,81 @@ static void test_precisions(void)
     CHECK(lmk_precision_parse("fp8", &pr) != 0, "fp8 accepted");
 }
 
+/* Every parameter of a and b bitwise equal; returns the differing elements. */
+static size_t params_differ(lmk_model *a, lmk_model *b)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < lmk_model_tensor_count(a); i++) {
+        lmk_tensor *pa, *pb;
+        MUST(lmk_model_tensor(a, i, NULL, &pa, NULL));
+        MUST(lmk_model_tensor(b, i, NULL, &pb, NULL));
+        for (size_t j = 0; j < pa->numel; j++)
+            bad += memcmp(LMK_F(*pa) + j, LMK_F(*pb) + j, sizeof(float)) != 0;
+    }
+    return bad;
+}
+
+/* The optimizer in backward: parameters, loss and step count bitwise those
+ * of backward-then-step after 4 steps (fp32, bf16 with its AdamW-written
+ * copies, naive; tf32 with flash attention); the refusals: clipping, fp16,
+ * no AdamW state, switching between a backward and its step, a step with
+ * another configuration, a forward between a backward and its step. */
+static void test_optimizer_in_backward(void)
+{
+    static const lmk_precision precs[3] = {LMK_PREC_FP32, LMK_PREC_BF16, LMK_PREC_TF32};
+    lmk_model_config c = {"custom", 64, 16, 32, 64, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
+    lmk_adamw_config opt = lmk_adamw_defaults();
+    opt.lr = 1e-2f;
+    for (int k = 0; k < 3; k++) {
+        c.attention = k == 2 ? LMK_ATTN_FLASH : LMK_ATTN_NAIVE;
+        c.num_heads = k == 2 ? 2 : 4; /* flash: d_head 16 */
+        fixture plain, inb;
+        fixture_open(&plain, &c, 2, 16, precs[k], 21, LMK_MODEL_TRAIN);
+        fixture_open(&inb, &c, 2, 16, precs[k], 21, LMK_MODEL_TRAIN);
+        MUST(lmk_model_optimizer_in_backward(inb.m, &opt));
+        float lp = 0, li = 0;
+        for (int s = 0; s < 4; s++) {
+            lmk_model *both[2] = {plain.m, inb.m};
+            for (int j = 0; j < 2; j++) {
+                MUST(lmk_model_forward(both[j], 1));
+                MUST(lmk_model_backward(both[j]));
+                MUST(lmk_model_step(both[j], &opt));
+            }
+        }
+        lp = loss_of(plain.m);
+        li = loss_of(inb.m);
+        size_t bad = params_differ(plain.m, inb.m);
+        CHECK(bad == 0 && memcmp(&lp, &li, sizeof lp) == 0, "%s %s: %zu parameter elements differ, loss %.9g vs %.9g",
+              lmk_precision_name(precs[k]), c.attention == LMK_ATTN_FLASH ? "flash" : "naive", bad, lp, li);
+        CHECK(lmk_model_steps_taken(inb.m) == 4, "%lld steps taken of 4", (long long)lmk_model_steps_taken(inb.m));
+        /* refusals */
+        lmk_adamw_config other = opt;
+        other.lr = 2e-2f;
+        MUST(lmk_model_forward(inb.m, 1));
+        MUST(lmk_model_backward(inb.m));
+        CHECK(lmk_model_optimizer_in_backward(inb.m, NULL) == LMK_INVALID, "switched off between backward and step");
+        CHECK(lmk_model_step(inb.m, &other) == LMK_INVALID, "a step with another configuration accepted");
+        CHECK(lmk_model_forward(inb.m, 1) == LMK_INVALID, "a forward between a backward and its step accepted");
+        MUST(lmk_model_step(inb.m, &opt));
+        MUST(lmk_model_optimizer_in_backward(inb.m, NULL));
+        CHECK(lmk_model_step(inb.m, &opt) == LMK_INVALID, "a step without a backward accepted");
+        fixture_close(&plain);
+        fixture_close(&inb);
+    }
+    lmk_adamw_config clip = opt;
+    clip.max_grad_norm = 1.0f;
+    fixture f;
+    fixture_open(&f, &c, 2, 16, LMK_PREC_FP32, 3, LMK_MODEL_TRAIN);
+    CHECK(lmk_model_optimizer_in_backward(f.m, &clip) == LMK_INVALID, "accepted with clipping");
+    fixture_close(&f);
+    fixture_open(&f, &c, 2, 16, LMK_PREC_FP16, 3, LMK_MODEL_TRAIN);
+    CHECK(lmk_model_optimizer_in_backward(f.m, &opt) == LMK_INVALID, "accepted under fp16 (loss scaling)");
+    fixture_close(&f);
+    fixture_open(&f, &c, 2, 16, LMK_PREC_FP32, 3, LMK_MODEL_GRADIENTS);
+    CHECK(lmk_model_optimizer_in_backward(f.m, &opt) == LMK_INVALID, "accepted without AdamW state");
+    fixture_close(&f);
+}
+
 /* The estimate replays the allocation order: equal to the measured peak, for
  * every precision storage (fp32, bf16), attention and what the model holds;
  * gradients exist from backward until the step; nothing of size T² with flash. */
@@ -544,6 +619,7 @@ static const struct {
     {"loss_at_init", test_loss_at_init},
     {"training", test_training},
     {"determinism", test_determinism},
+    {"optimizer_in_backward", test_optimizer_in_backward},
     {"precisions", test_precisions},
     {"memory", test_memory},
     {"flash_vs_naive", test_flash_vs_naive},

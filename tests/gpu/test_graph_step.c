@@ -6,7 +6,8 @@
  * model run eagerly from the same seed: loss and every gradient bitwise
  * equal after each step; then the whole train step (forward, backward and
  * AdamW graphs, the step number on the device): loss, every parameter and
- * the step count bitwise equal to eager steps (fp32, tf32, bf16). Shapes:
+ * the step count bitwise equal to eager steps (fp32, tf32, bf16); the same
+ * with the optimizer inside backward, eager and in graphs. Shapes:
  * tiny and an odd custom one (dh 80, V 10007, T 100). Then the event timer: GPU time of a known op is positive and not
  * above its synchronised wall clock.
  * Exits 77 when no CUDA device is visible (CI), 1 on any failure. */
@@ -170,10 +171,14 @@ static size_t params_differ(lmk_model *g, lmk_model *e, const char **first)
     return bad;
 }
 
+enum { STEP_GRAPHS = 1, STEP_OPT_IN_BACKWARD = 2 };
+
 /* train_step: graphs F, B and O (AdamW with its device step counter)
  * replayed `steps` times vs eager steps: loss, every parameter and the step
- * count bitwise equal after each step. */
-static void test_train_step(const lmk_model_config *c, int B, int T, lmk_precision prec, int steps)
+ * count bitwise equal after each step. how: STEP_GRAPHS (else the first
+ * model runs eagerly too), STEP_OPT_IN_BACKWARD (the first model runs the
+ * optimizer inside its backward, on the optimizer lane). */
+static void test_train_step(const lmk_model_config *c, int B, int T, lmk_precision prec, int steps, int how)
 {
     lmk_allocator *ag = NULL, *ae = NULL;
     lmk_model *mg = NULL, *me = NULL;
@@ -184,6 +189,11 @@ static void test_train_step(const lmk_model_config *c, int B, int T, lmk_precisi
     MUST(lmk_allocator_create(gpu, &ae));
     GPU(lmk_model_create(gpu, ag, c, B, T, prec, 13, LMK_MODEL_TRAIN, &mg));
     GPU(lmk_model_create(gpu, ae, c, B, T, prec, 13, LMK_MODEL_TRAIN, &me));
+    if (how & STEP_OPT_IN_BACKWARD)
+        GPU(lmk_model_optimizer_in_backward(mg, &opt));
+    const char *what = how == (STEP_GRAPHS | STEP_OPT_IN_BACKWARD) ? "graph, optimizer in backward"
+                       : how == STEP_GRAPHS                       ? "graph"
+                                                                  : "eager, optimizer in backward";
     for (int w = 0; w < 2; w++) { /* the same eager warm-up on both */
         new_batch(mg, me, N, c->vocab_size);
         lmk_model *both[2] = {mg, me};
@@ -193,7 +203,7 @@ static void test_train_step(const lmk_model_config *c, int B, int T, lmk_precisi
             GPU(lmk_model_step(both[k], &opt));
         }
     }
-    for (int ph = 0; ph < 3; ph++) {
+    for (int ph = 0; ph < 3 && (how & STEP_GRAPHS); ph++) {
         GPU(lmk_backend_cuda_capture_begin(gpu));
         int rc = ph == 0 ? lmk_model_forward(mg, 1) : ph == 1 ? lmk_model_backward(mg) : lmk_model_step(mg, &opt);
         int rc2 = lmk_backend_cuda_capture_end(gpu, &g[ph]);
@@ -204,8 +214,14 @@ static void test_train_step(const lmk_model_config *c, int B, int T, lmk_precisi
     }
     for (int s = 0; s < steps; s++) {
         new_batch(mg, me, N, c->vocab_size);
-        for (int ph = 0; ph < 3; ph++)
-            GPU(lmk_cuda_graph_launch(gpu, g[ph]));
+        if (how & STEP_GRAPHS) {
+            for (int ph = 0; ph < 3; ph++)
+                GPU(lmk_cuda_graph_launch(gpu, g[ph]));
+        } else {
+            GPU(lmk_model_forward(mg, 1));
+            GPU(lmk_model_backward(mg));
+            GPU(lmk_model_step(mg, &opt));
+        }
         GPU(lmk_model_forward(me, 1));
         GPU(lmk_model_backward(me));
         GPU(lmk_model_step(me, &opt));
@@ -215,8 +231,8 @@ static void test_train_step(const lmk_model_config *c, int B, int T, lmk_precisi
         const char *first = "";
         size_t bad = params_differ(mg, me, &first);
         int64_t tg = lmk_model_steps_taken(mg), te = lmk_model_steps_taken(me);
-        printf("  %s %s B%d T%d train step %d: graph loss %.7f eager %.7f, params differing %zu, t %lld/%lld  %s\n",
-               c->name, lmk_precision_name(prec), B, T, s, lg, le, bad, (long long)tg, (long long)te,
+        printf("  %s %s B%d T%d train step %d (%s): loss %.7f eager %.7f, params differing %zu, t %lld/%lld  %s\n",
+               c->name, lmk_precision_name(prec), B, T, s, what, lg, le, bad, (long long)tg, (long long)te,
                lg == le && bad == 0 && tg == te ? "ok" : "FAIL");
         CHECK(lg == le, "%s step %d: graph loss %.9g != eager %.9g", c->name, s, lg, le);
         CHECK(bad == 0, "%s step %d: %zu parameter elements differ (first in %s)", c->name, s, bad, first);
@@ -311,9 +327,20 @@ int main(void)
     test_fwd_bwd(&tiny, 2, 64, 4);
     test_fwd_bwd(&odd, 2, 100, 3);
     printf("graph per phase, train_step (AdamW's device step counter):\n");
-    test_train_step(&tiny, 2, 64, LMK_PREC_FP32, 4);
-    test_train_step(&odd, 2, 100, LMK_PREC_TF32, 3);
-    test_train_step(&tiny, 2, 64, LMK_PREC_BF16, 3);
+    test_train_step(&tiny, 2, 64, LMK_PREC_FP32, 4, STEP_GRAPHS);
+    test_train_step(&odd, 2, 100, LMK_PREC_TF32, 3, STEP_GRAPHS);
+    test_train_step(&tiny, 2, 64, LMK_PREC_BF16, 3, STEP_GRAPHS);
+    printf("the optimizer in backward (its own stream), eager and in graphs, against backward then step:\n");
+    test_train_step(&tiny, 2, 64, LMK_PREC_BF16, 3, STEP_OPT_IN_BACKWARD);
+    test_train_step(&odd, 2, 100, LMK_PREC_TF32, 3, STEP_OPT_IN_BACKWARD);
+    test_train_step(&tiny, 2, 64, LMK_PREC_BF16, 3, STEP_GRAPHS | STEP_OPT_IN_BACKWARD);
+    test_train_step(&odd, 2, 100, LMK_PREC_FP32, 3, STEP_GRAPHS | STEP_OPT_IN_BACKWARD);
+    /* long enough kernels that AdamW's and the backward's do run side by side */
+    lmk_model_config wide = {.name = "wide", .vocab_size = 10000, .context_length = 512, .d_model = 1024,
+                             .d_ff = 2816, .num_layers = 4, .num_heads = 16, .rope_theta = 10000.0f};
+    test_train_step(&wide, 4, 512, LMK_PREC_BF16, 3, STEP_OPT_IN_BACKWARD);
+    wide.attention = LMK_ATTN_NAIVE_FUSED;
+    test_train_step(&wide, 4, 512, LMK_PREC_BF16, 2, STEP_GRAPHS | STEP_OPT_IN_BACKWARD);
     printf("graph, forward (inference):\n");
     test_forward(&tiny, 2, 64, 3);
     printf("event timer:\n");

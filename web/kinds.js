@@ -59,6 +59,7 @@ export const KINDS = {
       {name: 'measure_steps', type: 'int', label: 'Measured steps', default: 10, min: 1, max: 10000},
       SEED,
       {name: 'graphs', type: 'bool', label: 'CUDA graphs', default: false, help: 'capture each step into a CUDA graph (ignored on the CPU)'},
+      {name: 'optimizer_in_backward', type: 'bool', label: 'Optimizer in backward', default: false, help: 'train_step: each layer\'s AdamW as soon as its gradients are complete, beside the rest of the backward (not with fp16); the backward phase then holds most of the optimizer\'s time'},
       ...COMMON,
     ],
   },

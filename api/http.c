@@ -138,7 +138,7 @@ static int query_int(struct MHD_Connection *conn, const char *name, int64_t fall
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < 0 || v > max) {
+    if (errno || !isdigit((unsigned char)text[0]) || *end || v < 0 || v > max) { /* digits only: no sign, no space */
         api_error err;
         api_fail(&err, API_ERR_BAD_REQUEST, name, "%s must be an integer from 0 to %lld", name,
                  (long long)max);
@@ -154,7 +154,7 @@ static int parse_id(const char *text, int64_t *id, response *res)
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v <= 0) {
+    if (errno || !isdigit((unsigned char)text[0]) || *end || v <= 0) { /* digits only: no sign, no space */
         fail(res, API_ERR_NOT_FOUND, "id", "no job with id '%s'", text);
         return -1;
     }

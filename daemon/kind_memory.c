@@ -633,7 +633,7 @@ static int memory_events(sqlite3 *db, int64_t job_id, int run_index, json_t **ou
     sqlite3_bind_int(st, 2, run_index);
     json_t *rows = json_array();
     while (sqlite3_step(st) == SQLITE_ROW)
-        json_array_append_new(rows, json_pack("[f, s, I, s, s, s?, O]", sqlite3_column_double(st, 0),
+        json_array_append_new(rows, json_pack("[f, s, I, s, s, s?, o]", sqlite3_column_double(st, 0),
                                               sqlite3_column_text(st, 1), (json_int_t)sqlite3_column_int64(st, 2),
                                               sqlite3_column_text(st, 3), sqlite3_column_text(st, 4),
                                               sqlite3_column_text(st, 5),

@@ -46,6 +46,7 @@ static int model_from_json(const json_t *m, int vocab, int T, lmk_model_config *
         const char *name = json_string_value(json_object_get(m, "name"));
         memset(cfg, 0, sizeof *cfg);
         snprintf(cfg->name, sizeof cfg->name, "%s", name ? name : "custom");
+        utf8_repair(cfg->name); /* the schema bounds characters (31 fit), not bytes */
         cfg->d_model = (int)json_integer_value(json_object_get(m, "d_model"));
         cfg->d_ff = (int)json_integer_value(json_object_get(m, "d_ff"));
         cfg->num_layers = (int)json_integer_value(json_object_get(m, "num_layers"));
@@ -98,7 +99,7 @@ static int check_model_entry(const json_t *spec, size_t i, int vocab, api_error 
         char names[128] = "";
         for (size_t p = 0; p < lmk_model_preset_count(); p++) {
             size_t len = strlen(names);
-            snprintf(names + len, sizeof names - len, "%s%s", p ? ", " : "", lmk_model_preset_at(p)->name);
+            snprintf(names + len, sizeof names - len, "%s%.31s", p ? ", " : "", lmk_model_preset_at(p)->name);
         }
         return api_fail(err, API_ERR_INVALID_SPEC, field, "unknown model preset \"%s\" (presets: %s)",
                         json_string_value(m), names);
@@ -215,6 +216,7 @@ void model_point_describe(const model_point *p, char *buf, size_t len)
 {
     snprintf(buf, len, "%s, context %d, batch %d, %s%s%s", p->cfg.name, p->T, p->batch, lmk_precision_name(p->prec),
              p->mode ? ", " : "", p->mode ? p->mode : "");
+    utf8_repair(buf); /* a long name may be cut inside a character */
 }
 
 json_t *model_point_run_json(const model_point *p)
@@ -303,8 +305,11 @@ int model_point_sweep(run_ctx *ctx, const json_t *spec, model_point_runner run_p
         runctx_progress(ctx, (double)i / (double)points, what);
         int cancelled = 0;
         json_t *run = run_point(ctx, b, spec, &p, &cancelled, errbuf, errlen);
-        if (!run)
-            return LMK_DEVICE;
+        if (!run) { /* not the device's fault: the job fails, the worker carries on */
+            if (errlen && !errbuf[0])
+                snprintf(errbuf, errlen, "point %zu (%s): its run record could not be built", i, what);
+            return LMK_INVALID;
+        }
         if (cancelled) {
             json_decref(run);
             return LMK_CANCELLED;

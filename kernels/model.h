@@ -64,7 +64,7 @@
 #include "backend.h"
 
 typedef struct lmk_model_config {
-    char name[32];       /* preset name or "custom" */
+    char name[128];      /* preset name or "custom"; UTF-8, up to 31 characters (the API's limit) */
     int vocab_size;      /* V */
     int context_length;  /* maximum T (RoPE table length) */
     int d_model;         /* d */

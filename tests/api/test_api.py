@@ -367,6 +367,19 @@ def test_errors(d):
                  headers={"Content-Type": "application/json"})
     expect_error(d, "POST", "/v1/jobs", 415, "unsupported_media_type", body="kind=numerics",
                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    # ids and query numbers are plain digits: no sign, no space
+    expect_error(d, "GET", "/v1/jobs/+1", 404, "not_found", "id")
+    expect_error(d, "GET", "/v1/jobs/%201", 404, "not_found", "id")
+    expect_error(d, "GET", "/v1/jobs?limit=%2B5", 400, "bad_request", "limit")
+    expect_error(d, "GET", "/v1/jobs?limit=%205", 400, "bad_request", "limit")
+    # a custom model name of 31 characters, each 2 bytes in UTF-8: the job runs and keeps the whole name
+    name = "\u00e9" * 31
+    job = d.submit({"kind": "benchmark", "model": {"name": name, "d_model": 8, "d_ff": 8, "num_layers": 1,
+                    "num_heads": 2}, "context_length": 4, "batch_size": 1, "warmup_steps": 0, "measure_steps": 1,
+                    "mode": "forward"})
+    done = d.wait_status(job["id"], ("succeeded", "failed"))
+    run = done["runs"][0] if done.get("runs") else {}
+    check(done["status"] == "succeeded" and run.get("model") == name, f"31-character UTF-8 model name: {done}")
     # a declared oversized body is refused before it is read
     conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
     conn.putrequest("POST", "/v1/jobs")

@@ -125,10 +125,10 @@ static void test_against_naive(const lmk_model_config *c0, int B, int T, lmk_pre
     }
     char what[96];
     int bf = prec == LMK_PREC_BF16;
-    snprintf(what, sizeof what, "%s dh %d T %d %s: gpu flash vs gpu naive", c0->name, c0->d_model / c0->num_heads,
+    snprintf(what, sizeof what, "%.31s dh %d T %d %s: gpu flash vs gpu naive", c0->name, c0->d_model / c0->num_heads,
              T, lmk_precision_name(prec));
     compare(what, &gf, &gn, bf ? 1e-2 : 1e-5, bf ? 6e-2 : 1e-4);
-    snprintf(what, sizeof what, "%s dh %d T %d %s: gpu flash vs cpu flash", c0->name, c0->d_model / c0->num_heads,
+    snprintf(what, sizeof what, "%.31s dh %d T %d %s: gpu flash vs cpu flash", c0->name, c0->d_model / c0->num_heads,
              T, lmk_precision_name(prec));
     compare(what, &gf, &cfl, bf ? 1e-2 : 1e-5, bf ? 6e-2 : 1e-4);
     /* no T² tensor with flash */

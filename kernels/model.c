@@ -1571,6 +1571,7 @@ static int model_forward(lmk_model *m, int with_backward)
     lmk_backend *b = m->b;
     if ((with_backward && !m->training) || (m->opt_in_backward && m->have_grads))
         return LMK_INVALID; /* the optimizer in backward: its step (the rest of it) first */
+    TRY(opt_lane_join(m, LMK_OK)); /* after a failed backward the lane may still write parameters */
     release_activations(m);
     m->have_grads = 0;
     TRY(make_persistent_copies(m));

@@ -302,7 +302,8 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
                      .has = {1, training, p->mode == MODE_TRAIN_STEP, 1}};
     int rc;
 
-    if (model_point_preflight(&p->base, holds, runctx_device_info(ctx), run))
+    /* steps run: with graphs and at most one warm-up step, one priming step more (below) */
+    if (model_point_preflight(&p->base, holds, steps + (p->graphs && p->warmup <= 1), runctx_device_info(ctx), run))
         return run;
     tokens = malloc(2 * n * sizeof *tokens);
     times = calloc((size_t)steps * PH_COUNT, sizeof *times);
@@ -403,8 +404,13 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
         }
     }
     float loss = NAN;
-    if (lmk_model_loss(m, &loss) == LMK_OK)
-        json_object_set_new(run, "final_loss", json_real(loss));
+    if (lmk_model_loss(m, &loss) == LMK_OK) {
+        /* JSON has no NaN or infinity: null, and the note says which */
+        json_object_set_new(run, "final_loss", isfinite(loss) ? json_real(loss) : json_null());
+        if (!isfinite(loss))
+            json_object_set_new(run, "final_loss_note",
+                                json_string(isnan(loss) ? "the last loss is NaN" : "the last loss is infinite"));
+    }
 
     /* steps, statistics, throughput */
     int gpu_timed = r.timer != NULL;

@@ -221,8 +221,9 @@ typedef struct param_slot {
     lmk_tensor g_group;    /* the first slot of a fused group: its weights' gradients as one
                             * allocation (LMK_FUSED_DW), from backward until the step */
     int g_ready;           /* g zeroed (or written) in the current backward */
-    int rows, cols;        /* (rows, cols); norms: (1, d) */
-    float init_std;        /* 0: ones */
+    int rows, cols;        /* (rows, cols); norms: (1, d) (so is w1 / w3 when d_ff is 1) */
+    int is_norm;           /* an RMSNorm gain: float32 everywhere (no 16-bit copy), initialised to ones */
+    float init_std;        /* 0: ones (the norms) */
 } param_slot;
 
 /* One layer's activations saved for backward (see the plan in forward).
@@ -343,11 +344,13 @@ static double trunc_normal(uint64_t *s)
     }
 }
 
+/* A matrix slot (init std) or, with std 0, an RMSNorm gain of ones. */
 static void set_slot(param_slot *s, const char *name, int rows, int cols, float std)
 {
     snprintf(s->name, sizeof s->name, "%s", name);
     s->rows = rows;
     s->cols = cols;
+    s->is_norm = std == 0.0f;
     s->init_std = std;
 }
 
@@ -553,8 +556,8 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
         for (int j = 0; j < P_PER_LAYER; j++) {
             char name[64];
             snprintf(name, sizeof name, "layers.%d.%s", l, layer_param_names[j]);
-            int rows, cols;
-            if (j == P_LN1 || j == P_LN2) {
+            int rows, cols, norm = j == P_LN1 || j == P_LN2;
+            if (norm) {
                 rows = 1;
                 cols = d;
             } else if (j == P_W2) {
@@ -564,7 +567,7 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
                 rows = shape_rows_is_ff[j] ? ff : d;
                 cols = d;
             }
-            float std = rows == 1 ? 0.0f : linear_std(cols, rows);
+            float std = norm ? 0.0f : linear_std(cols, rows);
             set_slot(layer_param(m, l, j), name, rows, cols, std);
         }
     }
@@ -895,7 +898,7 @@ static int group_copy(lmk_model *m, param_slot *first, int persistent)
  * releases them at the end of the layer. No-op without 16-bit GEMMs. */
 static int param_copy(lmk_model *m, param_slot *s)
 {
-    if (m->half == LMK_ROUND_NONE || s->rows == 1 || s->h.data)
+    if (m->half == LMK_ROUND_NONE || s->is_norm || s->h.data)
         return LMK_OK;
     if (s->fused_into >= 0)
         return group_copy(m, &m->params[s->fused_into], 0);
@@ -935,7 +938,7 @@ static int make_persistent_copies(lmk_model *m)
     lmk_dtype dt = half_dtype(m);
     for (size_t i = 1; i < m->nparams; i++) {
         param_slot *s = &m->params[i];
-        if (s->rows == 1 || (s->fused_into >= 0 && s->fused_into != (int)i))
+        if (s->is_norm || (s->fused_into >= 0 && s->fused_into != (int)i))
             continue; /* norms; a fused group's later slots (cast with its first) */
         if (s->fuse_n) {
             int rc = group_copy(m, s, 1);
@@ -1944,10 +1947,14 @@ enum { E_PARAM, E_COPY, E_GRAD, E_OPT, E_ACT, E_INPUT, E_COUNT };
 
 typedef struct ledger {
     int64_t live[E_COUNT], total, peak, at_peak[E_COUNT];
+    int grads_kept; /* the gradients are live from the start (a later step without an optimizer step):
+                     * backward allocates none */
 } ledger;
 
 static void put(ledger *g, int cat, int64_t bytes)
 {
+    if (cat == E_GRAD && g->grads_kept)
+        return;
     g->live[cat] += bytes;
     g->total += bytes;
     if (bytes > 0 && g->total > g->peak) {
@@ -2134,8 +2141,11 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
     ACTB(-nd - h16);      /* the old dres and its copy */
 }
 
-lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T, lmk_precision prec,
-                                              int training)
+/* The estimate of one step; grads_kept: a later step of a model without
+ * AdamW, whose gradients stay from the step before (lmk_model_step releases
+ * them; nothing else does). */
+static lmk_memory_estimate estimate_step(const lmk_model_config *c, int batch, int T, lmk_precision prec,
+                                         int training, int grads_kept)
 {
     int64_t N = (int64_t)batch * T, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
     int64_t H = c->num_heads, L = c->num_layers, P = (int64_t)lmk_model_param_count(c), dh = d / H;
@@ -2153,6 +2163,10 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     const est_shape *z = &zs;
     ledger lg = {0}, *g = &lg;
     put(g, E_PARAM, 4 * P);
+    if (grads_kept) {
+        put(g, E_GRAD, 4 * P);
+        lg.grads_kept = 1;
+    }
     if (adamw)
         put(g, E_OPT, 8 * P);
     if (zs.persist) /* every matrix but the embedding */
@@ -2189,6 +2203,22 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
     e.inputs = (uint64_t)lg.at_peak[E_INPUT];
     e.total = (uint64_t)lg.peak;
     return e;
+}
+
+lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T, lmk_precision prec,
+                                              int training)
+{
+    return estimate_step(c, batch, T, prec, training, 0);
+}
+
+lmk_memory_estimate lmk_model_memory_estimate_steps(const lmk_model_config *c, int batch, int T, lmk_precision prec,
+                                                    int training, int steps)
+{
+    lmk_memory_estimate first = estimate_step(c, batch, T, prec, training, 0);
+    if (steps < 2 || training != LMK_MODEL_GRADIENTS)
+        return first;
+    lmk_memory_estimate later = estimate_step(c, batch, T, prec, training, 1);
+    return later.total > first.total ? later : first;
 }
 #undef ACTB
 #undef COPY

@@ -138,6 +138,13 @@ enum {
  * counted: it is not a tracked tensor. */
 lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T,
                                               lmk_precision prec, int training);
+/* The peak over `steps` steps of the same model: as above, except that a
+ * model with gradients but no optimizer (LMK_MODEL_GRADIENTS) keeps its
+ * gradients from one backward into the next step (nothing releases them, as
+ * in PyTorch without zero_grad), so from the second step on they are live
+ * through the forward. */
+lmk_memory_estimate lmk_model_memory_estimate_steps(const lmk_model_config *c, int batch, int T,
+                                                    lmk_precision prec, int training, int steps);
 
 /* AdamW as CS336 writes it: m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
  * α_t = lr·sqrt(1−β2^t)/(1−β1^t); p −= α_t·m/(sqrt(v) + eps); p −= lr·wd·p.

@@ -221,6 +221,15 @@ def test_endpoints(d):
               for k in (False, True)]
     db.close()
     check(stored == [(0,), (1,)], f"benchmark_runs.optimizer_in_backward: {stored}")
+    # the benchmark's estimate is the peak over all its steps: a forward_backward model keeps its gradients
+    # from one step into the next (no optimizer step releases them)
+    job = d.submit({"kind": "benchmark", "model": {"d_model": 16, "d_ff": 32, "num_layers": 1, "num_heads": 1},
+                    "vocab_size": 50, "context_length": 17, "batch_size": 3, "warmup_steps": 0, "measure_steps": 2,
+                    "mode": ["forward", "forward_backward", "train_step"]})
+    done = d.wait_status(job["id"], ("succeeded", "failed"))
+    pairs = [(r.get("mode"), r.get("estimated_memory_bytes"), r.get("peak_memory_bytes")) for r in done.get("runs", [])]
+    check(done["status"] == "succeeded" and len(pairs) == 3 and all(e == p and e > 0 for _, e, p in pairs),
+          f"benchmark estimate vs peak over 2 steps (cpu): {pairs}")
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "optimizer_in_backward",
                  body={"kind": "benchmark", "model": "tiny", "context_length": 16, "precision": "fp16",
                        "optimizer_in_backward": True})

@@ -282,6 +282,45 @@ static void test_optimizer_in_backward(void)
     fixture_close(&f);
 }
 
+/* d_ff 1: w1 and w3 are (1, d) like a norm's gain but are matrices: random
+ * (not ones), 16-bit copies under bf16 (the fused w1/w3 GEMM reads both), so
+ * the estimate equals the peak and the loss repeats, for inference and a
+ * train step. */
+static void test_d_ff_one(void)
+{
+    lmk_model_config c = {"custom", 50, 17, 8, 1, 1, 1, 10000.0f, LMK_ATTN_NAIVE};
+    static const int holds[2] = {LMK_MODEL_INFERENCE, LMK_MODEL_TRAIN};
+    for (int k = 0; k < 2; k++) {
+        float loss[2];
+        for (int r = 0; r < 2; r++) {
+            fixture f;
+            fixture_open(&f, &c, 3, 17, LMK_PREC_BF16, 7, holds[k]);
+            lmk_allocator_reset_peak(f.a);
+            MUST(lmk_model_forward(f.m, holds[k] != LMK_MODEL_INFERENCE));
+            MUST(lmk_model_loss(f.m, &loss[r]));
+            if (holds[k] == LMK_MODEL_TRAIN) {
+                lmk_adamw_config opt = lmk_adamw_defaults();
+                MUST(lmk_model_backward(f.m));
+                MUST(lmk_model_step(f.m, &opt));
+            }
+            lmk_memory_estimate e = lmk_model_memory_estimate(&c, 3, 17, LMK_PREC_BF16, holds[k]);
+            uint64_t peak = lmk_allocator_peak(f.a, -1);
+            CHECK(peak == e.total, "d_ff 1 bf16 training=%d: peak %llu vs estimate %llu", holds[k],
+                  (unsigned long long)peak, (unsigned long long)e.total);
+            lmk_tensor *w1;
+            const char *name;
+            MUST(lmk_model_tensor(f.m, 7, &name, &w1, NULL)); /* embedding, ln1, q, k, v, o, ln2, w1 */
+            int ones = 0;
+            for (size_t i = 0; i < w1->numel; i++)
+                ones += LMK_F(*w1)[i] == 1.0f;
+            CHECK(strcmp(name, "layers.0.ffn.w1.weight") == 0 && ones < (int)w1->numel,
+                  "%s: %d of %zu elements are 1: initialised as a norm", name, ones, w1->numel);
+            fixture_close(&f);
+        }
+        CHECK(memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0, "d_ff 1 bf16: loss %.9g then %.9g", loss[0], loss[1]);
+    }
+}
+
 /* The estimate replays the allocation order: equal to the measured peak, for
  * every precision storage (fp32, bf16), attention and what the model holds;
  * gradients exist from backward until the step; nothing of size T² with flash. */
@@ -620,6 +659,7 @@ static const struct {
     {"training", test_training},
     {"determinism", test_determinism},
     {"optimizer_in_backward", test_optimizer_in_backward},
+    {"d_ff_one", test_d_ff_one},
     {"precisions", test_precisions},
     {"memory", test_memory},
     {"flash_vs_naive", test_flash_vs_naive},

@@ -21,6 +21,8 @@ export const CONFIG = [
   {key: 'precision', label: 'Precision', get: (r) => r.precision},
   {key: 'mode', label: 'Mode', get: (r) => r.mode},
   {key: 'attention', label: 'Attention', get: (r) => r.attention},
+  {key: 'graphs', label: 'CUDA graphs', get: (r) => (r.graphs ? 'yes' : 'no')},
+  {key: 'optimizer_in_backward', label: 'Optimizer in backward', get: (r) => (r.optimizer_in_backward ? 'yes' : 'no')},
 ];
 
 const PRESET_ORDER = new Map(MODEL_PRESETS.map((p, i) => [p.name, i]));

@@ -138,8 +138,10 @@ export function specModel(spec) {
 
 // Fields that define "the same configuration" of a benchmark run (history).
 export const CONFIG_FIELDS = ['d_model', 'd_ff', 'num_layers', 'num_heads', 'context_length', 'batch_size',
-  'vocab_size', 'precision', 'mode', 'attention'];
+  'vocab_size', 'precision', 'mode', 'attention', 'graphs', 'optimizer_in_backward'];
+// Switches that runs stored before they existed lack: absent counts as off.
+const BOOLEAN_FIELDS = new Set(['graphs', 'optimizer_in_backward']);
 
 export function configKey(run) {
-  return CONFIG_FIELDS.map((f) => `${f}=${run[f]}`).join(',');
+  return CONFIG_FIELDS.map((f) => `${f}=${BOOLEAN_FIELDS.has(f) ? !!run[f] : run[f]}`).join(',');
 }

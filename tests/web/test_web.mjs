@@ -719,6 +719,7 @@ async function main() {
   const apiJob = (await apiPost(base, {kind: 'benchmark', label: 'web test fp32', model: SHAPE, vocab_size: 256,
     context_length: CONTEXTS, batch_size: 2, warmup_steps: 2, measure_steps: 3})).id;
   await waitJob(base, apiJob);
+  await checkOptimizerInBackward(base, apiJob);
   await checkBenchmarkPage(base, formJob);
   await checkBenchmarkAllFailed(base);
   await checkCompare(base, formJob, apiJob);
@@ -735,6 +736,26 @@ async function main() {
   await checkBigChart(base);
   await checkKeyboard(base);
   check(consoleErrors.length === 0, `the page logged errors:\n  ${consoleErrors.join('\n  ')}`);
+}
+
+// A run with the optimizer in backward beside the same run without: the compare
+// page shows the switch as a column that differs, and the job baseline still
+// finds the run of the same shape.
+async function checkOptimizerInBackward(base, apiJob) {
+  const oibJob = (await apiPost(base, {kind: 'benchmark', label: 'web test oib', model: SHAPE, vocab_size: 256,
+    context_length: CONTEXTS[0], batch_size: 2, warmup_steps: 1, measure_steps: 2, optimizer_in_backward: true})).id;
+  await waitJob(base, oibJob);
+  await page.goto(`${base}/#/compare?runs=${apiJob}:0,${oibJob}:0&baseline=job:${apiJob}`);
+  await page.waitForSelector('#compare-table tbody tr');
+  const rows = await page.$$eval('#compare-table tbody tr', (trs) => trs.map((tr) => ({
+    run: tr.dataset.run,
+    oib: tr.querySelector('td[data-key=optimizer_in_backward]')?.textContent,
+    speedup: tr.querySelector('td.speedup').dataset.value})));
+  const mine = rows.find((r) => r.run === `${oibJob}:0`);
+  check(rows.length === 2 && mine && mine.oib === 'yes' && rows.find((r) => r.run === `${apiJob}:0`)?.oib === 'no',
+    `compare: optimizer-in-backward column ${JSON.stringify(rows)}`);
+  check(mine && Number(mine.speedup) > 0, `compare: no job-baseline speedup for the optimizer-in-backward run ${JSON.stringify(mine)}`);
+  log(`compare page: optimizer in backward shown as a differing column, baseline found`);
 }
 
 // Hand-edited URLs: a phase the compare page does not know falls back to the

@@ -303,7 +303,8 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     int rc;
 
     /* steps run: with graphs and at most one warm-up step, one priming step more (below) */
-    if (model_point_preflight(&p->base, holds, steps + (p->graphs && p->warmup <= 1), runctx_device_info(ctx), run))
+    if (model_point_preflight(&p->base, holds, steps + (p->graphs && p->warmup <= 1),
+                              p->opt_in_backward && p->mode == MODE_TRAIN_STEP, runctx_device_info(ctx), run))
         return run;
     tokens = malloc(2 * n * sizeof *tokens);
     times = calloc((size_t)steps * PH_COUNT, sizeof *times);

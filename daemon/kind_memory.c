@@ -314,7 +314,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     json_object_set_new(run, "residual_stream_bytes",
                         json_integer((json_int_t)p->batch * p->T * p->cfg.d_model * (json_int_t)sizeof(float)));
     if (!json_is_false(json_object_get(spec, "preflight")) &&
-        model_point_preflight(p, training, 1, runctx_device_info(ctx), run)) {
+        model_point_preflight(p, training, 1, 0, runctx_device_info(ctx), run)) {
         json_object_set_new(
             run, "oom",
             json_pack("{s:s, s:O, s:I}", "stage", "preflight", "requested_bytes",

@@ -1098,7 +1098,7 @@ static int measure_baselines(run_ctx *ctx, lmk_backend *b, const json_t *spec, c
             continue; /* the sweep reports it */
         int training = !p.mode || strcmp(p.mode, "train_step") == 0;
         json_t *scratch = json_object();
-        int fits = model_point_preflight(&p, training, 2, runctx_device_info(ctx), scratch) == 0;
+        int fits = model_point_preflight(&p, training, 2, 0, runctx_device_info(ctx), scratch) == 0;
         json_decref(scratch);
         if (!fits || point_model_create(b, &p, training, &pm, &what) != LMK_OK)
             continue; /* run_point fails the point with the reason */
@@ -1138,7 +1138,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
         json_object_set_new(run, "mode", json_string("train_step"));
     json_object_set_new(run, "warmup_steps", json_integer(warmup));
     json_object_set_new(run, "profile_steps", json_integer(steps));
-    if (model_point_preflight(p, training, 2, runctx_device_info(ctx), run))
+    if (model_point_preflight(p, training, 2, 0, runctx_device_info(ctx), run))
         return run;
     point_model pm = {0};
     profiler *prof = NULL;

@@ -249,9 +249,11 @@ uint64_t model_point_available_bytes(const runctx_device *dev)
     return avail ? avail : dev->free_bytes;
 }
 
-int model_point_preflight(const model_point *p, int training, int steps, const runctx_device *dev, json_t *run)
+int model_point_preflight(const model_point *p, int training, int steps, int opt_in_backward, const runctx_device *dev,
+                          json_t *run)
 {
-    lmk_memory_estimate est = lmk_model_memory_estimate_steps(&p->cfg, p->batch, p->T, p->prec, training, steps);
+    lmk_memory_estimate est =
+        lmk_model_memory_estimate_steps(&p->cfg, p->batch, p->T, p->prec, training, steps, opt_in_backward);
     json_object_set_new(run, "estimated_memory_bytes", json_integer((json_int_t)est.total));
     uint64_t avail = model_point_available_bytes(dev);
     if ((double)est.total <= MODEL_POINT_MEMORY_HEADROOM * (double)avail)

@@ -52,11 +52,12 @@ void model_point_fail(json_t *run, const char *fmt, ...) __attribute__((format(p
 
 /* Free memory of the worker's device in bytes (CPU: MemAvailable). */
 uint64_t model_point_available_bytes(const runctx_device *dev);
-/* Compares the analytic estimate of `steps` steps (lmk_model_memory_estimate_steps)
- * with the device's free memory; sets "estimated_memory_bytes" on run and,
- * when the point cannot fit, fails the run with the estimate's parts and
- * returns -1. */
-int model_point_preflight(const model_point *p, int training, int steps, const runctx_device *dev, json_t *run);
+/* Compares the analytic estimate of `steps` steps (lmk_model_memory_estimate_steps;
+ * opt_in_backward: the optimizer inside backward) with the device's free
+ * memory; sets "estimated_memory_bytes" on run and, when the point cannot
+ * fit, fails the run with the estimate's parts and returns -1. */
+int model_point_preflight(const model_point *p, int training, int steps, int opt_in_backward, const runctx_device *dev,
+                          json_t *run);
 struct lmk_backend;
 
 /* Runs one point of a sweep on backend b: returns the run object (new; a

@@ -1949,6 +1949,7 @@ typedef struct ledger {
     int64_t live[E_COUNT], total, peak, at_peak[E_COUNT];
     int grads_kept; /* the gradients are live from the start (a later step without an optimizer step):
                      * backward allocates none */
+    int grads_applied; /* the optimizer in backward: each group's gradients are released once applied */
 } ledger;
 
 static void put(ledger *g, int cat, int64_t bytes)
@@ -2145,7 +2146,7 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
  * AdamW, whose gradients stay from the step before (lmk_model_step releases
  * them; nothing else does). */
 static lmk_memory_estimate estimate_step(const lmk_model_config *c, int batch, int T, lmk_precision prec,
-                                         int training, int grads_kept)
+                                         int training, int grads_kept, int opt_in_backward)
 {
     int64_t N = (int64_t)batch * T, d = c->d_model, ff = c->d_ff, V = c->vocab_size;
     int64_t H = c->num_heads, L = c->num_layers, P = (int64_t)lmk_model_param_count(c), dh = d / H;
@@ -2167,6 +2168,7 @@ static lmk_memory_estimate estimate_step(const lmk_model_config *c, int batch, i
         put(g, E_GRAD, 4 * P);
         lg.grads_kept = 1;
     }
+    lg.grads_applied = opt_in_backward && adamw;
     if (adamw)
         put(g, E_OPT, 8 * P);
     if (zs.persist) /* every matrix but the embedding */
@@ -2189,8 +2191,13 @@ static lmk_memory_estimate estimate_step(const lmk_model_config *c, int batch, i
         ACTB(z->nd + z->h16); /* dres and its 16-bit copy */
         put(g, E_GRAD, 4 * d);
         ACTB(-z->nda - z->n4 - z->nd);
-        for (int l = L - 1; l >= 0; l--)
+        if (lg.grads_applied)
+            put(g, E_GRAD, -4 * (V * d + d)); /* the LM head's and final norm's, applied */
+        for (int l = L - 1; l >= 0; l--) {
             est_layer_backward(g, z, l == 0);
+            if (lg.grads_applied)
+                put(g, E_GRAD, -4 * (4 * z->dd + 3 * z->dff + 2 * d)); /* the layer's, applied */
+        }
         put(g, E_GRAD, 4 * V * d); /* embedding */
     }
     lmk_memory_estimate e = {0};
@@ -2208,16 +2215,16 @@ static lmk_memory_estimate estimate_step(const lmk_model_config *c, int batch, i
 lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int batch, int T, lmk_precision prec,
                                               int training)
 {
-    return estimate_step(c, batch, T, prec, training, 0);
+    return estimate_step(c, batch, T, prec, training, 0, 0);
 }
 
 lmk_memory_estimate lmk_model_memory_estimate_steps(const lmk_model_config *c, int batch, int T, lmk_precision prec,
-                                                    int training, int steps)
+                                                    int training, int steps, int opt_in_backward)
 {
-    lmk_memory_estimate first = estimate_step(c, batch, T, prec, training, 0);
+    lmk_memory_estimate first = estimate_step(c, batch, T, prec, training, 0, opt_in_backward);
     if (steps < 2 || training != LMK_MODEL_GRADIENTS)
         return first;
-    lmk_memory_estimate later = estimate_step(c, batch, T, prec, training, 1);
+    lmk_memory_estimate later = estimate_step(c, batch, T, prec, training, 1, 0);
     return later.total > first.total ? later : first;
 }
 #undef ACTB
@@ -2269,6 +2276,10 @@ static int adamw_in_backward(lmk_model *m, size_t first, size_t count)
     }
     if (rc == LMK_OK)
         rc = adamw_params(m, first, count, &hp, NULL);
+    /* applied: released now, on the lane (its stream orders the frees after
+     * the update that reads them), not at the step */
+    for (size_t i = first; rc == LMK_OK && i < first + count; i++)
+        grad_drop(m, &m->params[i]);
     int off = b->opt_lane ? b->opt_lane(b, 0) : LMK_OK;
     return rc != LMK_OK ? rc : off;
 }

@@ -142,9 +142,10 @@ lmk_memory_estimate lmk_model_memory_estimate(const lmk_model_config *c, int bat
  * model with gradients but no optimizer (LMK_MODEL_GRADIENTS) keeps its
  * gradients from one backward into the next step (nothing releases them, as
  * in PyTorch without zero_grad), so from the second step on they are live
- * through the forward. */
+ * through the forward; and opt_in_backward (LMK_MODEL_TRAIN): the optimizer
+ * in backward releases each group's gradients as soon as it is applied. */
 lmk_memory_estimate lmk_model_memory_estimate_steps(const lmk_model_config *c, int batch, int T,
-                                                    lmk_precision prec, int training, int steps);
+                                                    lmk_precision prec, int training, int steps, int opt_in_backward);
 
 /* AdamW as CS336 writes it: m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
  * α_t = lr·sqrt(1−β2^t)/(1−β1^t); p −= α_t·m/(sqrt(v) + eps); p −= lr·wd·p.
@@ -186,10 +187,12 @@ int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg);
  * as its gradient is complete (the LM head and final norm first, then each
  * layer as its backward ends) on the backend's optimizer lane, beside the
  * rest of the backward where the backend has one (cuda: a stream of its
- * own); lmk_model_step(m, cfg) then updates the token embeddings, waits for
- * the lane and releases the gradients. Parameters, optimizer state and 16-bit
- * copies are bit for bit those of backward then step; the gradients are
- * kept until the step as before, and a forward before the step is refused
+ * own) and releases its gradients there (so the peak of a step whose
+ * gradients outweigh its activations drops: lmk_model_memory_estimate_steps);
+ * lmk_model_step(m, cfg) then updates the token embeddings, waits for the
+ * lane and releases their gradient. Parameters, optimizer state and 16-bit
+ * copies are bit for bit those of backward then step; lmk_model_tensor hands
+ * out no gradient of an applied group; a forward before the step is refused
  * (LMK_INVALID: the parameters are half updated). A backward that fails
  * part-way may have updated some layers. LMK_INVALID when m has no AdamW state, cfg clips
  * (max_grad_norm > 0) or m is fp16 (its loss scaling): those need every

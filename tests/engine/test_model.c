@@ -222,7 +222,8 @@ static size_t params_differ(lmk_model *a, lmk_model *b)
 }
 
 /* The optimizer in backward: parameters, loss and step count bitwise those
- * of backward-then-step after 4 steps (fp32, bf16 with its AdamW-written
+ * of backward-then-step after 4 steps, a lower peak (gradients released once
+ * applied) equal to its estimate (fp32, bf16 with its AdamW-written
  * copies, naive; tf32 with flash attention); the refusals: clipping, fp16,
  * no AdamW state, switching between a backward and its step, a step with
  * another configuration, a forward between a backward and its step. */
@@ -248,6 +249,14 @@ static void test_optimizer_in_backward(void)
                 MUST(lmk_model_step(both[j], &opt));
             }
         }
+        /* each group's gradients released once applied: a lower peak at this short context, and the
+         * estimate of either still equal to it */
+        uint64_t pp = lmk_allocator_peak(plain.a, -1), pi = lmk_allocator_peak(inb.a, -1);
+        uint64_t ep = lmk_model_memory_estimate_steps(&c, 2, 16, precs[k], LMK_MODEL_TRAIN, 4, 0).total;
+        uint64_t ei = lmk_model_memory_estimate_steps(&c, 2, 16, precs[k], LMK_MODEL_TRAIN, 4, 1).total;
+        CHECK(pi < pp && pp == ep && pi == ei, "%s: peaks %llu (in backward) vs %llu, estimates %llu vs %llu",
+              lmk_precision_name(precs[k]), (unsigned long long)pi, (unsigned long long)pp, (unsigned long long)ei,
+              (unsigned long long)ep);
         lp = loss_of(plain.m);
         li = loss_of(inb.m);
         size_t bad = params_differ(plain.m, inb.m);

@@ -93,15 +93,8 @@ static int benchmark_check(json_t *spec, api_error *err)
         if (v && parse_mode(json_string_value(v), &mo) != 0)
             return api_fail(err, API_ERR_INVALID_SPEC, "mode", "mode must be forward, forward_backward or train_step");
     }
-    const json_t *precs = json_object_get(spec, "precision");
-    for (size_t i = 0; json_is_true(json_object_get(spec, "optimizer_in_backward")) &&
-                       i < (json_is_array(precs) ? json_array_size(precs) : 1); i++) {
-        const char *name = json_string_value(json_is_array(precs) ? json_array_get(precs, i) : precs);
-        if (name && strcmp(name, "fp16") == 0)
-            return api_fail(err, API_ERR_INVALID_SPEC, "optimizer_in_backward",
-                            "optimizer_in_backward cannot be used with precision fp16: its dynamic loss scaling "
-                            "needs every gradient before any parameter is updated");
-    }
+    if (model_point_check_opt_in_backward(spec, err))
+        return -1;
     if (spec_int(spec, "measure_steps", 10) < 1)
         return api_fail(err, API_ERR_INVALID_SPEC, "measure_steps", "measure_steps must be at least 1");
     if (spec_int(spec, "warmup_steps", 5) < 0)

@@ -38,7 +38,9 @@ static const char *const bulky_fields[] = {"events", NULL};
 
 static int memory_check(json_t *spec, api_error *err)
 {
-    return model_point_check(spec, err);
+    if (model_point_check(spec, err))
+        return -1;
+    return model_point_check_opt_in_backward(spec, err);
 }
 
 static int spec_int(const json_t *spec, const char *key, int fallback)
@@ -197,10 +199,11 @@ static void add_pool_figures(json_t *run, lmk_backend *b, const memory_phase *ph
 /* The measured parts beside the estimate, with the differences explained.
  * Gradients are measured as their peak (they exist from backward until the
  * optimizer step releases them); the rest as live at the end or at the peak. */
-static void add_estimate(json_t *run, const model_point *p, const lmk_allocator *a, int training,
+static void add_estimate(json_t *run, const model_point *p, const lmk_allocator *a, int training, int opt_in_backward,
                          const json_t *breakdown)
 {
-    lmk_memory_estimate est = lmk_model_memory_estimate(&p->cfg, p->batch, p->T, p->prec, training);
+    lmk_memory_estimate est =
+        lmk_model_memory_estimate_steps(&p->cfg, p->batch, p->T, p->prec, training, 1, opt_in_backward);
     uint64_t activations = (uint64_t)json_integer_value(json_object_get(breakdown, "activation")) +
                            (uint64_t)json_integer_value(json_object_get(breakdown, "temporary"));
     json_int_t copies = json_integer_value(json_object_get(breakdown, "parameter_copy"));
@@ -224,13 +227,15 @@ static void add_estimate(json_t *run, const model_point *p, const lmk_allocator 
     double diff = (double)peak - (double)est.total;
     snprintf(notes, sizeof notes,
              "parameters, gradients and optimizer state are exact sizes (float32); gradients exist from their "
-             "first write in backward until the optimizer step releases them (PyTorch's zero_grad(set_to_none="
-             "True)), so the peak holds %.2f MiB of them (estimate %.2f); the 16-bit weight copies "
+             "first write in backward until %s, so the peak holds %.2f MiB of them (estimate %.2f); the 16-bit "
+             "weight copies "
              "(parameter_copy, bf16/fp16) live from their first use in forward to the end of their layer's "
              "backward: %.2f MiB at the peak (estimate %.2f). The estimate replays the model's allocation order "
              "from the shape, so activations at the peak are %.2f MiB measured vs %.2f estimated. The peak "
              "differs from the estimate by %+.2f MiB (%+.3f%%) in the phase that peaked (%s); a non-zero "
              "difference is a tensor the replay does not know (it should be 0 unless the model code changed).",
+             opt_in_backward ? "their layer's update inside backward releases them (optimizer_in_backward)"
+                             : "the optimizer step releases them (PyTorch's zero_grad(set_to_none=True))",
              grads_at_peak / MIB, est.gradients_at_peak / MIB, copies / MIB, est.parameter_copies / MIB,
              activations / MIB, est.activations / MIB, diff / MIB, est.total ? 100.0 * diff / (double)est.total : 0.0,
              json_string_value(json_object_get(run, "peak_phase")) ?: "none");
@@ -307,14 +312,16 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     (void)errbuf, (void)errlen; /* a point's failure is a failed run (the job fails only when no point succeeded) */
     json_t *run = model_point_run_json(p);
     int training = p->mode && strcmp(p->mode, "train_step") == 0;
+    int opt_in_backward = training && json_is_true(json_object_get(spec, "optimizer_in_backward"));
     int steps = spec_int(spec, "steps", 2);
     uint64_t limit = (uint64_t)json_integer_value(json_object_get(spec, "memory_limit_bytes"));
     int include_events = json_is_true(json_object_get(spec, "record_events"));
     json_object_set_new(run, "steps", json_integer(steps));
+    json_object_set_new(run, "optimizer_in_backward", json_boolean(opt_in_backward));
     json_object_set_new(run, "residual_stream_bytes",
                         json_integer((json_int_t)p->batch * p->T * p->cfg.d_model * (json_int_t)sizeof(float)));
     if (!json_is_false(json_object_get(spec, "preflight")) &&
-        model_point_preflight(p, training, 1, 0, runctx_device_info(ctx), run)) {
+        model_point_preflight(p, training, 1, opt_in_backward, runctx_device_info(ctx), run)) {
         json_object_set_new(
             run, "oom",
             json_pack("{s:s, s:O, s:I}", "stage", "preflight", "requested_bytes",
@@ -345,10 +352,11 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     pool_start(b);
     have_before = device_memory(b, &free_before, &total) == 0;
     phase_mark(phases, &phase_count, a, b, "init", -1);
-    if ((rc = lmk_model_create(b, a, &p->cfg, p->batch, p->T, p->prec, p->seed, training, &m)) != LMK_OK ||
-        (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK)
-        goto failed;
     lmk_adamw_config opt = lmk_adamw_defaults();
+    if ((rc = lmk_model_create(b, a, &p->cfg, p->batch, p->T, p->prec, p->seed, training, &m)) != LMK_OK ||
+        (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK ||
+        (opt_in_backward && (rc = lmk_model_optimizer_in_backward(m, &opt)) != LMK_OK))
+        goto failed;
     for (int st = 0; st < steps; st++) {
         if (runctx_cancelled(ctx)) {
             *cancelled = 1;
@@ -373,7 +381,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     json_object_update(run, report);
     json_decref(report);
     add_pool_figures(run, b, phases, phase_count, have_before, free_before, total);
-    add_estimate(run, p, a, training, json_object_get(run, "breakdown_at_peak"));
+    add_estimate(run, p, a, training, opt_in_backward, json_object_get(run, "breakdown_at_peak"));
     json_object_set_new(run, "status", json_string("succeeded"));
     json_object_set_new(run, "error", json_null());
     goto out;

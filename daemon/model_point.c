@@ -249,6 +249,21 @@ uint64_t model_point_available_bytes(const runctx_device *dev)
     return avail ? avail : dev->free_bytes;
 }
 
+int model_point_check_opt_in_backward(const json_t *spec, api_error *err)
+{
+    if (!json_is_true(json_object_get(spec, "optimizer_in_backward")))
+        return 0;
+    const json_t *precs = json_object_get(spec, "precision");
+    for (size_t i = 0; i < (json_is_array(precs) ? json_array_size(precs) : 1); i++) {
+        const char *name = json_string_value(json_is_array(precs) ? json_array_get(precs, i) : precs);
+        if (name && strcmp(name, "fp16") == 0)
+            return api_fail(err, API_ERR_INVALID_SPEC, "optimizer_in_backward",
+                            "optimizer_in_backward cannot be used with precision fp16: its dynamic loss scaling "
+                            "needs every gradient before any parameter is updated");
+    }
+    return 0;
+}
+
 int model_point_preflight(const model_point *p, int training, int steps, int opt_in_backward, const runctx_device *dev,
                           json_t *run)
 {

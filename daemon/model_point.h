@@ -52,6 +52,10 @@ void model_point_fail(json_t *run, const char *fmt, ...) __attribute__((format(p
 
 /* Free memory of the worker's device in bytes (CPU: MemAvailable). */
 uint64_t model_point_available_bytes(const runctx_device *dev);
+/* The spec's optimizer_in_backward (benchmark, memory): refused (-1, err
+ * naming the field) when the sweep's precisions include fp16, whose loss
+ * scaling needs every gradient before any update. */
+int model_point_check_opt_in_backward(const json_t *spec, api_error *err);
 /* Compares the analytic estimate of `steps` steps (lmk_model_memory_estimate_steps;
  * opt_in_backward: the optimizer inside backward) with the device's free
  * memory; sets "estimated_memory_bytes" on run and, when the point cannot

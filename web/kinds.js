@@ -84,6 +84,7 @@ export const KINDS = {
       {name: 'steps', type: 'int', label: 'Steps', default: 2, min: 1, max: 20, help: 'steps recorded'},
       {name: 'timeline_points', type: 'int', label: 'Timeline points', default: 2000, min: 10, max: 20000, help: 'the downsampled timeline keeps each bucket\'s highest total'},
       {name: 'record_events', type: 'bool', label: 'Keep the event list', default: true, help: 'for download: GET /v1/jobs/{id}/events?run=N'},
+      {name: 'optimizer_in_backward', type: 'bool', label: 'Optimizer in backward', default: false, help: 'train_step: each layer\'s AdamW inside backward, its gradients released once applied (not with fp16)'},
       SEED,
       ...COMMON,
     ],

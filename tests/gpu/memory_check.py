@@ -163,6 +163,33 @@ def attention_checks(port):
         call(port, "DELETE", f"/v1/jobs/{body['id']}")
 
 
+def optimizer_in_backward_checks(port):
+    """optimizer_in_backward in the memory job: each layer's gradients released once applied, so a short context
+    (gradients outweigh activations) peaks lower; the estimate still equals the measured peak; fp16 is a 400."""
+    peaks = {}
+    for oib in (False, True):
+        spec = {"kind": "memory", "model": MINI, "vocab_size": 256, "context_length": 16, "batch_size": 2,
+                "mode": "train_step", "precision": ["fp32", "bf16"], "steps": 2, "timeline_points": 50,
+                "optimizer_in_backward": oib}
+        job = run_job(port, spec)
+        if not job:
+            return
+        for r in job["runs"]:
+            key = (oib, r["precision"])
+            if not check(r["status"] == "succeeded" and r.get("optimizer_in_backward") is oib, f"{key}: {r.get('error')}"):
+                continue
+            peaks[key] = r["peak_allocated_bytes"]
+            check(r["estimate"]["total"] == r["peak_allocated_bytes"],
+                  f"optimizer_in_backward {key}: estimate {r['estimate']['total']} == peak {r['peak_allocated_bytes']}")
+    for prec in ("fp32", "bf16"):
+        off, on = peaks.get((False, prec)), peaks.get((True, prec))
+        check(off and on and on < off, f"optimizer_in_backward lowers the peak at T 16 ({prec}): {on} vs {off}")
+    status, body = call(port, "POST", "/v1/jobs", {"kind": "memory", "model": MINI, "context_length": 16,
+                                                    "precision": "fp16", "optimizer_in_backward": True})
+    check(status == 400 and body.get("error", {}).get("field") == "optimizer_in_backward",
+          f"memory optimizer_in_backward with fp16: {status} {body}")
+
+
 def gpu_checks(port, db):
     spec = {"kind": "memory", "model": "small", "context_length": [128, 256], "mode": ["inference", "train_step"],
             "steps": 2, "record_events": False}
@@ -227,6 +254,7 @@ def main():
             time.sleep(0.1)
         cpu_checks(port, db)
         attention_checks(port)
+        optimizer_in_backward_checks(port)
         if GPU:
             gpu_checks(port, db)
     finally:

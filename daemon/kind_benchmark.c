@@ -59,7 +59,7 @@ typedef struct bench_point {
     model_point base;
     bench_mode mode;
     int warmup, measure, graphs;
-    int opt_in_backward; /* the spec's optimizer_in_backward (train_step only) */
+    int opt_in_backward; /* the spec's optimizer_in_backward, on a train_step point (other modes ignore it) */
 } bench_point;
 
 /* --- check ---------------------------------------------------------------------- */
@@ -281,7 +281,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     json_object_set_new(run, "graphs", json_boolean(p->graphs));
     json_object_set_new(run, "graphs_scope", json_string("none"));
     json_object_set_new(run, "graphs_note", json_null());
-    json_object_set_new(run, "optimizer_in_backward", json_boolean(p->opt_in_backward && p->mode == MODE_TRAIN_STEP));
+    json_object_set_new(run, "optimizer_in_backward", json_boolean(p->opt_in_backward));
     lmk_allocator *a = NULL;
     lmk_model *m = NULL;
     int32_t *tokens = NULL;
@@ -297,7 +297,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
 
     /* steps run: with graphs and at most one warm-up step, one priming step more (below) */
     if (model_point_preflight(&p->base, holds, steps + (p->graphs && p->warmup <= 1),
-                              p->opt_in_backward && p->mode == MODE_TRAIN_STEP, runctx_device_info(ctx), run))
+                              p->opt_in_backward, runctx_device_info(ctx), run))
         return run;
     tokens = malloc(2 * n * sizeof *tokens);
     times = calloc((size_t)steps * PH_COUNT, sizeof *times);
@@ -313,7 +313,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
         (lmk_allocator_set_recording(a, 0), rc = lmk_model_create(b, a, &p->base.cfg, p->base.batch, p->base.T,
                                                                    p->base.prec, p->base.seed, holds, &m)) != LMK_OK ||
         (rc = lmk_model_set_batch(m, tokens, tokens + n)) != LMK_OK ||
-        (p->opt_in_backward && p->mode == MODE_TRAIN_STEP &&
+        (p->opt_in_backward &&
          (rc = lmk_model_optimizer_in_backward(m, &r.opt)) != LMK_OK)) {
         model_point_fail(run, "model set-up failed: %s", lmk_status_text(rc));
         goto out;
@@ -474,7 +474,7 @@ static json_t *sweep_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, con
     p.warmup = spec_int(spec, "warmup_steps", 5);
     p.measure = spec_int(spec, "measure_steps", 10);
     p.graphs = json_is_true(json_object_get(spec, "graphs"));
-    p.opt_in_backward = json_is_true(json_object_get(spec, "optimizer_in_backward"));
+    p.opt_in_backward = p.mode == MODE_TRAIN_STEP && json_is_true(json_object_get(spec, "optimizer_in_backward"));
     return run_point(ctx, b, &p, cancelled);
 }
 

@@ -113,7 +113,15 @@ static int spec_int(const json_t *spec, const char *key, int fallback)
 
 static int profile_check(json_t *spec, api_error *err)
 {
-    return model_point_check(spec, err);
+    int rc = model_point_check(spec, err);
+    return rc ? rc : model_point_check_opt_in_backward(spec, err);
+}
+
+/* The spec's optimizer_in_backward, on a train_step point (forward points
+ * have no optimizer). */
+static int point_opt_in_backward(const json_t *spec, int training)
+{
+    return training && json_is_true(json_object_get(spec, "optimizer_in_backward"));
 }
 
 
@@ -180,7 +188,7 @@ typedef struct point_model {
     lmk_allocator *a;
     lmk_model *m;
     int training;
-    lmk_adamw_config opt;
+    lmk_adamw_config opt; /* applied by the step, or inside backward (opt_in_backward) */
     lmk_cuda_timer *timer;                     /* NULL without CUDA */
     lmk_cuda_gate *gate;                       /* the gated steps' blocking kernel; NULL without CUDA */
     lmk_cuda_graph *graph[PHASE_GRAPH_COUNT]; /* per phase; NULL: eager */
@@ -994,9 +1002,12 @@ static void point_model_free(point_model *pm)
     memset(pm, 0, sizeof *pm);
 }
 
-/* Builds the point's model with its batch, a 4-event timer and a gate. Returns
- * LMK_OK or a status (pm freed); *what says which part failed. */
-static int point_model_create(lmk_backend *b, const model_point *p, int training, point_model *pm, const char **what)
+/* Builds the point's model with its batch, a 4-event timer and a gate;
+ * opt_in_backward: the model's AdamW runs inside backward
+ * (lmk_model_optimizer_in_backward). Returns LMK_OK or a status (pm freed);
+ * *what says which part failed. */
+static int point_model_create(lmk_backend *b, const model_point *p, int training, int opt_in_backward,
+                              point_model *pm, const char **what)
 {
     size_t n = (size_t)p->batch * p->T;
     int rc = LMK_NOMEM;
@@ -1011,6 +1022,9 @@ static int point_model_create(lmk_backend *b, const model_point *p, int training
     model_point_tokens(p, pm->tokens, pm->tokens + n);
     if ((rc = lmk_model_create(b, pm->a, &p->cfg, p->batch, p->T, p->prec, p->seed, training, &pm->m)) != LMK_OK ||
         (rc = lmk_model_set_batch(pm->m, pm->tokens, pm->tokens + n)) != LMK_OK)
+        goto failed;
+    *what = "optimizer_in_backward";
+    if (opt_in_backward && (rc = lmk_model_optimizer_in_backward(pm->m, &pm->opt)) != LMK_OK)
         goto failed;
 #ifdef LMPERF_HAVE_CUDA
     *what = "CUDA events";
@@ -1097,10 +1111,11 @@ static int measure_baselines(run_ctx *ctx, lmk_backend *b, const json_t *spec, c
         if (model_point_at(spec, i, &p))
             continue; /* the sweep reports it */
         int training = !p.mode || strcmp(p.mode, "train_step") == 0;
+        int opt_in_backward = point_opt_in_backward(spec, training);
         json_t *scratch = json_object();
-        int fits = model_point_preflight(&p, training, 2, 0, runctx_device_info(ctx), scratch) == 0;
+        int fits = model_point_preflight(&p, training, 2, opt_in_backward, runctx_device_info(ctx), scratch) == 0;
         json_decref(scratch);
-        if (!fits || point_model_create(b, &p, training, &pm, &what) != LMK_OK)
+        if (!fits || point_model_create(b, &p, training, opt_in_backward, &pm, &what) != LMK_OK)
             continue; /* run_point fails the point with the reason */
         const char *scope, *note;
         int last = graphs_plan(spec, &p, b, training, &scope, &note);
@@ -1128,6 +1143,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
 {
     json_t *run = model_point_run_json(p);
     int training = !p->mode || strcmp(p->mode, "train_step") == 0;
+    int opt_in_backward = point_opt_in_backward(spec, training);
     int warmup = spec_int(spec, "warmup_steps", 2), steps = spec_int(spec, "profile_steps", 1);
     /* this point's untraced steps (measure_baselines, same sweep order) */
     const baseline *base = NULL;
@@ -1138,7 +1154,8 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
         json_object_set_new(run, "mode", json_string("train_step"));
     json_object_set_new(run, "warmup_steps", json_integer(warmup));
     json_object_set_new(run, "profile_steps", json_integer(steps));
-    if (model_point_preflight(p, training, 2, 0, runctx_device_info(ctx), run))
+    json_object_set_new(run, "optimizer_in_backward", json_boolean(opt_in_backward));
+    if (model_point_preflight(p, training, 2, opt_in_backward, runctx_device_info(ctx), run))
         return run;
     point_model pm = {0};
     profiler *prof = NULL;
@@ -1148,7 +1165,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     json_object_set_new(run, "graphs", json_boolean(last >= 0));
     json_object_set_new(run, "graphs_scope", json_string(scope));
     json_object_set_new(run, "graphs_note", note ? json_string(note) : json_null());
-    if ((rc = point_model_create(b, p, training, &pm, &what)) != LMK_OK) {
+    if ((rc = point_model_create(b, p, training, opt_in_backward, &pm, &what)) != LMK_OK) {
         model_point_fail(run, "%s: %s%s", what, lmk_status_text(rc), backend_error(b));
         goto out;
     }
@@ -1361,7 +1378,7 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
         "softmax_ns", "attention_matmul_ns", "attention_flop_ratio", "step_gpu_ms_unprofiled",
         "step_gpu_ms_profiled", "overhead_gpu_pct", "kernels_without_launch", "graphs", "graphs_scope", "graphs_note",
         "graph_nodes", "graph_ops_unmapped", "replayed_range_count", "step_gpu_gated_ms_unprofiled",
-        "step_gpu_gated_ms_profiled", "overhead_gpu_gated_pct", "gpu_gated_note"};
+        "step_gpu_gated_ms_profiled", "overhead_gpu_gated_pct", "gpu_gated_note", "optimizer_in_backward"};
     int rc = insert_row(db,
                         "INSERT INTO profile_runs (run_id, job_id, model, context_length, batch_size, precision, mode, "
                         "warmup_steps, profile_steps, kernel_count, kernel_time_ns, unattributed_kernels, range_count, "
@@ -1372,8 +1389,8 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
                         "step_gpu_ms_unprofiled, step_gpu_ms_profiled, overhead_gpu_pct, kernels_without_launch, "
                         "graphs, graphs_scope, graphs_note, graph_nodes, graph_ops_unmapped, replayed_range_count, "
                         "step_gpu_gated_ms_unprofiled, step_gpu_gated_ms_profiled, overhead_gpu_gated_pct, "
-                        "gpu_gated_note) "
-                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "gpu_gated_note, optimizer_in_backward) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         run_id, job_id, flat, run_keys, sizeof run_keys / sizeof run_keys[0]);
     json_decref(flat);
     static const char *const kernel_keys[] = {"range", "range_instances", "kernel", "is_gemm", "instances", "total_ns",

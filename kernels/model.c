@@ -12,7 +12,8 @@
 
 /* NVTX ranges for Nsight Systems and the profile job (header-only NVTX3;
  * no-ops unless a tool is injected). Every kernel of a step is launched
- * inside forward, backward or optimizer. */
+ * inside forward, backward or optimizer; with the optimizer in backward,
+ * the updates inside backward are in "optimizer in backward" ranges. */
 #ifdef LMPERF_HAVE_CUDA
 #include <nvtx3/nvToolsExt.h>
 #define RANGE_PUSH(name) nvtxRangePushA(name)
@@ -1926,6 +1927,12 @@ static int model_backward(lmk_model *m)
     REC("token_embeddings backward (scatter-add)", F32, F32, F32 ", int32");
     TRY(grad_ready(m, &m->params[0]));
     TRY(b->embedding_bwd(b, LMK_F(m->params[0].g), LMK_F(dres), LMK_I(m->inputs), N, d, V));
+    /* the optimizer in backward: its updates end inside the backward (in
+     * stream order; the host does not wait): the step's update of the token
+     * embeddings reads the step counter and alpha_t that the lane's
+     * adamw_begin wrote, and a timer's event after the backward holds them */
+    if (m->opt_in_backward)
+        TRY(opt_lane_join(m, LMK_OK));
     for (size_t i = 0; i < m->nparams; i++) /* every gradient exists after a backward */
         TRY(grad_ready(m, &m->params[i]));
     m->have_grads = 1;
@@ -2269,6 +2276,7 @@ static int adamw_in_backward(lmk_model *m, size_t first, size_t count)
         return LMK_OK;
     lmk_backend *b = m->b;
     lmk_adamw_hp hp = adamw_hp(m, &m->opt_cfg);
+    RANGE_PUSH("optimizer in backward"); /* inside "backward" (and "layer N") */
     int rc = b->opt_lane ? b->opt_lane(b, 1) : LMK_OK;
     if (rc == LMK_OK && !m->opt_begun) {
         rc = b->adamw_begin(b, (int64_t *)m->step.data, LMK_F(m->scalars) + 3, NULL, &hp);
@@ -2281,6 +2289,7 @@ static int adamw_in_backward(lmk_model *m, size_t first, size_t count)
     for (size_t i = first; rc == LMK_OK && i < first + count; i++)
         grad_drop(m, &m->params[i]);
     int off = b->opt_lane ? b->opt_lane(b, 0) : LMK_OK;
+    RANGE_POP();
     return rc != LMK_OK ? rc : off;
 }
 

@@ -189,8 +189,10 @@ int lmk_model_step(lmk_model *m, const lmk_adamw_config *cfg);
  * rest of the backward where the backend has one (cuda: a stream of its
  * own) and releases its gradients there (so the peak of a step whose
  * gradients outweigh its activations drops: lmk_model_memory_estimate_steps);
- * lmk_model_step(m, cfg) then updates the token embeddings, waits for the
- * lane and releases their gradient. Parameters, optimizer state and 16-bit
+ * the backward's last work waits for the lane (in stream order, the host
+ * does not wait), so whatever is issued after it, a timer's event included,
+ * follows every update; lmk_model_step(m, cfg) then updates the token
+ * embeddings and releases their gradient. Parameters, optimizer state and 16-bit
  * copies are bit for bit those of backward then step; lmk_model_tensor hands
  * out no gradient of an applied group; a forward before the step is refused
  * (LMK_INVALID: the parameters are half updated). A backward that fails

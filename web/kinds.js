@@ -112,6 +112,8 @@ export const KINDS = {
       ...modelPointFields(['forward', 'train_step']),
       {name: 'warmup_steps', type: 'int', label: 'Warm-up steps', default: 2, min: 0, max: 100},
       {name: 'profile_steps', type: 'int', label: 'Traced steps', default: 1, min: 1, max: 10},
+      {name: 'graphs', type: 'bool', label: 'CUDA graphs', default: true, help: 'each phase a replay of one CUDA graph (the kernel tables are the same as eager; off: the launch gaps show in the trace)'},
+      {name: 'optimizer_in_backward', type: 'bool', label: 'Optimizer in backward', default: false, help: 'train_step: each layer\'s AdamW inside backward, traced in "optimizer in backward" ranges (not with fp16)'},
       SEED,
       ...COMMON,
     ],

@@ -122,7 +122,9 @@ const signedPct = (x) => (typeof x === 'number' ? `${x >= 0 ? '+' : ''}${fmt.pct
 // How the traced and untraced steps ran.
 function execution(r) {
   if (r.graphs === undefined) return null; // runs stored before graphs existed
-  return r.graphs ? `CUDA-graph replays (${r.graphs_scope})` : ['eager launches', r.graphs_note ? h('span', {class: 'muted'}, ` — ${r.graphs_note}`) : null];
+  const oib = r.optimizer_in_backward ? ' · optimizer in backward (its updates in "optimizer in backward" ranges)' : '';
+  return r.graphs ? `CUDA-graph replays (${r.graphs_scope})${oib}`
+    : ['eager launches', r.graphs_note ? h('span', {class: 'muted'}, ` — ${r.graphs_note}`) : null, oib || null];
 }
 
 // Per phase: CUDA-event time untraced vs traced (the overhead per phase), the

@@ -138,28 +138,38 @@ static int cu_synchronize(lmk_backend *b)
 
 /* --- the optimizer lane ---------------------------------------------- */
 
+int cuda_forked_create(cuda_state *st, cudaStream_t *stream, cudaEvent_t *fork, cudaEvent_t *join, int priority)
+{
+    CUDA_TRY(st, cudaStreamCreateWithPriority(stream, cudaStreamNonBlocking, priority));
+    CUDA_TRY(st, cudaEventCreateWithFlags(fork, cudaEventDisableTiming));
+    CUDA_TRY(st, cudaEventCreateWithFlags(join, cudaEventDisableTiming));
+    return LMK_OK;
+}
+
+void cuda_forked_free(cudaStream_t *stream, cudaEvent_t *fork, cudaEvent_t *join)
+{
+    if (*stream)
+        (void)cudaStreamSynchronize(*stream);
+    if (*fork)
+        (void)cudaEventDestroy(*fork);
+    if (*join)
+        (void)cudaEventDestroy(*join);
+    if (*stream)
+        (void)cudaStreamDestroy(*stream);
+    *stream = NULL;
+    *fork = *join = NULL;
+}
+
 static int opt_create(cuda_state *st)
 {
     int least = 0, greatest = 0;
     CUDA_TRY(st, cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    CUDA_TRY(st, cudaStreamCreateWithPriority(&st->opt, cudaStreamNonBlocking, LMK_OPT_LANE_PRIORITY ? least : 0));
-    CUDA_TRY(st, cudaEventCreateWithFlags(&st->opt_fork_ev, cudaEventDisableTiming));
-    CUDA_TRY(st, cudaEventCreateWithFlags(&st->opt_join_ev, cudaEventDisableTiming));
-    return LMK_OK;
+    return cuda_forked_create(st, &st->opt, &st->opt_fork_ev, &st->opt_join_ev, LMK_OPT_LANE_PRIORITY ? least : 0);
 }
 
 static void opt_free(cuda_state *st)
 {
-    if (st->opt)
-        (void)cudaStreamSynchronize(st->opt);
-    if (st->opt_fork_ev)
-        (void)cudaEventDestroy(st->opt_fork_ev);
-    if (st->opt_join_ev)
-        (void)cudaEventDestroy(st->opt_join_ev);
-    if (st->opt)
-        (void)cudaStreamDestroy(st->opt);
-    st->opt = NULL;
-    st->opt_fork_ev = st->opt_join_ev = NULL;
+    cuda_forked_free(&st->opt, &st->opt_fork_ev, &st->opt_join_ev);
     st->opt_pending = 0;
 }
 

@@ -153,6 +153,15 @@ void cuda_side_free(cuda_state *st);
  * join (nothing when none was); the lane must be off. */
 int cuda_opt_join(cuda_state *st);
 
+/* A stream forked from the main stream (the overlap stream, the optimizer
+ * lane) and its fork and join events. cuda_forked_create makes the three
+ * (non-blocking stream of the given priority; events without timing); on
+ * failure returns the status with what was made left for cuda_forked_free.
+ * cuda_forked_free waits for the stream, destroys what exists and clears
+ * the three. */
+int cuda_forked_create(cuda_state *st, cudaStream_t *stream, cudaEvent_t *fork, cudaEvent_t *join, int priority);
+void cuda_forked_free(cudaStream_t *stream, cudaEvent_t *fork, cudaEvent_t *join);
+
 static inline unsigned grid_for(size_t n, unsigned block, unsigned cap)
 {
     size_t g = (n + block - 1) / block;

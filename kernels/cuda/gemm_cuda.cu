@@ -243,31 +243,24 @@ static gemm_tuned *gemm_tune(cuda_state *st, const gemm_shape *z, const float *a
 void cuda_side_free(cuda_state *st)
 {
     if (st->side)
-        (void)cudaStreamSynchronize(st->side);
+        (void)cudaStreamSynchronize(st->side); /* before its handles and workspace go */
     if (st->side_cublas_batched && st->side_cublas_batched != st->side_cublas)
         (void)cublasDestroy(st->side_cublas_batched);
     if (st->side_cublas)
         (void)cublasDestroy(st->side_cublas);
     if (st->side_ws)
         (void)cudaFree(st->side_ws);
-    if (st->fork_ev)
-        (void)cudaEventDestroy(st->fork_ev);
-    if (st->join_ev)
-        (void)cudaEventDestroy(st->join_ev);
-    if (st->side)
-        (void)cudaStreamDestroy(st->side);
-    st->side = NULL;
+    cuda_forked_free(&st->side, &st->fork_ev, &st->join_ev);
     st->side_cublas = st->side_cublas_batched = NULL;
     st->side_ws = NULL;
-    st->fork_ev = st->join_ev = NULL;
     st->side_pending = 0;
 }
 
 static int side_create(cuda_state *st)
 {
-    CUDA_TRY(st, cudaStreamCreateWithPriority(&st->side, cudaStreamNonBlocking, st->stream_priority));
-    CUDA_TRY(st, cudaEventCreateWithFlags(&st->fork_ev, cudaEventDisableTiming));
-    CUDA_TRY(st, cudaEventCreateWithFlags(&st->join_ev, cudaEventDisableTiming));
+    int rc = cuda_forked_create(st, &st->side, &st->fork_ev, &st->join_ev, st->stream_priority);
+    if (rc != LMK_OK)
+        return rc;
     if (CUDA_CUBLAS_WS_BYTES > 0)
         CUDA_TRY(st, cudaMalloc(&st->side_ws, CUDA_CUBLAS_WS_BYTES));
     return cuda_cublas_pair(st, st->side, st->side_ws, &st->side_cublas, &st->side_cublas_batched);

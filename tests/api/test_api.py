@@ -233,6 +233,12 @@ def test_endpoints(d):
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "optimizer_in_backward",
                  body={"kind": "benchmark", "model": "tiny", "context_length": 16, "precision": "fp16",
                        "optimizer_in_backward": True})
+    for kind in ("profile", "memory"):  # the same refusal in every kind that has the field
+        expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "optimizer_in_backward",
+                     body={"kind": kind, "model": "tiny", "context_length": 16, "precision": ["bf16", "fp16"],
+                           "optimizer_in_backward": True})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "optimizer_in_backward",
+                 body={"kind": "profile", "model": "tiny", "context_length": 16, "optimizer_in_backward": 1})
 
     job = d.submit({"kind": "numerics", "label": "accumulation"})
     check(job["status"] in ("queued", "running") and job["kind"] == "numerics", f"submitted job: {job}")

@@ -80,6 +80,8 @@ ap.add_argument("--points", default="small:128:5,large:512:3")
 ap.add_argument("--precisions", default="fp32,bf16")
 ap.add_argument("--bound", default="large", help="models whose steps are GPU-bound (MIN_BUSY asserted)")
 ap.add_argument("--graphs", default="both", choices=["both", "on", "off"])
+ap.add_argument("--oib", default="medium:256:3", help="model:context:steps of the bf16 train step profiled with "
+                "optimizer_in_backward, beside the same point without it (empty: none)")
 ap.add_argument("--torch", default=None, help="path of the PyTorch anchor torch_lm.py: the peer's own in-process "
                 "tracer (torch.profiler, CUPTI) on the same points, traced vs untraced step time")
 args = ap.parse_args()
@@ -157,25 +159,36 @@ profiles, benches = [], {}
 precs = args.precisions.split(",")
 bound = set(args.bound.split(",")) if args.bound else set()
 executions = {"both": [True, False], "on": [True], "off": [False]}[args.graphs]
-for point in args.points.split(","):
+# (point, precisions, modes, optimizer_in_backward): the main points, then the optimizer in backward (bf16 train
+# steps) beside the same runs without it
+jobs = [(point, precs, ["forward", "train_step"], False) for point in args.points.split(",")]
+if args.oib:
+    jobs += [(args.oib, ["bf16"], ["train_step"], oib) for oib in (False, True)]
+for point, job_precs, modes, oib in jobs:
     model, ctx, steps = point.split(":")
-    common = {"model": model, "context_length": int(ctx), "precision": precs, "mode": ["forward", "train_step"]}
+    common = {"model": model, "context_length": int(ctx), "precision": job_precs, "mode": modes}
+    if oib:
+        common["optimizer_in_backward"] = True
     for graphs in executions:
-        g = "graphs" if graphs else "eager"
+        g = ("graphs" if graphs else "eager") + ("_oib" if oib else "")
         profiles += [(int(steps), graphs, r) for r in run(f"profile_{model}_{ctx}_{g}",
                                                           dict(common, kind="profile", warmup_steps=2,
                                                                profile_steps=int(steps), graphs=graphs))]
         for b in run(f"bench_{model}_{ctx}_{g}", dict(common, kind="benchmark", warmup_steps=2, measure_steps=5,
                                                       graphs=graphs)):
-            benches[(b["model"], b["context_length"], b["precision"], b["mode"], graphs)] = b
+            benches[(b["model"], b["context_length"], b["precision"], b["mode"], graphs,
+                     bool(b.get("optimizer_in_backward")))] = b
 
 table = []
 for steps, graphs, r in profiles:
+    oib = bool(r.get("optimizer_in_backward"))
     tag = f"{r.get('model')}@{r.get('context_length')} {r.get('precision')} {r.get('mode')} " + \
-        ("graphs" if graphs else "eager")
+        ("graphs" if graphs else "eager") + (" oib" if oib else "")
     if not check(r.get("status") == "succeeded", f"{tag}: {r.get('error')}"):
         continue
     training = r["mode"] == "train_step"
+    check(r.get("optimizer_in_backward") is (training and oib), f"{tag}: optimizer_in_backward "
+          f"{r.get('optimizer_in_backward')!r}")
     if graphs:
         want_scope = "forward+backward+optimizer" if training else "forward"
         check(r.get("graphs") is True and r.get("graphs_scope") == want_scope,
@@ -196,6 +209,16 @@ for steps, graphs, r in profiles:
     want = ["step", "forward"] + (["backward", "optimizer"] if training else [])
     for name in want:
         check(inst.get(name) == steps, f"{tag}: range {name} x{inst.get(name)}, want {steps} (warm-up leaked?)")
+    # the updates inside backward: one range per layer and one for the final norm + LM head, each inside the
+    # backward (every kernel counted there too); none without the option
+    want_oib = steps * (r["num_layers"] + 1) if oib else None
+    check(inst.get("optimizer in backward") == want_oib,
+          f"{tag}: range 'optimizer in backward' x{inst.get('optimizer in backward')}, want {want_oib}")
+    if oib:
+        cell = {(k["range"], k["kernel"]): k["instances"] for k in ks}
+        inner = [(kn, n) for (rn, kn), n in cell.items() if rn == "optimizer in backward"]
+        check(inner and all(cell.get(("backward", kn), 0) >= n for kn, n in inner),
+              f"{tag}: kernels of 'optimizer in backward' not all inside 'backward': {inner[:3]}")
     all_rows = [k for k in ks if k["range"] == "(all)"]
     check(sum(k["instances"] for k in all_rows) == r["kernel_count"], f"{tag}: (all) instances != kernel_count")
     check(sum(k["total_ns"] for k in all_rows) == r["kernel_time_ns"], f"{tag}: (all) total != kernel_time_ns")
@@ -279,7 +302,7 @@ for steps, graphs, r in profiles:
               f"overhead {r['overhead_pct']:.1f}% wall / {r['overhead_gpu_pct']:.1f}% events, CUPTI's per-launch and "
               f"per-kernel cost, not asserted")
 
-    b = benches.get((r["model"], r["context_length"], r["precision"], r["mode"], graphs))
+    b = benches.get((r["model"], r["context_length"], r["precision"], r["mode"], graphs, oib))
     bf = bt = None
     if check(b and b.get("status") == "succeeded" and b.get("stats_gpu"), f"{tag}: no benchmark run beside it"):
         bf, bt = b["stats_gpu"]["forward"]["mean_ms"], b["stats_gpu"]["total"]["mean_ms"]
@@ -316,18 +339,41 @@ for steps, graphs, r in profiles:
 # graphs vs eager: the same kernels in the same ranges (the tables are the same tables)
 by_point = {}
 for r, ph, a, bf, bt, graphs in table:
-    by_point.setdefault((r["model"], r["context_length"], r["precision"], r["mode"]), {})[graphs] = r
+    by_point.setdefault((r["model"], r["context_length"], r["precision"], r["mode"],
+                         bool(r.get("optimizer_in_backward"))), {})[graphs] = r
 for key, pair in by_point.items():
     if len(pair) < 2:
         continue
     g, e = pair[True], pair[False]
-    tag = "%s@%s %s %s graphs vs eager" % key
+    tag = "%s@%s %s %s oib %s graphs vs eager" % key
     per = lambda r: r["kernel_count"] / r["profile_steps"]
     check(per(g) == per(e), f"{tag}: {per(g)} vs {per(e)} kernels per step")
     cells = lambda r: {(k["range"], k["kernel"]): k["instances"] / k["range_instances"] for k in r["kernel_summary"]}
     cg, ce = cells(g), cells(e)
     check(cg.keys() == ce.keys() and all(abs(cg[k] - ce[k]) < 1e-9 for k in cg),
           f"{tag}: kernel summary cells differ: {sorted(set(cg) ^ set(ce))[:4]}")
+
+# the optimizer in backward against the same point without it (same execution): the same kernels per step; the
+# optimizer range keeps only the token embeddings' update (a fifth of the plain step's optimizer kernel time at
+# most: the embeddings are far below a fifth of the parameters at the --oib point); kernel_ns is per step
+oib_rows = []
+for key, pair in by_point.items():
+    if not key[4]:
+        continue
+    plain_pair = by_point.get(key[:4] + (False,), {})
+    for graphs, r in pair.items():
+        p = plain_pair.get(graphs)
+        tag = "%s@%s %s %s " % key[:4] + ("graphs" if graphs else "eager") + " oib vs plain"
+        if not check(p is not None, f"{tag}: no plain run beside it"):
+            continue
+        check(r["kernel_count"] / r["profile_steps"] == p["kernel_count"] / p["profile_steps"],
+              f"{tag}: {r['kernel_count'] / r['profile_steps']} vs {p['kernel_count'] / p['profile_steps']} kernels "
+              f"per step")
+        opt_ns = lambda x: next((q["kernel_ns"] for q in x["phases"] if q["phase"] == "optimizer"), None)
+        ko, kp = opt_ns(r), opt_ns(p)
+        check(ko is not None and kp and ko <= 0.2 * kp, f"{tag}: optimizer range kernels {ko} ns vs plain {kp} ns")
+        oib_ns = sum(k["total_ns"] for k in r["kernel_summary"] if k["range"] == "optimizer in backward")
+        oib_rows.append((tag, p, r, kp, ko, oib_ns))
 
 ms = lambda ns: f"{ns / 1e6:.3f}" if ns is not None else "—"
 pct1 = lambda v: "—" if v is None else f"{v:.1f}"
@@ -341,7 +387,7 @@ for r, ph, a, bf, bt, graphs in table:
                      for n in ("forward", "backward", "optimizer", "step"))
     f = ph["forward"]
     print(f"| {r['model']} | {r['context_length']} | {r['precision']} | {r['mode']} | "
-          f"{'graphs' if graphs else 'eager'} | {r['kernel_count'] // steps} | "
+          f"{'graphs' if graphs else 'eager'}{' oib' if r.get('optimizer_in_backward') else ''} | {r['kernel_count'] // steps} | "
           f"{r['step_ms_unprofiled']:.2f} / {r['step_ms_profiled']:.2f} | {r['overhead_pct']:.1f} / "
           f"{r['overhead_gpu_pct']:.1f} | {ms(None if r.get('step_gpu_gated_ms_unprofiled') is None else 1e6 * r['step_gpu_gated_ms_unprofiled'])}"
           f" / {ms(None if r.get('step_gpu_gated_ms_profiled') is None else 1e6 * r['step_gpu_gated_ms_profiled'])} | "
@@ -358,7 +404,7 @@ for key, title in (("event_ns", "plain CUDA events"), ("gated_ns", "gpu_gated: r
             u, t = ph[n][key + "_unprofiled"], ph[n][key + "_profiled"]
             return f"{u / 1e6:.3f} → {t / 1e6:.3f} ({100 * (t - u) / u:+.1f}%)"
         print(f"| {r['model']} | {r['context_length']} | {r['precision']} | {r['mode']} | "
-              f"{'graphs' if graphs else 'eager'} | " + " | ".join(cell(n) for n in ("step", "forward", "backward", "optimizer")) + " |")
+              f"{'graphs' if graphs else 'eager'}{' oib' if r.get('optimizer_in_backward') else ''} | " + " | ".join(cell(n) for n in ("step", "forward", "backward", "optimizer")) + " |")
 print("\n| model | T | prec | mode | top kernel in forward | calls/fwd | share % | also top fwd+bwd | GEMM % fwd |"
       " GEMM % step | softmax / QK+PV µs per layer (time ×; FLOP ×) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -448,6 +494,15 @@ def torch_peer(anchor, points, precs):
                 del m, opt
                 torch.cuda.empty_cache()
 
+
+if oib_rows:
+    print("\n| point | plain: step events ms / optimizer kernels ms | oib: step events ms / optimizer kernels ms /"
+          " 'optimizer in backward' kernels ms (per step) |")
+    print("|---|---|---|")
+    for tag, p, r, kp, ko, oib_ns in oib_rows:
+        ev = lambda x: next(q["event_ns_unprofiled"] for q in x["phases"] if q["phase"] == "step")
+        n = r["profile_steps"]
+        print(f"| {tag} | {ms(ev(p))} / {ms(kp)} | {ms(ev(r))} / {ms(ko)} / {ms(oib_ns / n)} |")
 
 if args.torch:
     try:

@@ -44,7 +44,7 @@ if [ -x "$CARRY/test_gate" ]; then
     GATE_RC=$?
 fi
 timeout "${GATE_TIMEOUT:-200}" python3 "$ROOT/tests/gpu/profile_check.py" "$CARRY/lmperfd" "$LOGS" \
-    --points small:128:5,large:512:3 --precisions fp32,bf16 --graphs on >"$LOGS/profile_check.log" 2>&1
+    --points small:128:5,large:512:3 --precisions fp32,bf16 --graphs on --oib "" >"$LOGS/profile_check.log" 2>&1
 RC=$?
 tar -czf "$OUT/profile_gate.tar.gz" -C "$OUT" profile_gate && rm -rf "$LOGS"
 TAR="$OUT/profile_gate.tar.gz"

@@ -295,8 +295,9 @@ for steps, graphs, r in profiles:
     else:
         check(r.get("overhead_gpu_gated_pct") is None and note.startswith("not gated: eager"),
               f"{tag}: eager run has gated figures / note {note!r}")
-    # eager with the optimizer in backward: medium@256 bf16 measured +10.6% wall / +10.7% events, the forward +27%
-    # traced though it has the same kernels as without the option (+2.4%) (H200, session 15 call 1): printed
+    # eager with the optimizer in backward: printed, not asserted. medium@256 bf16 measured +10.6% wall / +10.7%
+    # events in one call (the forward +27% traced, with the same kernels as without the option, +2.4%) and +1.8% /
+    # +1.7% in the next, same binary (H200, session 15 calls 1 and 3)
     if not graphs and not oib and busy >= GPU_BOUND and mean_kernel_us >= MIN_KERNEL_US:
         check(r["overhead_pct"] <= MAX_OVERHEAD, f"{tag}: wall-clock overhead {r['overhead_pct']:.1f}%")
         check((r.get("overhead_gpu_pct") or 0) <= MAX_OVERHEAD, f"{tag}: CUDA-event overhead {r['overhead_gpu_pct']:.1f}%")

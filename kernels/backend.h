@@ -183,6 +183,16 @@ struct lmk_backend {
      * table NULL: plain head merge (also the forward of merging heads). */
     int (*rope_bwd)(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table,
                     int B, int T, int H, int dh, int ld);
+    /* q, k and v of a fused (N, 3d) projection in one call: qkv (B, T, 3,
+     * H, dh) → heads[0..2] (B, H, T, dh) each, q and k rotated by table, v
+     * split only: bit for bit the three rope_fwd calls with ld 3·H·dh (table,
+     * table, NULL). rope_qkv_bwd is the adjoint: dheads[0..2] → dqkv (every
+     * element written), the three rope_bwd calls. NULL: the caller makes the
+     * three calls. */
+    int (*rope_qkv_fwd)(lmk_backend *b, void *const heads[3], const void *qkv, lmk_dtype dt,
+                        const float *table, int B, int T, int H, int dh);
+    int (*rope_qkv_bwd)(lmk_backend *b, void *dqkv, const void *const dheads[3], lmk_dtype dt,
+                        const float *table, int B, int T, int H, int dh);
 
     int (*gemm)(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
     /* The same GEMM where an input may already be 16-bit: a_half / b_half

@@ -1388,14 +1388,19 @@ static int layer_forward(lmk_model *m, int l, int keep)
         size_t es = lmk_dtype_size(adt);
         TMPA(tmp, (size_t)N * 3 * d, "layers.%d.attn.qkv_proj_out", l);
         TRY(fused_fwd(m, "attn.qkv_proj", &tmp, op_x(&la->ln1_out), layer_param(m, l, P_WQ), N, d));
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 3; i++) { /* one launch for the three where the backend has it */
             ACTA(*heads[i], (size_t)N * d, "layers.%d.attn.%s", l, head_names[i]);
             if (i < 2)
                 REC(rope_names[i], F_ACT, F32, F_ACT, F32);
             else
                 REC(rope_names[i], F_ACT, "-", F_ACT);
-            TRY(b->rope_fwd(b, heads[i]->data, (char *)tmp.data + (size_t)i * d * es, adt,
-                            i < 2 ? LMK_F(m->rope) : NULL, m->B, T, m->H, m->dh, 3 * d));
+            if (!b->rope_qkv_fwd)
+                TRY(b->rope_fwd(b, heads[i]->data, (char *)tmp.data + (size_t)i * d * es, adt,
+                                i < 2 ? LMK_F(m->rope) : NULL, m->B, T, m->H, m->dh, 3 * d));
+        }
+        if (b->rope_qkv_fwd) {
+            void *const out[3] = {la->qh.data, la->kh.data, la->vh.data};
+            TRY(b->rope_qkv_fwd(b, out, tmp.data, adt, LMK_F(m->rope), m->B, T, m->H, m->dh));
         }
     } else {
         TMPA(tmp, (size_t)N * d, "layers.%d.attn.proj_out", l);
@@ -1834,9 +1839,14 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
     if (m->fused_qkv) { /* dq, dk, dv merged into one (N, 3d) gradient: one dx GEMM, K = 3d */
         size_t es = lmk_dtype_size(adt);
         TMPA(t3, (size_t)N * 3 * d, "layers.%d.attn.qkv_proj_out.grad", l);
+        if (b->rope_qkv_bwd) { /* one launch for the three */
+            const void *const dheads[3] = {t1.data, t2.data, t4.data};
+            TRY(b->rope_qkv_bwd(b, t3.data, dheads, adt, LMK_F(m->rope), B, T, H, dh));
+        }
         for (int i = 0; i < 3; i++) {
-            TRY(b->rope_bwd(b, (char *)t3.data + (size_t)i * d * es, src[i]->data, adt,
-                            i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh, 3 * d));
+            if (!b->rope_qkv_bwd)
+                TRY(b->rope_bwd(b, (char *)t3.data + (size_t)i * d * es, src[i]->data, adt,
+                                i < 2 ? LMK_F(m->rope) : NULL, B, T, H, dh, 3 * d));
             lmk_tensor_release(m->a, src[i]);
         }
         if (m->norm_dx16)

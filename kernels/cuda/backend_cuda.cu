@@ -136,6 +136,13 @@ static int cu_synchronize(lmk_backend *b)
     return LMK_OK;
 }
 
+/* Build-time knob: 1, the backend offers rope_qkv_fwd / rope_qkv_bwd (q, k
+ * and v of a fused projection split, and rotated, in one launch each way);
+ * 0, the model makes three rope_fwd / rope_bwd calls. */
+#ifndef LMK_ROPE_QKV
+#define LMK_ROPE_QKV 0
+#endif
+
 /* --- the optimizer lane ---------------------------------------------- */
 
 int cuda_forked_create(cuda_state *st, cudaStream_t *stream, cudaEvent_t *fork, cudaEvent_t *join, int priority)
@@ -285,6 +292,10 @@ static lmk_backend cuda_template(void)
     t.rmsnorm_bwd_add = cuda_rmsnorm_bwd_add;
     t.rope_fwd = cuda_rope_fwd;
     t.rope_bwd = cuda_rope_bwd;
+#if LMK_ROPE_QKV
+    t.rope_qkv_fwd = cuda_rope_qkv_fwd;
+    t.rope_qkv_bwd = cuda_rope_qkv_bwd;
+#endif
     t.gemm = cuda_gemm;
     t.gemm_half = cuda_gemm_half;
     t.softmax_causal_fwd = cuda_softmax_causal_fwd;

@@ -289,6 +289,10 @@ int cuda_rope_fwd(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const
                   int T, int H, int dh, int ld);
 int cuda_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table, int B,
                   int T, int H, int dh, int ld);
+int cuda_rope_qkv_fwd(lmk_backend *b, void *const heads[3], const void *qkv, lmk_dtype dt, const float *table,
+                      int B, int T, int H, int dh);
+int cuda_rope_qkv_bwd(lmk_backend *b, void *dqkv, const void *const dheads[3], lmk_dtype dt, const float *table,
+                      int B, int T, int H, int dh);
 int cuda_gemm(lmk_backend *b, const lmk_gemm *g, float *c, const float *a, const float *bm);
 int cuda_softmax_causal_fwd(lmk_backend *b, void *p, const void *s, lmk_dtype dt, int batch, int T,
                             int zero_block);

@@ -11,7 +11,9 @@
  * element. One thread per pair (or per element without a table); any dh,
  * H, T. When dh is a multiple of the 16-byte vector (8 16-bit or 4 float
  * elements) and in, out are 16-byte aligned: one thread per vector, one
- * block row per position (b, t), indices in 32 bits (the same values). */
+ * block row per position (b, t), indices in 32 bits (the same values).
+ * q, k and v of a fused (N, 3d) projection go in one such launch
+ * (cuda_rope_qkv_*: the same arithmetic per element as three calls). */
 #include "cuda_internal.cuh"
 
 // dir > 0: in (B,T,H,dh) → out (B,H,T,dh); dir < 0: in (B,H,T,dh) → out (B,T,H,dh); of E;
@@ -48,26 +50,39 @@ __global__ void rope_kernel(E *out, const E *in, const float *table, int B, int 
 
 #define ROPE_ROW_THREADS 128
 
+/* The (B, H, T, dh) side of a row-kernel launch: one tensor per part. */
+template <typename E> struct head_tensors {
+    E *p[3];
+};
+
 // as rope_kernel, a 16-byte vector (VE elements, VE/2 pairs) per thread; dh % VE == 0, ld % VE == 0;
-// grid (B·T, ceil(H·dh/VE / ROPE_ROW_THREADS)): block (bt, y) takes vectors y·ROPE_ROW_THREADS… of the
-// H·dh/VE in position bt = b·T + t (one integer division per thread); a vector is read at bthd and
-// written at bhtd (dir > 0, the forward), or the reverse with the transposed rotation (dir < 0);
-// copied when table is NULL
+// parts (1 or 3) tensors at once: the (B,T,H,dh) side `rows` holds them side by side in each row (part i's
+// H·dh elements at i·H·dh), the (B,H,T,dh) side is heads.p[i]; part i rotated when i < nrot (table non-NULL);
+// grid (B·T, ceil(parts·H·dh/VE / ROPE_ROW_THREADS)): block (bt, y) takes vectors y·ROPE_ROW_THREADS… of the
+// parts·H·dh/VE in position bt = b·T + t; a vector is read from rows and written to heads (dir > 0, the
+// forward), or the reverse with the transposed rotation (dir < 0); copied when not rotated
 template <typename E>
-__global__ void __launch_bounds__(ROPE_ROW_THREADS) rope_rows_kernel(E *out, const E *in, const float *table,
-                                                                     int T, int H, int dh, int64_t ld, int dir)
+__global__ void __launch_bounds__(ROPE_ROW_THREADS)
+    rope_rows_kernel(head_tensors<E> heads, E *rows, const float *table, int nrot, int parts, int T, int H, int dh,
+                     int64_t ld, int dir)
 {
     constexpr int VE = vec16<E>::n;
-    unsigned vpr = (unsigned)(dh / VE), u = blockIdx.y * ROPE_ROW_THREADS + threadIdx.x;
-    if (u >= (unsigned)H * vpr)
+    unsigned vpr = (unsigned)(dh / VE), per_part = (unsigned)H * vpr;
+    unsigned u = blockIdx.y * ROPE_ROW_THREADS + threadIdx.x;
+    if (u >= (unsigned)parts * per_part)
         return;
+    unsigned part = u / per_part, w = u - part * per_part;
     unsigned bt = blockIdx.x, bb = bt / (unsigned)T, t = bt - bb * (unsigned)T;
-    unsigned h = u / vpr, v = u - h * vpr;
-    size_t bthd = (size_t)bt * (size_t)ld + (size_t)h * dh + (size_t)v * VE;
+    unsigned h = w / vpr, v = w - h * vpr;
+    size_t bthd = (size_t)bt * (size_t)ld + (size_t)part * per_part * VE + (size_t)h * dh + (size_t)v * VE;
     size_t bhtd = (((size_t)bb * H + h) * T + t) * dh + (size_t)v * VE;
+    E *head = part == 0 ? heads.p[0] : part == 1 ? heads.p[1] : heads.p[2]; /* no indexed parameter array */
     float x[VE], y[VE];
-    ld_vec(in, dir > 0 ? bthd : bhtd, x);
-    if (!table) {
+    if (dir > 0)
+        ld_vec(rows, bthd, x);
+    else
+        ld_vec(head, bhtd, x);
+    if (!table || (int)part >= nrot) {
 #pragma unroll
         for (int q = 0; q < VE; q++)
             y[q] = x[q];
@@ -80,41 +95,77 @@ __global__ void __launch_bounds__(ROPE_ROW_THREADS) rope_rows_kernel(E *out, con
             y[q + 1] = __fadd_rn(__fmul_rn(x[q], sn), __fmul_rn(x[q + 1], c));
         }
     }
-    st_vec(out, dir > 0 ? bhtd : bthd, y);
+    if (dir > 0)
+        st_vec(head, bhtd, y);
+    else
+        st_vec(rows, bthd, y);
 }
 
-static int rope_launch(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table,
-                       int B, int T, int H, int dh, int ld, int dir)
+/* parts tensors (1, or 3: q, k, v of a fused projection, q and k rotated):
+ * rows is the (B, T, H, dh) side (in for dir > 0, out for dir < 0; parts·H·dh
+ * used elements per row, ld apart), heads[0..parts) the (B, H, T, dh) side.
+ * One row-kernel launch when every pointer is 16-byte aligned and dh, ld
+ * take whole vectors; else rope_kernel per part. */
+static int rope_launch(lmk_backend *b, void *const heads[], void *rows, int parts, lmk_dtype dt,
+                       const float *table, int nrot, int B, int T, int H, int dh, int ld, int dir)
 {
     cuda_state *st = CST(b);
-    if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || (table && dh % 2) || ld < H * dh)
+    if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || (table && dh % 2) || ld < parts * H * dh)
         return LMK_INVALID;
     int ve = dt == LMK_F32 ? 4 : 8;
-    size_t vecs = (size_t)B * T * H * (dh / ve);
-    if (dh % ve == 0 && ld % ve == 0 && vecs < (1u << 31) && (((uintptr_t)out | (uintptr_t)in) & 15) == 0) {
-        unsigned per = (unsigned)(H * (dh / ve)), chunks = (per + ROPE_ROW_THREADS - 1) / ROPE_ROW_THREADS;
+    size_t vecs = (size_t)B * T * parts * H * (dh / ve);
+    uintptr_t any = (uintptr_t)rows;
+    for (int i = 0; i < parts; i++)
+        any |= (uintptr_t)heads[i];
+    if (dh % ve == 0 && ld % ve == 0 && vecs < (1u << 31) && (any & 15) == 0) {
+        unsigned per = (unsigned)(parts * H * (dh / ve)), chunks = (per + ROPE_ROW_THREADS - 1) / ROPE_ROW_THREADS;
         dim3 grid((unsigned)(B * T), chunks);
-        DT_DISPATCH(dt, E, rope_rows_kernel<E><<<grid, ROPE_ROW_THREADS, 0, st->stream>>>(
-                               (E *)out, (const E *)in, table, T, H, dh, ld, dir));
+        DT_DISPATCH(dt, E, {
+            head_tensors<E> ht = {{(E *)heads[0], (E *)heads[parts > 1 ? 1 : 0], (E *)heads[parts > 2 ? 2 : 0]}};
+            rope_rows_kernel<E><<<grid, ROPE_ROW_THREADS, 0, st->stream>>>(ht, (E *)rows, table, nrot, parts, T, H,
+                                                                           dh, ld, dir);
+        });
         LAUNCH_CHECK(st, "rope_rows_kernel");
         return LMK_OK;
     }
-    size_t total = (size_t)B * T * H * (table ? dh / 2 : dh);
-    unsigned blocks = grid_for(total, 256, 1u << 20);
-    DT_DISPATCH(dt, E, rope_kernel<E><<<blocks, 256, 0, st->stream>>>((E *)out, (const E *)in, table, B, T,
-                                                                     H, dh, ld, dir));
-    LAUNCH_CHECK(st, "rope_kernel");
+    size_t es = lmk_dtype_size(dt);
+    for (int i = 0; i < parts; i++) {
+        const float *tab = i < nrot ? table : NULL;
+        void *part_rows = (char *)rows + (size_t)i * H * dh * es;
+        void *out = dir > 0 ? heads[i] : part_rows;
+        const void *in = dir > 0 ? part_rows : heads[i];
+        size_t total = (size_t)B * T * H * (tab ? dh / 2 : dh);
+        unsigned blocks = grid_for(total, 256, 1u << 20);
+        DT_DISPATCH(dt, E, rope_kernel<E><<<blocks, 256, 0, st->stream>>>((E *)out, (const E *)in, tab, B, T,
+                                                                         H, dh, ld, dir));
+        LAUNCH_CHECK(st, "rope_kernel");
+    }
     return LMK_OK;
 }
 
 int cuda_rope_fwd(lmk_backend *b, void *out, const void *in, lmk_dtype dt, const float *table, int B,
                   int T, int H, int dh, int ld)
 {
-    return rope_launch(b, out, in, dt, table, B, T, H, dh, ld, 1);
+    void *heads[1] = {out};
+    return rope_launch(b, heads, (void *)in, 1, dt, table, 1, B, T, H, dh, ld, 1);
 }
 
 int cuda_rope_bwd(lmk_backend *b, void *din, const void *dout, lmk_dtype dt, const float *table, int B,
                   int T, int H, int dh, int ld)
 {
-    return rope_launch(b, din, dout, dt, table, B, T, H, dh, ld, -1);
+    void *heads[1] = {(void *)dout};
+    return rope_launch(b, heads, din, 1, dt, table, 1, B, T, H, dh, ld, -1);
+}
+
+int cuda_rope_qkv_fwd(lmk_backend *b, void *const heads[3], const void *qkv, lmk_dtype dt, const float *table,
+                      int B, int T, int H, int dh)
+{
+    return rope_launch(b, heads, (void *)qkv, 3, dt, table, 2, B, T, H, dh, 3 * H * dh, 1);
+}
+
+int cuda_rope_qkv_bwd(lmk_backend *b, void *dqkv, const void *const dheads[3], lmk_dtype dt, const float *table,
+                      int B, int T, int H, int dh)
+{
+    void *heads[3] = {(void *)dheads[0], (void *)dheads[1], (void *)dheads[2]};
+    return rope_launch(b, heads, dqkv, 3, dt, table, 2, B, T, H, dh, 3 * H * dh, -1);
 }

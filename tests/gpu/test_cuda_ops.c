@@ -100,6 +100,22 @@ static void compare(const char *what, const void *d, const float *ref, size_t n,
     free(h);
 }
 
+/* Downloads two device buffers of bytes each and checks they are equal bit
+ * for bit. */
+static void same_bits(const char *what, const void *d_a, const void *d_b, size_t bytes)
+{
+    unsigned char *a = malloc(bytes), *b = malloc(bytes);
+    if (!a || !b)
+        exit(1);
+    int ok = gpu->download(gpu, a, d_a, bytes) == LMK_OK && gpu->download(gpu, b, d_b, bytes) == LMK_OK;
+    size_t at = 0;
+    while (ok && at < bytes && a[at] == b[at])
+        at++;
+    printf("  %-44s bytes=%-9zu %s\n", what, bytes, ok && at == bytes ? "bitwise equal" : "FAIL");
+    CHECK(ok && at == bytes, "%s: %s at byte %zu", what, ok ? "differs" : "download failed", at);
+    free(a), free(b);
+}
+
 static void run_gpu(int rc, const char *what)
 {
     if (rc != LMK_OK) {
@@ -162,6 +178,41 @@ static void test_rmsnorm(int n, int d)
     free(x), free(w), free(dout), free(dw), free(out), free(rstd), free(dx);
 }
 
+/* rope_qkv_fwd / _bwd (q, k and v of a fused projection in one launch)
+ * against the three rope_fwd / rope_bwd calls of the same backend, bit for
+ * bit: d_qkv (B, T, 3·H·dh) of dt, d_dhead (B, H, T, dh) used as each of the
+ * three head gradients (read only), d_table (T, dh/2, 2). */
+static void rope_qkv_check(lmk_dtype dt, const void *d_qkv, const void *d_dhead, const float *d_table, int B,
+                           int T, int H, int dh)
+{
+    size_t es = lmk_dtype_size(dt), n = (size_t)B * T * H * dh, D = (size_t)H * dh;
+    char name[96];
+    if (!gpu->rope_qkv_fwd || !gpu->rope_qkv_bwd) {
+        printf("  rope_qkv_fwd / _bwd: not in this build (LMK_ROPE_QKV 0)\n");
+        return;
+    }
+    void *one = d_alloc(n * es), *wide1 = d_alloc(3 * n * es), *wide3 = d_alloc(3 * n * es);
+    void *heads[3] = {d_alloc(n * es), d_alloc(n * es), d_alloc(n * es)};
+    GPU(gpu->rope_qkv_fwd(gpu, heads, d_qkv, dt, d_table, B, T, H, dh));
+    for (int part = 0; part < 3; part++) {
+        GPU(gpu->rope_fwd(gpu, one, (const char *)d_qkv + part * D * es, dt, part < 2 ? d_table : NULL, B, T, H,
+                          dh, 3 * (int)D));
+        snprintf(name, sizeof name, "rope_qkv_fwd %s part %d = rope_fwd (dh%d)", lmk_dtype_name(dt), part, dh);
+        same_bits(name, heads[part], one, n * es);
+    }
+    /* the backward from three different gradients: the head input and two rotations of it */
+    const void *dheads[3] = {d_dhead, heads[0], heads[1]};
+    GPU(gpu->rope_qkv_bwd(gpu, wide1, dheads, dt, d_table, B, T, H, dh));
+    for (int part = 0; part < 3; part++)
+        GPU(gpu->rope_bwd(gpu, (char *)wide3 + part * D * es, dheads[part], dt, part < 2 ? d_table : NULL, B, T, H,
+                          dh, 3 * (int)D));
+    snprintf(name, sizeof name, "rope_qkv_bwd %s = 3 x rope_bwd (dh%d)", lmk_dtype_name(dt), dh);
+    same_bits(name, wide1, wide3, 3 * n * es);
+    for (int i = 0; i < 3; i++)
+        gpu->mem_free(gpu, heads[i]);
+    gpu->mem_free(gpu, one), gpu->mem_free(gpu, wide1), gpu->mem_free(gpu, wide3);
+}
+
 /* dh 80: the 16-byte vector kernel; dh 6: one thread per pair or element */
 static void test_rope(int with_table, int dh)
 {
@@ -208,6 +259,8 @@ static void test_rope(int with_table, int dh)
         compare(name, d_wide, wback, wn, 1e-6, 1e-6);
         GPU(gpu->upload(gpu, d_wide, wide, wn * sizeof *wide));
     }
+    if (with_table)
+        rope_qkv_check(LMK_F32, d_wide, d_in, dtab, B, T, H, dh);
     gpu->mem_free(gpu, d_wide);
     free(wide), free(wback);
     gpu->mem_free(gpu, d_table), gpu->mem_free(gpu, d_in), gpu->mem_free(gpu, d_out);
@@ -399,6 +452,7 @@ static void test_half_ops(lmk_round r)
             compare16(name, d_w, wb16, wn, r, 1e-6, 2 * ulp);
             GPU(gpu->upload(gpu, d_w, w16, wn * 2));
         }
+        rope_qkv_check(dt, d_w, d_in, d_table, Bb, T, H, dh);
         gpu->mem_free(gpu, d_w);
         free(wx), free(w16), free(wb16);
     }

@@ -139,9 +139,9 @@ static int cu_synchronize(lmk_backend *b)
 /* Build-time knob: 1, the backend offers rope_qkv_fwd / rope_qkv_bwd (q, k
  * and v of a fused projection split, and rotated, in one launch each way);
  * 0, the model makes three rope_fwd / rope_bwd calls. On since H200
- * 2026-11-26 (kernels/PERF.md, session 15 call 4): the same losses to the
- * bit, fwd+bwd 0.813× at small/128 tf32 eager, 0.956× small/128 bf16
- * graphs, 0.972× medium/256 bf16, 0.998× xl/1024 bf16. */
+ * 2026-11-26 (kernels/PERF.md, session 15 calls 4-5): the same losses to
+ * the bit; fwd+bwd −8% at small/128 bf16 with graphs, ≈ −1% at the
+ * GEMM-bound tf32 points, −0.2% at xl/1024 bf16. */
 #ifndef LMK_ROPE_QKV
 #define LMK_ROPE_QKV 1
 #endif

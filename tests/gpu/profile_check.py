@@ -80,7 +80,9 @@ ap.add_argument("--points", default="small:128:5,large:512:3")
 ap.add_argument("--precisions", default="fp32,bf16")
 ap.add_argument("--bound", default="large", help="models whose steps are GPU-bound (MIN_BUSY asserted)")
 ap.add_argument("--graphs", default="both", choices=["both", "on", "off"])
-ap.add_argument("--oib", default="medium:256:3", help="model:context:steps of the bf16 train step profiled with "
+# a GPU-bound point (a --bound model): at medium@256 bf16 the eager traced step is partly launch-bound and its
+# tracing overhead followed the host's speed: +2.0%, +2.6% and +31.3% in three calls (H200, session 15)
+ap.add_argument("--oib", default="large:512:3", help="model:context:steps of the bf16 train step profiled with "
                 "optimizer_in_backward, beside the same point without it (empty: none)")
 ap.add_argument("--torch", default=None, help="path of the PyTorch anchor torch_lm.py: the peer's own in-process "
                 "tracer (torch.profiler, CUPTI) on the same points, traced vs untraced step time")
@@ -295,10 +297,7 @@ for steps, graphs, r in profiles:
     else:
         check(r.get("overhead_gpu_gated_pct") is None and note.startswith("not gated: eager"),
               f"{tag}: eager run has gated figures / note {note!r}")
-    # eager with the optimizer in backward: printed, not asserted. medium@256 bf16 measured +10.6% wall / +10.7%
-    # events in one call (the forward +27% traced, with the same kernels as without the option, +2.4%) and +1.8% /
-    # +1.7% in the next, same binary (H200, session 15 calls 1 and 3)
-    if not graphs and not oib and busy >= GPU_BOUND and mean_kernel_us >= MIN_KERNEL_US:
+    if not graphs and busy >= GPU_BOUND and mean_kernel_us >= MIN_KERNEL_US:
         check(r["overhead_pct"] <= MAX_OVERHEAD, f"{tag}: wall-clock overhead {r['overhead_pct']:.1f}%")
         check((r.get("overhead_gpu_pct") or 0) <= MAX_OVERHEAD, f"{tag}: CUDA-event overhead {r['overhead_gpu_pct']:.1f}%")
     elif not graphs:

@@ -93,8 +93,6 @@ static int benchmark_check(json_t *spec, api_error *err)
         if (v && parse_mode(json_string_value(v), &mo) != 0)
             return api_fail(err, API_ERR_INVALID_SPEC, "mode", "mode must be forward, forward_backward or train_step");
     }
-    if (model_point_check_opt_in_backward(spec, err))
-        return -1;
     if (spec_int(spec, "measure_steps", 10) < 1)
         return api_fail(err, API_ERR_INVALID_SPEC, "measure_steps", "measure_steps must be at least 1");
     if (spec_int(spec, "warmup_steps", 5) < 0)
@@ -474,7 +472,7 @@ static json_t *sweep_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, con
     p.warmup = spec_int(spec, "warmup_steps", 5);
     p.measure = spec_int(spec, "measure_steps", 10);
     p.graphs = json_is_true(json_object_get(spec, "graphs"));
-    p.opt_in_backward = p.mode == MODE_TRAIN_STEP && json_is_true(json_object_get(spec, "optimizer_in_backward"));
+    p.opt_in_backward = model_point_opt_in_backward(spec, p.mode == MODE_TRAIN_STEP);
     return run_point(ctx, b, &p, cancelled);
 }
 

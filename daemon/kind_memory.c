@@ -38,9 +38,7 @@ static const char *const bulky_fields[] = {"events", NULL};
 
 static int memory_check(json_t *spec, api_error *err)
 {
-    if (model_point_check(spec, err))
-        return -1;
-    return model_point_check_opt_in_backward(spec, err);
+    return model_point_check(spec, err);
 }
 
 static int spec_int(const json_t *spec, const char *key, int fallback)
@@ -312,7 +310,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
     (void)errbuf, (void)errlen; /* a point's failure is a failed run (the job fails only when no point succeeded) */
     json_t *run = model_point_run_json(p);
     int training = p->mode && strcmp(p->mode, "train_step") == 0;
-    int opt_in_backward = training && json_is_true(json_object_get(spec, "optimizer_in_backward"));
+    int opt_in_backward = model_point_opt_in_backward(spec, training);
     int steps = spec_int(spec, "steps", 2);
     uint64_t limit = (uint64_t)json_integer_value(json_object_get(spec, "memory_limit_bytes"));
     int include_events = json_is_true(json_object_get(spec, "record_events"));

@@ -113,15 +113,7 @@ static int spec_int(const json_t *spec, const char *key, int fallback)
 
 static int profile_check(json_t *spec, api_error *err)
 {
-    int rc = model_point_check(spec, err);
-    return rc ? rc : model_point_check_opt_in_backward(spec, err);
-}
-
-/* The spec's optimizer_in_backward, on a train_step point (forward points
- * have no optimizer). */
-static int point_opt_in_backward(const json_t *spec, int training)
-{
-    return training && json_is_true(json_object_get(spec, "optimizer_in_backward"));
+    return model_point_check(spec, err);
 }
 
 
@@ -1111,7 +1103,7 @@ static int measure_baselines(run_ctx *ctx, lmk_backend *b, const json_t *spec, c
         if (model_point_at(spec, i, &p))
             continue; /* the sweep reports it */
         int training = !p.mode || strcmp(p.mode, "train_step") == 0;
-        int opt_in_backward = point_opt_in_backward(spec, training);
+        int opt_in_backward = model_point_opt_in_backward(spec, training);
         json_t *scratch = json_object();
         int fits = model_point_preflight(&p, training, 2, opt_in_backward, runctx_device_info(ctx), scratch) == 0;
         json_decref(scratch);
@@ -1143,7 +1135,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, const
 {
     json_t *run = model_point_run_json(p);
     int training = !p->mode || strcmp(p->mode, "train_step") == 0;
-    int opt_in_backward = point_opt_in_backward(spec, training);
+    int opt_in_backward = model_point_opt_in_backward(spec, training);
     int warmup = spec_int(spec, "warmup_steps", 2), steps = spec_int(spec, "profile_steps", 1);
     /* this point's untraced steps (measure_baselines, same sweep order) */
     const baseline *base = NULL;

@@ -116,6 +116,23 @@ static int check_model_entry(const json_t *spec, size_t i, int vocab, api_error 
     return api_fail(err, API_ERR_INVALID_SPEC, field, "invalid model shape: %s", bad[0] ? bad : "entry");
 }
 
+/* optimizer_in_backward is refused when the sweep's precisions include
+ * fp16, whose loss scaling needs every gradient before any update. */
+static int check_opt_in_backward(const json_t *spec, api_error *err)
+{
+    if (!json_is_true(json_object_get(spec, "optimizer_in_backward")))
+        return 0;
+    const json_t *precs = json_object_get(spec, "precision");
+    for (size_t i = 0; i < (json_is_array(precs) ? json_array_size(precs) : 1); i++) {
+        const char *name = json_string_value(json_is_array(precs) ? json_array_get(precs, i) : precs);
+        if (name && strcmp(name, "fp16") == 0)
+            return api_fail(err, API_ERR_INVALID_SPEC, "optimizer_in_backward",
+                            "optimizer_in_backward cannot be used with precision fp16: its dynamic loss scaling "
+                            "needs every gradient before any parameter is updated");
+    }
+    return 0;
+}
+
 int model_point_check(const json_t *spec, api_error *err)
 {
     double points = 1;
@@ -178,7 +195,7 @@ int model_point_check(const json_t *spec, api_error *err)
                             dims, cfg.name, cfg.d_model / cfg.num_heads, cfg.d_model, cfg.num_heads);
         }
     }
-    return 0;
+    return check_opt_in_backward(spec, err);
 }
 
 int model_point_at(const json_t *spec, size_t idx, model_point *p)
@@ -249,19 +266,9 @@ uint64_t model_point_available_bytes(const runctx_device *dev)
     return avail ? avail : dev->free_bytes;
 }
 
-int model_point_check_opt_in_backward(const json_t *spec, api_error *err)
+int model_point_opt_in_backward(const json_t *spec, int training)
 {
-    if (!json_is_true(json_object_get(spec, "optimizer_in_backward")))
-        return 0;
-    const json_t *precs = json_object_get(spec, "precision");
-    for (size_t i = 0; i < (json_is_array(precs) ? json_array_size(precs) : 1); i++) {
-        const char *name = json_string_value(json_is_array(precs) ? json_array_get(precs, i) : precs);
-        if (name && strcmp(name, "fp16") == 0)
-            return api_fail(err, API_ERR_INVALID_SPEC, "optimizer_in_backward",
-                            "optimizer_in_backward cannot be used with precision fp16: its dynamic loss scaling "
-                            "needs every gradient before any parameter is updated");
-    }
-    return 0;
+    return training && json_is_true(json_object_get(spec, "optimizer_in_backward"));
 }
 
 int model_point_preflight(const model_point *p, int training, int steps, int opt_in_backward, const runctx_device *dev,

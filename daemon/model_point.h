@@ -34,8 +34,10 @@ typedef struct model_point {
 } model_point;
 
 /* Checks the shared fields of spec (after its JSON Schema): the sweep size,
- * model presets and shapes, context and batch, precision, vocab_size and
- * attention. Returns 0, or -1 with err naming the field. */
+ * model presets and shapes, context and batch, precision, vocab_size,
+ * attention and optimizer_in_backward (not with fp16, whose loss scaling
+ * needs every gradient before any update). Returns 0, or -1 with err naming
+ * the field. */
 int model_point_check(const json_t *spec, api_error *err);
 /* The number of points of the sweep. */
 size_t model_point_count(const json_t *spec);
@@ -52,10 +54,9 @@ void model_point_fail(json_t *run, const char *fmt, ...) __attribute__((format(p
 
 /* Free memory of the worker's device in bytes (CPU: MemAvailable). */
 uint64_t model_point_available_bytes(const runctx_device *dev);
-/* The spec's optimizer_in_backward (benchmark, memory): refused (-1, err
- * naming the field) when the sweep's precisions include fp16, whose loss
- * scaling needs every gradient before any update. */
-int model_point_check_opt_in_backward(const json_t *spec, api_error *err);
+/* The spec's optimizer_in_backward on a point: only a train step
+ * (training) has an optimizer to move. */
+int model_point_opt_in_backward(const json_t *spec, int training);
 /* Compares the analytic estimate of `steps` steps (lmk_model_memory_estimate_steps;
  * opt_in_backward: the optimizer inside backward) with the device's free
  * memory; sets "estimated_memory_bytes" on run and, when the point cannot

@@ -1966,7 +1966,6 @@ typedef struct ledger {
     int64_t live[E_COUNT], total, peak, at_peak[E_COUNT];
     int grads_kept; /* the gradients are live from the start (a later step without an optimizer step):
                      * backward allocates none */
-    int grads_applied; /* the optimizer in backward: each group's gradients are released once applied */
 } ledger;
 
 static void put(ledger *g, int cat, int64_t bytes)
@@ -2185,7 +2184,7 @@ static lmk_memory_estimate estimate_step(const lmk_model_config *c, int batch, i
         put(g, E_GRAD, 4 * P);
         lg.grads_kept = 1;
     }
-    lg.grads_applied = opt_in_backward && adamw;
+    int grads_applied = opt_in_backward && adamw; /* each group's gradients released once applied */
     if (adamw)
         put(g, E_OPT, 8 * P);
     if (zs.persist) /* every matrix but the embedding */
@@ -2208,11 +2207,11 @@ static lmk_memory_estimate estimate_step(const lmk_model_config *c, int batch, i
         ACTB(z->nd + z->h16); /* dres and its 16-bit copy */
         put(g, E_GRAD, 4 * d);
         ACTB(-z->nda - z->n4 - z->nd);
-        if (lg.grads_applied)
+        if (grads_applied)
             put(g, E_GRAD, -4 * (V * d + d)); /* the LM head's and final norm's, applied */
         for (int l = L - 1; l >= 0; l--) {
             est_layer_backward(g, z, l == 0);
-            if (lg.grads_applied)
+            if (grads_applied)
                 put(g, E_GRAD, -4 * (4 * z->dd + 3 * z->dff + 2 * d)); /* the layer's, applied */
         }
         put(g, E_GRAD, 4 * V * d); /* embedding */
@@ -2304,7 +2303,7 @@ static int adamw_in_backward(lmk_model *m, size_t first, size_t count)
 }
 
 /* Waits (in stream order) for the optimizer lane: before anything it reads
- * or writes is freed, and at the end of a step. */
+ * or writes is freed, and at the end of a backward. */
 static int opt_lane_join(lmk_model *m, int rc)
 {
     int jrc = m->b->opt_lane_join ? m->b->opt_lane_join(m->b) : LMK_OK;
@@ -2375,8 +2374,7 @@ static int model_step(lmk_model *m, const lmk_adamw_config *cfg)
         m->good_steps = 0;
     }
 out:
-    m->opt_begun = 0;
-    rc = opt_lane_join(m, rc); /* the lane's AdamW read the gradients */
+    m->opt_begun = 0; /* the backward joined the optimizer lane at its end */
     /* optimizer.zero_grad(set_to_none=True): the next backward allocates
      * them again (stream-ordered: the frees follow the AdamW kernels) */
     for (size_t i = 0; i < m->nparams; i++)

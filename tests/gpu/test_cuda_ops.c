@@ -100,22 +100,6 @@ static void compare(const char *what, const void *d, const float *ref, size_t n,
     free(h);
 }
 
-/* Downloads two device buffers of bytes each and checks they are equal bit
- * for bit. */
-static void same_bits(const char *what, const void *d_a, const void *d_b, size_t bytes)
-{
-    unsigned char *a = malloc(bytes), *b = malloc(bytes);
-    if (!a || !b)
-        exit(1);
-    int ok = gpu->download(gpu, a, d_a, bytes) == LMK_OK && gpu->download(gpu, b, d_b, bytes) == LMK_OK;
-    size_t at = 0;
-    while (ok && at < bytes && a[at] == b[at])
-        at++;
-    printf("  %-44s bytes=%-9zu %s\n", what, bytes, ok && at == bytes ? "bitwise equal" : "FAIL");
-    CHECK(ok && at == bytes, "%s: %s at byte %zu", what, ok ? "differs" : "download failed", at);
-    free(a), free(b);
-}
-
 static void run_gpu(int rc, const char *what)
 {
     if (rc != LMK_OK) {
@@ -178,6 +162,27 @@ static void test_rmsnorm(int n, int d)
     free(x), free(w), free(dout), free(dw), free(out), free(rstd), free(dx);
 }
 
+/* Whether two device buffers of bytes each are equal bit for bit. */
+static int same_bytes(const void *d1, const void *d2, size_t bytes)
+{
+    char *h1 = malloc(bytes), *h2 = malloc(bytes);
+    if (!h1 || !h2)
+        exit(1);
+    MUST(gpu->download(gpu, h1, d1, bytes));
+    MUST(gpu->download(gpu, h2, d2, bytes));
+    int same = memcmp(h1, h2, bytes) == 0;
+    free(h1), free(h2);
+    return same;
+}
+
+/* Prints and checks that two device buffers are equal bit for bit. */
+static void bitwise_check(const char *what, const void *d1, const void *d2, size_t bytes)
+{
+    int same = same_bytes(d1, d2, bytes);
+    printf("  %-44s bytes=%-9zu %s\n", what, bytes, same ? "bitwise equal" : "FAIL");
+    CHECK(same, "%s: differs", what);
+}
+
 /* rope_qkv_fwd / _bwd (q, k and v of a fused projection in one launch)
  * against the three rope_fwd / rope_bwd calls of the same backend, bit for
  * bit: d_qkv (B, T, 3·H·dh) of dt, d_dhead (B, H, T, dh) used as each of the
@@ -198,7 +203,7 @@ static void rope_qkv_check(lmk_dtype dt, const void *d_qkv, const void *d_dhead,
         GPU(gpu->rope_fwd(gpu, one, (const char *)d_qkv + part * D * es, dt, part < 2 ? d_table : NULL, B, T, H,
                           dh, 3 * (int)D));
         snprintf(name, sizeof name, "rope_qkv_fwd %s part %d = rope_fwd (dh%d)", lmk_dtype_name(dt), part, dh);
-        same_bits(name, heads[part], one, n * es);
+        bitwise_check(name, heads[part], one, n * es);
     }
     /* the backward from three different gradients: the head input and two rotations of it */
     const void *dheads[3] = {d_dhead, heads[0], heads[1]};
@@ -207,7 +212,7 @@ static void rope_qkv_check(lmk_dtype dt, const void *d_qkv, const void *d_dhead,
         GPU(gpu->rope_bwd(gpu, (char *)wide3 + part * D * es, dheads[part], dt, part < 2 ? d_table : NULL, B, T, H,
                           dh, 3 * (int)D));
     snprintf(name, sizeof name, "rope_qkv_bwd %s = 3 x rope_bwd (dh%d)", lmk_dtype_name(dt), dh);
-    same_bits(name, wide1, wide3, 3 * n * es);
+    bitwise_check(name, wide1, wide3, 3 * n * es);
     for (int i = 0; i < 3; i++)
         gpu->mem_free(gpu, heads[i]);
     gpu->mem_free(gpu, one), gpu->mem_free(gpu, wide1), gpu->mem_free(gpu, wide3);
@@ -726,25 +731,6 @@ static void test_optimizer_multi(size_t count, size_t max_n)
     free(n), free(off), free(ta), free(tb), free(g), free(p), free(m), free(v), free(ha), free(hb);
 }
 
-/* The fused forms on the GPU, bit for bit the unfused cuda ops in sequence:
- * add_rmsnorm_fwd = add + rmsnorm_fwd (y aliasing x1), rmsnorm_bwd_add =
- * rmsnorm_bwd + add + cast_half (also without dres / dx16); the causal
- * softmax with zero_block = the whole-row kernels on every written entry
- * (j < the end of the row's block) for the register, vector and scalar
- * kernels (T 1000 16-bit, T 100 and 37 float32); adamw_multi's 16-bit
- * copies = cast_half of the updated p (and left by a skipped step). */
-static int same_bytes(const void *d1, const void *d2, size_t bytes)
-{
-    char *h1 = malloc(bytes), *h2 = malloc(bytes);
-    if (!h1 || !h2)
-        exit(1);
-    MUST(gpu->download(gpu, h1, d1, bytes));
-    MUST(gpu->download(gpu, h2, d2, bytes));
-    int same = memcmp(h1, h2, bytes) == 0;
-    free(h1), free(h2);
-    return same;
-}
-
 /* The naive attention's one-launch causal GEMMs (attn_causal_gemm) against
  * the cpu's 16-bit GEMM on the whole matrices: scores (every entry of the
  * causal tiles within two ulps; every entry beyond a row's tile end left as
@@ -1124,6 +1110,13 @@ static void test_overlap_without_memory(void)
     lmk_backend_free(g2);
 }
 
+/* The fused forms on the GPU, bit for bit the unfused cuda ops in sequence:
+ * add_rmsnorm_fwd = add + rmsnorm_fwd (y aliasing x1), rmsnorm_bwd_add =
+ * rmsnorm_bwd + add + cast_half (also without dres / dx16); the causal
+ * softmax with zero_block = the whole-row kernels on every written entry
+ * (j < the end of the row's block) for the register, vector and scalar
+ * kernels (T 1000 16-bit, T 100 and 37 float32); adamw_multi's 16-bit
+ * copies = cast_half of the updated p (and left by a skipped step). */
 static void test_fused(lmk_round r)
 {
     lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;

@@ -107,6 +107,23 @@ typedef enum lmk_causal_gemm {
     LMK_CAUSAL_MIX_T = 2,  /* c (T, dh) = alpha · a (T, T)ᵀ · bm (T, dh): Pᵀ·dO, dSᵀ·Q */
 } lmk_causal_gemm;
 
+/* Where the per-head (T, dh) matrices of a 16-bit attention tensor lie
+ * (attn_causal_gemm's bm; the fused kernels' o and dout): the matrix of
+ * batch index bh = n·heads + h starts at element n·T·ld + h·dh, its rows ld
+ * elements apart. {1, dh}: contiguous (batch, T, dh); {H, H·dh}: the merged
+ * (B, T, H, dh) layout of a (B·T, H·dh) activation. Valid: heads ≥ 1
+ * dividing batch, ld ≥ heads·dh, ld a multiple of 8 (16-byte rows). */
+typedef struct lmk_heads_at {
+    int heads;
+    int64_t ld;
+} lmk_heads_at;
+
+/* Non-zero when at is a valid layout for batch matrices of dh columns. */
+static inline int lmk_heads_at_ok(lmk_heads_at at, int batch, int dh)
+{
+    return at.heads >= 1 && batch % at.heads == 0 && at.ld >= (int64_t)at.heads * dh && at.ld % 8 == 0;
+}
+
 typedef struct lmk_backend lmk_backend;
 
 struct lmk_backend {
@@ -224,7 +241,8 @@ struct lmk_backend {
      * blocked strided-batched gemm_half calls). attn_causal_block: the tile
      * (rows) these GEMMs work in for dtype dt, context T and head dim dh, 0
      * when not supported. attn_causal_gemm: one GEMM of kind over batch heads,
-     * every matrix row-major and contiguous (batch strides T·T and T·dh),
+     * every matrix row-major, a and c contiguous (batch strides T·T and
+     * T·dh), bm where bm_at says (the (T, dh) operand: k, v, dout or q),
      * 16-bit operands and output of dt, float32 accumulation, alpha applied
      * in float32, one rounding per stored element. With block = the tile,
      * query row i's causal end is end(i) = (i / block + 1)·block: SCORES
@@ -232,10 +250,11 @@ struct lmk_backend {
      * MIX_T read a[i][j] for j < end(i) only, and the caller's entries
      * i < j < end(i) must be 0 (the causal softmax with zero_block = block
      * writes them so). overlap: as lmk_gemm.overlap. A shape the block
-     * function rejects, or a pointer not 16-byte aligned: LMK_INVALID. */
+     * function rejects, a layout that is not valid, or a pointer not 16-byte
+     * aligned: LMK_INVALID. */
     int (*attn_causal_block)(lmk_backend *b, lmk_dtype dt, int T, int dh);
     int (*attn_causal_gemm)(lmk_backend *b, lmk_causal_gemm kind, void *c, const void *a, const void *bm,
-                            lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap);
+                            lmk_heads_at bm_at, lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap);
     /* Optional (NULL: attn_causal_gemm, then the causal softmax, then
      * attn_causal_gemm). The same shapes, dtypes and tiles as
      * attn_causal_gemm (block = the tile of attn_causal_block; only where
@@ -248,7 +267,8 @@ struct lmk_backend {
      * j < end(i) (zeros at i < j < end(i)), the rest untouched. The row sums
      * are added in another order than softmax_causal_fwd's, so a p may
      * differ from it in the last place. Then o (batch, T, dh) = p · v from
-     * the stored (rounded) p, as the MIX GEMM computes it.
+     * the stored (rounded) p, as the MIX GEMM computes it, stored where o_at
+     * says (o 4-byte aligned).
      * attn_dp_softmax_bwd: ds (batch, T, T) = p ⊙ (dp − D) for j ≤ i, 0 for
      * i < j < end(i), the rest untouched, where dp = dout (T, dh) · v (T, dh)ᵀ
      * (float32 accumulation, rounded to dt as the SCORES GEMM stores dP)
@@ -256,16 +276,13 @@ struct lmk_backend {
      * output: Σ_j p_ij dp_ij up to the roundings of o and dp (the flash
      * backward's D). dp never reaches memory. Then dq (batch, T, dh) =
      * scale · ds · k from the stored (rounded) ds, as the MIX GEMM computes
-     * it. o's head h of batch entry n (h < heads, n·heads + h < batch) is at
-     * o + n·T·o_ld + h·dh with rows o_ld elements apart (heads 1, o_ld dh:
-     * contiguous (batch, T, dh); heads H, o_ld H·dh: the merged (B, T, H, dh)
-     * values). batch a multiple of heads, o_ld ≥ heads · dh, o 4-byte
-     * aligned. */
-    int (*attn_scores_softmax)(lmk_backend *b, void *p, void *o, const void *q, const void *k, const void *v,
-                               lmk_dtype dt, int batch, int T, int dh, float alpha);
-    int (*attn_dp_softmax_bwd)(lmk_backend *b, void *ds, void *dq, const void *dout, const void *v, const void *k,
-                               const void *p, const void *o, int64_t o_ld, int heads, lmk_dtype dt, int batch,
-                               int T, int dh, float scale);
+     * it. dout and o lie where dout_at and o_at say (o 4-byte aligned): the
+     * merged layout {H, H·dh} spares the model its head split and merge. */
+    int (*attn_scores_softmax)(lmk_backend *b, void *p, void *o, lmk_heads_at o_at, const void *q, const void *k,
+                               const void *v, lmk_dtype dt, int batch, int T, int dh, float alpha);
+    int (*attn_dp_softmax_bwd)(lmk_backend *b, void *ds, void *dq, const void *dout, lmk_heads_at dout_at,
+                               const void *v, const void *k, const void *p, const void *o, lmk_heads_at o_at,
+                               lmk_dtype dt, int batch, int T, int dh, float scale);
 
     /* out (n) = silu(a) ⊙ g, all of dtype dt; under a 16-bit dt silu(a) is
      * rounded to dt before the product (autocast: two half ops). out is n /

@@ -86,6 +86,16 @@ static void range_push_layer(int l)
 #ifndef LMK_ATTN_GEMM16
 #define LMK_ATTN_GEMM16 1
 #endif
+/* Build-time knob: 1 = where attention naive_fused runs the backend's fused
+ * kernels (m->attn_softmax_fused), they read and write the merged (B, T, H,
+ * dh) layout of the (N, d) activations (backend.h lmk_heads_at): the
+ * forward's values land in `merged` (no head merge) and the backward's
+ * dout is read merged by dV and the dP kernel (no head split), two copies
+ * of (N, d) and two launches fewer per layer; 0 = those copies. The
+ * allocations keep their sizes and order (the estimate stays exact). */
+#ifndef LMK_ATTN_MERGED_IO
+#define LMK_ATTN_MERGED_IO 0
+#endif
 #define LOSS_SCALE_INIT 65536.0f
 #define LOSS_SCALE_GROWTH_INTERVAL 2000
 
@@ -280,6 +290,7 @@ struct lmk_model {
     int attn_tile;          /* LMK_ATTN_GEMM16: the backend's causal tile (rows), 0 = blocked GEMMs */
     int attn_softmax_fused; /* LMK_ATTN_NAIVE_FUSED where the backend has it (attn_tile set): the
                              * causal softmax inside the scores / dP GEMMs' kernels */
+    int attn_merged_io;     /* LMK_ATTN_MERGED_IO with attn_softmax_fused: values and dout merged */
     int persistent_copies;  /* the 16-bit weight copies live from create on and AdamW
                              * rewrites them (bf16/fp16 with optimizer state) */
     int copies_stale;       /* parameters may have been written since the copies were
@@ -584,6 +595,7 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
         m->attn_tile = b->attn_causal_block(b, m->adt, T, m->dh);
     m->attn_softmax_fused = c->attention == LMK_ATTN_NAIVE_FUSED && m->attn_tile && b->attn_scores_softmax &&
                             b->attn_dp_softmax_bwd;
+    m->attn_merged_io = LMK_ATTN_MERGED_IO && m->attn_softmax_fused;
     for (int l = 0; l < L; l++) { /* q, k, v: one (3d, d) copy; w1, w3: one (2·d_ff, d) */
         static const int qkv[3] = {P_WQ, P_WK, P_WV}, w13[2] = {P_W1, P_W3};
         for (int grp = 0; grp < 2; grp++) {
@@ -1240,18 +1252,32 @@ static int softmax_zero_block(const lmk_model *m)
     return m->attn_tile ? m->attn_tile : causal_block(m->T);
 }
 
+/* The layouts of an attention tensor's per-head (T, dh) matrices
+ * (backend.h lmk_heads_at): split, (B, H, T, dh) as the heads' GEMMs take
+ * them; merged, (B, T, H, dh) = the (N, d) activation. */
+static lmk_heads_at heads_split(const lmk_model *m)
+{
+    return (lmk_heads_at){1, m->dh};
+}
+
+static lmk_heads_at heads_merged(const lmk_model *m)
+{
+    return (lmk_heads_at){m->H, m->c.d_model};
+}
+
 /* The causal GEMM of kind over the B·H heads as the backend's one-launch
- * attn_causal_gemm (m->attn_tile: 16-bit operands and output). */
+ * attn_causal_gemm (m->attn_tile: 16-bit operands and output), bm's heads
+ * laid out as bm_at says. */
 static int causal_gemm_tiled(lmk_model *m, const char *op, causal_kind kind, lmk_tensor *c, operand a,
-                             operand bm, float alpha, int overlap)
+                             operand bm, lmk_heads_at bm_at, float alpha, int overlap)
 {
     static const lmk_causal_gemm kinds[] = {
         [CAUSAL_OUT_TT] = LMK_CAUSAL_SCORES, [CAUSAL_IN_TT] = LMK_CAUSAL_MIX, [CAUSAL_IN_TTT] = LMK_CAUSAL_MIX_T};
     if (!a.h || !bm.h || c->dtype != m->adt)
         return LMK_INVALID;
     RECS(op, F_ACT, F32, "16-bit tensors; 16-bit output; one launch, causal tiles", F_ACT, F_ACT);
-    return m->b->attn_causal_gemm(m->b, kinds[kind], c->data, a.h, bm.h, m->adt, m->B * m->H, m->T, m->dh, alpha,
-                                  overlap);
+    return m->b->attn_causal_gemm(m->b, kinds[kind], c->data, a.h, bm.h, bm_at, m->adt, m->B * m->H, m->T, m->dh,
+                                  alpha, overlap);
 }
 
 /* The causal GEMM of kind over the B·H heads (see causal_block); c, a, bm,
@@ -1260,7 +1286,7 @@ static int causal_gemm(lmk_model *m, const char *op, causal_kind kind, lmk_tenso
                        operand bm, float alpha, int overlap)
 {
     if (m->attn_tile)
-        return causal_gemm_tiled(m, op, kind, c, a, bm, alpha, overlap);
+        return causal_gemm_tiled(m, op, kind, c, a, bm, heads_split(m), alpha, overlap);
     int T = m->T, dh = m->dh, block = causal_block(T);
     if (block >= T) {
         if (kind == CAUSAL_OUT_TT)
@@ -1429,8 +1455,12 @@ static int layer_forward(lmk_model *m, int l, int keep)
         ACTA(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
         if (m->c.attention == LMK_ATTN_NAIVE_FUSED) {
             /* the values buffer first: the fused kernel writes p and the values together (the same order
-             * where the backend runs the three ops instead) */
-            TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
+             * where the backend runs the three ops instead); attn_merged_io: the values merged, in
+             * `merged` (the output projection's output comes after it, where `merged` does else) */
+            if (m->attn_merged_io)
+                ACTA(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
+            else
+                TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
             RANGE_PUSH("attention scores+softmax+values");
             if (m->attn_softmax_fused) {
                 RECS("attn.scores = q k^T", F_ACT, F32,
@@ -1442,8 +1472,10 @@ static int layer_forward(lmk_model *m, int l, int keep)
                      "the 16-bit probabilities as written, from registers, in the same kernel; 16-bit tensor; "
                      "16-bit output",
                      F_ACT, F_ACT);
-                rc = b->attn_scores_softmax(b, la->probs.data, tmp.data, la->qh.data, la->kh.data, la->vh.data, adt,
-                                            m->B * m->H, T, m->dh, scale);
+                void *values = m->attn_merged_io ? la->merged.data : tmp.data;
+                rc = b->attn_scores_softmax(b, la->probs.data, values,
+                                            m->attn_merged_io ? heads_merged(m) : heads_split(m), la->qh.data,
+                                            la->kh.data, la->vh.data, adt, m->B * m->H, T, m->dh, scale);
             } else {
                 rc = causal_gemm(m, "attn.scores = q k^T", CAUSAL_OUT_TT, &la->probs, op_x(&la->qh), op_x(&la->kh),
                                  scale, 0);
@@ -1493,11 +1525,13 @@ static int layer_forward(lmk_model *m, int l, int keep)
             }
         }
     }
-    const lmk_tensor *values = tmp.data ? &tmp : &la->o;
-    ACTA(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
-    REC("attn head merge", F_ACT, "-", F_ACT);
-    TRY(b->rope_bwd(b, la->merged.data, values->data, adt, NULL, m->B, T, m->H, m->dh, d));
-    if (!tmp.data) /* the values were the saved flash output: a new buffer */
+    if (!m->attn_merged_io) {
+        const lmk_tensor *values = tmp.data ? &tmp : &la->o;
+        ACTA(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
+        REC("attn head merge", F_ACT, "-", F_ACT);
+        TRY(b->rope_bwd(b, la->merged.data, values->data, adt, NULL, m->B, T, m->H, m->dh, d));
+    }
+    if (!tmp.data) /* the values were the saved flash output, or written merged: a new buffer */
         TMPA(tmp, (size_t)N * d, "layers.%d.attn.output_proj.out", l);
     TRY(linear_fwd(m, "attn.output_proj", &tmp, op_x(&la->merged), layer_param(m, l, P_WO), N, d, d));
     if (!keep)
@@ -1740,9 +1774,16 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
     TRY(linear_bwd(m, "attn.output_proj", &t1, 0, wo, dres, dres16, op_x(&la->merged), N, d, d));
     if (m->c.attention != LMK_ATTN_NAIVE_FUSED) /* naive_fused: merged (the values o) lives on for D */
         DROP(la->merged);
-    TMPA(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
-    TRY(b->rope_fwd(b, t2.data, t1.data, adt, NULL, B, T, H, dh, d)); /* split heads */
-    DROP(t1);
+    lmk_heads_at dout_at = heads_split(m);
+    if (m->attn_merged_io) { /* the fused kernels and dV read dout merged */
+        t2 = t1;
+        t1 = (lmk_tensor){0};
+        dout_at = heads_merged(m);
+    } else {
+        TMPA(t2, (size_t)N * d, "layers.%d.attn.values.grad", l);
+        TRY(b->rope_fwd(b, t2.data, t1.data, adt, NULL, B, T, H, dh, d)); /* split heads */
+        DROP(t1);
+    }
     if (m->c.attention == LMK_ATTN_FLASH) {
         /* t2 → t1 (dq), t2 (dk), t4 (dv) */
         lmk_tensor dout = t2;
@@ -1757,7 +1798,11 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         TMPA(t1, (size_t)N * d, "layers.%d.attn.q.grad", l);
         /* dv as overlap GEMMs beside dP, the softmax backward and dq (one kernel where the backend fuses them) */
         RANGE_PUSH("attention values backward");
-        rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
+        if (m->attn_merged_io)
+            rc = causal_gemm_tiled(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), dout_at,
+                                   1.0f, 1);
+        else
+            rc = causal_gemm(m, "attn dv = p^T dout", CAUSAL_IN_TTT, &t4, op_x(&la->probs), op_x(&t2), 1.0f, 1);
         RANGE_POP();
         RANGE_PUSH("attention dP+softmax+dQ backward");
         if (m->attn_softmax_fused) {
@@ -1772,8 +1817,9 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
                  "16-bit dS",
                  F_ACT, F_ACT, F_ACT, F_ACT);
             if (rc == LMK_OK)
-                rc = b->attn_dp_softmax_bwd(b, t3.data, t1.data, t2.data, la->vh.data, la->kh.data, la->probs.data,
-                                            la->merged.data, d, H, adt, B * H, T, dh, scale);
+                rc = b->attn_dp_softmax_bwd(b, t3.data, t1.data, t2.data, dout_at, la->vh.data, la->kh.data,
+                                            la->probs.data, la->merged.data, heads_merged(m), adt, B * H, T, dh,
+                                            scale);
         } else {
             if (rc == LMK_OK)
                 rc = causal_gemm(m, "attn dp = dout v^T", CAUSAL_OUT_TT, &t3, op_x(&t2), op_x(&la->vh), 1.0f, 0);
@@ -2115,7 +2161,8 @@ static void est_layer_backward(ledger *g, const est_shape *z, int first)
     est_linear_bwd(g, z, z->dd, 0);
     if (!z->naive_fused)
         ACTB(-nda); /* merged (naive_fused: after the softmax backward, which reads it) */
-    ACTB(nda);  /* values grad (heads split) */
+    ACTB(nda);  /* values grad (heads split; not made where the fused kernels read dout merged, never at the
+                 * peak: the attention backward's buffers come after it) */
     ACTB(-nda); /* merged grad */
     if (z->flash) {
         ACTB(z->lse); /* work (D) */

@@ -157,12 +157,19 @@ template <int ROWS> __device__ __forceinline__ row_block row_block_at(int Tn, in
     return {qt, lin % batch, (qt + 1) * (ROWS / CT), (int)(threadIdx.x & 31), warp, row0, row0 / CT};
 }
 
-/* Starts the cp.async ring: the A tile (ROWS, DH) of rows ag (row stride DH)
- * into as, then the first STAGES − 1 steps' tiles by load(step). */
-template <int STAGES, typename T, int ROWS, int DH, int LD, typename Load>
-__device__ __forceinline__ void ring_start(T *as, const T *ag, int steps, const Load &load)
+/* The (T, DH) matrix of batch index bh in a tensor laid out as at
+ * (backend.h lmk_heads_at); its rows at.ld elements apart. */
+template <typename T, int DH> __device__ __forceinline__ T *head_rows(T *x, lmk_heads_at at, int bh, int Tn)
 {
-    tile_load<T, ROWS, DH, LD>(as, ag, DH);
+    return x + (size_t)(bh / at.heads) * Tn * at.ld + (size_t)(bh % at.heads) * DH;
+}
+
+/* Starts the cp.async ring: the A tile (ROWS, DH) of rows ag (row stride
+ * ldg) into as, then the first STAGES − 1 steps' tiles by load(step). */
+template <int STAGES, typename T, int ROWS, int DH, int LD, typename Load>
+__device__ __forceinline__ void ring_start(T *as, const T *ag, size_t ldg, int steps, const Load &load)
+{
+    tile_load<T, ROWS, DH, LD>(as, ag, ldg);
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < steps)
             load(s);
@@ -320,18 +327,18 @@ __device__ __forceinline__ void store_packed(const uint32_t (&pk)[CT / 16][MT][4
 }
 
 /* The (16·MT, DH) accumulators of a warp's rows (mma C layout) times alpha,
- * rounded to T, stored at c (rows DH apart; lane: rows g, g + 8 of each m16
- * tile, columns 2t, 2t + 1 of each 8). */
+ * rounded to T, stored at c (rows ldc elements apart; lane: rows g, g + 8
+ * of each m16 tile, columns 2t, 2t + 1 of each 8). */
 template <typename T, int DH, int MT>
-__device__ __forceinline__ void store_rows(T *c, const float (&acc)[MT][DH / 8][4], float alpha, int lane)
+__device__ __forceinline__ void store_rows(T *c, size_t ldc, const float (&acc)[MT][DH / 8][4], float alpha, int lane)
 {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int j = 0; j < DH / 8; j++) {
-            st2(c + (size_t)(m * 16 + g) * DH + j * 8 + 2 * t, alpha * acc[m][j][0], alpha * acc[m][j][1]);
-            st2(c + (size_t)(m * 16 + g + 8) * DH + j * 8 + 2 * t, alpha * acc[m][j][2], alpha * acc[m][j][3]);
+            st2(c + (size_t)(m * 16 + g) * ldc + j * 8 + 2 * t, alpha * acc[m][j][0], alpha * acc[m][j][1]);
+            st2(c + (size_t)(m * 16 + g + 8) * ldc + j * 8 + 2 * t, alpha * acc[m][j][2], alpha * acc[m][j][3]);
         }
 }
 
@@ -356,13 +363,13 @@ template <typename T, int DH, int ROWS> constexpr size_t mix_smem()
     return (size_t)CG_STAGES * (mix_a_elems<ROWS>() + CT * dh_ld<DH>()) * sizeof(T);
 }
 
-/* c (batch, T, T) = alpha · a (batch, T, DH) · bm (batch, T, DH)ᵀ, written
- * for the causal tiles only. Grid: (T / ROWS) · batch blocks of CG_THREADS;
+/* c (batch, T, T) = alpha · a (batch, T, DH) · bmᵀ (bm's (T, DH) matrices
+ * where bm_at says), written for the causal tiles only. Grid: (T / ROWS) · batch blocks of CG_THREADS;
  * ROWS = 64·MT, a warp owns 16·MT rows, which stop at their causal tile's
  * last key tile. */
 template <typename T, int DH, int MT>
 __global__ void __launch_bounds__(CG_THREADS)
-    causal_scores_gemm_kernel(T *c, const T *a, const T *bm, int Tn, int batch, float alpha)
+    causal_scores_gemm_kernel(T *c, const T *a, const T *bm, lmk_heads_at bm_at, int Tn, int batch, float alpha)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT;
@@ -370,11 +377,12 @@ __global__ void __launch_bounds__(CG_THREADS)
     T *bs = as + scores_a_elems<DH, ROWS>(); /* CG_STAGES × (CT, LD) */
     const row_block rb = row_block_at<ROWS>(Tn, batch);
     const int qt = rb.qt, bh = rb.bh, nk = rb.nk, lane = rb.lane, warp = rb.warp, last = rb.last;
-    const T *bg = bm + (size_t)bh * Tn * DH;
+    const T *bg = head_rows<const T, DH>(bm, bm_at, bh, Tn);
+    const size_t bld = (size_t)bm_at.ld;
     auto load = [&](int pf) {
-        tile_load<T, CT, DH, LD>(bs + (pf % CG_STAGES) * CT * LD, bg + (size_t)pf * CT * DH, DH);
+        tile_load<T, CT, DH, LD>(bs + (pf % CG_STAGES) * CT * LD, bg + (size_t)pf * CT * bld, bld);
     };
-    ring_start<CG_STAGES, T, ROWS, DH, LD>(as, a + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH, nk, load);
+    ring_start<CG_STAGES, T, ROWS, DH, LD>(as, a + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH, DH, nk, load);
     uint32_t af[DH / 16][MT][4]; /* per k-step, the MT row tiles */
     T *cw = as + warp * WR * TT_LD; /* this warp's rows of the output tile, rounded */
     T *cg_wr = c + ((size_t)bh * Tn + rb.row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
@@ -392,15 +400,15 @@ __global__ void __launch_bounds__(CG_THREADS)
     }
 }
 
-/* TRANS false: c (batch, T, DH) = alpha · a (batch, T, T) · bm (batch, T, DH)
- * reading a's causal tiles (query rows r…: key tiles up to their causal
+/* TRANS false: c (batch, T, DH) = alpha · a (batch, T, T) · bm (bm's (T,
+ * DH) matrices where bm_at says) reading a's causal tiles (query rows r…: key tiles up to their causal
  * tile's). TRANS true: c = alpha · aᵀ · bm (key rows r…: query tiles from
  * their causal tile's on). Grid: (T / ROWS) · batch blocks of CG_THREADS;
  * ROWS = 64·MT, a warp owns 16·MT rows and skips the reduction steps they
  * do not take. */
 template <typename T, int DH, bool TRANS, int MT>
 __global__ void __launch_bounds__(CG_THREADS)
-    causal_mix_gemm_kernel(T *c, const T *a, const T *bm, int Tn, int batch, float alpha)
+    causal_mix_gemm_kernel(T *c, const T *a, const T *bm, lmk_heads_at bm_at, int Tn, int batch, float alpha)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT;
@@ -415,7 +423,8 @@ __global__ void __launch_bounds__(CG_THREADS)
     const int own = (ot * ROWS + warp * WR) / CT; /* the causal tile of this warp's rows */
     const T *ab = a + (size_t)bh * Tn * Tn + (TRANS ? (size_t)first * CT * Tn + (size_t)ot * ROWS
                                                      : (size_t)ot * ROWS * Tn);
-    const T *bb = bm + (size_t)bh * Tn * DH + (size_t)first * CT * DH;
+    const size_t bld = (size_t)bm_at.ld;
+    const T *bb = head_rows<const T, DH>(bm, bm_at, bh, Tn) + (size_t)first * CT * bld;
     /* step s reduces over tile first + s: a's tile (CT queries, ROWS keys) or (ROWS queries, CT keys) */
     auto load = [&](int s) {
         T *st = ring + (s % CG_STAGES) * STAGE;
@@ -423,7 +432,7 @@ __global__ void __launch_bounds__(CG_THREADS)
             tile_load<T, CT, ROWS, ALD>(st, ab + (size_t)s * CT * Tn, Tn);
         else
             tile_load<T, ROWS, CT, ALD>(st, ab + (size_t)s * CT, Tn);
-        tile_load<T, CT, DH, LD>(st + mix_a_elems<ROWS>(), bb + (size_t)s * CT * DH, DH);
+        tile_load<T, CT, DH, LD>(st + mix_a_elems<ROWS>(), bb + (size_t)s * CT * bld, bld);
     };
     for (int s = 0; s < CG_STAGES - 1; s++) {
         if (s < n)
@@ -460,7 +469,7 @@ __global__ void __launch_bounds__(CG_THREADS)
             }
         }
     }
-    store_rows<T, DH, MT>(c + ((size_t)bh * Tn + (size_t)ot * ROWS + warp * WR) * DH, acc, alpha, lane);
+    store_rows<T, DH, MT>(c + ((size_t)bh * Tn + (size_t)ot * ROWS + warp * WR) * DH, DH, acc, alpha, lane);
 }
 
 /* --- the causal softmax fused with the scores / dP GEMM ------------------- */
@@ -481,8 +490,8 @@ template <typename T, int DH, int ROWS> constexpr size_t fused_smem()
     return ((size_t)scores_a_elems<DH, ROWS>() + (size_t)CG_SM_STAGES * 2 * CT * dh_ld<DH>()) * sizeof(T);
 }
 
-/* p (batch, T, T) = causal softmax of round(alpha · q · kᵀ) and o (batch,
- * T, DH) = p · v (backend.h attn_scores_softmax). Grid and tiles as
+/* p (batch, T, T) = causal softmax of round(alpha · q · kᵀ) and o = p · v,
+ * o's (T, DH) matrices where o_at says (backend.h attn_scores_softmax). Grid and tiles as
  * causal_scores_gemm_kernel; the key tiles are swept twice. The first
  * sweep (k tiles) keeps each lane's running maximum and sum of exponentials
  * of its rows (rescaled when the maximum moves; merged across the row's 4
@@ -492,7 +501,8 @@ template <typename T, int DH, int ROWS> constexpr size_t fused_smem()
  * its product with the v tile into the rows' o accumulators. */
 template <typename T, int DH, int MT>
 __global__ void __launch_bounds__(CG_THREADS)
-    causal_scores_softmax_kernel(T *p, T *o, const T *q, const T *k, const T *v, int Tn, int batch, float alpha)
+    causal_scores_softmax_kernel(T *p, T *o, lmk_heads_at o_at, const T *q, const T *k, const T *v, int Tn, int batch,
+                                 float alpha)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT, STAGE = 2 * CT * LD;
@@ -512,7 +522,7 @@ __global__ void __launch_bounds__(CG_THREADS)
         if (s >= nk)
             tile_load<T, CT, DH, LD>(st + CT * LD, vg + (size_t)kt * CT * DH, DH);
     };
-    ring_start<CG_SM_STAGES, T, ROWS, DH, LD>(as, q + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH, steps, load);
+    ring_start<CG_SM_STAGES, T, ROWS, DH, LD>(as, q + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH, DH, steps, load);
     uint32_t af[DH / 16][MT][4];
     float mx[MT][2], sum[MT][2]; /* per row (m16 tile m, rows g and g + 8): running max, then the row's max */
     float oacc[MT][DH / 8][4];
@@ -575,7 +585,8 @@ __global__ void __launch_bounds__(CG_THREADS)
             tile_times_rows<T, DH, MT, LD>(oacc, pk, vt_s, lane);
         }
     }
-    store_rows<T, DH, MT>(o + ((size_t)bh * Tn + row0) * DH, oacc, 1.0f, lane);
+    store_rows<T, DH, MT>(head_rows<T, DH>(o, o_at, bh, Tn) + (size_t)row0 * o_at.ld, (size_t)o_at.ld, oacc, 1.0f,
+                          lane);
 }
 
 /* ds (batch, T, T) = p ⊙ (round(dout · vᵀ) − D) and dq (batch, T, DH) =
@@ -588,8 +599,8 @@ __global__ void __launch_bounds__(CG_THREADS)
  * accumulators. */
 template <typename T, int DH, int MT>
 __global__ void __launch_bounds__(CG_THREADS)
-    causal_dp_softmax_bwd_kernel(T *ds, T *dq, const T *dout, const T *v, const T *k, const T *p, const T *o,
-                                 int64_t o_ld, int heads, int Tn, int batch, float scale)
+    causal_dp_softmax_bwd_kernel(T *ds, T *dq, const T *dout, lmk_heads_at dout_at, const T *v, const T *k, const T *p,
+                                 const T *o, lmk_heads_at o_at, int Tn, int batch, float scale)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr int LD = dh_ld<DH>(), ROWS = CG_WARPS * 16 * MT, WR = 16 * MT, STAGE = 2 * CT * LD;
@@ -607,17 +618,19 @@ __global__ void __launch_bounds__(CG_THREADS)
         tile_load<T, CT, DH, LD>(st, vg + (size_t)s * CT * DH, DH);
         tile_load<T, CT, DH, LD>(st + CT * LD, kg + (size_t)s * CT * DH, DH);
     };
-    ring_start<CG_SM_STAGES, T, ROWS, DH, LD>(as, dout + ((size_t)bh * Tn + (size_t)qt * ROWS) * DH, nk, load);
+    const T *db = head_rows<const T, DH>(dout, dout_at, bh, Tn);
+    const size_t dld = (size_t)dout_at.ld, old_ = (size_t)o_at.ld;
+    ring_start<CG_SM_STAGES, T, ROWS, DH, LD>(as, db + (size_t)qt * ROWS * dld, dld, nk, load);
     /* D of the lane's rows: columns 2t + 8c (pairs) of dout and o, summed over the row's 4 lanes */
     float dsum[MT][2];
     {
-        const T *ob = o + (size_t)(bh / heads) * Tn * o_ld + (size_t)(bh % heads) * DH;
+        const T *ob = head_rows<const T, DH>(o, o_at, bh, Tn);
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int i = row0 + m * 16 + g + 8 * h;
-                const T *dr = dout + ((size_t)bh * Tn + i) * DH + 2 * t, *orow = ob + (size_t)i * o_ld + 2 * t;
+                const T *dr = db + (size_t)i * dld + 2 * t, *orow = ob + (size_t)i * old_ + 2 * t;
                 float d = 0.0f;
 #pragma unroll
                 for (int c = 0; c < DH / 8; c++) {
@@ -661,7 +674,7 @@ __global__ void __launch_bounds__(CG_THREADS)
         store_packed<T, MT>(pk, cw, cg_wr + (size_t)kt * CT, Tn, lane);
         tile_times_rows<T, DH, MT, LD>(qacc, pk, kt_s, lane);
     }
-    store_rows<T, DH, MT>(dq + ((size_t)bh * Tn + row0) * DH, qacc, scale, lane);
+    store_rows<T, DH, MT>(dq + ((size_t)bh * Tn + row0) * DH, DH, qacc, scale, lane);
 }
 
 bool dh_supported(int dh)
@@ -678,8 +691,9 @@ struct cg_launch {
     void *c2;             /* the fused kernels' second output: o (forward), dq (backward) */
     const void *b2;       /* its operand: v (forward), k (backward) */
     const void *p, *o;    /* CG_DP_SOFTMAX_BWD: the probabilities and the forward's output */
-    int64_t o_ld;         /* CG_DP_SOFTMAX_BWD: o's row stride (elements) */
-    int heads;            /* CG_DP_SOFTMAX_BWD: heads per batch entry of o */
+    lmk_heads_at a_at;    /* CG_DP_SOFTMAX_BWD: dout's layout */
+    lmk_heads_at bm_at;   /* CG_SCORES, CG_MIX, CG_MIX_T: bm's layout */
+    lmk_heads_at o_at;    /* the forward's output o: written (CG_SCORES_SOFTMAX) or read (CG_DP_SOFTMAX_BWD) */
     int Tn, batch;
     float alpha;
 };
@@ -719,29 +733,29 @@ template <typename T, int DH, int MT> int launch_kind(cuda_state *st, cudaStream
     switch (x.op) {
     case CG_SCORES:
         if ((rc = allow_smem(st, causal_scores_gemm_kernel<T, DH, MT>, sm_scores, bit)) == LMK_OK)
-            causal_scores_gemm_kernel<T, DH, MT><<<grid, CG_THREADS, sm_scores, s>>>(ct, at, bt, x.Tn, x.batch,
-                                                                                    x.alpha);
+            causal_scores_gemm_kernel<T, DH, MT><<<grid, CG_THREADS, sm_scores, s>>>(ct, at, bt, x.bm_at, x.Tn,
+                                                                                    x.batch, x.alpha);
         break;
     case CG_MIX:
         if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, false, MT>, sm_mix, bit)) == LMK_OK)
-            causal_mix_gemm_kernel<T, DH, false, MT><<<grid, CG_THREADS, sm_mix, s>>>(ct, at, bt, x.Tn, x.batch,
-                                                                                     x.alpha);
+            causal_mix_gemm_kernel<T, DH, false, MT><<<grid, CG_THREADS, sm_mix, s>>>(ct, at, bt, x.bm_at, x.Tn,
+                                                                                     x.batch, x.alpha);
         break;
     case CG_MIX_T:
         if ((rc = allow_smem(st, causal_mix_gemm_kernel<T, DH, true, MT>, sm_mix, bit)) == LMK_OK)
-            causal_mix_gemm_kernel<T, DH, true, MT><<<grid, CG_THREADS, sm_mix, s>>>(ct, at, bt, x.Tn, x.batch,
-                                                                                    x.alpha);
+            causal_mix_gemm_kernel<T, DH, true, MT><<<grid, CG_THREADS, sm_mix, s>>>(ct, at, bt, x.bm_at, x.Tn,
+                                                                                    x.batch, x.alpha);
         break;
     case CG_SCORES_SOFTMAX:
         if ((rc = allow_smem(st, causal_scores_softmax_kernel<T, DH, MT>, sm_fused, bit)) == LMK_OK)
             causal_scores_softmax_kernel<T, DH, MT><<<grid, CG_THREADS, sm_fused, s>>>(
-                ct, static_cast<T *>(x.c2), at, bt, static_cast<const T *>(x.b2), x.Tn, x.batch, x.alpha);
+                ct, static_cast<T *>(x.c2), x.o_at, at, bt, static_cast<const T *>(x.b2), x.Tn, x.batch, x.alpha);
         break;
     case CG_DP_SOFTMAX_BWD:
         if ((rc = allow_smem(st, causal_dp_softmax_bwd_kernel<T, DH, MT>, sm_fused, bit)) == LMK_OK)
             causal_dp_softmax_bwd_kernel<T, DH, MT><<<grid, CG_THREADS, sm_fused, s>>>(
-                ct, static_cast<T *>(x.c2), at, bt, static_cast<const T *>(x.b2), static_cast<const T *>(x.p),
-                static_cast<const T *>(x.o), x.o_ld, x.heads, x.Tn, x.batch, x.alpha);
+                ct, static_cast<T *>(x.c2), at, x.a_at, bt, static_cast<const T *>(x.b2), static_cast<const T *>(x.p),
+                static_cast<const T *>(x.o), x.o_at, x.Tn, x.batch, x.alpha);
         break;
     default:
         return LMK_INVALID;
@@ -802,10 +816,10 @@ int cuda_attn_causal_block(lmk_backend *b, lmk_dtype dt, int T, int dh)
 }
 
 int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const void *a, const void *bm,
-                          lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap)
+                          lmk_heads_at bm_at, lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap)
 {
     cuda_state *st = CST(b);
-    if (!launch_ok(b, dt, batch, T, dh, c, a, bm))
+    if (!launch_ok(b, dt, batch, T, dh, c, a, bm) || !lmk_heads_at_ok(bm_at, batch, dh))
         return LMK_INVALID;
     if (kind != LMK_CAUSAL_SCORES && kind != LMK_CAUSAL_MIX && kind != LMK_CAUSAL_MIX_T)
         return LMK_INVALID;
@@ -820,7 +834,7 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
     }
     const int wg_kind = kind == LMK_CAUSAL_MIX_T ? 1 : kind == LMK_CAUSAL_MIX ? 2 : 0;
     if ((LMK_CG_WGMMA & wg_kind) && st->sm90 && lmk_attn_mix_wgmma_shape(dt, T, dh)) {
-        int rc = lmk_attn_mix_wgmma(c, a, bm, kind == LMK_CAUSAL_MIX_T, dt, batch, T, dh, alpha,
+        int rc = lmk_attn_mix_wgmma(c, a, bm, bm_at, kind == LMK_CAUSAL_MIX_T, dt, batch, T, dh, alpha,
                                     &st->attn_wgmma_smem, s);
         if (rc == LMK_DEVICE)
             return cuda_fail(st, "cudaFuncSetAttribute (causal attention GEMM, wgmma)", cudaGetLastError());
@@ -830,27 +844,28 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
         return LMK_OK;
     }
     const cg_op op = kind == LMK_CAUSAL_SCORES ? CG_SCORES : kind == LMK_CAUSAL_MIX ? CG_MIX : CG_MIX_T;
-    cg_launch x = {op, c, a, bm, NULL, NULL, NULL, NULL, 0, 1, T, batch, alpha};
+    cg_launch x = {op, c, a, bm, NULL, NULL, NULL, NULL, {}, bm_at, {}, T, batch, alpha};
     return launch(st, s, dt, dh, x);
 }
 
-int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, const void *q, const void *k, const void *v,
-                             lmk_dtype dt, int batch, int T, int dh, float alpha)
+int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, lmk_heads_at o_at, const void *q, const void *k,
+                             const void *v, lmk_dtype dt, int batch, int T, int dh, float alpha)
 {
-    if (!launch_ok(b, dt, batch, T, dh, p, q, k) || !o || !v || (((uintptr_t)o | (uintptr_t)v) & 15))
+    if (!launch_ok(b, dt, batch, T, dh, p, q, k) || !o || !v || ((uintptr_t)v & 15) || ((uintptr_t)o & 3) ||
+        !lmk_heads_at_ok(o_at, batch, dh))
         return LMK_INVALID;
-    cg_launch x = {CG_SCORES_SOFTMAX, p, q, k, o, v, NULL, NULL, 0, 1, T, batch, alpha};
+    cg_launch x = {CG_SCORES_SOFTMAX, p, q, k, o, v, NULL, NULL, {}, {}, o_at, T, batch, alpha};
     return launch(CST(b), CST(b)->stream, dt, dh, x);
 }
 
-int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dout, const void *v, const void *k,
-                             const void *p, const void *o, int64_t o_ld, int heads, lmk_dtype dt, int batch, int T,
-                             int dh, float scale)
+int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dout, lmk_heads_at dout_at,
+                             const void *v, const void *k, const void *p, const void *o, lmk_heads_at o_at,
+                             lmk_dtype dt, int batch, int T, int dh, float scale)
 {
     if (!launch_ok(b, dt, batch, T, dh, ds, dout, v) || !dq || !k || !p || !o ||
-        (((uintptr_t)dq | (uintptr_t)k | (uintptr_t)p) & 15) || ((uintptr_t)o & 3) || heads <= 0 ||
-        batch % heads != 0 || o_ld < (int64_t)heads * dh)
+        (((uintptr_t)dq | (uintptr_t)k | (uintptr_t)p) & 15) || ((uintptr_t)o & 3) ||
+        !lmk_heads_at_ok(dout_at, batch, dh) || !lmk_heads_at_ok(o_at, batch, dh))
         return LMK_INVALID;
-    cg_launch x = {CG_DP_SOFTMAX_BWD, ds, dout, v, dq, k, p, o, o_ld, heads, T, batch, scale};
+    cg_launch x = {CG_DP_SOFTMAX_BWD, ds, dout, v, dq, k, p, o, dout_at, {}, o_at, T, batch, scale};
     return launch(CST(b), CST(b)->stream, dt, dh, x);
 }

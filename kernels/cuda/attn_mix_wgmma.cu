@@ -14,7 +14,8 @@
  * (MN-major for mix_t, K-major for mix), the bm tile (64 rows × dh) the
  * MN-major B operand. Both warpgroups run m64n{dh}k16 products from shared
  * memory, float32 accumulators in registers, alpha applied once at the
- * store. */
+ * store. bm's rows may lie apart (backend.h lmk_heads_at: the merged
+ * (B, T, H, dh) layout of dout). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -77,7 +78,7 @@ template <typename T> __device__ __forceinline__ void chunk_load(uint32_t s, con
  * chunk of 128 rows, rows 64·w… the K-major A operand of warpgroup w). */
 template <typename T, int DH, bool TRANS>
 __global__ void __launch_bounds__(MW_THREADS)
-    causal_mix_wgmma_kernel(T *c, const T *a, const T *bm, int Tn, int batch, float alpha)
+    causal_mix_wgmma_kernel(T *c, const T *a, const T *bm, lmk_heads_at bm_at, int Tn, int batch, float alpha)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using P = mw_plan<DH>;
@@ -91,10 +92,12 @@ __global__ void __launch_bounds__(MW_THREADS)
     const int skip = TRANS ? (wg == 1 ? 0 : -1) : (wg == 0 ? n - 1 : -1); /* the step this warpgroup skips */
     const T *ab = TRANS ? a + ((size_t)bh * Tn + (size_t)first * MW_CT) * Tn + (size_t)blk * MW_ROWS
                         : a + ((size_t)bh * Tn + (size_t)blk * MW_ROWS) * Tn;
-    const T *bb = bm + ((size_t)bh * Tn + (size_t)first * MW_CT) * DH;
+    const size_t bld = (size_t)bm_at.ld; /* bm's row stride */
+    const T *bb = bm + (size_t)(bh / bm_at.heads) * Tn * bld + (size_t)(bh % bm_at.heads) * DH +
+                  (size_t)first * MW_CT * bld;
     auto load = [&](int s) {
         const uint32_t st = base + (s % P::STAGES) * P::STAGE;
-        const T *bs = bb + (size_t)s * MW_CT * DH;
+        const T *bs = bb + (size_t)s * MW_CT * bld;
         if (TRANS) {
             const T *as = ab + (size_t)s * MW_CT * Tn;
             chunk_load(st, as, Tn);
@@ -108,7 +111,7 @@ __global__ void __launch_bounds__(MW_THREADS)
         }
 #pragma unroll
         for (int j = 0; j < P::B_CHUNKS; j++)
-            chunk_load(st + (2 + j) * MW_CHUNK, bs + 64 * j, DH);
+            chunk_load(st + (2 + j) * MW_CHUNK, bs + 64 * j, bld);
     };
     for (int s = 0; s < P::STAGES - 1; s++) {
         if (s < n)
@@ -159,8 +162,8 @@ __global__ void __launch_bounds__(MW_THREADS)
 }
 
 template <typename T, int DH>
-int launch(T *c, const T *a, const T *bm, int trans, int batch, int T_, float alpha, uint32_t *smem_set, int bit,
-           cudaStream_t s)
+int launch(T *c, const T *a, const T *bm, lmk_heads_at bm_at, int trans, int batch, int T_, float alpha,
+           uint32_t *smem_set, int bit, cudaStream_t s)
 {
     auto kern = trans ? causal_mix_wgmma_kernel<T, DH, true> : causal_mix_wgmma_kernel<T, DH, false>;
     const size_t smem = mw_plan<DH>::SMEM;
@@ -169,7 +172,7 @@ int launch(T *c, const T *a, const T *bm, int trans, int batch, int T_, float al
             return LMK_DEVICE;
         *smem_set |= 1u << bit;
     }
-    kern<<<(unsigned)(T_ / MW_ROWS) * (unsigned)batch, MW_THREADS, smem, s>>>(c, a, bm, T_, batch, alpha);
+    kern<<<(unsigned)(T_ / MW_ROWS) * (unsigned)batch, MW_THREADS, smem, s>>>(c, a, bm, bm_at, T_, batch, alpha);
     return LMK_OK;
 }
 
@@ -180,22 +183,23 @@ extern "C" int lmk_attn_mix_wgmma_shape(lmk_dtype dt, int T, int dh)
     return (dt == LMK_BF16 || dt == LMK_F16) && (dh == 64 || dh == 128) && T >= MW_ROWS && T % MW_ROWS == 0;
 }
 
-extern "C" int lmk_attn_mix_wgmma(void *c, const void *a, const void *bm, int trans, lmk_dtype dt, int batch, int T,
-                                 int dh, float alpha, uint32_t *smem_set, void *stream)
+extern "C" int lmk_attn_mix_wgmma(void *c, const void *a, const void *bm, lmk_heads_at bm_at, int trans, lmk_dtype dt,
+                                 int batch, int T, int dh, float alpha, uint32_t *smem_set, void *stream)
 {
     if (!lmk_attn_mix_wgmma_shape(dt, T, dh) || batch <= 0 || (int64_t)(T / MW_ROWS) * batch > INT32_MAX || !c ||
-        !a || !bm || !smem_set || (((uintptr_t)c | (uintptr_t)a | (uintptr_t)bm) & 15))
+        !a || !bm || !smem_set || (((uintptr_t)c | (uintptr_t)a | (uintptr_t)bm) & 15) ||
+        !lmk_heads_at_ok(bm_at, batch, dh))
         return LMK_INVALID;
     cudaStream_t s = (cudaStream_t)stream;
     const int bit = (dt == LMK_F16 ? 4 : 0) + (dh == 128 ? 2 : 0) + (trans ? 1 : 0);
     if (dt == LMK_BF16) {
         auto *ct = static_cast<__nv_bfloat16 *>(c);
         auto *at = static_cast<const __nv_bfloat16 *>(a), *bt = static_cast<const __nv_bfloat16 *>(bm);
-        return dh == 64 ? launch<__nv_bfloat16, 64>(ct, at, bt, trans, batch, T, alpha, smem_set, bit, s)
-                        : launch<__nv_bfloat16, 128>(ct, at, bt, trans, batch, T, alpha, smem_set, bit, s);
+        return dh == 64 ? launch<__nv_bfloat16, 64>(ct, at, bt, bm_at, trans, batch, T, alpha, smem_set, bit, s)
+                        : launch<__nv_bfloat16, 128>(ct, at, bt, bm_at, trans, batch, T, alpha, smem_set, bit, s);
     }
     auto *ct = static_cast<__half *>(c);
     auto *at = static_cast<const __half *>(a), *bt = static_cast<const __half *>(bm);
-    return dh == 64 ? launch<__half, 64>(ct, at, bt, trans, batch, T, alpha, smem_set, bit, s)
-                    : launch<__half, 128>(ct, at, bt, trans, batch, T, alpha, smem_set, bit, s);
+    return dh == 64 ? launch<__half, 64>(ct, at, bt, bm_at, trans, batch, T, alpha, smem_set, bit, s)
+                    : launch<__half, 128>(ct, at, bt, bm_at, trans, batch, T, alpha, smem_set, bit, s);
 }

@@ -315,12 +315,12 @@ int cuda_attn_bwd(lmk_backend *b, void *dq, void *dk, void *dv, float *work, con
                   const void *k, const void *v, const void *o, const float *lse, const lmk_attn_shape *s);
 int cuda_attn_causal_block(lmk_backend *b, lmk_dtype dt, int T, int dh);
 int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const void *a, const void *bm,
-                          lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap);
-int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, const void *q, const void *k, const void *v,
-                             lmk_dtype dt, int batch, int T, int dh, float alpha);
-int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dout, const void *v, const void *k,
-                             const void *p, const void *o, int64_t o_ld, int heads, lmk_dtype dt, int batch, int T,
-                             int dh, float scale);
+                          lmk_heads_at bm_at, lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap);
+int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, lmk_heads_at o_at, const void *q, const void *k,
+                             const void *v, lmk_dtype dt, int batch, int T, int dh, float alpha);
+int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dout, lmk_heads_at dout_at,
+                             const void *v, const void *k, const void *p, const void *o, lmk_heads_at o_at,
+                             lmk_dtype dt, int batch, int T, int dh, float scale);
 int cuda_adamw_begin(lmk_backend *b, int64_t *t, float *alpha, const float *factor,
                      const lmk_adamw_hp *hp);
 int cuda_cross_entropy(lmk_backend *b, float *loss, float *dlogits, const float *logits,

@@ -743,6 +743,7 @@ static void test_attn_causal_gemm(lmk_round r, int batch, int T, int dh)
     lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
     double ulp = r == LMK_ROUND_BF16 ? 0x1p-8 : 0x1p-11;
     int tile = gpu->attn_causal_block(gpu, dt, T, dh);
+    const lmk_heads_at split = {1, dh};
     char name[128];
     CHECK(tile > 0 && T % tile == 0, "attn_causal_block(%s, T %d, dh %d) = %d", round_name(r), T, dh, tile);
     if (tile <= 0)
@@ -777,7 +778,7 @@ static void test_attn_causal_gemm(lmk_round r, int batch, int T, int dh)
     for (size_t i = 0; i < ns; i++)
         sent[i] = 0x3c00; /* a sentinel: the scores kernel must not write beyond the tiles */
     MUST(gpu->upload(gpu, d_s, sent, ns * 2));
-    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_SCORES, d_s, d_q, d_k, dt, batch, T, dh, scale, 0));
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_SCORES, d_s, d_q, d_k, split, dt, batch, T, dh, scale, 0));
     MUST(gpu->download(gpu, got, d_s, ns * 2));
     size_t outside_bad = 0;
     for (size_t bh = 0; bh < (size_t)batch; bh++)
@@ -800,13 +801,13 @@ static void test_attn_causal_gemm(lmk_round r, int batch, int T, int dh)
                        .out_round = r, .c_half = 1};
         MUST(cpu->gemm_half(cpu, &gm, hc, hp_clean, 1, hq, 1));
         lmk_causal_gemm kind = trans ? LMK_CAUSAL_MIX_T : LMK_CAUSAL_MIX;
-        GPU(gpu->attn_causal_gemm(gpu, kind, d_c, d_p, d_q, dt, batch, T, dh, gm.alpha, 0));
+        GPU(gpu->attn_causal_gemm(gpu, kind, d_c, d_p, d_q, split, dt, batch, T, dh, gm.alpha, 0));
         snprintf(name, sizeof name, "causal %s %s B·H %d T %d dh %d", trans ? "P^T v" : "P v", round_name(r), batch,
                  T, dh);
         compare16(name, d_c, hc, nq, r, 1e-5 * sqrt(T), 2 * ulp);
         /* the same on the second stream (overlap), read after a join */
         GPU(gpu->mem_zero(gpu, d_c2, nq * 2));
-        GPU(gpu->attn_causal_gemm(gpu, kind, d_c2, d_p, d_q, dt, batch, T, dh, gm.alpha, 1));
+        GPU(gpu->attn_causal_gemm(gpu, kind, d_c2, d_p, d_q, split, dt, batch, T, dh, gm.alpha, 1));
         GPU(gpu->lane_join(gpu));
         snprintf(name, sizeof name, "causal %s %s overlap launch = plain, bitwise", trans ? "P^T v" : "P v",
                  round_name(r));
@@ -817,10 +818,11 @@ static void test_attn_causal_gemm(lmk_round r, int batch, int T, int dh)
     CHECK(gpu->attn_causal_block(gpu, LMK_F32, T, dh) == 0, "attn_causal_block accepts float32");
     CHECK(gpu->attn_causal_block(gpu, dt, T + 1, dh) == 0, "attn_causal_block accepts T %d", T + 1);
     CHECK(gpu->attn_causal_block(gpu, dt, T, 72) == 0, "attn_causal_block accepts dh 72");
-    CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_c, (char *)d_p + 2, d_q, dt, batch, T, dh, 1.0f, 0) ==
+    CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_c, (char *)d_p + 2, d_q, split, dt, batch, T, dh, 1.0f, 0) ==
               LMK_INVALID,
           "attn_causal_gemm accepts a misaligned a");
-    CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_c, d_p, d_q, LMK_F32, batch, T, dh, 1.0f, 0) == LMK_INVALID,
+    CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_c, d_p, d_q, split, LMK_F32, batch, T, dh, 1.0f, 0) ==
+              LMK_INVALID,
           "attn_causal_gemm accepts float32");
     gpu->mem_free(gpu, d_q), gpu->mem_free(gpu, d_k), gpu->mem_free(gpu, d_p);
     gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_c), gpu->mem_free(gpu, d_c2);
@@ -844,6 +846,7 @@ static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int d
     lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
     double ulp = r == LMK_ROUND_BF16 ? 0x1p-8 : 0x1p-11;
     int batch = nb * heads, tile = gpu->attn_causal_block(gpu, dt, T, dh);
+    const lmk_heads_at split = {1, dh}, merged = {heads, (int64_t)heads * dh};
     char name[160];
     CHECK(tile > 0, "attn_causal_block(%s, T %d, dh %d) = %d", round_name(r), T, dh, tile);
     if (tile <= 0 || !gpu->attn_scores_softmax || !gpu->attn_dp_softmax_bwd) {
@@ -873,11 +876,11 @@ static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int d
         exit(1);
 
     /* forward */
-    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_SCORES, d_ref, d_q, d_k, dt, batch, T, dh, scale, 0));
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_SCORES, d_ref, d_q, d_k, split, dt, batch, T, dh, scale, 0));
     GPU(gpu->softmax_causal_fwd(gpu, d_ref, d_ref, dt, batch, T, tile));
-    GPU(gpu->attn_scores_softmax(gpu, d_p, d_out, d_q, d_k, d_v, dt, batch, T, dh, scale));
+    GPU(gpu->attn_scores_softmax(gpu, d_p, d_out, split, d_q, d_k, d_v, dt, batch, T, dh, scale));
     /* o = p v from the fused p */
-    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_out_ref, d_p, d_v, dt, batch, T, dh, 1.0f, 0));
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_out_ref, d_p, d_v, split, dt, batch, T, dh, 1.0f, 0));
     MUST(gpu->download(gpu, hout, d_out_ref, nq * 2));
     snprintf(name, sizeof name, "fused scores+softmax+values %s B·H %d T %d dh %d: o = p v", round_name(r), batch, T,
              dh);
@@ -913,10 +916,10 @@ static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int d
                 hp[(bh * T + i) * T + j] = poison;
     MUST(gpu->upload(gpu, d_p, hp, ns * 2));
     MUST(gpu->upload(gpu, d_ref, sent, ns * 2));
-    GPU(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, d_v, d_k, d_p, d_o, (int64_t)heads * dh, heads, dt, batch,
-                                 T, dh, scale));
+    GPU(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, split, d_v, d_k, d_p, d_o, merged, dt, batch, T, dh,
+                                 scale));
     /* dq = scale · ds k from the fused ds */
-    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_out_ref, d_ref, d_k, dt, batch, T, dh, scale, 0));
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_out_ref, d_ref, d_k, split, dt, batch, T, dh, scale, 0));
     MUST(gpu->download(gpu, hout, d_out_ref, nq * 2));
     snprintf(name, sizeof name, "fused dP+softmax+dQ bwd %s B·H %d T %d dh %d: dq = scale ds k", round_name(r), batch,
              T, dh);
@@ -972,27 +975,151 @@ static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int d
     CHECK(!outside && !upper, "%s: %zu written beyond the tiles, %zu non-zero above the diagonal", name, outside,
           upper);
 
-    /* refused: float32, a misaligned p, o rows shorter than heads · dh, batch not a multiple of heads */
-    CHECK(gpu->attn_scores_softmax(gpu, d_p, d_out, d_q, d_k, d_v, LMK_F32, batch, T, dh, scale) == LMK_INVALID,
+    /* refused: float32, a misaligned o or p, o rows shorter than heads · dh, batch not a multiple of heads */
+    const lmk_heads_at short_rows = {heads, (int64_t)heads * dh - 8};
+    CHECK(gpu->attn_scores_softmax(gpu, d_p, d_out, split, d_q, d_k, d_v, LMK_F32, batch, T, dh, scale) == LMK_INVALID,
           "attn_scores_softmax accepts float32");
-    CHECK(gpu->attn_scores_softmax(gpu, d_p, (char *)d_out + 2, d_q, d_k, d_v, dt, batch, T, dh, scale) ==
+    CHECK(gpu->attn_scores_softmax(gpu, d_p, (char *)d_out + 2, split, d_q, d_k, d_v, dt, batch, T, dh, scale) ==
               LMK_INVALID,
           "attn_scores_softmax accepts a misaligned o");
-    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, d_v, d_k, (char *)d_p + 2, d_o, (int64_t)heads * dh, heads,
-                                   dt, batch, T, dh, scale) == LMK_INVALID,
+    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, split, d_v, d_k, (char *)d_p + 2, d_o, merged, dt, batch,
+                                   T, dh, scale) == LMK_INVALID,
           "attn_dp_softmax_bwd accepts a misaligned p");
-    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, d_v, d_k, d_p, d_o, (int64_t)heads * dh - 1, heads, dt,
-                                   batch, T, dh, scale) == LMK_INVALID,
-          "attn_dp_softmax_bwd accepts o_ld < heads · dh");
+    CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, split, d_v, d_k, d_p, d_o, short_rows, dt, batch, T, dh,
+                                   scale) == LMK_INVALID,
+          "attn_dp_softmax_bwd accepts o's ld < heads · dh");
     if (heads > 1)
-        CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, d_v, d_k, d_p, d_o, (int64_t)heads * dh, heads, dt,
-                                       batch - 1, T, dh, scale) == LMK_INVALID,
+        CHECK(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, split, d_v, d_k, d_p, d_o, merged, dt, batch - 1, T,
+                                       dh, scale) == LMK_INVALID,
               "attn_dp_softmax_bwd accepts batch %d with %d heads", batch - 1, heads);
     gpu->mem_free(gpu, d_q), gpu->mem_free(gpu, d_k), gpu->mem_free(gpu, d_v), gpu->mem_free(gpu, d_do);
     gpu->mem_free(gpu, d_o), gpu->mem_free(gpu, d_ref), gpu->mem_free(gpu, d_p);
     gpu->mem_free(gpu, d_out), gpu->mem_free(gpu, d_out_ref), free(hout);
     free(fq), free(fk), free(fv), free(fdo), free(fo), free(hq), free(hk), free(hv), free(hdo), free(ho);
     free(sent), free(got), free(hp), free(p32), free(ds32), free(v32), free(do32), free(o32), free(dpr), free(dpr16);
+}
+
+/* (nb·heads, T, dh) contiguous 16-bit matrices ↔ the layout {heads, ld}
+ * (backend.h lmk_heads_at; rows of ld elements, those past heads · dh
+ * left as they are). */
+static void heads_to_layout(uint16_t *out, const uint16_t *split, int nb, int heads, int T, int dh, int64_t ld)
+{
+    for (int n = 0; n < nb; n++)
+        for (int h = 0; h < heads; h++)
+            for (int i = 0; i < T; i++)
+                memcpy(out + ((size_t)n * T + i) * ld + (size_t)h * dh,
+                       split + (((size_t)n * heads + h) * T + i) * dh, (size_t)dh * 2);
+}
+
+static void heads_from_layout(uint16_t *split, const uint16_t *in, int nb, int heads, int T, int dh, int64_t ld)
+{
+    for (int n = 0; n < nb; n++)
+        for (int h = 0; h < heads; h++)
+            for (int i = 0; i < T; i++)
+                memcpy(split + (((size_t)n * heads + h) * T + i) * dh,
+                       in + ((size_t)n * T + i) * ld + (size_t)h * dh, (size_t)dh * 2);
+}
+
+/* The naive attention's kernels with their (T, dh) operand in another
+ * layout than contiguous (lmk_heads_at {heads, ld}: the merged (B, T, H,
+ * dh) activations with ld = heads · dh, and rows padded by 8 elements):
+ * bit for bit what they give on the same matrices stored contiguously:
+ * attn_causal_gemm's bm (scores, P·V, Pᵀ·dO), attn_scores_softmax's o (p
+ * too), attn_dp_softmax_bwd's dout (ds and dq). Then the layouts refused. */
+static void test_attn_heads_layout(lmk_round r, int nb, int heads, int T, int dh)
+{
+    lmk_dtype dt = r == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
+    int batch = nb * heads, tile = gpu->attn_causal_block(gpu, dt, T, dh);
+    char name[160];
+    CHECK(tile > 0 && gpu->attn_scores_softmax && gpu->attn_dp_softmax_bwd,
+          "attn_causal_block(%s, T %d, dh %d) = %d, or the fused kernels missing", round_name(r), T, dh, tile);
+    if (tile <= 0 || !gpu->attn_scores_softmax || !gpu->attn_dp_softmax_bwd)
+        return;
+    const lmk_heads_at split = {1, dh};
+    size_t nq = (size_t)batch * T * dh, ns = (size_t)batch * T * T;
+    float scale = (float)(1.0 / sqrt((double)dh));
+    float *fx = h_rand(nq, -2, 2), *fy = h_rand(nq, -2, 2), *fz = h_rand(nq, -1, 1), *fp = h_rand(ns, 0, 1);
+    uint16_t *hx = h_half(fx, nq, r), *hy = h_half(fy, nq, r), *hz = h_half(fz, nq, r), *hp = h_half(fp, ns, r);
+    for (size_t bh = 0; bh < (size_t)batch; bh++) /* p: zeros above the diagonal to each row's tile end */
+        for (int i = 0; i < T; i++)
+            for (int j = i + 1; j < T; j++)
+                hp[(bh * T + i) * T + j] = 0;
+    void *d_x = d_from(hx, nq * 2), *d_y = d_from(hy, nq * 2), *d_z = d_from(hz, nq * 2), *d_p = d_from(hp, ns * 2);
+    void *d_c = d_alloc(nq * 2), *d_c2 = d_alloc(nq * 2), *d_s = d_alloc(ns * 2), *d_s2 = d_alloc(ns * 2);
+    void *d_p2 = d_alloc(ns * 2);
+    for (int pad = 0; pad <= 8; pad += 8) {
+        const lmk_heads_at at = {heads, (int64_t)heads * dh + pad};
+        size_t nl = (size_t)nb * T * at.ld;
+        uint16_t *hl = calloc(nl, 2), *hback = malloc(nq * 2), *hsplit = malloc(nq * 2);
+        if (!hl || !hback || !hsplit)
+            exit(1);
+        heads_to_layout(hl, hz, nb, heads, T, dh, at.ld);
+        void *d_zl = d_from(hl, nl * 2), *d_ol = d_alloc(nl * 2);
+
+        /* attn_causal_gemm with bm = z in the layout */
+        static const lmk_causal_gemm kinds[3] = {LMK_CAUSAL_SCORES, LMK_CAUSAL_MIX, LMK_CAUSAL_MIX_T};
+        static const char *const kind_names[3] = {"scores", "P v", "P^T dout"};
+        for (int k = 0; k < 3; k++) {
+            int tt = kinds[k] == LMK_CAUSAL_SCORES;
+            void *c = tt ? d_s : d_c, *c2 = tt ? d_s2 : d_c2, *a = tt ? d_x : d_p;
+            size_t bytes = tt ? ns * 2 : nq * 2;
+            GPU(gpu->mem_zero(gpu, c, bytes));
+            GPU(gpu->mem_zero(gpu, c2, bytes));
+            GPU(gpu->attn_causal_gemm(gpu, kinds[k], c, a, d_z, split, dt, batch, T, dh, scale, 0));
+            GPU(gpu->attn_causal_gemm(gpu, kinds[k], c2, a, d_zl, at, dt, batch, T, dh, scale, 0));
+            snprintf(name, sizeof name, "causal %s %s H %d T %d dh %d, bm ld %lld", kind_names[k], round_name(r),
+                     heads, T, dh, (long long)at.ld);
+            bitwise_check(name, c, c2, bytes);
+        }
+
+        /* attn_scores_softmax (q x, k y, v z) with o in the layout */
+        GPU(gpu->mem_zero(gpu, d_p2, ns * 2));
+        GPU(gpu->mem_zero(gpu, d_s2, ns * 2));
+        GPU(gpu->attn_scores_softmax(gpu, d_p2, d_c, split, d_x, d_y, d_z, dt, batch, T, dh, scale));
+        GPU(gpu->attn_scores_softmax(gpu, d_s2, d_ol, at, d_x, d_y, d_z, dt, batch, T, dh, scale));
+        snprintf(name, sizeof name, "fused scores+softmax %s H %d T %d dh %d, o ld %lld: p", round_name(r), heads, T,
+                 dh, (long long)at.ld);
+        bitwise_check(name, d_p2, d_s2, ns * 2);
+        MUST(gpu->download(gpu, hl, d_ol, nl * 2));
+        heads_from_layout(hback, hl, nb, heads, T, dh, at.ld);
+        MUST(gpu->download(gpu, hsplit, d_c, nq * 2));
+        snprintf(name, sizeof name, "fused scores+softmax %s H %d T %d dh %d, o ld %lld: o", round_name(r), heads, T,
+                 dh, (long long)at.ld);
+        int same = memcmp(hback, hsplit, nq * 2) == 0;
+        printf("  %-44s bytes=%-9zu %s\n", name, nq * 2, same ? "bitwise equal" : "FAIL");
+        CHECK(same, "%s: differs", name);
+
+        /* attn_dp_softmax_bwd (v y, k x, p the one above, o = that o) with dout z in the layout */
+        GPU(gpu->mem_zero(gpu, d_s, ns * 2));
+        GPU(gpu->mem_zero(gpu, d_s2, ns * 2));
+        GPU(gpu->attn_dp_softmax_bwd(gpu, d_s, d_c, d_z, split, d_y, d_x, d_p2, d_ol, at, dt, batch, T, dh, scale));
+        GPU(gpu->attn_dp_softmax_bwd(gpu, d_s2, d_c2, d_zl, at, d_y, d_x, d_p2, d_ol, at, dt, batch, T, dh, scale));
+        snprintf(name, sizeof name, "fused dP+softmax bwd %s H %d T %d dh %d, dout ld %lld: ds", round_name(r), heads,
+                 T, dh, (long long)at.ld);
+        bitwise_check(name, d_s, d_s2, ns * 2);
+        snprintf(name, sizeof name, "fused dP+softmax bwd %s H %d T %d dh %d, dout ld %lld: dq", round_name(r), heads,
+                 T, dh, (long long)at.ld);
+        bitwise_check(name, d_c, d_c2, nq * 2);
+        gpu->mem_free(gpu, d_zl), gpu->mem_free(gpu, d_ol);
+        free(hl), free(hback), free(hsplit);
+    }
+    /* refused: ld not a multiple of 8, ld < heads · dh, heads not dividing batch, heads 0 */
+    const lmk_heads_at bad[4] = {{heads, (int64_t)heads * dh + 4}, {heads, (int64_t)heads * dh - 8},
+                                 {batch + 1, (int64_t)(batch + 1) * dh}, {0, dh}};
+    for (int i = 0; i < 4; i++) {
+        CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX_T, d_c, d_p, d_z, bad[i], dt, batch, T, dh, 1.0f, 0) ==
+                  LMK_INVALID,
+              "attn_causal_gemm accepts bm layout {%d, %lld}", bad[i].heads, (long long)bad[i].ld);
+        CHECK(gpu->attn_scores_softmax(gpu, d_p2, d_c, bad[i], d_x, d_y, d_z, dt, batch, T, dh, scale) == LMK_INVALID,
+              "attn_scores_softmax accepts o layout {%d, %lld}", bad[i].heads, (long long)bad[i].ld);
+        CHECK(gpu->attn_dp_softmax_bwd(gpu, d_s, d_c, d_z, bad[i], d_y, d_x, d_p2, d_c2, split, dt, batch, T, dh,
+                                       scale) == LMK_INVALID,
+              "attn_dp_softmax_bwd accepts dout layout {%d, %lld}", bad[i].heads, (long long)bad[i].ld);
+    }
+    gpu->mem_free(gpu, d_x), gpu->mem_free(gpu, d_y), gpu->mem_free(gpu, d_z), gpu->mem_free(gpu, d_p);
+    gpu->mem_free(gpu, d_c), gpu->mem_free(gpu, d_c2), gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_s2);
+    gpu->mem_free(gpu, d_p2);
+    free(fx), free(fy), free(fz), free(fp), free(hx), free(hy), free(hz), free(hp);
 }
 
 /* Overlap GEMMs (lmk_gemm.overlap): the same bits as without the hint,
@@ -1448,6 +1575,11 @@ int main(void)
     test_attn_softmax_fused(LMK_ROUND_FP16, 1, 2, 64, 128);
     test_attn_softmax_fused(LMK_ROUND_BF16, 2, 1, 128, 96);
     test_attn_softmax_fused(LMK_ROUND_BF16, 1, 3, 192, 128); /* dh 128 over three tiles */
+    test_attn_heads_layout(LMK_ROUND_BF16, 2, 3, 256, 64);  /* the wgmma P^T dout */
+    test_attn_heads_layout(LMK_ROUND_FP16, 1, 25, 128, 64); /* xl's 25 heads */
+    test_attn_heads_layout(LMK_ROUND_BF16, 2, 5, 192, 80);  /* mma.sync P^T dout */
+    test_attn_heads_layout(LMK_ROUND_BF16, 1, 3, 384, 128);
+    test_attn_heads_layout(LMK_ROUND_FP16, 2, 2, 64, 32);
 
     printf("models:\n");
     lmk_model_config tiny;

@@ -1459,8 +1459,9 @@ static int layer_forward(lmk_model *m, int l, int keep)
         ACTA(la->probs, (size_t)m->B * m->H * T * T, "layers.%d.attn.scores", l);
         if (m->c.attention == LMK_ATTN_NAIVE_FUSED) {
             /* the values buffer first: the fused kernel writes p and the values together (the same order
-             * where the backend runs the three ops instead); attn_merged_io: the values merged, in
-             * `merged` (the output projection's output comes after it, where `merged` does else) */
+             * where the backend runs the three ops instead). attn_merged_io: the values go straight into
+             * `merged`, and the output projection's output takes the second (N, d) buffer below: the same
+             * sizes in the same order */
             if (m->attn_merged_io)
                 ACTA(la->merged, (size_t)N * d, "layers.%d.attn.merged", l);
             else

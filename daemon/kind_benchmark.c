@@ -664,5 +664,6 @@ const jobkind jobkind_benchmark = {
     .check = benchmark_check,
     .run = benchmark_run,
     .store_run = benchmark_store_run,
+    .store_failed_runs = 1, /* a point that does not fit is a table row with its reason, as the seeds' OOM rows */
     .table = benchmark_table,
 };

@@ -230,6 +230,20 @@ def test_endpoints(d):
     pairs = [(r.get("mode"), r.get("estimated_memory_bytes"), r.get("peak_memory_bytes")) for r in done.get("runs", [])]
     check(done["status"] == "succeeded" and len(pairs) == 3 and all(e == p and e > 0 for _, e, p in pairs),
           f"benchmark estimate vs peak over 2 steps (cpu): {pairs}")
+    # a point that does not fit is a row of the table and of benchmark_summary with its reason (the seeds'
+    # OOM rows), beside the points that ran
+    job = d.submit({"kind": "benchmark", "model": "tiny", "context_length": [8, 131072], "batch_size": 1,
+                    "warmup_steps": 0, "measure_steps": 1, "mode": "forward"})
+    done = d.wait_status(job["id"], ("succeeded", "failed"))
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    statuses = [row[-1] for row in table.get("rows", [])] if status == 200 else []
+    check(done["status"] == "succeeded" and len(statuses) == 2 and statuses[0] == "succeeded"
+          and statuses[1].startswith("failed: does not fit"), f"benchmark table with a failed point: {statuses}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    summary = db.execute("SELECT context_length, status FROM benchmark_summary WHERE job_id = ?",
+                         (job["id"],)).fetchall()
+    db.close()
+    check(summary == [(8, "succeeded"), (131072, "failed")], f"benchmark_summary with a failed point: {summary}")
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "optimizer_in_backward",
                  body={"kind": "benchmark", "model": "tiny", "context_length": 16, "precision": "fp16",
                        "optimizer_in_backward": True})

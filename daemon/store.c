@@ -1,10 +1,13 @@
 /* SQLite store: migrations, job state transitions, runs, environments. */
 #include "store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -14,6 +17,7 @@
 #define BUSY_TIMEOUT_MS 10000
 
 struct store {
+    int lock_fd; /* the database file, flock()ed exclusively while the store is open; -1: none */
     sqlite3 *writer;
     sqlite3 *reader;
     pthread_mutex_t write_lock;
@@ -120,8 +124,27 @@ int store_open(const char *path, store **out, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
+    s->lock_fd = -1;
     pthread_mutex_init(&s->write_lock, NULL);
     pthread_mutex_init(&s->read_lock, NULL);
+    /* One daemon per database: a second one would mark the first one's running
+     * jobs interrupted and run its queued jobs again. flock() is apart from
+     * SQLite's own fcntl() locks, so readers (sqlite3 -readonly) are not held
+     * up; the descriptor stays open until the connections are closed (closing
+     * a descriptor of the file would drop SQLite's fcntl() locks). */
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0) {
+        snprintf(errbuf, errlen, "opening %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            snprintf(errbuf, errlen, "%s is in use by another lmperfd (stop it, or give this one its own --db)",
+                     path);
+        else
+            snprintf(errbuf, errlen, "locking %s: %s", path, strerror(errno));
+        goto fail;
+    }
     if (open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->writer, errbuf, errlen))
         goto fail;
     if (sqlite3_exec(s->writer, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", NULL, NULL,
@@ -154,6 +177,8 @@ void store_close(store *s)
         sqlite3_wal_checkpoint_v2(s->writer, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
         sqlite3_close(s->writer);
     }
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* after the connections: releases the flock */
     pthread_mutex_destroy(&s->write_lock);
     pthread_mutex_destroy(&s->read_lock);
     free(s);

@@ -25,8 +25,11 @@ enum {
     STORE_CONFLICT = -3,  /* the job is not in the state the call needs */
 };
 
-/* Opens (creating if needed) and migrates the database at path. Sets *out
- * (new; free with store_close). Returns 0, or -1 with a message in errbuf. */
+/* Opens (creating if needed) and migrates the database at path, holding it
+ * exclusively until store_close: a database open in one store (one daemon)
+ * cannot be opened by another, here or in another process (read-only sqlite3
+ * clients are not held up). Sets *out (new; free with store_close). Returns 0,
+ * or -1 with a message in errbuf. */
 int store_open(const char *path, store **out, char *errbuf, size_t errlen);
 /* Checkpoints and closes. Accepts NULL. */
 void store_close(store *s);

@@ -545,6 +545,25 @@ def test_cancel(d):
     check(d.wait_status(after["id"], ("succeeded", "failed"))["status"] == "succeeded", "queue goes on")
 
 
+def test_second_daemon(d):
+    """A second lmperfd on the same database is refused before it touches
+    the jobs: the first one's running job stays running, its queued job is
+    not run twice."""
+    long_job = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    queued = d.submit({"kind": "numerics"})
+    d.wait_status(long_job["id"], ("running",))
+    second = subprocess.run([LMPERFD, "--port", "0", "--db", d.db, "--cpu-only"], capture_output=True, text=True,
+                            timeout=20)
+    check(second.returncode != 0 and "in use by another lmperfd" in second.stderr,
+          f"second daemon on {d.db}: rc {second.returncode}: {second.stderr[-300:]}")
+    check(d.job(long_job["id"])["status"] == "running" and d.job(queued["id"])["status"] == "queued",
+          "the second daemon left the first one's jobs alone")
+    status, _, _ = d.request("DELETE", f"/v1/jobs/{long_job['id']}")
+    check(status == 202, f"cancel the long job: {status}")
+    d.wait_status(long_job["id"], ("cancelled",), timeout=20)
+    check(d.wait_status(queued["id"], ("succeeded", "failed"))["status"] == "succeeded", "queue goes on")
+
+
 def test_worker_killed(d):
     job = d.submit({"kind": "numerics", "count": LONG_COUNT})
     d.wait_status(job["id"], ("running",))
@@ -690,7 +709,7 @@ def test_sigterm_drain():
 def main():
     d = Daemon("main")
     try:
-        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_worker_killed, test_profile_fresh_worker, test_timeout):
+        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_second_daemon, test_worker_killed, test_profile_fresh_worker, test_timeout):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

@@ -43,6 +43,11 @@ int main(void)
     MUST(store_open(db_path, &s, err, sizeof err));
     CHECK(store_schema_version(s) == store_migrations_known(), "user_version %d, migrations %d",
           store_schema_version(s), store_migrations_known());
+    /* one store per database: a second daemon on it is refused, saying why */
+    store *second = NULL;
+    CHECK(store_open(db_path, &second, err, sizeof err) != 0 && !second && strstr(err, "in use"),
+          "a second store on an open database: %s", second ? "opened" : err);
+    store_close(second);
     CHECK(store_migrations_known() >= 1, "at least one migration embedded");
 
     /* a reader on its own connection sees committed writes while the store is open */

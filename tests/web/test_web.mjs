@@ -721,6 +721,7 @@ async function main() {
   await waitJob(base, apiJob);
   await checkOptimizerInBackward(base, apiJob);
   await checkBenchmarkPage(base, formJob);
+  await checkModeSweep(base);
   await checkBenchmarkAllFailed(base);
   await checkCompare(base, formJob, apiJob);
   await checkOddUrls(base, formJob);
@@ -756,6 +757,21 @@ async function checkOptimizerInBackward(base, apiJob) {
     `compare: optimizer-in-backward column ${JSON.stringify(rows)}`);
   check(mine && Number(mine.speedup) > 0, `compare: no job-baseline speedup for the optimizer-in-backward run ${JSON.stringify(mine)}`);
   log(`compare page: optimizer in backward shown as a differing column, baseline found`);
+}
+
+// A sweep over modes: the per-step chart's run picker tells the forward run
+// from the train-step run of the same shape.
+async function checkModeSweep(base) {
+  const id = (await apiPost(base, {kind: 'benchmark', label: 'web test modes', model: SHAPE, vocab_size: 256,
+    context_length: CONTEXTS[0], batch_size: 2, warmup_steps: 1, measure_steps: 1, mode: ['forward', 'train_step']})).id;
+  const job = await waitJob(base, id);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('#step-run option', {state: 'attached'});
+  const options = await page.$$eval('#step-run option', (os) => os.map((o) => o.textContent));
+  check(options.length === job.runs.length && new Set(options).size === options.length &&
+    job.runs.every((r) => options.some((o) => o.startsWith(`run ${r.index}:`) && o.endsWith(r.mode))),
+    `per-step run picker does not tell the modes apart: ${JSON.stringify(options)}`);
+  log(`benchmark job ${id}: the run picker names each run's mode`);
 }
 
 // Hand-edited URLs: a phase the compare page does not know falls back to the

@@ -69,8 +69,9 @@ function benchmarkView(job) {
       h('td', {class: 'num', title: r.estimated_memory_bytes ? `estimated ${fmt.bytes(r.estimated_memory_bytes)}` : null}, fmt.bytes(r.peak_memory_bytes)),
       h('td', null, h('a', {href: link('/history', {config: configKey(r)})}, 'history'))))));
 
+  // Each option names every sweep axis (mode too: forward and train_step runs of one shape are two runs).
   const runSel = h('select', {id: 'step-run'}, sorted.map((r) => h('option', {value: r.index},
-    `run ${r.index}: ${modelName(r)}, context ${r.context_length}, batch ${r.batch_size}, ${r.precision}`)));
+    `run ${r.index}: ${modelName(r)}, context ${r.context_length}, batch ${r.batch_size}, ${r.precision}, ${r.mode}`)));
   const stepBox = h('div');
   const drawSteps = () => {
     const r = runs.find((x) => String(x.index) === runSel.value);

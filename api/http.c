@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -520,7 +521,7 @@ static int token_ok(api_server *server, struct MHD_Connection *conn)
     if (!server->config.token || !server->config.token[0])
         return 1;
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!auth || strncmp(auth, "Bearer ", 7) != 0)
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) /* the scheme is case-insensitive (RFC 7235) */
         return 0;
     const char *given = auth + 7, *want = server->config.token;
     size_t lg = strlen(given), lw = strlen(want);

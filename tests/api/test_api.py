@@ -612,6 +612,7 @@ def test_token():
                      headers={"Authorization": "Bearer wrong"})
         job = d.submit({"kind": "numerics"}, headers={"Authorization": "Bearer s3cret"})
         check(d.get(f"/v1/jobs/{job['id']}")[0] == 200, "GET needs no token")
+        d.submit({"kind": "numerics"}, headers={"Authorization": "bearer s3cret"})  # the scheme in any case
         expect_error(d, "DELETE", f"/v1/jobs/{job['id']}", 401, "unauthorized")
     finally:
         d.stop()

@@ -2,6 +2,7 @@
  * worker's GPU (real half arithmetic) or emulated exactly on the CPU; and
  * the precision report, recorded by the model itself (lmk_model_trace_
  * precision) during one traced train step per precision. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -142,6 +143,34 @@ static int has_experiment(const json_t *spec, const char *name)
     return 0;
 }
 
+/* The text of a result JSON cannot hold ("inf", "-inf", "nan"), NULL for a
+ * finite one. */
+static const char *non_finite_text(double x)
+{
+    return isnan(x) ? "nan" : isinf(x) ? (x > 0 ? "inf" : "-inf") : NULL;
+}
+
+/* One accumulation row (new). A result past the accumulator's range (fp16
+ * above 65504: summand 1000, count 100) is "result": null and "error": null
+ * with "non_finite": "inf" (JSON has no infinity), not a row left out. */
+static json_t *accumulation_row(const lmk_accum_case *c, double acc, double exact)
+{
+    const char *non_finite = non_finite_text(acc);
+    return json_pack("{s:s, s:s, s:s, s:o, s:f, s:o, s:s?}", "accumulator", lmk_dtype_name(c->accumulator),
+                     "summand_dtype", lmk_dtype_name(c->summand), "cast", cast_names[c->cast], "result",
+                     non_finite ? json_null() : json_real(acc), "exact", exact, "error",
+                     non_finite ? json_null() : json_real(acc - exact), "non_finite", non_finite);
+}
+
+/* A row's result as a double: "non_finite" read back as the value it names. */
+static double row_result(const json_t *row)
+{
+    const char *non_finite = json_string_value(json_object_get(row, "non_finite"));
+    if (!non_finite)
+        return json_number_value(json_object_get(row, "result"));
+    return strcmp(non_finite, "nan") == 0 ? NAN : strcmp(non_finite, "-inf") == 0 ? -INFINITY : INFINITY;
+}
+
 static int numerics_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
 {
     int experiments = 0;
@@ -178,11 +207,7 @@ static int numerics_run(run_ctx *ctx, const json_t *spec, json_t **result, char 
             json_decref(rows);
             return rc;
         }
-        double exact = summand * (double)count;
-        json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:f, s:f, s:f}", "accumulator",
-                                              lmk_dtype_name(c.accumulator), "summand_dtype",
-                                              lmk_dtype_name(c.summand), "cast", cast_names[c.cast],
-                                              "result", acc, "exact", exact, "error", acc - exact));
+        json_array_append_new(rows, accumulation_row(&c, acc, summand * (double)count));
         runctx_progress(ctx, (double)(i + 1) / CASE_COUNT, "accumulation");
     }
     runctx_emit_run(ctx, json_pack("{s:s, s:n, s:s, s:f, s:I, s:s, s:o}", "status", "succeeded", "error",
@@ -250,9 +275,11 @@ static int numerics_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const
         sqlite3_bind_text(st, 5, json_string_value(json_object_get(row, "cast")), -1, SQLITE_TRANSIENT);
         sqlite3_bind_double(st, 6, json_number_value(json_object_get(run, "summand")));
         sqlite3_bind_int64(st, 7, (sqlite3_int64)json_number_value(json_object_get(run, "count")));
-        sqlite3_bind_double(st, 8, json_number_value(json_object_get(row, "result")));
-        sqlite3_bind_double(st, 9, json_number_value(json_object_get(row, "exact")));
-        sqlite3_bind_double(st, 10, json_number_value(json_object_get(row, "error")));
+        /* SQLite keeps infinities in REAL columns (NaN would be NULL: it cannot occur, the summand is > 0) */
+        double result = row_result(row), exact = json_number_value(json_object_get(row, "exact"));
+        sqlite3_bind_double(st, 8, result);
+        sqlite3_bind_double(st, 9, exact);
+        sqlite3_bind_double(st, 10, result - exact);
         sqlite3_bind_text(st, 11, json_string_value(json_object_get(run, "computed_on")), -1, SQLITE_TRANSIENT);
         rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     }

@@ -497,6 +497,22 @@ def test_text_and_numbers(d):
     job = d.submit({"kind": "numerics", "count": 10, "label": "\u00e9" * 150})
     check(d.wait_status(job["id"], ("succeeded",))["label"] == "\u00e9" * 150, "a 150-character label kept")
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "label", body={"kind": "numerics", "label": "\u00e9" * 201})
+    # an accumulator that overflows (fp16 past 65504) is a row with non_finite "inf", not a row left out
+    job = d.submit({"kind": "numerics", "summand": 1000, "count": 100})
+    done = d.wait_status(job["id"], ("succeeded", "failed"))
+    rows = done["runs"][0]["rows"] if done.get("runs") else []
+    fp16 = [r for r in rows if r["accumulator"] == "float16"]
+    check(len(rows) == 7 and len(fp16) == 1 and fp16[0]["non_finite"] == "inf" and fp16[0]["result"] is None
+          and all(r["non_finite"] is None for r in rows if r["accumulator"] != "float16"),
+          f"numerics rows with an overflow: {rows}")
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    check(status == 200 and len(table["rows"]) == 7 and table["rows"][1][5] == "inf",
+          f"numerics table with an overflow: {table}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    stored = db.execute("SELECT count(*), max(result) FROM numerics_accumulation WHERE job_id = ?",
+                        (job["id"],)).fetchone()
+    db.close()
+    check(stored == (7, float("inf")), f"numerics_accumulation with an overflow: {stored}")
     # thousands of query arguments still get an answer
     got, _, _ = d.get("/healthz?" + "a=b&" * 2000)
     check(got == 200, f"2000 query arguments: {got}")

@@ -150,6 +150,13 @@ async function submitNumerics(base) {
     check(cells[i][0].text === r.accumulator && Number(cells[i][3].value) === r.result, `numerics row ${i} differs from the API`);
   });
   await shot('job-numerics.png');
+  // an accumulator past its range (fp16 above 65504): its row says inf, the others still render
+  const overflow = (await apiPost(base, {kind: 'numerics', summand: 1000, count: 100})).id;
+  await waitJob(base, overflow);
+  await page.goto(`${base}/#/jobs/${overflow}`);
+  await page.waitForSelector('#numerics-table tbody tr');
+  const results = await page.$$eval('#numerics-table tbody tr', (trs) => trs.map((tr) => tr.cells[3].textContent));
+  check(results.length === 7 && results[1] === 'inf', `numerics page with an overflowed accumulator: ${JSON.stringify(results)}`);
   return id;
 }
 

@@ -394,6 +394,10 @@ def test_errors(d):
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", '""', body={"kind": "numerics", "": 1})
     expect_error(d, "POST", "/v1/jobs", 400, "malformed_json", body='{"kind":"numerics","kind":"numerics"}',
                  headers={"Content-Type": "application/json"})
+    job = d.submit(b'\xef\xbb\xbf{"kind": "numerics", "count": 10}', headers={"Content-Type": "application/json"})
+    check(job.get("kind") == "numerics", f"a spec behind a UTF-8 byte order mark: {job}")  # as lmperfd run reads it
+    expect_error(d, "POST", "/v1/jobs", 400, "malformed_json", body=b'\xef\xbb\xbf',
+                 headers={"Content-Type": "application/json"})
     expect_error(d, "POST", "/v1/jobs", 415, "unsupported_media_type", body="kind=numerics",
                  headers={"Content-Type": "application/x-www-form-urlencoded"})
     # ids and query numbers are plain digits: no sign, no space

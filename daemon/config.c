@@ -90,9 +90,10 @@ static void default_web_root(daemon_config *config)
 void config_usage(const char *program)
 {
     printf("usage: %s [options]            serve the HTTP API and run jobs\n"
-           "       %s run SPEC.json [--cpu-only]   run one job in-process, print the result JSON\n\n"
+           "       %s run SPEC.json [--cpu-only]   run one job in-process, print the result JSON\n"
+           "       %s version | --version          print the version\n\n"
            "options (environment variable in brackets):\n",
-           program, program);
+           program, program, program);
     for (size_t i = 0; i < OPTION_COUNT; i++)
         printf("  %-16s %s [%s]%s%s\n", options[i].flag, options[i].help, options[i].env,
                options[i].default_text && options[i].type != OPT_FLAG ? " default: " : "",

@@ -278,7 +278,7 @@ int main(int argc, char **argv)
         return allreduce_rank_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         return run_command(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "version") == 0)
+    if (argc > 1 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0))
         return printf("lmperfd %s\n", LMPERF_VERSION) < 0;
     return serve(argc, argv);
 }

@@ -67,6 +67,12 @@ def main():
         check(len(doc.get("runs") or []) == 1 and doc["runs"][0].get("status") == "failed",
               f"the failed point is kept: {doc.get('runs')}")
         check("the job failed" in err, f"a failed job says so on stderr: {err[-300:]!r}")
+    # the version, as `version` and as the usual --version; --help lists it
+    for arg in ("version", "--version"):
+        p = subprocess.run([LMPERFD, arg], capture_output=True, text=True, timeout=10)
+        check(p.returncode == 0 and p.stdout.startswith("lmperfd "), f"lmperfd {arg}: {p.returncode} {p.stdout!r} {p.stderr!r}")
+    p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10)
+    check(p.returncode == 0 and "--version" in p.stdout, f"--help lists --version: {p.stdout!r}")
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1

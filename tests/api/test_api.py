@@ -490,6 +490,18 @@ def test_text_and_numbers(d):
                  body={"kind": "allreduce", "backend": "mpi", "sizes": ["4.0000001B"], "world_sizes": [2]})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "precision[1]",
                  body={"kind": "benchmark", "model": "tiny", "context_length": 16, "precision": ["fp32", "fp32"]})
+    # a point named twice in any sweep list is refused, as in precision, mode and the attention lists
+    for kind in ("benchmark", "memory", "profile"):
+        expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "context_length[2]",
+                     body={"kind": kind, "model": "tiny", "context_length": [16, 32, 16]})
+        expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "batch_size[1]",
+                     body={"kind": kind, "model": "tiny", "context_length": 16, "batch_size": [2, 2]})
+        expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "model[1]",
+                     body={"kind": kind, "model": ["tiny", "tiny"], "context_length": 16})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "world_sizes[1]",
+                 body={"kind": "allreduce", "backend": "mpi", "sizes": [1024], "world_sizes": [2, 2]})
+    expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "sizes[1]",
+                 body={"kind": "allreduce", "backend": "mpi", "sizes": ["1MB", "1MB"], "world_sizes": [2]})
     # client text that is not UTF-8 (%ff), and UTF-8 cut by a fixed-size message buffer: JSON bodies
     for path in ("/v1/jobs/%ff", "/v1/jobs?kind=%ff", "/v1/schemas/%ff"):
         got, resp, body = d.request("GET", path)

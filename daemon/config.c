@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 typedef enum option_type { OPT_STRING, OPT_INT, OPT_UINT, OPT_SIZE, OPT_FLAG } option_type;
@@ -59,8 +60,16 @@ static int set_option(daemon_config *config, const option_row *o, const char *va
     char *end;
     errno = 0;
     long long v = strtoll(value, &end, 10);
-    if (o->type == OPT_FLAG && (strcmp(value, "true") == 0 || strcmp(value, "yes") == 0))
-        v = 1, end = "";
+    /* flags: 0/1, and the words people write in environment files, either way */
+    static const char *const flag_words[][2] = {{"false", "true"}, {"no", "yes"}, {"off", "on"}};
+    for (size_t w = 0; o->type == OPT_FLAG && w < sizeof flag_words / sizeof flag_words[0]; w++)
+        for (int on = 0; on <= 1; on++)
+            if (strcasecmp(value, flag_words[w][on]) == 0)
+                v = on, end = "", errno = 0;
+    if (o->type == OPT_FLAG && (errno || end == value || *end || v < o->min || v > o->max)) {
+        snprintf(errbuf, errlen, "%s: '%s' is not 0, 1, true, false, yes, no, on or off", o->flag, value);
+        return -1;
+    }
     if (errno || end == value || *end || v < o->min || v > o->max) {
         snprintf(errbuf, errlen, "%s: '%s' is not an integer from %lld to %lld", o->flag, value, o->min, o->max);
         return -1;

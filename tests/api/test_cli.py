@@ -73,6 +73,14 @@ def main():
         check(p.returncode == 0 and p.stdout.startswith("lmperfd "), f"lmperfd {arg}: {p.returncode} {p.stdout!r} {p.stderr!r}")
     p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10)
     check(p.returncode == 0 and "--version" in p.stdout, f"--help lists --version: {p.stdout!r}")
+    # a flag's environment variable reads as people write it, either way (parsed before --help)
+    for value in ("false", "no", "off", "0", "true", "Yes", "on", "1"):
+        p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10,
+                           env=dict(os.environ, LMPERF_CPU_ONLY=value))
+        check(p.returncode == 0, f"LMPERF_CPU_ONLY={value}: {p.returncode} {p.stderr!r}")
+    p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10,
+                       env=dict(os.environ, LMPERF_CPU_ONLY="maybe"))
+    check(p.returncode == 2 and "--cpu-only: 'maybe'" in p.stderr, f"LMPERF_CPU_ONLY=maybe: {p.returncode} {p.stderr!r}")
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1

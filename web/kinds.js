@@ -41,9 +41,10 @@ const SEED = {name: 'seed', type: 'int', label: 'Seed', default: 0, min: 0};
 export const KINDS = {
   numerics: {
     title: 'Numerics',
-    help: 'Mixed-precision accumulation: add the summand count times for each (accumulator, summand) dtype pairing.',
+    help: 'Mixed-precision accumulation: add the summand count times for each (accumulator, summand) dtype pairing. ' +
+      'Precision report: the formats every op of the model uses under fp32, tf32, bf16 and fp16.',
     fields: [
-      {name: 'experiments', type: 'multi', label: 'Experiments', options: ['accumulation'], default: ['accumulation']},
+      {name: 'experiments', type: 'multi', label: 'Experiments', options: ['accumulation', 'precision_report'], default: ['accumulation']},
       {name: 'summand', type: 'number', label: 'Summand', default: 0.01, min: 0, max: 1000, step: 'any'},
       {name: 'count', type: 'int', label: 'Count', default: 1000, min: 1, max: 10000000000},
       {name: 'device', type: 'select', label: 'Device', options: ['auto', 'cpu'], default: 'auto'},

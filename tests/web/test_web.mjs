@@ -157,6 +157,16 @@ async function submitNumerics(base) {
   await page.waitForSelector('#numerics-table tbody tr');
   const results = await page.$$eval('#numerics-table tbody tr', (trs) => trs.map((tr) => tr.cells[3].textContent));
   check(results.length === 7 && results[1] === 'inf', `numerics page with an overflowed accumulator: ${JSON.stringify(results)}`);
+  // both experiments: the accumulation table and one precision-report table per precision, rows as the API's
+  const both = await waitJob(base, (await apiPost(base, {kind: 'numerics', experiments: ['accumulation', 'precision_report']})).id);
+  await page.goto(`${base}/#/jobs/${both.id}`);
+  await page.waitForSelector('table.precision-report', {state: 'attached'});
+  check(!(await page.isVisible('h1:text("Something went wrong")')), 'a numerics job with the precision report crashed its page');
+  const reports = await page.$$eval('table.precision-report', (ts) => ts.map((t) => [t.dataset.precision, t.tBodies[0].rows.length]));
+  const want = both.runs.filter((r) => r.experiment === 'precision_report').map((r) => [r.precision, r.rows.length]);
+  check(JSON.stringify(reports) === JSON.stringify(want) && want.length === 4 && await page.$('#numerics-table'),
+    `precision report tables ${JSON.stringify(reports)}, API ${JSON.stringify(want)}`);
+  await shot('job-numerics-precision-report.png');
   return id;
 }
 

@@ -1,5 +1,5 @@
 // One job: status, progress, environment, spec, and its result rendered per
-// kind (numerics: the accumulation table; benchmark: the summary table and
+// kind (numerics: the accumulation table and the precision report; benchmark: the summary table and
 // charts; allreduce, memory here; attention and profile in ../attention.js and
 // ../profile.js; anything else: the JSON). Polls every second while it is active.
 import {h, mount, toast} from '../dom.js';
@@ -18,10 +18,29 @@ function dl(pairs) {
     .map(([k, v]) => [h('dt', null, k), h('dd', null, v)]));
 }
 
+// The precision report's runs (one per precision): every op of the model with
+// the formats of its inputs, output and accumulation, one collapsible table each.
+function precisionReportView(runs) {
+  if (!runs.length) return [];
+  const cols = [['phase', 'Phase'], ['op', 'Op'], ['inputs', 'Inputs'], ['output', 'Output'],
+    ['accumulate', 'Accumulate'], ['storage', '16-bit storage']];
+  return [h('h2', null, 'Precision report'),
+    h('p', {class: 'muted'}, `the formats each op used in one traced train step, computed on ${runs[0].computed_on}`),
+    runs.map((run, i) => h('details', {open: i === 0},
+      h('summary', null, `${run.precision} (${(run.rows || []).length} ops)`),
+      h('div', {class: 'scroll'}, h('table', {class: 'results precision-report', dataset: {precision: run.precision}},
+        h('thead', null, h('tr', null, cols.map(([, label]) => h('th', {scope: 'col'}, label)), h('th', {scope: 'col', class: 'num'}, 'Calls'))),
+        h('tbody', null, (run.rows || []).map((r) => h('tr', null, cols.map(([key]) => h('td', null, r[key])),
+          h('td', {class: 'num'}, String(r.calls)))))))))];
+}
+
 function numericsView(job) {
   const out = [];
-  for (const run of job.runs || []) {
+  const runs = job.runs || [];
+  const report = runs.filter((r) => r.experiment === 'precision_report' && r.status === 'succeeded');
+  for (const run of runs) {
     if (run.status !== 'succeeded') { out.push(h('p', {class: 'error'}, `Run ${run.index}: ${run.error || run.status}`)); continue; }
+    if (run.experiment === 'precision_report') continue;
     out.push(h('h2', null, `Accumulation: ${fmt.int(run.count)} × ${run.summand}`),
       h('p', {class: 'muted'}, `computed on ${run.computed_on}`),
       h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'numerics-table'},
@@ -40,7 +59,7 @@ function numericsView(job) {
           h('td', {class: 'num', dataset: {value: r.error}}, r.error.toExponential(3)),
           h('td', {class: 'num'}, r.exact ? fmt.percent(r.error / r.exact) : '—')))))));
   }
-  return out;
+  return out.concat(precisionReportView(report));
 }
 
 function benchmarkView(job) {

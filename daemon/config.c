@@ -103,10 +103,12 @@ void config_usage(const char *program)
            "       %s version | --version          print the version\n\n"
            "options (environment variable in brackets):\n",
            program, program, program);
-    for (size_t i = 0; i < OPTION_COUNT; i++)
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        /* flags default to off; an empty default (no token, no port file) is not shown */
+        int show_default = options[i].default_text && options[i].default_text[0] && options[i].type != OPT_FLAG;
         printf("  %-16s %s [%s]%s%s\n", options[i].flag, options[i].help, options[i].env,
-               options[i].default_text && options[i].type != OPT_FLAG ? " default: " : "",
-               options[i].default_text && options[i].type != OPT_FLAG ? options[i].default_text : "");
+               show_default ? " default: " : "", show_default ? options[i].default_text : "");
+    }
 }
 
 int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, size_t errlen)

@@ -73,6 +73,7 @@ def main():
         check(p.returncode == 0 and p.stdout.startswith("lmperfd "), f"lmperfd {arg}: {p.returncode} {p.stdout!r} {p.stderr!r}")
     p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10)
     check(p.returncode == 0 and "--version" in p.stdout, f"--help lists --version: {p.stdout!r}")
+    check("default: \n" not in p.stdout and "default: 8080" in p.stdout, f"--help shows defaults, no empty ones: {p.stdout!r}")
     # a flag's environment variable reads as people write it, either way (parsed before --help)
     for value in ("false", "no", "off", "0", "true", "Yes", "on", "1"):
         p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10,

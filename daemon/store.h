@@ -26,10 +26,12 @@ enum {
 };
 
 /* Opens (creating if needed) and migrates the database at path, holding it
- * exclusively until store_close: a database open in one store (one daemon)
- * cannot be opened by another, here or in another process (read-only sqlite3
- * clients are not held up). Sets *out (new; free with store_close). Returns 0,
- * or -1 with a message in errbuf. */
+ * exclusively until store_close: a store on it in another process (a second
+ * daemon) is refused with "in use"; read-only sqlite3 clients are not held
+ * up. Open a database once per process: a refused second store_open here
+ * would close a descriptor of the file, which drops this process's SQLite
+ * locks on it. Sets *out (new; free with store_close). Returns 0, or -1 with
+ * a message in errbuf. */
 int store_open(const char *path, store **out, char *errbuf, size_t errlen);
 /* Checkpoints and closes. Accepts NULL. */
 void store_close(store *s);

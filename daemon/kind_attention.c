@@ -7,6 +7,8 @@
  * stream and cudaMallocAsync memory; an allocation failure is an OOM row, the
  * run itself succeeds). A CPU worker runs the CPU reference for naive points
  * (so CI can exercise the job) and fails flash points ("flash needs a GPU").
+ * A failed point is a row of attention_runs and of the table with its reason
+ * (schema/0019_attention_failed.sql), beside the points that ran.
  * FLOPs: the forward is 4·B·H·T²·d, causal counts half; backward 2.5×.
  * GPU state: before each timed loop the worker waits for the board power to
  * fall below half of the limit (gpu_power_settle: a point's figures do not
@@ -303,8 +305,8 @@ static int attention_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
         "causal, passes, device, oom, oom_request_bytes, fwd_ms, bwd_ms, fwd_bwd_ms, "
         "mem_before_bwd_bytes, fwd_flops, fwd_tflops, bwd_tflops, fwd_bwd_tflops, "
         "sm_clock_mhz_min, sm_clock_mhz_mean, power_w_max, clock_slowdown, settle_ms, "
-        "fwd_mean_ms, bwd_mean_ms, fwd_bwd_mean_ms) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "fwd_mean_ms, bwd_mean_ms, fwd_bwd_mean_ms, status, error) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rc;
@@ -344,6 +346,10 @@ static int attention_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
     static const char *const means[] = {"fwd_mean_ms", "bwd_mean_ms", "fwd_bwd_mean_ms"};
     for (int i = 0; i < 3; i++)
         jobkind_bind_real_or_null(st, 27 + i, json_object_get(run, means[i]));
+    const char *status = json_string_value(json_object_get(run, "status"));
+    sqlite3_bind_text(st, 30, status && strcmp(status, "succeeded") == 0 ? "succeeded" : "failed", -1,
+                      SQLITE_STATIC);
+    jobkind_bind_scalar(st, 31, json_object_get(run, "error"));
     rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     sqlite3_finalize(st);
     return rc;
@@ -364,7 +370,7 @@ static int attention_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT dtype, seq_len, d_head, naive_fwd_ms, naive_bwd_ms, flash_fwd_ms, "
-                           "flash_bwd_ms, naive_mem_mib, flash_mem_mib FROM attention_summary "
+                           "flash_bwd_ms, naive_mem_mib, flash_mem_mib, failed FROM attention_summary "
                            "WHERE job_id = ?",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "attention table: %s", sqlite3_errmsg(db));
@@ -372,14 +378,16 @@ static int attention_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     json_t *rows = json_array();
     while (sqlite3_step(st) == SQLITE_ROW) {
         json_t *row = json_array();
-        for (int c = 0; c < 9; c++)
+        for (int c = 0; c < 10; c++)
             json_array_append_new(row, cell(st, c));
         json_array_append_new(rows, row);
     }
     sqlite3_finalize(st);
-    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s], s:o}", "columns", "dtype", "seq", "d",
+    /* a failed point's cells read "failed"; "failed" says why ("flash: flash
+     * needs a GPU"), null when both impls ran */
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "dtype", "seq", "d",
                        "naive fwd (ms)", "naive bwd (ms)", "flash fwd (ms)", "flash bwd (ms)",
-                       "naive mem before bwd (MiB)", "flash mem before bwd (MiB)", "rows", rows);
+                       "naive mem before bwd (MiB)", "flash mem before bwd (MiB)", "failed", "rows", rows);
     return 0;
 }
 
@@ -388,5 +396,6 @@ const jobkind jobkind_attention = {
     .check = attention_check,
     .run = attention_run,
     .store_run = attention_store_run,
+    .store_failed_runs = 1, /* a failed point is a table row with its reason (0019_attention_failed.sql) */
     .table = attention_table,
 };

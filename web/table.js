@@ -4,7 +4,7 @@ import {h, mount} from './dom.js';
 import {api} from './api.js';
 
 // GET /v1/jobs/{id}/table?format=json drawn as is: numbers to 6 significant
-// digits, null as "—", text (e.g. "OOM") verbatim. Fills `box` when it arrives.
+// digits, null as "—", text (e.g. "OOM", "failed") verbatim. Fills `box` when it arrives.
 export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|seq|^d$/}) {
   const box = h('div', {id: `${id}-box`});
   api.table(job.id).then((t) => {
@@ -13,7 +13,7 @@ export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|s
     mount(box, title ? h('h2', null, title) : null, h('div', {class: 'scroll'}, h('table', {class: 'results', id},
       h('thead', null, h('tr', null, t.columns.map((c, k) => h('th', {scope: 'col', class: numCol[k] ? 'num' : ''}, c)))),
       h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v, k) => h('td',
-        {class: `${numCol[k] ? 'num' : ''}${v === 'OOM' ? ' oom' : ''}`, dataset: typeof v === 'number' ? {value: v} : undefined},
+        {class: `${numCol[k] ? 'num' : ''}${v === 'OOM' ? ' oom' : v === 'failed' ? ' error' : ''}`, dataset: typeof v === 'number' ? {value: v} : undefined},
         v === null ? '—' : typeof v === 'number' ? String(+v.toPrecision(6)) : String(v)))))))));
   }).catch((e) => mount(box, h('p', {class: 'error'}, `table: ${e.message}`)));
   return box;

@@ -244,6 +244,32 @@ def test_endpoints(d):
                          (job["id"],)).fetchall()
     db.close()
     check(summary == [(8, "succeeded"), (131072, "failed")], f"benchmark_summary with a failed point: {summary}")
+    # an attention point that failed (the cpu reference computes float32 only; flash needs a GPU) is a row of
+    # the table and of attention_summary with its reason, beside the points that ran
+    job = d.submit({"kind": "attention", "seq_len": [32], "d_head": 16, "batch": 1, "dtype": ["float32", "bfloat16"],
+                    "impl": "both", "passes": 2})
+    done = d.wait_status(job["id"], ("succeeded", "failed"))
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    rows = {r[0]: r for r in table.get("rows", [])} if status == 200 else {}
+    check(done["status"] == "succeeded" and table.get("columns", [None])[-1] == "failed" and len(rows) == 2
+          and isinstance(rows.get("float32", [None] * 4)[3], float) and rows["float32"][5:7] == ["failed", "failed"]
+          and rows["float32"][-1] == "flash: flash needs a GPU"
+          and rows.get("bfloat16", [None] * 4)[3:7] == ["failed"] * 4
+          and "naive: the cpu reference computes float32 only" in rows["bfloat16"][-1],
+          f"attention table with failed points: {table}")
+    status, _, md = d.get(f"/v1/jobs/{job['id']}/table?format=md")
+    check(status == 200 and len(md.splitlines()) == 4 and "| bfloat16 |" in md and "computes float32 only" in md,
+          f"attention md table with failed points: {md}")
+    status, _, csv = d.get(f"/v1/jobs/{job['id']}/table?format=csv")
+    check(status == 200 and len(csv.splitlines()) == 3 and "flash: flash needs a GPU" in csv,
+          f"attention csv table with failed points: {csv}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    stored = db.execute("SELECT impl, dtype, status, error FROM attention_runs WHERE job_id = ? ORDER BY run_id",
+                        (job["id"],)).fetchall()
+    db.close()
+    check(len(stored) == 4 and [s[2] for s in stored].count("failed") == 3
+          and ("naive", "bfloat16", "failed", "the cpu reference computes float32 only") in stored,
+          f"attention_runs with failed points: {stored}")
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "optimizer_in_backward",
                  body={"kind": "benchmark", "model": "tiny", "context_length": 16, "precision": "fp16",
                        "optimizer_in_backward": True})

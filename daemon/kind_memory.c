@@ -15,8 +15,10 @@
  * note. A point that fails (out of memory on the device, or past the spec's
  * memory_limit_bytes) is a failed run carrying the requested and free bytes
  * and the report of the events up to the failure, its event list stored for
- * download like a succeeded run's (store_failed_runs); the sweep goes on, and
- * the job fails only when no point succeeded (model_point_sweep). */
+ * download like a succeeded run's (store_failed_runs); it is a row of
+ * memory_runs and of the table with its reason (schema/0020_memory_failed.sql).
+ * The sweep goes on, and the job fails only when no point succeeded
+ * (model_point_sweep). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -518,11 +520,12 @@ static int store_pool_figures(sqlite3 *db, int64_t run_id, const json_t *run)
 static int memory_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const json_t *spec, const json_t *run)
 {
     (void)spec;
-    /* a failed run (out of memory) keeps its partial event list downloadable;
-     * its figures stay in the generic run row, out of memory_runs and the
-     * summary table */
-    if (strcmp(json_string_value(json_object_get(run, "status")) ?: "", "succeeded") != 0)
-        return json_object_get(run, "events") ? store_events(db, run_id, json_object_get(run, "events")) : SQLITE_OK;
+    /* a failed run (out of memory, or refused by the preflight) is a row too,
+     * with its reason and what was measured up to the failure (NULL where
+     * nothing was: schema/0020_memory_failed.sql); its partial event list
+     * stays downloadable */
+    const char *status = json_string_value(json_object_get(run, "status"));
+    int succeeded = status && strcmp(status, "succeeded") == 0;
     const json_t *by_phase = json_object_get(run, "peak_by_phase");
     const json_t *measured = json_object_get(run, "measured");
     const json_t *estimate = json_object_get(run, "estimate");
@@ -533,8 +536,8 @@ static int memory_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const j
         "vocab_size, precision, mode, steps, parameters, peak_allocated_bytes, peak_phase, peak_init_bytes, "
         "peak_forward_bytes, peak_backward_bytes, peak_optimizer_bytes, parameter_bytes, gradient_bytes, "
         "optimizer_state_bytes, activation_bytes_at_peak, residual_stream_bytes, estimated_total_bytes, "
-        "estimated_activation_bytes, reserved_peak_bytes, event_count) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "estimated_activation_bytes, reserved_peak_bytes, event_count, status, error) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rc;
@@ -549,7 +552,7 @@ static int memory_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const j
     sqlite3_bind_text(st, 11, json_string_value(json_object_get(run, "mode")), -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 12, jint(run, "steps"));
     sqlite3_bind_int64(st, 13, jint(run, "parameters"));
-    sqlite3_bind_int64(st, 14, jint(run, "peak_allocated_bytes"));
+    bind_int_or_null(st, 14, json_object_get(run, "peak_allocated_bytes"));
     const char *peak_phase = json_string_value(json_object_get(run, "peak_phase"));
     if (peak_phase)
         sqlite3_bind_text(st, 15, peak_phase, -1, SQLITE_TRANSIENT);
@@ -558,15 +561,17 @@ static int memory_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const j
     static const char *const phases[] = {"init", "forward", "backward", "optimizer"};
     for (int i = 0; i < 4; i++)
         bind_int_or_null(st, 16 + i, json_object_get(by_phase, phases[i]));
-    sqlite3_bind_int64(st, 20, jint(measured, "parameters"));
-    sqlite3_bind_int64(st, 21, jint(measured, "gradients"));
-    sqlite3_bind_int64(st, 22, jint(measured, "optimizer_state"));
-    sqlite3_bind_int64(st, 23, jint(measured, "activations_at_peak"));
-    sqlite3_bind_int64(st, 24, jint(run, "residual_stream_bytes"));
-    sqlite3_bind_int64(st, 25, jint(estimate, "total"));
-    sqlite3_bind_int64(st, 26, jint(estimate, "activations"));
+    bind_int_or_null(st, 20, json_object_get(measured, "parameters"));
+    bind_int_or_null(st, 21, json_object_get(measured, "gradients"));
+    bind_int_or_null(st, 22, json_object_get(measured, "optimizer_state"));
+    bind_int_or_null(st, 23, json_object_get(measured, "activations_at_peak"));
+    bind_int_or_null(st, 24, json_object_get(run, "residual_stream_bytes"));
+    bind_int_or_null(st, 25, json_object_get(estimate, "total"));
+    bind_int_or_null(st, 26, json_object_get(estimate, "activations"));
     bind_int_or_null(st, 27, json_object_get(run, "reserved_peak_bytes"));
-    sqlite3_bind_int64(st, 28, jint(run, "event_count"));
+    bind_int_or_null(st, 28, json_object_get(run, "event_count"));
+    sqlite3_bind_text(st, 29, succeeded ? "succeeded" : "failed", -1, SQLITE_STATIC);
+    jobkind_bind_scalar(st, 30, json_object_get(run, "error"));
     rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     sqlite3_finalize(st);
     if (rc != SQLITE_OK)
@@ -606,7 +611,7 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
     if (sqlite3_prepare_v2(db,
                            "SELECT model, batch_size, context_length, precision, inference_peak_mib, "
                            "train_step_peak_mib, residual_stream_mib, inference_reserved_mib, "
-                           "train_step_reserved_mib FROM memory_summary WHERE job_id = ?",
+                           "train_step_reserved_mib, failed FROM memory_summary WHERE job_id = ?",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "memory table: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, job_id);
@@ -614,15 +619,19 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
     while (sqlite3_step(st) == SQLITE_ROW) {
         json_t *row = json_pack("[s, i, i, s]", sqlite3_column_text(st, 0), sqlite3_column_int(st, 1),
                                 sqlite3_column_int(st, 2), sqlite3_column_text(st, 3));
-        for (int c = 4; c <= 8; c++)
-            json_array_append_new(row, sqlite3_column_type(st, c) == SQLITE_NULL ? json_null()
-                                                                                : json_real(sqlite3_column_double(st, c)));
+        /* a failed mode's peak reads "OOM" or "failed"; "failed" says why */
+        for (int c = 4; c <= 9; c++) {
+            int type = sqlite3_column_type(st, c);
+            json_array_append_new(row, type == SQLITE_NULL ? json_null()
+                                       : type == SQLITE_TEXT ? json_string((const char *)sqlite3_column_text(st, c))
+                                                             : json_real(sqlite3_column_double(st, c)));
+        }
         json_array_append_new(rows, row);
     }
     sqlite3_finalize(st);
-    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s], s:o}", "columns", "model", "batch", "context", "precision",
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "model", "batch", "context", "precision",
                        "inference peak (MiB)", "train step peak (MiB)", "residual stream (MiB)",
-                       "inference reserved (MiB)", "train step reserved (MiB)", "rows", rows);
+                       "inference reserved (MiB)", "train step reserved (MiB)", "failed", "rows", rows);
     return 0;
 }
 

@@ -392,6 +392,33 @@ def test_memory(d):
     n = db.execute("SELECT count(*) FROM memory_summary WHERE job_id = ?", (job["id"],)).fetchone()[0]
     check(n == 2, "memory_summary view")
     db.close()
+    # a point that ran out of memory is a row of the table and of memory_summary with its reason, beside the
+    # point that ran; its partial event list stays downloadable
+    job = d.submit({"kind": "memory", "model": "tiny", "context_length": [32, 4096], "batch_size": 1,
+                    "mode": "inference", "memory_limit_bytes": 200_000_000})
+    done = d.wait_status(job["id"], ("succeeded", "failed"), timeout=60)
+    failed = [r for r in done.get("runs", []) if r["status"] == "failed"]
+    check(done["status"] == "succeeded" and len(failed) == 1 and failed[0]["error"].startswith("out of memory in"),
+          f"memory job with an OOM point: {done['status']} {[r['error'] for r in done.get('runs', [])]}")
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    rows = {r[2]: r for r in table.get("rows", [])} if status == 200 else {}
+    check(table.get("columns", [None])[-1] == "failed" and len(rows) == 2 and isinstance(rows.get(32, [0] * 5)[4], float)
+          and rows[32][-1] is None and rows.get(4096, [None] * 5)[4] == "OOM"
+          and rows[4096][-1] == "inference: " + failed[0]["error"], f"memory table with an OOM point: {table}")
+    status, _, md = d.get(f"/v1/jobs/{job['id']}/table?format=md")
+    check(status == 200 and len(md.splitlines()) == 4 and "| OOM |" in md and "out of memory in" in md,
+          f"memory md table with an OOM point: {md}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    summary = db.execute("SELECT context_length, inference_peak_mib, failed IS NOT NULL FROM memory_summary "
+                         "WHERE job_id = ?", (job["id"],)).fetchall()
+    stored = db.execute("SELECT status, error FROM memory_runs WHERE job_id = ? ORDER BY run_id",
+                        (job["id"],)).fetchall()
+    db.close()
+    check(len(summary) == 2 and summary[0][0] == 32 and summary[0][2] == 0 and summary[1] == (4096, "OOM", 1),
+          f"memory_summary with an OOM point: {summary}")
+    check(stored == [("succeeded", None), ("failed", failed[0]["error"])], f"memory_runs with an OOM point: {stored}")
+    status, _, events = d.get(f"/v1/jobs/{job['id']}/events?run={failed[0]['index']}")
+    check(status == 200 and len(events["rows"]) > 0, f"the OOM point's partial event list: {status}")
 
 
 def test_readme_queries(d):

@@ -113,14 +113,17 @@ def cpu_checks(port, db):
     rows = con.execute("SELECT reserved_init_bytes, reserved_forward_bytes, pool_used_peak_bytes, "
                        "device_total_bytes, device_free_before_bytes FROM memory_runs WHERE job_id = ?",
                        (job["id"],)).fetchall()
-    check(len(rows) == 3 and (GPU or all(all(v is None for v in row) for row in rows)),
-          f"0010 columns present and NULL on the cpu: {rows}")
+    check(len(rows) == 4 and (GPU or all(all(v is None for v in row) for row in rows)),
+          f"0010 columns present and NULL on the cpu (the failed point a row too): {rows}")
+    failed = con.execute("SELECT context_length, mode, error FROM memory_runs WHERE job_id = ? AND status = 'failed'",
+                         (job["id"],)).fetchall()
+    check(failed == [(64, "train_step", bad.get("error"))], f"the failed point is a row with its reason: {failed}")
     cols = [c[1] for c in con.execute("PRAGMA table_info(memory_summary)")]
     check("train_step_reserved_mib" in cols, f"memory_summary has the reserved columns: {cols}")
     con.close()
     _, table = call(port, "GET", f"/v1/jobs/{job['id']}/table")
-    check(len(table.get("columns", [])) == 9 and table["columns"][-1] == "train step reserved (MiB)",
-          f"table columns: {table.get('columns')}")
+    check(len(table.get("columns", [])) == 10 and table["columns"][-2] == "train step reserved (MiB)"
+          and table["columns"][-1] == "failed", f"table columns: {table.get('columns')}")
 
 
 def attention_checks(port):

@@ -292,7 +292,7 @@ function memoryView(job) {
       if (!t || !t.columns) return;
       mount(seeds, h('h2', null, 'Peak memory per context'), h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'memory-table'},
         h('thead', null, h('tr', null, t.columns.map((c) => h('th', {scope: 'col', class: /MiB|batch|context/.test(c) ? 'num' : ''}, c)))),
-        h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v) => h('td', {class: typeof v === 'number' ? 'num' : ''},
+        h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v) => h('td', {class: typeof v === 'number' ? 'num' : v === 'OOM' ? 'oom' : v === 'failed' ? 'error' : ''},
           v === null ? '—' : typeof v === 'number' ? String(+v.toPrecision(6)) : String(v)))))))));
     }).catch((e) => mount(seeds, h('p', {class: 'error'}, `seeds' table: ${e.message}`)));
   }

@@ -26,6 +26,13 @@ typedef struct jobkind {
      * spec is borrowed and may be modified (defaults filled in).
      * Returns 0, or -1 with err filled (INVALID_SPEC naming the field). */
     int (*check)(json_t *spec, api_error *err);
+    /* Submit-time check where no GPU worker exists at all (a daemon started
+     * with --cpu-only or seeing no GPU; `lmperfd run` likewise). NULL: every
+     * spec of the kind can run on a CPU worker. Returns 0, or -1 with err
+     * filled (INVALID_SPEC naming the field that asks for a GPU, the message
+     * ending in JOBKIND_NO_GPU) when the job would certainly fail there.
+     * spec borrowed, already checked. */
+    int (*check_no_gpu)(const json_t *spec, api_error *err);
     /* Number of GPUs the job needs at once (NULL: 1). */
     int (*gpus_needed)(const json_t *spec);
     /* Runs the job in a worker. spec borrowed; on success sets *result (new,
@@ -69,6 +76,9 @@ extern const jobkind *const jobkinds[];
  * jobkind_bind_real_or_null: a number as a real, anything else as NULL. */
 void jobkind_bind_scalar(sqlite3_stmt *st, int i, const json_t *v);
 void jobkind_bind_real_or_null(sqlite3_stmt *st, int i, const json_t *v);
+
+/* The end of check_no_gpu's messages. */
+#define JOBKIND_NO_GPU "there is no GPU here (started with --cpu-only, or none visible)"
 
 /* Common spec fields every kind accepts (handled by the daemon, not by the
  * kind): "kind" (string), "timeout_s" (number, default JOB_DEFAULT_TIMEOUT_S),

@@ -691,9 +691,19 @@ static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     return 0;
 }
 
+/* The nccl backend runs on GPUs only (the mpi backend on CPU processes). */
+static int allreduce_check_no_gpu(const json_t *spec, api_error *err)
+{
+    if (is_nccl(spec))
+        return api_fail(err, API_ERR_INVALID_SPEC, "backend",
+                        "the nccl backend needs GPUs (backend \"mpi\" runs on CPU processes); " JOBKIND_NO_GPU);
+    return 0;
+}
+
 const jobkind jobkind_allreduce = {
     .name = "allreduce",
     .check = allreduce_check,
+    .check_no_gpu = allreduce_check_no_gpu,
     .gpus_needed = allreduce_gpus_needed,
     .run = allreduce_run,
     .store_run = allreduce_store_run,

@@ -88,6 +88,23 @@ static int attention_check(json_t *spec, api_error *err)
     return 0;
 }
 
+/* On a CPU worker only naive float32 points run (bench_cpu; flash points fail
+ * "flash needs a GPU"): a sweep with none of them would certainly fail. */
+static int attention_check_no_gpu(const json_t *spec, api_error *err)
+{
+    int first;
+    if (impl_count(spec, &first) == 1 && first == LMK_ATTN_FLASH)
+        return api_fail(err, API_ERR_INVALID_SPEC, "impl",
+                        "flash needs a GPU (impl \"naive\" runs the CPU reference); " JOBKIND_NO_GPU);
+    const json_t *dts = json_object_get(spec, "dtype");
+    for (size_t i = 0; i < list_len(dts); i++) {
+        lmk_dtype dt = LMK_F32;
+        if (lmk_dtype_parse(json_string_value(list_at(dts, i)), &dt) == LMK_OK && dt == LMK_F32)
+            return 0;
+    }
+    return api_fail(err, API_ERR_INVALID_SPEC, "dtype",
+                    "the CPU reference computes float32 only, other dtypes need a GPU; " JOBKIND_NO_GPU);
+}
 
 /* One point on the CPU (reference implementation, float32 only). */
 static int bench_cpu(const lmk_attn_shape *s, int warmup, int passes, lmk_attn_bench_result *r,
@@ -394,6 +411,7 @@ static int attention_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
 const jobkind jobkind_attention = {
     .name = "attention",
     .check = attention_check,
+    .check_no_gpu = attention_check_no_gpu,
     .run = attention_run,
     .store_run = attention_store_run,
     .store_failed_runs = 1, /* a failed point is a table row with its reason (0019_attention_failed.sql) */

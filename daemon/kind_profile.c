@@ -1294,6 +1294,13 @@ out:
     return run;
 }
 
+/* Every profile job traces CUDA kernels: none runs on a CPU worker. */
+static int profile_check_no_gpu(const json_t *spec, api_error *err)
+{
+    (void)spec;
+    return api_fail(err, API_ERR_INVALID_SPEC, "kind", "profile jobs need a GPU worker; " JOBKIND_NO_GPU);
+}
+
 static int profile_run(run_ctx *ctx, const json_t *spec, json_t **result, char *errbuf, size_t errlen)
 {
     if (runctx_device_info(ctx)->gpu_index < 0) {
@@ -1486,6 +1493,7 @@ static int profile_trace(sqlite3 *db, int64_t job_id, int run_index, json_t **ou
 const jobkind jobkind_profile = {
     .name = "profile",
     .check = profile_check,
+    .check_no_gpu = profile_check_no_gpu,
     .run = profile_run,
     .store_run = profile_store_run,
     .table = profile_table,

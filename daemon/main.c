@@ -211,6 +211,30 @@ static int read_spec_text(const char *path, char **text, size_t *len, char *why,
     return 0;
 }
 
+/* A refused spec in one-shot mode: the API's error document on stdout, one
+ * line for a person on stderr. */
+static void print_spec_error(const char *path, const api_error *aerr)
+{
+    json_t *e = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", api_error_wire_code(aerr->code), "message",
+                          aerr->message, "field", aerr->field[0] ? aerr->field : NULL);
+    json_dumpf(e, stdout, JSON_INDENT(2));
+    putchar('\n');
+    json_decref(e);
+    fprintf(stderr, "lmperfd run: %s: %s%s%s%s\n", path, aerr->message, aerr->field[0] ? " (field " : "",
+            aerr->field, aerr->field[0] ? ")" : "");
+}
+
+/* Non-zero when a one-shot run asking for `want` would run on the CPU. */
+static int oneshot_on_cpu(int want)
+{
+    if (want == DEVICE_CPU)
+        return 1;
+    runctx_device dev;
+    int gpu_count = 0;
+    char err[256];
+    return device_probe(want, &dev, &gpu_count, err, sizeof err) == 0 && dev.gpu_index < 0;
+}
+
 static int run_command(int argc, char **argv)
 {
     const char *path = NULL;
@@ -245,15 +269,10 @@ static int run_command(int argc, char **argv)
     }
     const jobkind *kind;
     api_error aerr;
-    if (spec_validate(spec, &kind, &aerr)) {
-        /* the API's error document on stdout, one line for a person on stderr */
-        json_t *e = json_pack("{s:{s:s, s:s, s:s?}}", "error", "code", api_error_wire_code(aerr.code), "message",
-                              aerr.message, "field", aerr.field[0] ? aerr.field : NULL);
-        json_dumpf(e, stdout, JSON_INDENT(2));
-        putchar('\n');
-        json_decref(e);
-        fprintf(stderr, "lmperfd run: %s: %s%s%s%s\n", path, aerr.message, aerr.field[0] ? " (field " : "",
-                aerr.field, aerr.field[0] ? ")" : "");
+    /* the same refusals as POST /v1/jobs on a daemon without a GPU worker */
+    if (spec_validate(spec, &kind, &aerr) ||
+        (kind->check_no_gpu && oneshot_on_cpu(want) && kind->check_no_gpu(spec, &aerr))) {
+        print_spec_error(path, &aerr);
         json_decref(spec);
         return 2;
     }

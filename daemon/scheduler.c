@@ -598,6 +598,14 @@ int scheduler_request_cancel(scheduler *s, int64_t job_id)
     return running;
 }
 
+int scheduler_has_gpu(scheduler *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int want = s->workers[0].want; /* DEVICE_AUTO until the first worker says hello, then its GPU or DEVICE_CPU */
+    pthread_mutex_unlock(&s->lock);
+    return want == DEVICE_AUTO ? -1 : want >= 0;
+}
+
 json_t *scheduler_describe(scheduler *s)
 {
     json_t *workers = json_array();

@@ -33,6 +33,10 @@ void scheduler_wake(scheduler *s);
 /* Asks the worker running job_id to stop. Returns 1 when the job is running
  * on a worker (the request is on its way), 0 otherwise. */
 int scheduler_request_cancel(scheduler *s, int64_t job_id);
+/* Whether the daemon has a GPU worker: 1 yes, 0 certainly none (--cpu-only,
+ * or the first worker found no GPU), -1 not known yet (the first worker has
+ * not reported its device). Safe from any thread. */
+int scheduler_has_gpu(scheduler *s);
 /* Workers and devices for GET /v1/system (new). */
 json_t *scheduler_describe(scheduler *s);
 /* Graceful stop: no new dispatches; running jobs finish or time out; then

@@ -33,6 +33,10 @@ static int svc_submit(void *self, json_t *spec, json_t **job, api_error *err)
         return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the daemon is shutting down");
     if (spec_validate(spec, &kind, err))
         return -1;
+    /* a job that would certainly fail on the CPU worker is refused now, not
+     * queued to fail later */
+    if (kind->check_no_gpu && scheduler_has_gpu(svc->scheduler) == 0 && kind->check_no_gpu(spec, err))
+        return -1;
     int64_t id = 0;
     double timeout = json_number_value(json_object_get(spec, "timeout_s"));
     /* Concurrent submissions: the check, the insert and the push under one

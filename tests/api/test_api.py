@@ -666,19 +666,27 @@ def test_worker_killed(d):
           "a fresh worker was started")
 
 
-def test_profile_fresh_worker(d):
-    """A profile job (on the cpu worker it fails: no CUPTI) is followed by a
-    fresh worker process, not counted as a crash; the next job runs on it."""
+def test_gpu_only_refused(d):
+    """On a daemon without a GPU worker (--cpu-only) a job that would certainly
+    fail there is refused at submit, naming the field that asks for a GPU;
+    nothing is queued and the worker is not touched. Specs with a point that
+    runs on the CPU are accepted."""
     before = d.get("/v1/system")[2]["workers"][0]
-    job = d.submit({"kind": "profile", "model": "tiny", "context_length": 32, "batch_size": 1})
-    done = d.wait_status(job["id"], ("succeeded", "failed", "cancelled"), timeout=60)
-    d.wait_for(lambda: d.get("/v1/system")[2]["workers"][0]["recycled"] == before["recycled"] + 1
-               and d.workers_state() == ["idle"], "the worker to be replaced after the profile job")
+    total = d.get("/v1/jobs")[2]["total"]
+    for spec, field in (({"kind": "profile", "model": "tiny", "context_length": 32, "batch_size": 1}, "kind"),
+                        ({"kind": "allreduce", "sizes": ["1MB"]}, "backend"),
+                        ({"kind": "allreduce", "backend": "nccl", "sizes": [1024], "world_sizes": [1]}, "backend"),
+                        ({"kind": "attention", "seq_len": 32, "impl": "flash"}, "impl"),
+                        ({"kind": "attention", "seq_len": 32, "dtype": ["bfloat16", "float16"]}, "dtype")):
+        expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", field, body=spec)
+        _, _, body = d.request("POST", "/v1/jobs", spec)
+        check("there is no GPU here" in body.get("error", {}).get("message", ""), f"{spec}: says why: {body}")
+    check(d.get("/v1/jobs")[2]["total"] == total, "refused jobs are not stored")
+    job = d.submit({"kind": "attention", "seq_len": 32, "d_head": 16, "impl": "both", "passes": 1, "warmup": 0})
+    check(d.wait_status(job["id"], ("succeeded", "failed"))["status"] == "succeeded",
+          "impl both runs its naive points on the cpu")
     after = d.get("/v1/system")[2]["workers"][0]
-    check(after["pid"] != before["pid"] and after["restarts"] == before["restarts"],
-          f"fresh worker after a profile job ({done['status']}): {before} -> {after}")
-    nxt = d.submit({"kind": "numerics"})
-    check(d.wait_status(nxt["id"], ("succeeded", "failed"))["status"] == "succeeded", "next job on the fresh worker")
+    check(after["pid"] == before["pid"] and after["restarts"] == before["restarts"], f"worker untouched: {after}")
 
 
 def test_timeout(d):
@@ -795,7 +803,7 @@ def test_sigterm_drain():
 def main():
     d = Daemon("main")
     try:
-        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_second_daemon, test_worker_killed, test_profile_fresh_worker, test_timeout):
+        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_second_daemon, test_worker_killed, test_gpu_only_refused, test_timeout):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

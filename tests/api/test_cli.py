@@ -2,7 +2,8 @@
 cpu worker: a directory, a missing, an empty and an oversized file, a UTF-8
 byte order mark, a spec error (the API's error document on stdout, one line
 naming the field on stderr), timeout_s (the job fails, the process does not
-hang), a sweep in which no point succeeds (the job fails, its runs are kept).
+hang), a sweep in which no point succeeds (the job fails, its runs are kept),
+specs that need a GPU (refused naming the field, as the API refuses them).
 usage: test_cli.py LMPERFD. Exit 0 when every check passes, 1 otherwise."""
 import json
 import os
@@ -58,9 +59,21 @@ def main():
         check(rc == 1 and doc.get("status") == "failed" and "timed out after 2 s" in (doc.get("error") or ""),
               f"timeout_s in one-shot mode: {rc} {doc.get('status')} {doc.get('error')}")
         check(secs < 45, f"timeout_s 2 ended the run in {secs:.0f} s")
-        rc, out, err, _ = run(write(tmp, "flash.json", json.dumps(
-            {"kind": "attention", "impl": "flash", "batch": 1, "seq_len": 32, "d_head": 16, "passes": 2,
-             "warmup": 0})))
+        # a job that needs a GPU is refused on the CPU as POST /v1/jobs refuses it, naming the field
+        for name, spec, field in (
+                ("flash", {"kind": "attention", "impl": "flash", "seq_len": 32, "d_head": 16}, "impl"),
+                ("bf16", {"kind": "attention", "dtype": "bfloat16", "impl": "naive", "seq_len": 32}, "dtype"),
+                ("profile", {"kind": "profile", "model": "tiny", "context_length": 16}, "kind"),
+                ("nccl", {"kind": "allreduce", "sizes": ["1MB"]}, "backend")):
+            rc, out, err, _ = run(write(tmp, name + ".json", json.dumps(spec)))
+            doc = json.loads(out) if out.strip() else {}
+            check(rc == 2 and doc.get("error", {}).get("code") == "invalid_spec"
+                  and doc["error"].get("field") == field and "there is no GPU here" in doc["error"].get("message", ""),
+                  f"{name} refused on the cpu: {rc} {out!r}")
+            check(f"(field {field})" in err, f"{name} refused on the cpu, stderr: {err!r}")
+        rc, out, err, _ = run(write(tmp, "huge.json", json.dumps(
+            {"kind": "benchmark", "model": "tiny", "context_length": 131072, "batch_size": 1, "warmup_steps": 0,
+             "measure_steps": 1, "mode": "forward"})))
         doc = json.loads(out) if out.strip() else {}
         check(rc == 1 and doc.get("status") == "failed" and "no point succeeded" in (doc.get("error") or ""),
               f"no point succeeded: {rc} {doc.get('status')} {doc.get('error')}")

@@ -474,7 +474,6 @@ async function checkAttention(base) {
   log(`attention job ${id}: seeds' table equals the API's, ${pts.length} points, ${wantLines} lines, flash failures shown`);
 }
 
-// A profile job fails on this CPU worker: its page says why.
 // A benchmark job whose every point fails (here: does not fit in memory): the
 // page says so and lists each run's error, with no header-only table.
 async function checkBenchmarkAllFailed(base) {
@@ -495,19 +494,23 @@ async function checkBenchmarkAllFailed(base) {
   log(`benchmark job ${id}: every point failed and the page lists why`);
 }
 
-async function checkProfileFailed(base) {
+// A profile job on this daemon without a GPU is refused at submit: the form says why.
+async function checkProfileRefused(base) {
   const sys = await apiGet(base, '/v1/system');
-  if (!sys.kinds.includes('profile')) { log('profile kind absent: its page is not checked'); return; }
-  const id = (await apiPost(base, {kind: 'profile', model: SHAPE, vocab_size: 256, context_length: 16, batch_size: 1, label: 'web test profile'})).id;
-  const job = await waitJob(base, id, {mustSucceed: false});
-  check(job.status === 'failed' && job.error, `profile job on the CPU ended ${job.status} (${job.error})`);
-  await page.goto(`${base}/#/jobs/${id}`);
-  await page.waitForSelector('#job-status');
+  if (!sys.kinds.includes('profile')) { log('profile kind absent: its form is not checked'); return; }
+  await page.goto(base + '/#/submit?kind=profile');
+  await page.waitForSelector('#f-context_length');
+  const mark = consoleErrors.length;
+  await page.click('button[type=submit]');
+  await page.waitForSelector('p.error[role=alert]:not([hidden])');
+  // the browser logs the refused POST's 400 itself: expected here, nothing else is
+  consoleErrors.push(...consoleErrors.splice(mark).filter((e) => !/status of 400/.test(e)));
   const alert = await page.textContent('p.error[role=alert]');
-  check(alert.includes(job.error), `profile page shows '${alert}', not the job's error '${job.error}'`);
-  check((await page.textContent('#job-status')).includes('failed'), 'profile page does not show the failed status');
-  await shot('job-profile-failed.png');
-  log(`profile job ${id} failed on the CPU worker and its page says: ${job.error}`);
+  check(/^400 invalid_spec: profile jobs need a GPU worker; there is no GPU here/.test(alert),
+    `the profile form on a daemon without a GPU shows '${alert}', not the refusal`);
+  check(page.url().includes('#/submit'), `a refused profile job left the form for ${page.url()}`);
+  await shot('submit-profile-refused.png');
+  log(`profile job refused on the CPU-only daemon and the form says: ${alert}`);
 }
 
 // OOM points in the attention chart (a GPU shows them; the CPU cannot): the
@@ -748,7 +751,7 @@ async function main() {
   await checkAllreduce(base);
   await checkMemory(base);
   await checkAttention(base);
-  await checkProfileFailed(base);
+  await checkProfileRefused(base);
   await checkOomMarks();
   await checkGpuFixture();
   await checkBigChart(base);

@@ -2,6 +2,7 @@
  * a parser. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ typedef struct option_row {
 #define FLAG(field) OPT_FLAG, offsetof(daemon_config, field), sizeof(int), 0, 1
 
 static const option_row options[] = {
-    {"--host", "LMPERF_HOST", STR(host), "127.0.0.1", "listen address (IPv4)"},
+    {"--host", "LMPERF_HOST", STR(host), "127.0.0.1", "listen address (IPv4, or localhost for 127.0.0.1)"},
     {"--port", "LMPERF_PORT", INT(port, 0, 65535), "8080", "listen port; 0 picks a free one"},
     {"--db", "LMPERF_DB", STR(db_path), "./lmperf.db", "SQLite database file"},
     {"--web-root", "LMPERF_WEB_ROOT", STR(web_root), NULL, "directory served at / (default: the source tree's web/)"},
@@ -111,6 +112,22 @@ void config_usage(const char *program)
     }
 }
 
+/* Checks across the parsed options, before anything is opened: the listen
+ * address is an IPv4 address ("localhost" becomes 127.0.0.1). Returns 0 or
+ * -1 with a message in errbuf. */
+static int config_check(daemon_config *config, char *errbuf, size_t errlen)
+{
+    if (strcasecmp(config->host, "localhost") == 0)
+        snprintf(config->host, sizeof config->host, "127.0.0.1");
+    struct in_addr addr;
+    if (inet_pton(AF_INET, config->host, &addr) != 1) {
+        snprintf(errbuf, errlen, "--host: '%s' is not an IPv4 address (e.g. 127.0.0.1, 0.0.0.0) or localhost",
+                 config->host);
+        return -1;
+    }
+    return 0;
+}
+
 int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, size_t errlen)
 {
     memset(config, 0, sizeof *config);
@@ -152,5 +169,5 @@ int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, siz
         if (set_option(config, o, value, errbuf, errlen))
             return -1;
     }
-    return 0;
+    return config_check(config, errbuf, errlen);
 }

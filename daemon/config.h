@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 typedef struct daemon_config {
-    char host[64];          /* listen address */
+    char host[64];          /* listen address, IPv4 dotted quad */
     int port;               /* 0: any free port */
     char db_path[512];      /* SQLite file */
     char web_root[512];     /* static files served at / */
@@ -21,8 +21,11 @@ typedef struct daemon_config {
     int verbose;
 } daemon_config;
 
-/* Fills defaults, then LMPERF_* environment variables, then argv (argv wins).
- * Returns 0, 1 when --help was printed, or -1 with a message in errbuf. */
+/* Fills defaults, then LMPERF_* environment variables, then argv (argv wins),
+ * then checks the whole configuration (host: an IPv4 address; "localhost"
+ * is stored as 127.0.0.1), so that a bad one is refused before the database
+ * is touched. Returns 0, 1 when --help was printed, or -1 with a message in
+ * errbuf. */
 int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, size_t errlen);
 void config_usage(const char *program);
 

@@ -740,6 +740,25 @@ def test_queue_full():
         d.stop(signal.SIGKILL)
 
 
+def test_host_localhost():
+    """--host localhost listens on 127.0.0.1; an address that is not IPv4 is
+    refused (exit 2, naming --host) before the database is created."""
+    d = Daemon("localhost", args=["--host", "localhost"])
+    try:
+        status, _, health = d.get("/healthz")
+        check(status == 200 and health["status"] == "ok", f"--host localhost: {status} {health}")
+        check("listening on http://127.0.0.1:" in open(d.log_path).read(), "--host localhost logged as 127.0.0.1")
+    finally:
+        d.stop()
+    db = os.path.join(TMP, "badhost.db")
+    for host in ("example.invalid", "::1", "256.0.0.1"):
+        p = subprocess.run([LMPERFD, "--host", host, "--port", "0", "--db", db, "--cpu-only"], capture_output=True,
+                           text=True, timeout=20)
+        check(p.returncode == 2 and "--host" in p.stderr and host in p.stderr,
+              f"--host {host}: rc {p.returncode}: {p.stderr[-300:]}")
+    check(not os.path.exists(db), "a bad --host created the database")
+
+
 def test_sigkill_restart():
     d = Daemon("crash")
     running = d.submit({"kind": "numerics", "count": LONG_COUNT})
@@ -808,7 +827,7 @@ def main():
             test(d)
     finally:
         d.stop()
-    for test in (test_token, test_queue_full, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain):
+    for test in (test_token, test_queue_full, test_host_localhost, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain):
         print("--", test.__name__, flush=True)
         test()
     if failures:

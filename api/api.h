@@ -59,13 +59,18 @@ typedef struct api_config {
 
 typedef struct api_server api_server;
 
-/* Starts listening. Borrowed config strings and backend must outlive the
- * server. Sets *out (new). Returns 0 or -1 with errbuf filled. */
-int api_server_start(const api_config *config, const api_backend *backend, api_server **out,
-                     char *errbuf, size_t errlen);
+/* Binds and listens on config's host:port (port 0: a free one), serving
+ * nothing yet: connections wait in the backlog until api_server_serve. So a
+ * daemon binds (or fails on a busy port) before it opens its database or
+ * runs any job. Borrowed config strings must outlive the server. Sets *out
+ * (new). Returns 0 or -1 with errbuf filled. */
+int api_server_listen(const api_config *config, api_server **out, char *errbuf, size_t errlen);
+/* Starts answering requests on the bound socket with backend (borrowed,
+ * must outlive the server). Returns 0 or -1 with errbuf filled. */
+int api_server_serve(api_server *server, const api_backend *backend, char *errbuf, size_t errlen);
 /* The port actually bound. */
 int api_server_port(const api_server *server);
-/* Stops and frees. Accepts NULL. */
+/* Stops serving, closes the socket and frees. Accepts NULL. */
 void api_server_stop(api_server *server);
 
 /* Renders a {"columns","rows"} table as Markdown (a pipe table, numbers

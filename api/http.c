@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,7 +73,9 @@ typedef struct response {
 } response;
 
 struct api_server {
-    struct MHD_Daemon *mhd;
+    int listen_fd;           /* bound and listening; MHD's once it serves (-1: closed) */
+    int port;                /* the port bound */
+    struct MHD_Daemon *mhd;  /* NULL until api_server_serve */
     api_config config;
     api_backend backend;
     char web_root[PATH_MAX];
@@ -656,8 +659,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
 }
 
-int api_server_start(const api_config *config, const api_backend *backend, api_server **out,
-                     char *errbuf, size_t errlen)
+int api_server_listen(const api_config *config, api_server **out, char *errbuf, size_t errlen)
 {
     api_server *server = calloc(1, sizeof *server);
     if (!server) {
@@ -665,19 +667,45 @@ int api_server_start(const api_config *config, const api_backend *backend, api_s
         return -1;
     }
     server->config = *config;
-    server->backend = *backend;
+    server->listen_fd = -1;
     pthread_mutex_init(&server->stats_lock, NULL);
     if (config->web_root && realpath(config->web_root, server->web_root))
         server->have_web_root = 1;
 
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)config->port)};
+    socklen_t addr_len = sizeof addr;
+    int one = 1;
     if (inet_pton(AF_INET, config->host, &addr.sin_addr) != 1) {
         snprintf(errbuf, errlen, "listen address must be an IPv4 address, not '%s'", config->host);
         goto fail;
     }
+    server->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (server->listen_fd < 0 ||
+        setsockopt(server->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(server->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+        listen(server->listen_fd, SOMAXCONN) != 0 ||
+        getsockname(server->listen_fd, (struct sockaddr *)&addr, &addr_len) != 0) {
+        snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", config->host, config->port, strerror(errno));
+        goto fail;
+    }
+    server->port = ntohs(addr.sin_port);
+    *out = server;
+    return 0;
+fail:
+    if (server->listen_fd >= 0)
+        close(server->listen_fd);
+    pthread_mutex_destroy(&server->stats_lock);
+    free(server);
+    return -1;
+}
+
+int api_server_serve(api_server *server, const api_backend *backend, char *errbuf, size_t errlen)
+{
+    const api_config *config = &server->config;
+    server->backend = *backend;
     server->mhd = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC, (uint16_t)config->port, NULL, NULL,
-        on_request, server, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC, (uint16_t)server->port, NULL, NULL,
+        on_request, server, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)server->listen_fd,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(config->threads ? config->threads : 4),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(config->timeout_s ? config->timeout_s : 30),
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
@@ -685,22 +713,17 @@ int api_server_start(const api_config *config, const api_backend *backend, api_s
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
         MHD_OPTION_END);
     if (!server->mhd) {
-        snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", config->host, config->port,
+        snprintf(errbuf, errlen, "cannot serve on %s:%d: %s", config->host, server->port,
                  errno ? strerror(errno) : "libmicrohttpd failed to start");
-        goto fail;
+        return -1;
     }
-    *out = server;
+    server->listen_fd = -1; /* MHD's now: MHD_stop_daemon closes it */
     return 0;
-fail:
-    pthread_mutex_destroy(&server->stats_lock);
-    free(server);
-    return -1;
 }
 
 int api_server_port(const api_server *server)
 {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(server->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    return info ? info->port : server->config.port;
+    return server->port;
 }
 
 void api_server_stop(api_server *server)
@@ -709,6 +732,8 @@ void api_server_stop(api_server *server)
         return;
     if (server->mhd)
         MHD_stop_daemon(server->mhd);
+    if (server->listen_fd >= 0)
+        close(server->listen_fd);
     pthread_mutex_destroy(&server->stats_lock);
     free(server);
 }

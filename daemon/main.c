@@ -62,11 +62,23 @@ static int serve(int argc, char **argv)
     }
     exe[n] = '\0';
 
+    /* Start-up order: bind the port first (a busy port ends the start before
+     * the database is opened or a recovered job runs), then open and recover
+     * the store, start the scheduler, and only then answer requests (those
+     * that came meanwhile wait in the socket's backlog). */
     store *st = NULL;
     job_queue *queue = queue_create();
     scheduler *sched = NULL;
     api_server *server = NULL;
     int status = 1;
+    api_config ac = {.host = config.host, .port = config.port,
+                     .web_root = config.web_root[0] ? config.web_root : NULL,
+                     .token = config.token[0] ? config.token : NULL, .max_body_bytes = config.max_body_bytes,
+                     .timeout_s = config.http_timeout_s, .threads = config.http_threads};
+    if (api_server_listen(&ac, &server, err, sizeof err)) {
+        log_error("daemon", "%s", err);
+        goto out;
+    }
     if (!queue || store_open(config.db_path, &st, err, sizeof err)) {
         log_error("daemon", "%s", queue ? err : "out of memory");
         goto out;
@@ -95,11 +107,7 @@ static int serve(int argc, char **argv)
                    .started_unix = (double)tv.tv_sec + tv.tv_usec * 1e-6, .submit_lock = PTHREAD_MUTEX_INITIALIZER};
     api_backend backend;
     service_bind(&svc, &backend);
-    api_config ac = {.host = config.host, .port = config.port,
-                     .web_root = config.web_root[0] ? config.web_root : NULL,
-                     .token = config.token[0] ? config.token : NULL, .max_body_bytes = config.max_body_bytes,
-                     .timeout_s = config.http_timeout_s, .threads = config.http_threads};
-    if (api_server_start(&ac, &backend, &server, err, sizeof err)) {
+    if (api_server_serve(server, &backend, err, sizeof err)) {
         log_error("daemon", "%s", err);
         goto out;
     }

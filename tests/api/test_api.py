@@ -759,6 +759,39 @@ def test_host_localhost():
     check(not os.path.exists(db), "a bad --host created the database")
 
 
+def test_busy_port():
+    """A start on a busy port fails before it touches the jobs: no recovery
+    (a job left running by a killed daemon stays 'running'), no queued job
+    run; the next start on a free port recovers and runs them."""
+    import socket
+    d = Daemon("busy")
+    running = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    d.wait_status(running["id"], ("running",))
+    queued = d.submit({"kind": "numerics"})
+    d.stop(signal.SIGKILL)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    try:
+        p = subprocess.run([LMPERFD, "--port", str(holder.getsockname()[1]), "--db", d.db, "--cpu-only"],
+                           capture_output=True, text=True, timeout=20)
+    finally:
+        holder.close()
+    check(p.returncode != 0 and "cannot listen" in p.stderr and "recovered" not in p.stderr
+          and "worker" not in p.stderr, f"start on a busy port: rc {p.returncode}: {p.stderr[-400:]}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    states = [db.execute("SELECT status FROM jobs WHERE id = ?", (j["id"],)).fetchone()[0] for j in (running, queued)]
+    db.close()
+    check(states == ["running", "queued"], f"jobs after a start on a busy port: {states}")
+    d2 = Daemon("busy", db=d.db)
+    try:
+        check(d2.job(running["id"])["status"] == "interrupted", "the next start recovers the running job")
+        check(d2.wait_status(queued["id"], ("succeeded", "failed"))["status"] == "succeeded",
+              "the next start runs the queued job")
+    finally:
+        d2.stop()
+
+
 def test_sigkill_restart():
     d = Daemon("crash")
     running = d.submit({"kind": "numerics", "count": LONG_COUNT})
@@ -827,7 +860,7 @@ def main():
             test(d)
     finally:
         d.stop()
-    for test in (test_token, test_queue_full, test_host_localhost, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain):
+    for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain):
         print("--", test.__name__, flush=True)
         test()
     if failures:

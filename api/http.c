@@ -325,6 +325,13 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
     json_decref(table);
 }
 
+/* Significant digits of the reals in a run's document (jansson's default is
+ * 17, which prints 0.000811 as 0.00081099999999999998). 12 keeps every
+ * value equal to the stored double to 12 digits: a memory event's t_ms to
+ * well under a nanosecond, a trace's ts and dur (µs since the trace's start)
+ * to the nanosecond over 1e7 µs. */
+#define RUN_DOCUMENT_REAL_DIGITS 12
+
 /* One run's document (memory events, profile trace): GET ...?run=N. */
 typedef int (*run_document_fn)(void *self, int64_t id, int run_index, json_t **out, api_error *err);
 
@@ -343,7 +350,7 @@ static void send_run_document(api_server *server, struct MHD_Connection *conn, c
     }
     /* compact: event lists are long */
     res->status = 200;
-    res->body = json_dumps(out, JSON_COMPACT);
+    res->body = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(RUN_DOCUMENT_REAL_DIGITS));
     res->content_type = "application/json; charset=utf-8";
     json_decref(out);
 }

@@ -382,6 +382,24 @@ def test_memory(d):
         live += row[2] if row[1] == "alloc" else -row[2]
         peak = max(peak, live)
     check(peak == run["peak_allocated_bytes"], "replaying the events gives the peak")
+    # times print with at most 12 significant digits (not 0.00081099999999999998), equal to the stored ones
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    conn.request("GET", f"/v1/jobs/{job['id']}/events?run={train_index}")
+    raw = conn.getresponse().read().decode()
+    conn.close()
+    import re
+    long_reals = [x for x in re.findall(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?", raw)
+                  if len(re.sub(r"^[-+0.]*|[eE].*$|\.", "", x).lstrip("0")) > 12]
+    check(not long_reals, f"/events reals with more than 12 significant digits: {long_reals[:5]}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    stored_t = [t for (t,) in db.execute("SELECT e.t_ms FROM memory_events e JOIN runs r ON r.id = e.run_id "
+                                         "WHERE r.job_id = ? AND r.run_index = ? ORDER BY e.seq",
+                                         (job["id"], train_index))]
+    db.close()
+    served_t = [row[0] for row in events["rows"]]
+    check(len(stored_t) == len(served_t) and any(t != int(t) for t in stored_t)
+          and all(abs(a - b) <= 1e-11 * max(abs(b), 1e-300) for a, b in zip(served_t, stored_t)),
+          "/events t_ms equal the stored values to 11 significant digits")
     doc = json.load(open(os.path.join(SCHEMA_DIR, "downloads", "memory_events.json")))
     errs = schema_errors(events, doc)
     check(not errs, f"the event list follows schema/downloads/memory_events.json: {errs[:5]}")

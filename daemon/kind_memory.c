@@ -635,6 +635,37 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
     return 0;
 }
 
+/* Why run_index of job_id has no stored events: no such run, a job that ran
+ * with record_events false, or a run that failed before its first event.
+ * Returns -1 with err (NOT_FOUND naming run). */
+static int no_events(sqlite3 *db, int64_t job_id, int run_index, api_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int run_exists = 1, recorded = 1;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT (SELECT count(*) FROM runs WHERE job_id = j.id AND run_index = ?), "
+                           "coalesce(json_extract(j.spec, '$.record_events'), 1) FROM jobs j WHERE j.id = ?",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, run_index);
+        sqlite3_bind_int64(st, 2, job_id);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            run_exists = sqlite3_column_int(st, 0) > 0;
+            recorded = sqlite3_column_int(st, 1) != 0;
+        }
+    }
+    sqlite3_finalize(st);
+    if (!run_exists)
+        return api_fail(err, API_ERR_NOT_FOUND, "run", "job %lld has no run %d", (long long)job_id, run_index);
+    if (!recorded)
+        return api_fail(err, API_ERR_NOT_FOUND, "run",
+                        "job %lld ran with record_events false, so the events of its runs were not kept (each run's "
+                        "peaks, timeline and largest allocations are in GET /v1/jobs/%lld); submit it again with "
+                        "record_events true to download them",
+                        (long long)job_id, (long long)job_id);
+    return api_fail(err, API_ERR_NOT_FOUND, "run", "job %lld has no recorded events for run %d (it failed before "
+                    "its first allocation)", (long long)job_id, run_index);
+}
+
 static int memory_events(sqlite3 *db, int64_t job_id, int run_index, json_t **out, api_error *err)
 {
     sqlite3_stmt *st = NULL;
@@ -658,8 +689,7 @@ static int memory_events(sqlite3 *db, int64_t job_id, int run_index, json_t **ou
     sqlite3_finalize(st);
     if (json_array_size(rows) == 0) {
         json_decref(rows);
-        return api_fail(err, API_ERR_NOT_FOUND, "run", "job %lld has no recorded events for run %d",
-                        (long long)job_id, run_index);
+        return no_events(db, job_id, run_index, err);
     }
     *out = json_pack("{s:I, s:i, s:[s,s,s,s,s,s,s], s:o}", "job_id", (json_int_t)job_id, "run", run_index, "columns",
                      "t_ms", "action", "bytes", "category", "name", "phase", "step", "rows", rows);

@@ -117,11 +117,23 @@ static int check_model_entry(const json_t *spec, size_t i, int vocab, api_error 
 }
 
 /* optimizer_in_backward is refused when the sweep's precisions include
- * fp16, whose loss scaling needs every gradient before any update. */
+ * fp16, whose loss scaling needs every gradient before any update, and when
+ * no point of the sweep is a train step (it applies to those only: other
+ * modes of a sweep that has one run as usual). */
 static int check_opt_in_backward(const json_t *spec, api_error *err)
 {
     if (!json_is_true(json_object_get(spec, "optimizer_in_backward")))
         return 0;
+    const json_t *modes = json_object_get(spec, "mode");
+    int train_steps = !modes; /* absent: the kind's default, a train step */
+    for (size_t i = 0; i < field_len(spec, "mode"); i++) {
+        const char *name = json_string_value(field_at(spec, "mode", i));
+        train_steps += name && strcmp(name, "train_step") == 0;
+    }
+    if (!train_steps)
+        return api_fail(err, API_ERR_INVALID_SPEC, "optimizer_in_backward",
+                        "optimizer_in_backward applies to train steps only, and no point of this sweep is one: "
+                        "add \"train_step\" to mode, or leave optimizer_in_backward out");
     const json_t *precs = json_object_get(spec, "precision");
     for (size_t i = 0; i < (json_is_array(precs) ? json_array_size(precs) : 1); i++) {
         const char *name = json_string_value(json_is_array(precs) ? json_array_get(precs, i) : precs);

@@ -279,6 +279,19 @@ def test_endpoints(d):
                            "optimizer_in_backward": True})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "optimizer_in_backward",
                  body={"kind": "profile", "model": "tiny", "context_length": 16, "optimizer_in_backward": 1})
+    # optimizer_in_backward applies to train steps: refused when no point of the sweep is one, in every kind
+    # that has it; a sweep with one applies it there and records false on the other points
+    for kind, modes in (("benchmark", "forward"), ("benchmark", ["forward", "forward_backward"]),
+                        ("memory", "inference"), ("profile", "forward")):
+        expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "optimizer_in_backward",
+                     body={"kind": kind, "model": "tiny", "context_length": 16, "mode": modes,
+                           "optimizer_in_backward": True})
+    job = d.submit({"kind": "benchmark", "model": "tiny", "context_length": 16, "warmup_steps": 0,
+                    "measure_steps": 1, "mode": ["forward", "train_step"], "optimizer_in_backward": True})
+    done = d.wait_status(job["id"], ("succeeded", "failed"))
+    applied = {r.get("mode"): r.get("optimizer_in_backward") for r in done.get("runs", [])}
+    check(done["status"] == "succeeded" and applied == {"forward": False, "train_step": True},
+          f"optimizer_in_backward in a sweep with a train step: {applied}")
 
     job = d.submit({"kind": "numerics", "label": "accumulation"})
     check(job["status"] in ("queued", "running") and job["kind"] == "numerics", f"submitted job: {job}")
@@ -406,6 +419,16 @@ def test_memory(d):
     bad = dict(events, rows=[events["rows"][0][:6]])  # the validator itself must catch a short row
     check(schema_errors(bad, doc), "a row with a missing cell breaks the documented schema")
     expect_error(d, "GET", f"/v1/jobs/{job['id']}/events?run=99", 404, "not_found", "run")
+    # a job run with record_events false says so, instead of "no recorded events"
+    quiet = d.submit({"kind": "memory", "model": "tiny", "context_length": 16, "mode": "inference",
+                      "record_events": False})
+    check(d.wait_status(quiet["id"], ("succeeded", "failed"))["status"] == "succeeded", "record_events false job")
+    expect_error(d, "GET", f"/v1/jobs/{quiet['id']}/events?run=0", 404, "not_found", "run")
+    _, _, body = d.get(f"/v1/jobs/{quiet['id']}/events?run=0")
+    check("ran with record_events false" in body.get("error", {}).get("message", ""),
+          f"events of a record_events false job: {body}")
+    _, _, body = d.get(f"/v1/jobs/{quiet['id']}/events?run=7")
+    check(body.get("error", {}).get("message") == f"job {quiet['id']} has no run 7", f"events of no run: {body}")
     db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
     n = db.execute("SELECT count(*) FROM memory_summary WHERE job_id = ?", (job["id"],)).fetchone()[0]
     check(n == 2, "memory_summary view")

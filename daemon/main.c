@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "allreduce_rank.h"
@@ -120,9 +121,23 @@ static int serve(int argc, char **argv)
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    log_info("daemon", "%s: no new jobs; waiting for running jobs to finish", strsignal(sig));
+    log_info("daemon", "%s: no new jobs; waiting for running jobs to finish (send it again to cancel them)",
+             strsignal(sig));
     svc.accepting = 0; /* the API stays up while jobs drain: healthz says "stopping", POST gets 503, DELETE cancels */
-    scheduler_stop(sched);
+    scheduler_begin_stop(sched);
+    /* a second SIGINT/SIGTERM while jobs drain cancels them (workers killed,
+     * jobs 'cancelled'; queued jobs stay queued for the next start) */
+    int aborted = 0;
+    while (!scheduler_stopped(sched)) {
+        struct timespec poll_period = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
+        sig = sigtimedwait(&stop_signals, NULL, &poll_period);
+        if (sig > 0 && !aborted) {
+            log_info("daemon", "%s again: cancelling the running jobs and stopping now", strsignal(sig));
+            scheduler_abort_running(sched);
+            aborted = 1;
+        }
+    }
+    scheduler_stop(sched); /* the thread has ended: joins and frees */
     sched = NULL;
     status = 0;
     log_info("daemon", "stopped");

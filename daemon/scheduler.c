@@ -69,6 +69,8 @@ struct scheduler {
     int64_t cancel_requests[MAX_CANCEL_REQUESTS];
     int cancel_count;
     int stopping;
+    int abort_running; /* scheduler_abort_running asked: cancel every running job now */
+    int ended;         /* the thread has left its loop and reaped the workers */
 };
 
 static double now_s(void)
@@ -458,6 +460,20 @@ static void process_cancel_requests(scheduler *s)
     s->cancel_count = 0;
 }
 
+/* Cancels every running job at once: its worker killed, the job 'cancelled'
+ * as when a cancel's grace runs out. Its runs stored so far stay. */
+static void abort_running_jobs(scheduler *s)
+{
+    for (int i = 0; i < s->worker_count; i++) {
+        worker_slot *w = &s->workers[i];
+        if (w->state != W_BUSY)
+            continue;
+        kill_worker(w);
+        finish_job(s, w, "cancelled", "cancelled: the daemon was stopped (a second SIGINT/SIGTERM), its worker killed",
+                   NULL);
+    }
+}
+
 /* --- the thread ---------------------------------------------------------------------- */
 
 static int any_busy(scheduler *s)
@@ -473,6 +489,10 @@ static void *scheduler_thread(void *arg)
     scheduler *s = arg;
     pthread_mutex_lock(&s->lock);
     for (;;) {
+        if (s->abort_running) {
+            abort_running_jobs(s);
+            s->abort_running = 0;
+        }
         if (s->stopping && !any_busy(s))
             break;
         double now = now_s();
@@ -545,6 +565,7 @@ static void *scheduler_thread(void *arg)
         json_decref(w->spec);
         w->state = W_EMPTY;
     }
+    s->ended = 1;
     pthread_mutex_unlock(&s->lock);
     return NULL;
 }
@@ -624,14 +645,35 @@ json_t *scheduler_describe(scheduler *s)
     return out;
 }
 
-void scheduler_stop(scheduler *s)
+void scheduler_begin_stop(scheduler *s)
 {
-    if (!s)
-        return;
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
     pthread_mutex_unlock(&s->lock);
     scheduler_wake(s);
+}
+
+int scheduler_stopped(scheduler *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int ended = s->ended;
+    pthread_mutex_unlock(&s->lock);
+    return ended;
+}
+
+void scheduler_abort_running(scheduler *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->abort_running = 1;
+    pthread_mutex_unlock(&s->lock);
+    scheduler_wake(s);
+}
+
+void scheduler_stop(scheduler *s)
+{
+    if (!s)
+        return;
+    scheduler_begin_stop(s);
     pthread_join(s->thread, NULL);
     close(s->wake_pipe[0]);
     close(s->wake_pipe[1]);

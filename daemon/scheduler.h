@@ -39,8 +39,18 @@ int scheduler_request_cancel(scheduler *s, int64_t job_id);
 int scheduler_has_gpu(scheduler *s);
 /* Workers and devices for GET /v1/system (new). */
 json_t *scheduler_describe(scheduler *s);
-/* Graceful stop: no new dispatches; running jobs finish or time out; then
- * workers are told to exit, and the thread ends. Blocks. Frees s. */
+/* Starts the graceful stop and returns at once: no new dispatches; running
+ * jobs finish, time out or are cancelled; then workers are told to exit and
+ * the thread ends (scheduler_stopped says when). Queued jobs stay queued. */
+void scheduler_begin_stop(scheduler *s);
+/* 1 once the thread has ended (every worker reaped), else 0. */
+int scheduler_stopped(scheduler *s);
+/* Cancels every running job now (the second stop signal): each one's worker
+ * is killed and the job marked 'cancelled' as a cancel whose grace ran out;
+ * the runs it stored stay. Returns at once. Safe from any thread. */
+void scheduler_abort_running(scheduler *s);
+/* Graceful stop (scheduler_begin_stop), then waits for the thread to end.
+ * Blocks. Frees s. */
 void scheduler_stop(scheduler *s);
 
 #endif

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Black-box API tests: start the real lmperfd on a random loopback port and
 exercise every endpoint, every error status, cancellation, a worker killed
-mid-job, a job timeout, the bearer token, a full queue, SIGTERM and a daemon
-killed with SIGKILL and restarted.
+mid-job, a job timeout, the bearer token, a full queue, SIGTERM, a second SIGINT
+while a job runs, and a daemon killed with SIGKILL and restarted.
 
 usage: test_api.py LMPERFD [WEB_ROOT]"""
 import http.client
@@ -893,6 +893,43 @@ def test_sigterm_drain():
     db.close()
 
 
+def test_second_signal():
+    """A second SIGINT while a job runs stops the daemon promptly: the
+    running job is cancelled (its worker killed), the queued one stays
+    queued and runs at the next start; the database is intact."""
+    d = Daemon("second")
+    running = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    d.wait_status(running["id"], ("running",))
+    queued = d.submit({"kind": "numerics"})
+    worker_pids = [w["pid"] for w in d.get("/v1/system")[2]["workers"]]
+    d.proc.send_signal(signal.SIGINT)
+    d.wait_for(lambda: d.get("/healthz")[0] == 503, "healthz 503 after the first SIGINT", timeout=10)
+    check(d.job(running["id"])["status"] == "running", "the first SIGINT leaves the running job running")
+    t0 = time.time()
+    code = d.stop(signal.SIGINT, timeout=15)
+    check(code == 0 and time.time() - t0 < 10, f"exit after the second SIGINT: {code} in {time.time() - t0:.1f} s")
+    for pid in worker_pids:
+        check(not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z",
+              f"worker {pid} outlived the second SIGINT")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    jobs = {i: db.execute("SELECT status, error FROM jobs WHERE id = ?", (i,)).fetchone()
+            for i in (running["id"], queued["id"])}
+    check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "integrity_check after the second SIGINT")
+    db.close()
+    check(jobs[running["id"]][0] == "cancelled" and "second SIGINT/SIGTERM" in (jobs[running["id"]][1] or ""),
+          f"the running job after the second SIGINT: {jobs[running['id']]}")
+    check(jobs[queued["id"]][0] == "queued", f"the queued job after the second SIGINT: {jobs[queued['id']]}")
+    log = open(d.log_path).read()
+    check("again: cancelling the running jobs" in log, "the second signal is logged")
+    d2 = Daemon("second", db=d.db)
+    try:
+        check(d2.wait_status(queued["id"], ("succeeded", "failed"))["status"] == "succeeded",
+              "the queued job runs at the next start")
+        check(d2.job(running["id"])["status"] == "cancelled", "the cancelled job stays cancelled")
+    finally:
+        d2.stop()
+
+
 def main():
     d = Daemon("main")
     try:
@@ -901,7 +938,7 @@ def main():
             test(d)
     finally:
         d.stop()
-    for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain):
+    for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain, test_second_signal):
         print("--", test.__name__, flush=True)
         test()
     if failures:

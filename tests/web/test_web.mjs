@@ -411,6 +411,32 @@ async function checkMemory(base) {
   log(`compare page: ${cmp.length} memory runs' peaks equal the API's`);
 }
 
+// A memory point past memory_limit_bytes fails with its timeline up to the
+// failure: the run picker offers it, the page says why, and the areas drawn
+// are the API's.
+async function checkMemoryOom(base) {
+  const sys = await apiGet(base, '/v1/system');
+  if (!sys.kinds.includes('memory')) return;
+  const id = (await apiPost(base, {kind: 'memory', model: SHAPE, context_length: [CONTEXTS[0], 512], batch_size: 2, vocab_size: 256,
+    mode: 'train_step', memory_limit_bytes: 8000000, record_events: false, label: 'web test memory oom'})).id;
+  const job = await waitJob(base, id);
+  const bad = job.runs.find((r) => r.status === 'failed');
+  check(bad && bad.oom && bad.timeline && bad.timeline.points.length, `memory job ${id}: no failed run with a timeline`);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('#memory-timeline');
+  const options = await page.$$eval('#memory-run option', (os) => os.map((o) => [o.value, o.textContent]));
+  const opt = options.find(([v]) => v === String(bad.index));
+  check(opt && /out of memory/.test(opt[1]), `memory OOM: run ${bad.index} is not in the run picker (${JSON.stringify(options)})`);
+  await page.selectOption('#memory-run', String(bad.index));
+  await page.waitForSelector('#memory-run-error');
+  check((await page.textContent('#memory-run-error')).includes(bad.error), 'memory OOM: the failed run\'s error is not shown');
+  const nonEmpty = bad.timeline.categories.filter((_, c) => bad.timeline.points.some((p) => p[2 + c] > 0));
+  const areas = await page.$$eval('#memory-timeline path.area', (ps) => ps.map((p) => p.dataset.category));
+  check(JSON.stringify(areas) === JSON.stringify(nonEmpty), `memory OOM: areas ${areas} != non-empty categories ${nonEmpty}`);
+  await shot('job-memory-oom.png');
+  log(`memory job ${id}: the out-of-memory run's timeline is shown with its error`);
+}
+
 // Attention job from the form (naive and flash; flash points fail on the CPU
 // worker): the table endpoint's table, every point, time vs sequence length
 // with one line per measured (impl, d_head).
@@ -750,6 +776,7 @@ async function main() {
   await shot('history.png');
   await checkAllreduce(base);
   await checkMemory(base);
+  await checkMemoryOom(base);
   await checkAttention(base);
   await checkProfileRefused(base);
   await checkOomMarks();

@@ -247,6 +247,7 @@ function memoryRunView(job, r) {
   const breakdown = Object.entries(r.breakdown_at_peak || {});
   const peak = r.peak_allocated_bytes;
   return [
+    r.status === 'succeeded' ? null : h('p', {class: 'error', id: 'memory-run-error'}, `Run ${r.index} ${r.status}: ${r.error || ''} — the timeline ends at the failure.`),
     h('p', {class: 'common'}, h('strong', null, 'Peak '), `${fmt.mib(peak)} MiB in ${r.peak_phase || '?'}`,
       ' · ', h('strong', null, 'Residual stream '), `${fmt.mib(r.residual_stream_bytes)} MiB (B·T·d)`,
       r.reserved_peak_bytes ? [' · ', h('strong', null, 'Reserved peak '), `${fmt.mib(r.reserved_peak_bytes)} MiB`] : null,
@@ -271,14 +272,14 @@ function memoryRunView(job, r) {
             h('td', null, h('span', {class: `swatch c${Math.max(0, cats.indexOf(c)) % 8}`, 'aria-hidden': 'true'}), ' ', c),
             h('td', {class: 'num', dataset: {value: b}}, fmt.mib(b)),
             h('td', {class: 'num'}, peak ? fmt.percent(b / peak) : '—'))))))),
-    h('section', null, h('h3', null, 'Measured vs estimate'),
+    r.measured ? h('section', null, h('h3', null, 'Measured vs estimate'),
       h('table', {class: 'results', id: 'memory-estimate'},
         h('thead', null, h('tr', null, h('th', {scope: 'col'}, ''), ['Measured (MiB)', 'Estimate (MiB)', 'Difference (MiB)', 'Difference'].map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
         h('tbody', null, cmp.map(([k, mv, ev]) => h('tr', null, h('th', {scope: 'row'}, k),
           h('td', {class: 'num', dataset: {value: mv}}, fmt.mib(mv)), h('td', {class: 'num', dataset: {value: ev}}, fmt.mib(ev)),
           h('td', {class: 'num'}, typeof mv === 'number' && typeof ev === 'number' ? fmt.mib(mv - ev) : '—'),
           h('td', {class: 'num'}, typeof mv === 'number' && ev ? fmt.percent((mv - ev) / ev) : '—'))))),
-      r.estimate_notes ? h('p', {class: 'muted'}, r.estimate_notes) : null),
+      r.estimate_notes ? h('p', {class: 'muted'}, r.estimate_notes) : null) : null,
   ];
 }
 
@@ -296,11 +297,14 @@ function memoryView(job) {
           v === null ? '—' : typeof v === 'number' ? String(+v.toPrecision(6)) : String(v)))))))));
     }).catch((e) => mount(seeds, h('p', {class: 'error'}, `seeds' table: ${e.message}`)));
   }
-  const runSel = h('select', {id: 'memory-run'}, ok.map((r) => h('option', {value: r.index},
-    `run ${r.index}: ${modelName(r)}, context ${r.context_length}, batch ${r.batch_size}, ${r.precision}, ${r.mode}`)));
+  // A failed point (out of memory) keeps its timeline up to the failure: it can be picked too.
+  const shown = runs.filter((r) => r.status === 'succeeded' || (r.timeline && (r.timeline.points || []).length));
+  const runSel = h('select', {id: 'memory-run'}, shown.map((r) => h('option', {value: r.index},
+    `run ${r.index}: ${modelName(r)}, context ${r.context_length}, batch ${r.batch_size}, ${r.precision}, ${r.mode}` +
+    (r.status === 'succeeded' ? '' : r.oom ? ' (out of memory)' : ` (${r.status})`))));
   const box = h('div');
   const drawRun = () => {
-    const r = ok.find((x) => String(x.index) === runSel.value);
+    const r = shown.find((x) => String(x.index) === runSel.value);
     mount(box, r ? memoryRunView(job, r) : null);
   };
   runSel.addEventListener('change', drawRun);
@@ -310,7 +314,7 @@ function memoryView(job) {
     seeds,
     failed.length ? h('ul', {class: 'error'}, failed.map((r) => h('li', null, `run ${r.index} (context ${r.context_length}, ${r.mode}): ${r.error || r.status}` +
       (r.peak_allocated_bytes ? ` — peak ${fmt.mib(r.peak_allocated_bytes)} MiB` : '')))) : null,
-    ok.length ? h('section', null, h('h2', null, 'Allocation timeline'),
+    shown.length ? h('section', null, h('h2', null, 'Allocation timeline'),
       h('div', {class: 'field inline'}, h('label', {for: 'memory-run'}, 'Run'), runSel), box) : null,
   ];
 }

@@ -9,15 +9,25 @@ const M = {top: 16, right: 20, bottom: 52, left: 72};
 const MAX_MARKERS = 400; // per series; above this only the line is drawn
 let clipCount = 0;    // unique clipPath ids per page
 
-// Nice linear ticks covering [lo, hi].
-function linearTicks(lo, hi, count = 6) {
+// Nice linear ticks within [lo, hi]; `cover`: the first tick at or below lo
+// and the last at or above hi, so an axis from the first to the last tick
+// holds every value.
+function linearTicks(lo, hi, count = 6, cover = false) {
   if (lo === hi) { lo -= 1; hi += 1; }
   const raw = (hi - lo) / count;
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((st) => st >= raw) || raw;
+  const first = (cover ? Math.floor(lo / step + 1e-9) : Math.ceil(lo / step)) * step;
+  const last = cover ? Math.ceil(hi / step - 1e-9) * step : hi;
   const ticks = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) ticks.push(+v.toPrecision(12));
+  for (let v = first; v <= last + step * 1e-9; v += step) ticks.push(+v.toPrecision(12));
   return ticks;
+}
+
+// Tick labels: a tick is a round number, so the zeros ending its fraction
+// are dropped ("25.00" → "25", "0.50×" → "0.5×"); hover and tables keep the format's digits.
+function tickLabels(ticks, f) {
+  return ticks.map((t) => f(t).replace(/(\.\d*?)0+(?!\d)/, '$1').replace(/\.(?!\d)/, ''));
 }
 
 // Log ticks: powers of `base` in range; for base 10 over a short range, 1-2-5.
@@ -101,7 +111,7 @@ export function lineChart(opts) {
   // Times are positive: a linear axis starts at 0 and error bars are clipped there.
   if (!opts.logY) yLo = Math.min(0, yLo);
   else { yLo /= 1.5; yHi *= 1.3; }
-  const yTicks = opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi);
+  const yTicks = opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi, 6, true);
   if (!opts.logY) { yLo = Math.min(yLo, yTicks[0]); yHi = Math.max(yHi, yTicks[yTicks.length - 1]); }
   // Few distinct x values (context lengths): tick exactly those.
   const distinctX = [...new Set([...pts, ...series.flatMap(marksOf)].map((p) => p.x))].sort((a, b) => a - b);
@@ -123,18 +133,19 @@ export function lineChart(opts) {
       s('text', {class: 'band-label', x: (x0 + x1) / 2, y: M.top + 12}, label));
   }
   const grid = s('g', {class: 'grid'});
-  for (const t of yTicks) {
+  const yLabels = tickLabels(yTicks, yFmt), xLabels = tickLabels(xTicks, xFmt);
+  yTicks.forEach((t, i) => {
     const y = ys(t);
-    if (y < M.top - 1 || y > H - M.bottom + 1) continue;
+    if (y < M.top - 1 || y > H - M.bottom + 1) return;
     grid.append(s('line', {x1: M.left, x2: W - M.right, y1: y, y2: y}),
-      s('text', {x: M.left - 6, y: y + 4, class: 'tick y'}, yFmt(t)));
-  }
-  for (const t of xTicks) {
+      s('text', {x: M.left - 6, y: y + 4, class: 'tick y'}, yLabels[i]));
+  });
+  xTicks.forEach((t, i) => {
     const x = xs(t);
-    if (x < M.left - 1 || x > W - M.right + 1) continue;
+    if (x < M.left - 1 || x > W - M.right + 1) return;
     grid.append(s('line', {x1: x, x2: x, y1: M.top, y2: H - M.bottom, class: 'v'}),
-      s('text', {x, y: H - M.bottom + 16, class: 'tick x'}, xFmt(t)));
-  }
+      s('text', {x, y: H - M.bottom + 16, class: 'tick x'}, xLabels[i]));
+  });
   svg.append(grid);
   svg.append(
     s('line', {class: 'axis', x1: M.left, x2: W - M.right, y1: H - M.bottom, y2: H - M.bottom}),
@@ -257,15 +268,15 @@ export function barChart(opts) {
   const names = [...new Set(groups.flatMap((g) => g.bars.map((b) => b.name)))];
   const yFmt = opts.yFormat || defaultFmt;
   const vals = groups.flatMap((g) => g.bars.map((b) => b.value)).concat(opts.reference ?? 0, 0);
-  const yTicks = linearTicks(Math.min(...vals), Math.max(...vals) * 1.05);
+  const yTicks = linearTicks(Math.min(...vals), Math.max(...vals) * 1.05, 6, true);
   const ys = scale([yTicks[0], yTicks[yTicks.length - 1]], [H - M.bottom, M.top], false);
+  const yLabels = tickLabels(yTicks, yFmt);
   const gw = (W - M.left - M.right) / groups.length;
   const bw = Math.max(2, Math.min(36, (gw * 0.8) / names.length));
   const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, class: 'plot', role: 'img', 'aria-label': opts.title});
   const grid = s('g', {class: 'grid'});
-  for (const t of yTicks)
-    grid.append(s('line', {x1: M.left, x2: W - M.right, y1: ys(t), y2: ys(t)}),
-      s('text', {x: M.left - 6, y: ys(t) + 4, class: 'tick y'}, yFmt(t)));
+  yTicks.forEach((t, i) => grid.append(s('line', {x1: M.left, x2: W - M.right, y1: ys(t), y2: ys(t)}),
+    s('text', {x: M.left - 6, y: ys(t) + 4, class: 'tick y'}, yLabels[i])));
   svg.append(grid);
   const placed = [];
   groups.forEach((g, gi) => {
@@ -299,7 +310,8 @@ export function barChart(opts) {
 // the given order; vertical markers (e.g. phase boundaries); hover shows a
 // vertical rule and a multi-line tip (hoverLines(i) → [text…]) at the nearest x.
 // opts: {title, categories:[name], xs:[x], values:[[v per category]], xLabel, yLabel,
-//        xFormat, yFormat, markers:[{x, label}], hoverLines(i), desc, id}
+//        xFormat, yFormat, yUnit, markers:[{x, label}], hoverLines(i), desc, id}
+// yUnit: the size of the unit yFormat shows (1048576 for MiB of byte values): ticks are round in it.
 export function stackedAreaChart(opts) {
   const {categories, xs: X, values} = opts;
   const title = opts.title;
@@ -307,21 +319,23 @@ export function stackedAreaChart(opts) {
   const xFmt = opts.xFormat || defaultFmt, yFmt = opts.yFormat || defaultFmt;
   const used = categories.map((_, c) => values.some((v) => v[c] > 0));
   const totals = values.map((v) => v.reduce((a, b) => a + b, 0));
-  const yTicks = linearTicks(0, Math.max(...totals, 1) * 1.02);
+  const unit = opts.yUnit || 1;
+  const yTicks = linearTicks(0, (Math.max(...totals, 1) / unit) * 1.02, 6, true).map((t) => t * unit);
   const xLo = Math.min(...X), xHi = Math.max(...X);
   const xTicks = linearTicks(xLo, xHi, 8);
+  const yLabels = tickLabels(yTicks, yFmt), xLabels = tickLabels(xTicks, xFmt);
   const xs = scale([xLo, xHi], [M.left, W - M.right], false);
   const ys = scale([0, yTicks[yTicks.length - 1]], [H - M.bottom, M.top], false);
   const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, class: 'plot stacked', role: 'img', 'aria-label': opts.ariaLabel || title});
   if (opts.id) svg.id = opts.id;
   const grid = s('g', {class: 'grid'});
-  for (const t of yTicks)
-    grid.append(s('line', {x1: M.left, x2: W - M.right, y1: ys(t), y2: ys(t)}), s('text', {x: M.left - 6, y: ys(t) + 4, class: 'tick y'}, yFmt(t)));
-  for (const t of xTicks) {
+  yTicks.forEach((t, i) => grid.append(s('line', {x1: M.left, x2: W - M.right, y1: ys(t), y2: ys(t)}),
+    s('text', {x: M.left - 6, y: ys(t) + 4, class: 'tick y'}, yLabels[i])));
+  xTicks.forEach((t, i) => {
     const x = xs(t);
-    if (x < M.left - 1 || x > W - M.right + 1) continue;
-    grid.append(s('line', {x1: x, x2: x, y1: M.top, y2: H - M.bottom, class: 'v'}), s('text', {x, y: H - M.bottom + 16, class: 'tick x'}, xFmt(t)));
-  }
+    if (x < M.left - 1 || x > W - M.right + 1) return;
+    grid.append(s('line', {x1: x, x2: x, y1: M.top, y2: H - M.bottom, class: 'v'}), s('text', {x, y: H - M.bottom + 16, class: 'tick x'}, xLabels[i]));
+  });
   svg.append(grid);
   // Step-shaped areas: memory holds its level until the next event.
   const base = new Float64Array(X.length);

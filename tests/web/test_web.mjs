@@ -201,6 +201,26 @@ async function submitBenchmark(base) {
   return id;
 }
 
+// Every linear-axis chart on the page holds its data: no line, marker or area
+// above the highest tick; tick labels carry no trailing zeros ("25", not "25.00").
+async function checkAxesHoldData(what) {
+  const charts = await page.$$eval('figure.chart svg.plot', (svgs) => svgs.map((svg) => {
+    const ticks = [...svg.querySelectorAll('.grid line:not(.v)')].map((l) => Number(l.getAttribute('y1')));
+    const ys = [];
+    for (const p of svg.querySelectorAll('path.line, path.area'))
+      for (const m of p.getAttribute('d').matchAll(/([MLV])([-\d.]+)(?:,([-\d.]+))?/g)) ys.push(Number(m[1] === 'V' ? m[2] : m[3]));
+    for (const c of svg.querySelectorAll('circle.marker')) ys.push(Number(c.getAttribute('cy')));
+    const labels = [...svg.querySelectorAll('text.tick')].map((t) => t.textContent);
+    return {title: svg.getAttribute('aria-label'), log: /\(log\)/.test(svg.textContent), top: Math.min(...ticks), high: Math.min(...ys), labels};
+  }));
+  for (const c of charts) {
+    if (!c.log && Number.isFinite(c.high)) check(c.high >= c.top - 0.5, `${what}: '${c.title}' draws data at y ${c.high}, above its highest tick at y ${c.top}`);
+    const long = c.labels.filter((l) => /\.\d*0(?!\d)/.test(l));
+    check(!long.length, `${what}: '${c.title}' tick labels with trailing zeros: ${long.join(', ')}`);
+  }
+  check(charts.length, `${what}: no chart`);
+}
+
 async function checkBenchmarkPage(base, id) {
   const job = await apiGet(base, `/v1/jobs/${id}`);
   await page.goto(`${base}/#/jobs/${id}`);
@@ -212,6 +232,7 @@ async function checkBenchmarkPage(base, id) {
   const series = run.steps.some((s) => s.optimizer_ms !== null) ? 4 : 2;
   const flags = await page.$$eval('figure.chart svg rect.marker.flag', (r) => r.length);
   check(flags >= warm * 2 && flags <= warm * series, `per-step chart shows ${flags} warm-up markers, expected ${warm} per series`);
+  await checkAxesHoldData(`benchmark job ${id}`);
   await shot('job-benchmark.png');
 }
 
@@ -433,6 +454,7 @@ async function checkMemoryOom(base) {
   const nonEmpty = bad.timeline.categories.filter((_, c) => bad.timeline.points.some((p) => p[2 + c] > 0));
   const areas = await page.$$eval('#memory-timeline path.area', (ps) => ps.map((p) => p.dataset.category));
   check(JSON.stringify(areas) === JSON.stringify(nonEmpty), `memory OOM: areas ${areas} != non-empty categories ${nonEmpty}`);
+  await checkAxesHoldData(`memory job ${id} run ${bad.index}`);
   await shot('job-memory-oom.png');
   log(`memory job ${id}: the out-of-memory run's timeline is shown with its error`);
 }

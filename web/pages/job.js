@@ -226,7 +226,7 @@ function memoryRunView(job, r) {
       title: `Live memory by category (run ${r.index})`, id: 'memory-timeline', categories: cats,
       xs: pts.map((p) => (byIndex ? p[1] : p[0])), values: pts.map((p) => p.slice(2)),
       xLabel: byIndex ? 'event index' : 'time (ms)', yLabel: 'allocated (MiB)',
-      xFormat: byIndex ? (v) => fmt.int(v) : (v) => fmt.ms(v), yFormat: (v) => fmt.mib(v),
+      xFormat: byIndex ? (v) => fmt.int(v) : (v) => fmt.ms(v), yFormat: (v) => fmt.mib(v), yUnit: 1048576,
       markers: phases.map((p, i) => ({x: byIndex ? (indexOk ? phaseStartIdx[i] : approxIndex(p.start_ms)) : p.start_ms, label: phaseLabel(p)})),
       hoverLines,
       desc: `${fmt.int(r.event_count)} allocation events shown as ${fmt.int(pts.length)} points (each keeps its bucket's highest total); dashed lines mark where each phase starts.`,

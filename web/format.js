@@ -52,6 +52,12 @@ export function percent(x) {
   return isNum(x) ? NF[1].format(x * 100).replace(/^-(0\.0)$/, '$1') + ' %' : '—'; /* no "-0.0 %" */
 }
 
+// A small relative error in percent to 3 significant digits: "0.00134 %",
+// "-0.469 %" (percent() would show both as 0.0 % or -0.5 %).
+export function percentSig(x) {
+  return isNum(x) ? `${+(x * 100).toPrecision(3)} %` : '—';
+}
+
 export function tflops(x) {
   return isNum(x) ? (x >= 1 ? NF[2].format(x) : x.toPrecision(3)) : '—';
 }

@@ -148,6 +148,9 @@ async function submitNumerics(base) {
   check(cells.length === rows.length, `numerics table has ${cells.length} rows, API ${rows.length}`);
   rows.forEach((r, i) => {
     check(cells[i][0].text === r.accumulator && Number(cells[i][3].value) === r.result, `numerics row ${i} differs from the API`);
+    // the relative error keeps 3 significant digits: fp32's 1.3e-5 is not "0.0 %"
+    const rel = r.error / r.exact * 100, shown = parseFloat(cells[i][6].text);
+    check(/ %$/.test(cells[i][6].text) && Math.abs(shown - rel) <= 0.005 * Math.abs(rel), `numerics row ${i}: relative error ${cells[i][6].text}, API ${rel} %`);
   });
   await shot('job-numerics.png');
   // an accumulator past its range (fp16 above 65504): its row says inf, the others still render

@@ -57,7 +57,7 @@ function numericsView(job) {
           h('td', {class: 'num', dataset: {value: r.result}}, String(+r.result.toPrecision(8))),
           h('td', {class: 'num'}, String(r.exact)),
           h('td', {class: 'num', dataset: {value: r.error}}, r.error.toExponential(3)),
-          h('td', {class: 'num'}, r.exact ? fmt.percent(r.error / r.exact) : '—')))))));
+          h('td', {class: 'num', dataset: {value: r.exact ? r.error / r.exact : ''}}, r.exact ? fmt.percentSig(r.error / r.exact) : '—')))))));
   }
   return out.concat(precisionReportView(report));
 }

@@ -20,6 +20,7 @@ export const CONFIG = [
   {key: 'batch_size', label: 'Batch', get: (r) => r.batch_size, num: true},
   {key: 'precision', label: 'Precision', get: (r) => r.precision},
   {key: 'mode', label: 'Mode', get: (r) => r.mode},
+  {key: 'warmup_steps', label: 'Warm-up steps', get: (r) => r.warmup_steps, num: true},
   {key: 'attention', label: 'Attention', get: (r) => r.attention},
   {key: 'graphs', label: 'CUDA graphs', get: (r) => (r.graphs ? 'yes' : 'no')},
   {key: 'optimizer_in_backward', label: 'Optimizer in backward', get: (r) => (r.optimizer_in_backward ? 'yes' : 'no')},

@@ -823,10 +823,14 @@ async function checkOptimizerInBackward(base, apiJob) {
   const rows = await page.$$eval('#compare-table tbody tr', (trs) => trs.map((tr) => ({
     run: tr.dataset.run,
     oib: tr.querySelector('td[data-key=optimizer_in_backward]')?.textContent,
+    warmup: tr.querySelector('td[data-key=warmup_steps]')?.textContent,
     speedup: tr.querySelector('td.speedup').dataset.value})));
   const mine = rows.find((r) => r.run === `${oibJob}:0`);
   check(rows.length === 2 && mine && mine.oib === 'yes' && rows.find((r) => r.run === `${apiJob}:0`)?.oib === 'no',
     `compare: optimizer-in-backward column ${JSON.stringify(rows)}`);
+  // the warm-up steps differ too (1 vs 2): a column, as the seeds' warm-up experiment needs
+  check(mine && mine.warmup === '1' && rows.find((r) => r.run === `${apiJob}:0`)?.warmup === '2',
+    `compare: warm-up steps column ${JSON.stringify(rows)}`);
   check(mine && Number(mine.speedup) > 0, `compare: no job-baseline speedup for the optimizer-in-backward run ${JSON.stringify(mine)}`);
   log(`compare page: optimizer in backward shown as a differing column, baseline found`);
 }

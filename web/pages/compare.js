@@ -65,8 +65,8 @@ function baselineFor(row, baseline, pool, phase) {
   let b = null;
   if (baseline.startsWith('job:')) {
     const jid = Number(baseline.slice(4));
-    // how a run ran (precision, attention, mode, graphs, the optimizer's place) may differ from its baseline's
-    const how = new Set(['precision', 'attention', 'mode', 'graphs', 'optimizer_in_backward']);
+    // how a run ran (precision, attention, mode, warm-up, graphs, the optimizer's place) may differ from its baseline's
+    const how = new Set(['precision', 'attention', 'mode', 'warmup_steps', 'graphs', 'optimizer_in_backward']);
     const same = CONFIG.filter((c) => !how.has(c.key));
     b = pool.find((r) => r.job_id === jid && same.every((c) => c.get(r) === c.get(row)));
   } else {

@@ -15,7 +15,8 @@ export const MODEL_PRESETS = [
 // array, or a scalar when one is ticked and `scalarWhenOne`), intlist ("128, 256"
 // -> number or array), bool, model (presets and/or a custom shape).
 // `default` is what the schema says; a field equal to its default is still
-// sent, so the curl command shows the whole spec.
+// sent, so the curl command shows the whole spec. `defaultWithoutGpu`: the
+// form's start on a daemon with no GPU, where the schema's default is refused.
 const COMMON = [
   {name: 'label', type: 'text', label: 'Label', default: '', help: 'free text shown in lists', omitEmpty: true},
   {name: 'timeout_s', type: 'number', label: 'Time limit', unit: 's', default: 3600, min: 1, max: 604800},
@@ -68,7 +69,7 @@ export const KINDS = {
     title: 'All-reduce',
     help: 'Time an all-reduce of each size across each number of ranks: NCCL over this machine\'s GPUs, or MPI over CPU processes. Reports mean and median time, algorithm and bus bandwidth, and checks the sum.',
     fields: [
-      {name: 'backend', type: 'select', label: 'Backend', options: ['nccl', 'mpi'], default: 'nccl'},
+      {name: 'backend', type: 'select', label: 'Backend', options: ['nccl', 'mpi'], default: 'nccl', defaultWithoutGpu: 'mpi'},
       {name: 'sizes', type: 'strlist', label: 'Sizes per rank', default: ['1MB', '10MB', '100MB', '1GB'], help: 'comma-separated bytes or with a unit: 1MB (10⁶), 1MiB (2²⁰), GB, GiB'},
       {name: 'world_sizes', type: 'intlist', label: 'World sizes', default: [2], alwaysArray: true, unit: 'ranks'},
       {name: 'dtype', type: 'select', label: 'Data type', options: ['float32'], default: 'float32'},

@@ -320,6 +320,11 @@ async function checkCompare(base, formJob, apiJob) {
 async function checkAllreduce(base) {
   const sys = await apiGet(base, '/v1/system');
   if (!sys.kinds.includes('allreduce')) { log('allreduce kind absent: its page is not checked'); return; }
+  // The form starts on a backend this daemon runs: mpi without a GPU (the schema's nccl is refused there).
+  await page.goto(base + '/#/submit?kind=allreduce');
+  await page.waitForSelector('#f-backend');
+  const backend = await page.inputValue('#f-backend');
+  check(backend === (sys.gpu_count ? 'nccl' : 'mpi'), `allreduce form starts on backend ${backend} with ${sys.gpu_count} GPUs`);
   const id = (await apiPost(base, {kind: 'allreduce', backend: 'mpi', sizes: ['4KB', '1MB'], world_sizes: [1, 2], warmup: 1, iterations: 3})).id;
   let job;
   try {

@@ -145,7 +145,8 @@ export async function render(main, ctx) {
     errorBox.hidden = true;
     const def = Object.hasOwn(KINDS, kind) ? KINDS[kind] : null; /* not Object.prototype's "constructor" */
     if (def) {
-      fields = def.fields.map((f) => ({f, ...buildField(f, presets)}));
+      const noGpu = ctx.system.gpu_count === 0;
+      fields = def.fields.map((f) => ({f, ...buildField(noGpu && 'defaultWithoutGpu' in f ? {...f, default: f.defaultWithoutGpu} : f, presets)}));
       mount(formBody, h('p', {class: 'muted', id: 'kind-help'}, def.help), fields.map((x) => x.el));
       readSpec = () => {
         const spec = {kind};

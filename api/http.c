@@ -99,16 +99,22 @@ static const char unencodable_body[] =
     "{\n  \"error\": {\n    \"code\": \"internal\",\n    \"message\": \"the response could not be encoded as "
     "JSON\",\n    \"field\": null\n  }\n}";
 
-static void set_json(response *res, int status, json_t *value /* steals */)
+/* flags: jansson's dump flags beside JSON_INDENT(2) | JSON_ENCODE_ANY. */
+static void set_json_flags(response *res, int status, json_t *value /* steals */, size_t flags)
 {
     res->status = status;
-    res->body = value ? json_dumps(value, JSON_INDENT(2) | JSON_ENCODE_ANY) : NULL;
+    res->body = value ? json_dumps(value, JSON_INDENT(2) | JSON_ENCODE_ANY | flags) : NULL;
     res->content_type = "application/json; charset=utf-8";
     json_decref(value);
     if (!res->body) {
         res->status = 500;
         res->body = strdup(unencodable_body);
     }
+}
+
+static void set_json(response *res, int status, json_t *value /* steals */)
+{
+    set_json_flags(res, status, value, 0);
 }
 
 static void set_error(response *res, const api_error *err)
@@ -294,6 +300,11 @@ static void handle_cancel(api_server *server, struct MHD_Connection *conn, const
     finish_call(res, rc, out, &err, accepted ? 202 : 200);
 }
 
+/* Significant digits of the reals in a table (jansson's default is 17): the
+ * cells are rounded for display already (6 digits at most), so 12 prints
+ * each as the markdown and CSV forms do. */
+#define TABLE_REAL_DIGITS 12
+
 static void handle_table(api_server *server, struct MHD_Connection *conn, const char *id,
                          request *req, response *res)
 {
@@ -315,7 +326,8 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
         return;
     }
     if (strcmp(format, "json") == 0) {
-        set_json(res, 200, table);
+        /* cells are the md/csv values (8.3462), not 8.3461999999999996 */
+        set_json_flags(res, 200, table, JSON_REAL_PRECISION(TABLE_REAL_DIGITS));
         return;
     }
     int md = strcmp(format, "md") == 0;

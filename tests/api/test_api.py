@@ -8,6 +8,7 @@ usage: test_api.py LMPERFD [WEB_ROOT]"""
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -257,6 +258,14 @@ def test_endpoints(d):
           and rows.get("bfloat16", [None] * 4)[3:7] == ["failed"] * 4
           and "naive: the cpu reference computes float32 only" in rows["bfloat16"][-1],
           f"attention table with failed points: {table}")
+    # the json table's reals print as the md/csv cells do (8.3462), not with 17 digits (8.3461999999999996)
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    conn.request("GET", f"/v1/jobs/{job['id']}/table?format=json")
+    raw = conn.getresponse().read().decode()
+    conn.close()
+    long_reals = [x for x in re.findall(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?", raw)
+                  if len(re.sub(r"^[-+0.]*|[eE].*$|\.", "", x).lstrip("0")) > 12]
+    check(not long_reals, f"/table reals with more than 12 significant digits: {long_reals[:5]}")
     status, _, md = d.get(f"/v1/jobs/{job['id']}/table?format=md")
     check(status == 200 and len(md.splitlines()) == 4 and "| bfloat16 |" in md and "computes float32 only" in md,
           f"attention md table with failed points: {md}")

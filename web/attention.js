@@ -31,7 +31,7 @@ export function attentionSeries(runs, metric) {
     if (!groups.has(key(r))) groups.set(key(r), {name: name(r), points: [], marks: []});
     const g = groups.get(key(r));
     if (isOom(r)) g.marks.push({x: r.seq_len, label: `${name(r)}, seq ${fmt.int(r.seq_len)}: out of memory` +
-      (r.oom_request_bytes ? ` (asked ${fmt.mib(r.oom_request_bytes)} MiB)` : '')});
+      (r.oom_request_bytes ? ` (asked ${fmt.bytes(r.oom_request_bytes)})` : '')});
     else if (typeof r[metric] === 'number')
       g.points.push({x: r.seq_len, y: r[metric], label: `${name(r)}, seq ${fmt.int(r.seq_len)}: ` +
         (metric.endsWith('_bytes') ? `${fmt.mib(r[metric])} MiB` : `${fmt.ms(r[metric])} ms`)});
@@ -69,7 +69,7 @@ export function attentionView(job) {
           cell(r.fwd_tflops, tf), cell(r.bwd_tflops, tf), cell(r.fwd_bwd_tflops, tf), clockCell(r)]
         : isOom(r)
           ? h('td', {colspan: 8, class: 'oom'}, h('strong', null, 'OOM'),
-            r.oom_request_bytes ? ` — an allocation of ${fmt.mib(r.oom_request_bytes)} MiB did not fit` : ' — did not fit in memory')
+            r.oom_request_bytes ? ` — an allocation of ${fmt.bytes(r.oom_request_bytes)} did not fit` : ' — did not fit in memory')
           : h('td', {colspan: 8, class: 'error'}, `failed: ${r.error || r.status}`)))));
 
   const metricSel = h('select', {id: 'attention-metric'}, METRICS.map((m) => h('option', {value: m.key}, m.label)));

@@ -713,6 +713,11 @@ async function checkGpuFixture() {
   await page.waitForSelector('#attention-chart svg.plot');
   const oomRows = await page.$$eval('#attention-runs tr[data-status="oom"]', (trs) => trs.map((tr) => Number(tr.dataset.run)));
   check(JSON.stringify(oomRows.sort()) === JSON.stringify(ooms.map((r) => r.index).sort()), `OOM rows ${oomRows} != API ${ooms.map((r) => r.index)}`);
+  // the request is in the unit it is large in: "an allocation of 32.0 GiB", not "32,768.0 MiB"
+  const asked = await page.$$eval('#attention-runs tr[data-status="oom"] td.oom', (tds) => tds.map((td) => td.textContent));
+  const big = ooms.filter((r) => r.oom_request_bytes >= 2 ** 30).length;
+  check(asked.filter((t) => /allocation of \d[\d.]* GiB did not fit/.test(t)).length === big && big > 0,
+    `OOM rows' requests ${JSON.stringify(asked)}, expected ${big} in GiB`);
   const marks = await page.$$eval('#attention-chart path.marker.mark', (p) => p.length);
   check(marks === ooms.length, `attention chart has ${marks} OOM marks, API ${ooms.length} OOM points`);
   const oomCells = await page.$$eval('#attention-table td.oom', (tds) => tds.length);

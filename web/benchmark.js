@@ -71,7 +71,7 @@ export function stepChart(run, title) {
     yFormat: (v) => fmt.ms(v), xFormat: (v) => String(v),
     flagLabel: 'warm-up step',
     band: warm.length ? [Math.min(...warm) - 0.5, Math.max(...warm) + 0.5, 'warm-up'] : null,
-    desc: warm.length ? `${warm.length} warm-up step${warm.length > 1 ? 's' : ''} (squares) are excluded from the statistics.` : 'No warm-up steps: the first steps count in the statistics.',
+    desc: warm.length ? `${warm.length > 1 ? `${warm.length} warm-up steps (squares) are` : '1 warm-up step (square) is'} excluded from the statistics.` : 'No warm-up steps: the first steps count in the statistics.',
   });
 }
 

@@ -828,6 +828,11 @@ async function checkOptimizerInBackward(base, apiJob) {
   const oibJob = (await apiPost(base, {kind: 'benchmark', label: 'web test oib', model: SHAPE, vocab_size: 256,
     context_length: CONTEXTS[0], batch_size: 2, warmup_steps: 1, measure_steps: 2, optimizer_in_backward: true})).id;
   await waitJob(base, oibJob);
+  await page.goto(`${base}/#/jobs/${oibJob}`);
+  await page.waitForSelector('#bench-protocol');
+  const protocol = await page.textContent('#bench-protocol'), stepsDesc = await page.textContent('figure.chart .chart-desc');
+  check(/over 2 measured steps after 1 warm-up step;/.test(protocol) && /^1 warm-up step \(square\) is excluded/.test(stepsDesc),
+    `one warm-up step in words: '${protocol}', '${stepsDesc}'`);
   await page.goto(`${base}/#/compare?runs=${apiJob}:0,${oibJob}:0&baseline=job:${apiJob}`);
   await page.waitForSelector('#compare-table tbody tr');
   const rows = await page.$$eval('#compare-table tbody tr', (trs) => trs.map((tr) => ({

@@ -13,6 +13,9 @@ import {lineChart, stackedAreaChart} from '../chart.js';
 import {attentionView} from '../attention.js';
 import {profileView} from '../profile.js';
 
+// "1 warm-up step", "2 warm-up steps".
+function plural(n, what) { return `${n} ${what}${n === 1 ? '' : 's'}`; }
+
 function dl(pairs) {
   return h('dl', {class: 'facts'}, pairs.filter(([, v]) => v !== undefined && v !== null && v !== '')
     .map(([k, v]) => [h('dt', null, k), h('dd', null, v)]));
@@ -108,7 +111,7 @@ function benchmarkView(job) {
   return [
     h('div', {class: 'page-head'}, h('h2', null, 'Summary'),
       h('a', {class: 'button', href: link('/compare', {jobs: job.id})}, 'Compare these runs')),
-    h('p', {class: 'muted'}, `mean ± std over ${runs[0] ? runs[0].measure_steps : '?'} measured steps after ${runs[0] ? runs[0].warmup_steps : '?'} warm-up steps; hover a time for median, min and max.`),
+    h('p', {class: 'muted', id: 'bench-protocol'}, `mean ± std over ${plural(runs[0].measure_steps, 'measured step')} after ${plural(runs[0].warmup_steps, 'warm-up step')}; hover a time for median, min and max.`),
     runs.length && common.length ? h('p', {class: 'common'}, 'All runs: ', common.map((c, i) => [i ? ' · ' : '', h('strong', null, c.label), ' ', String(c.get(runs[0]))])) : null,
     h('div', {class: 'scroll'}, table),
     failedList,

@@ -754,6 +754,30 @@ async function checkBigChart(base) {
   log(`40,000-point chart built in ${result.ms.toFixed(0)} ms`);
 }
 
+// A narrow window (800 px): the job list's labels wrap between words, not
+// inside them ("tiny warm|up 2"), while the table scrolls.
+async function checkNarrowJobs(base) {
+  await page.setViewportSize({width: 800, height: 900});
+  await page.goto(base + '/#/jobs');
+  await page.waitForSelector('table.jobs tbody tr td.label');
+  const broken = await page.$$eval('table.jobs td.label', (tds) => tds.flatMap((td) => {
+    const text = td.firstChild;
+    if (!text || text.nodeType !== Node.TEXT_NODE) return [];
+    const out = [];
+    for (const m of text.data.matchAll(/\S+/g)) {
+      if (m[0].length > 16) continue; /* a long unbroken label may wrap anywhere */
+      const r = document.createRange();
+      r.setStart(text, m.index);
+      r.setEnd(text, m.index + m[0].length);
+      if (new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size > 1) out.push(m[0]);
+    }
+    return out;
+  }));
+  await shot('jobs-800.png');
+  await page.setViewportSize({width: 1280, height: 900});
+  check(!broken.length, `jobs list at 800 px breaks label words: ${broken.join(', ')}`);
+}
+
 async function checkKeyboard(base) {
   await page.goto(base + '/#/jobs');
   await page.reload(); // a fresh load: focus starts at the document
@@ -817,6 +841,7 @@ async function main() {
   await checkOomMarks();
   await checkGpuFixture();
   await checkBigChart(base);
+  await checkNarrowJobs(base);
   await checkKeyboard(base);
   check(consoleErrors.length === 0, `the page logged errors:\n  ${consoleErrors.join('\n  ')}`);
 }

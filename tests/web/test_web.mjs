@@ -463,6 +463,9 @@ async function checkMemoryOom(base) {
   const areas = await page.$$eval('#memory-timeline path.area', (ps) => ps.map((p) => p.dataset.category));
   check(JSON.stringify(areas) === JSON.stringify(nonEmpty), `memory OOM: areas ${areas} != non-empty categories ${nonEmpty}`);
   await checkAxesHoldData(`memory job ${id} run ${bad.index}`);
+  // record_events false: no event-list link (its /events is a 404), a note instead
+  check(!(await page.$('a[href*="/events"]')) && /not kept/.test(await page.textContent('#memory-no-events')),
+    'memory job with record_events false links its (absent) event list');
   await shot('job-memory-oom.png');
   log(`memory job ${id}: the out-of-memory run's timeline is shown with its error`);
 }

@@ -203,8 +203,10 @@ function memoryRunView(job, r) {
   const chartBox = h('div');
   const mode = {x: 'time'};
   let svg = null;
+  // record_events false: the daemon kept no event list (its /events answers 404).
+  const kept = !job.spec || job.spec.record_events !== false;
   const loadEvents = () => {
-    if (events || eventsLoading || !(r.event_count <= EVENTS_ON_HOVER_MAX)) return;
+    if (!kept || events || eventsLoading || !(r.event_count <= EVENTS_ON_HOVER_MAX)) return;
     eventsLoading = true;
     fetch(`/v1/jobs/${job.id}/events?run=${r.index}`).then((res) => (res.ok ? res.json() : null)).then((d) => {
       events = d && d.rows ? d.rows : null;
@@ -255,7 +257,8 @@ function memoryRunView(job, r) {
       ' · ', h('strong', null, 'Residual stream '), `${fmt.mib(r.residual_stream_bytes)} MiB (B·T·d)`,
       r.reserved_peak_bytes ? [' · ', h('strong', null, 'Reserved peak '), `${fmt.mib(r.reserved_peak_bytes)} MiB`] : null,
       ' · ', `${fmt.int(r.event_count)} events`,
-      ' · ', h('a', {href: `/v1/jobs/${job.id}/events?run=${r.index}`, download: `job-${job.id}-run-${r.index}-events.json`}, 'event list (JSON)')),
+      ' · ', kept ? h('a', {href: `/v1/jobs/${job.id}/events?run=${r.index}`, download: `job-${job.id}-run-${r.index}-events.json`}, 'event list (JSON)')
+        : h('span', {class: 'muted', id: 'memory-no-events'}, 'event list not kept (record_events false)')),
     h('section', {class: 'chart-box'},
       h('div', {class: 'field inline', role: 'radiogroup', 'aria-label': 'x axis'}, 'x axis: ', radio('time', 'time'), ' ', radio('index', 'event index')),
       chartBox),

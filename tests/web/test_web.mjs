@@ -257,7 +257,6 @@ async function checkCompare(base, formJob, apiJob) {
     speedupText: tr.querySelector('td.speedup').textContent,
   })));
   check(rows.length === refs.length, `compare table has ${rows.length} rows, expected ${refs.length}`);
-  const base0 = jobs.get(apiJob).runs[0].stats.total.mean_ms;
   for (const row of rows) {
     const [jid, idx] = row.run.split(':').map(Number);
     const r = jobs.get(jid).runs.find((x) => x.index === idx);
@@ -276,11 +275,15 @@ async function checkCompare(base, formJob, apiJob) {
     }
     check(Number(row.tokens) === r.tokens_per_s, `${where}: tokens/s ${row.tokens} != API ${r.tokens_per_s}`);
     checkShown(row.tokensText, r.tokens_per_s, `${where} tokens/s`);
-    const speedup = base0 / r.stats.total.mean_ms;
+    // the baseline is fp32 in the API job: each row against that job's fp32 run of its context
+    const b = jobs.get(apiJob).runs.find((x) => x.context_length === r.context_length);
+    const speedup = b.stats.total.mean_ms / r.stats.total.mean_ms;
     check(Math.abs(Number(row.speedup) - speedup) < 1e-9 * speedup, `${where}: speedup ${row.speedup} != ${speedup}`);
     checkShown(row.speedupText, speedup, `${where} speedup`);
   }
   check(rows.every((r) => r.keys.precision && r.keys.precision.differs), 'precision differs between rows but is not highlighted');
+  const legend = await page.textContent('#compare-baseline');
+  check(legend.includes(`precision fp32 · job #${apiJob}`), `the baseline legend does not name it: '${legend}'`);
   // Baseline "same shape in job N": each row against N's fp32 run of its context length.
   await page.selectOption('#baseline', `job:${apiJob}`);
   const perShape = await page.$$eval('#compare-table tbody tr', (trs) => trs.map((tr) => [tr.dataset.run, tr.querySelector('td.speedup').dataset.value]));
@@ -832,6 +835,7 @@ async function main() {
   await checkModeSweep(base);
   await checkBenchmarkAllFailed(base);
   await checkCompare(base, formJob, apiJob);
+  await checkCompareModes(base);
   await checkOddUrls(base, formJob);
   await page.goto(base + '/#/history');
   await page.waitForSelector('#history-table tbody tr');
@@ -891,6 +895,53 @@ async function checkModeSweep(base) {
     job.runs.every((r) => options.some((o) => o.startsWith(`run ${r.index}:`) && o.endsWith(r.mode))),
     `per-step run picker does not tell the modes apart: ${JSON.stringify(options)}`);
   log(`benchmark job ${id}: the run picker names each run's mode`);
+}
+
+// A precision sweep over two modes, compared from its job page: a speedup
+// compares like with like (bf16 train step against fp32 train step, never
+// against the fp32 forward that is run 0), a row with no such run reads "—",
+// and the CSV export says the same.
+async function checkCompareModes(base) {
+  const id = (await apiPost(base, {kind: 'benchmark', label: 'web test precision × mode', model: SHAPE, vocab_size: 256,
+    context_length: CONTEXTS[0], batch_size: 2, warmup_steps: 1, measure_steps: 2, precision: ['fp32', 'bf16'], mode: ['forward', 'train_step']})).id;
+  const job = await waitJob(base, id);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.click('a:text("Compare these runs")');
+  await page.waitForSelector('#compare-table tbody tr');
+  const speedups = () => page.$$eval('#compare-table tbody tr', (trs) => Object.fromEntries(trs.map((tr) => [tr.dataset.run,
+    {value: tr.querySelector('td.speedup').dataset.value, text: tr.querySelector('td.speedup').textContent}])));
+  const expect = (runs, phase) => Object.fromEntries(runs.map((r) => {
+    const b = runs.find((x) => x.precision === 'fp32' && x.mode === r.mode);
+    return [`${id}:${r.index}`, b && r.stats[phase] && b.stats[phase] ? b.stats[phase].mean_ms / r.stats[phase].mean_ms : null];
+  }));
+  let got = await speedups();
+  for (const [k, want] of Object.entries(expect(job.runs, 'total'))) {
+    check(want !== null && Math.abs(Number(got[k].value) - want) < 1e-9 * want, `compare ${k}: speedup ${got[k].value}, expected ${want} (same mode's fp32)`);
+    checkShown(got[k].text, want, `compare ${k} speedup`);
+  }
+  const legend = await page.textContent('#compare-baseline');
+  check(/precision fp32/.test(legend) && /mode/.test(legend), `the baseline legend does not say what it compares: '${legend}'`);
+  // The backward: forward rows have none, so no speedup.
+  await page.selectOption('#phase', 'backward');
+  got = await speedups();
+  for (const [k, want] of Object.entries(expect(job.runs, 'backward')))
+    check(want === null ? got[k].value === '' && got[k].text === '—' : Math.abs(Number(got[k].value) - want) < 1e-9 * want,
+      `compare ${k} (backward): speedup '${got[k].text}', expected ${want}`);
+  await page.selectOption('#phase', 'total');
+  // Without the fp32 train step, the bf16 train step has nothing to compare with.
+  const fp32Train = job.runs.find((r) => r.precision === 'fp32' && r.mode === 'train_step');
+  const bf16Train = job.runs.find((r) => r.precision === 'bf16' && r.mode === 'train_step');
+  await page.click(`button[aria-label="remove run ${id}:${fp32Train.index}"]`);
+  got = await speedups();
+  check(got[`${id}:${bf16Train.index}`].text === '—' && got[`${id}:${bf16Train.index}`].value === '',
+    `bf16 train step without an fp32 train step: speedup '${got[`${id}:${bf16Train.index}`].text}', expected —`);
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('button:text("Export CSV")')]);
+  const csv = readFileSync(await download.path(), 'utf8').trim().split('\n').map((l) => l.split(','));
+  const col = csv[0].indexOf('speedup_total');
+  for (const line of csv.slice(1))
+    check(line[col] === (got[`${line[0]}:${line[1]}`].value), `CSV speedup of ${line[0]}:${line[1]} is '${line[col]}', the page's '${got[`${line[0]}:${line[1]}`].value}'`);
+  await shot('compare-modes.png');
+  log(`compare page: job ${id}'s speedups are per mode, '—' without a same-mode baseline`);
 }
 
 // Hand-edited URLs: a phase the compare page does not know falls back to the

@@ -1,6 +1,7 @@
 // Compare benchmark runs across jobs: pick runs, get the seeds' table (model ×
 // context with fwd/bwd/opt mean ± std, tokens/s, speedup against a chosen
-// baseline, differences highlighted), export CSV/Markdown, and charts.
+// baseline's settings at the row's own model, context, batch and mode,
+// differences highlighted), export CSV/Markdown, and charts.
 // Memory runs picked too get their own table: peak MiB (measured, estimate,
 // reserved) per model × context × mode, relative to the first memory row.
 // URL: #/compare?runs=JOB:INDEX,…  or  ?jobs=ID,…  &baseline=JOB:INDEX|job:ID &phase=total
@@ -59,19 +60,43 @@ function memoryTable(runs, onRemove) {
         h('td', null, h('button', {type: 'button', class: 'small link', 'aria-label': `remove run ${ref(r)}`, onclick: () => onRemove(ref(r))}, '×'))))))));
 }
 
-// Baseline time for a row: a fixed run, or the baseline job's run of the same shape.
-function baselineFor(row, baseline, pool, phase) {
+// The baseline is a configuration, not one run: the baseline run's values of
+// the fields a speedup compares across — how a run ran (precision, attention,
+// warm-up, graphs, the optimizer's place) where it varies between the rows,
+// and its job when the rows come from several. A row's baseline run has those
+// values and the row's own everywhere else (model, context, batch, mode): a
+// train step against a train step. `job:ID` takes that job's value of every
+// such field its runs agree on. Returns {fixed: [[field, value]], candidates}
+// or null.
+const JOB = {key: 'job', label: 'Job', get: (r) => r.job_id};
+const ACROSS = CONFIG.filter((c) => ['precision', 'attention', 'warmup_steps', 'graphs', 'optimizer_in_backward'].includes(c.key));
+
+function baselineSpec(baseline, runs, pool) {
   if (!baseline) return null;
-  let b = null;
   if (baseline.startsWith('job:')) {
     const jid = Number(baseline.slice(4));
-    // how a run ran (precision, attention, mode, warm-up, graphs, the optimizer's place) may differ from its baseline's
-    const how = new Set(['precision', 'attention', 'mode', 'warmup_steps', 'graphs', 'optimizer_in_backward']);
-    const same = CONFIG.filter((c) => !how.has(c.key));
-    b = pool.find((r) => r.job_id === jid && same.every((c) => c.get(r) === c.get(row)));
-  } else {
-    b = pool.find((r) => ref(r) === baseline);
+    const own = pool.filter((r) => r.job_id === jid);
+    if (!own.length) return null;
+    const fixed = [JOB, ...ACROSS.filter((c) => new Set(own.map(c.get)).size === 1)];
+    return {fixed: fixed.map((c) => [c, c.get(own[0])]), candidates: own};
   }
+  const b = pool.find((r) => ref(r) === baseline);
+  if (!b) return null;
+  const fixed = [...ACROSS, JOB].filter((c) => new Set(runs.map(c.get)).size > 1);
+  return {fixed: fixed.map((c) => [c, c.get(b)]), candidates: runs};
+}
+
+// "precision fp32 · job #3": the baseline's values, for the legend and the exports.
+function describeBaseline(spec) {
+  return spec.fixed.map(([c, v]) => (c === JOB ? `job #${v}` : `${c.label.toLowerCase()} ${v}`)).join(' · ');
+}
+
+// A row's baseline run: the fixed values, and the row's own on every other field; null when none ran the phase.
+function baselineFor(row, spec, phase) {
+  if (!spec || !spec.fixed.length) return null;
+  const fixed = new Set(spec.fixed.map(([c]) => c));
+  const same = CONFIG.filter((c) => !fixed.has(c));
+  const b = spec.candidates.find((r) => spec.fixed.every(([c, v]) => c.get(r) === v) && same.every((c) => c.get(r) === c.get(row)));
   return b && b.stats[phase] ? b : null;
 }
 
@@ -81,23 +106,28 @@ function tableModel(runs, baseline, phase, pool) {
   const varying = CONFIG.filter((c) => new Set(runs.map(c.get)).size > 1);
   const shown = CONFIG.filter((c) => c.key === 'model' || c.key === 'context_length' || varying.includes(c));
   const common = CONFIG.filter((c) => !shown.includes(c)).map((c) => [c.label, runs.length ? c.get(runs[0]) : '']);
+  const spec = baselineSpec(baseline, runs, pool);
   const rows = [...runs].sort(compareRuns).map((r) => {
-    const b = baselineFor(r, baseline, pool, phase);
+    const b = baselineFor(r, spec, phase);
     const speedup = b && r.stats[phase] ? b.stats[phase].mean_ms / r.stats[phase].mean_ms : null;
-    return {run: r, isBaseline: b === r || (b && ref(b) === ref(r)), speedup};
+    return {run: r, base: b, isBaseline: !!b && ref(b) === ref(r), speedup};
   });
-  return {phases, shown, varying, common, rows};
+  // What the speedup column compares, in words.
+  const legend = !spec ? 'no baseline chosen'
+    : !spec.fixed.length ? 'none: the rows differ only in model, context, batch or mode, which a speedup does not compare across'
+      : `${describeBaseline(spec)}; each row against the run with these settings and the row's model, context, batch and mode (— where there is none)`;
+  return {phases, shown, varying, common, rows, legend};
 }
 
 function toCsv(m, phase) {
   const esc = (v) => (/[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
   const head = ['job', 'run', ...m.shown.map((c) => c.key), ...m.phases.flatMap((p) => [`${p.key}_mean_ms`, `${p.key}_std_ms`]),
-    'tokens_per_s', `speedup_${phase}`];
+    'tokens_per_s', `speedup_${phase}`, 'speedup_baseline'];
   const lines = [head.join(',')];
-  for (const {run, speedup} of m.rows)
+  for (const {run, base, speedup} of m.rows)
     lines.push([run.job_id, run.index, ...m.shown.map((c) => c.get(run)),
       ...m.phases.flatMap((p) => (run.stats[p.key] ? [run.stats[p.key].mean_ms, run.stats[p.key].std_ms] : ['', ''])),
-      run.tokens_per_s ?? '', speedup ?? ''].map(esc).join(','));
+      run.tokens_per_s ?? '', speedup ?? '', speedup === null ? '' : ref(base)].map(esc).join(','));
   return lines.join('\n') + '\n';
 }
 
@@ -116,7 +146,7 @@ function toMarkdown(m, phase) {
   const line = (cells) => '| ' + cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(' | ') + ' |';
   const sep = '|' + widths.map((w, i) => (right[i] ? '-'.repeat(w + 1) + ':' : '-'.repeat(w + 2))).join('|') + '|';
   const common = m.common.length ? `\n${m.common.map(([k, v]) => `${k}: ${v}`).join(' · ')}\n` : '';
-  return [line(head), sep, ...body.map(line)].join('\n') + '\n' + common;
+  return [line(head), sep, ...body.map(line)].join('\n') + '\n' + common + `\nSpeedup baseline: ${m.legend}\n`;
 }
 
 export async function render(main, ctx) {
@@ -169,6 +199,18 @@ export async function render(main, ctx) {
     replaceParams(p);
   }
 
+  // Removing the baseline run hands the baseline to a run of the same settings, else the first run left.
+  function removeRun(x) {
+    state.runs = state.runs.filter((y) => y !== x);
+    if (state.baseline === x) {
+      const gone = pool.find((r) => ref(r) === x);
+      const left = selectedRuns();
+      const twin = gone && left.find((r) => [...ACROSS, JOB].every((c) => c.get(r) === c.get(gone)));
+      state.baseline = twin ? ref(twin) : left.length ? ref(left[0]) : '';
+    }
+    sync(); drawAll();
+  }
+
   function selectedRuns() {
     return state.runs.map((x) => pool.find((r) => ref(r) === x)).filter(Boolean);
   }
@@ -179,18 +221,24 @@ export async function render(main, ctx) {
 
   function drawMemory() {
     const runs = selectedMemory();
-    mount(memoryBox, runs.length ? memoryTable(runs, (x) => { state.runs = state.runs.filter((y) => y !== x); sync(); drawAll(); }) : null);
+    mount(memoryBox, runs.length ? memoryTable(runs, removeRun) : null);
   }
 
   function drawControls() {
     const runs = selectedRuns();
     const jobIds = [...new Set(runs.map((r) => r.job_id))];
+    // One option per setting of the compared fields; its first run stands for it in the URL.
+    const across = [...ACROSS, JOB].filter((c) => new Set(runs.map(c.get)).size > 1);
+    const key = (r) => across.map((c) => c.get(r)).join('|');
+    const reps = new Map();
+    for (const r of [...runs].sort((a, b) => a.job_id - b.job_id || compareRuns(a, b))) if (!reps.has(key(r))) reps.set(key(r), r);
+    const current = state.baseline.startsWith('job:') ? null : pool.find((r) => ref(r) === state.baseline);
     const baseSel = h('select', {id: 'baseline', onchange: (e) => { state.baseline = e.target.value; sync(); drawTable(); }},
       h('option', {value: ''}, 'none'),
-      h('optgroup', {label: 'One run'}, [...runs].sort(compareRuns).map((r) => h('option', {value: ref(r), selected: ref(r) === state.baseline},
-        `#${r.job_id}.${r.index} ${modelName(r)} ctx ${r.context_length} ${r.precision}`))),
-      jobIds.length > 1 ? h('optgroup', {label: 'Same shape in a job'}, jobIds.map((j) => h('option', {value: `job:${j}`, selected: state.baseline === `job:${j}`},
-        `job #${j} (matching model × context × batch)`))) : null);
+      across.length ? h('optgroup', {label: 'Runs with'}, [...reps].map(([k, r]) => h('option', {value: ref(r), selected: !!current && key(current) === k},
+        describeBaseline({fixed: across.map((c) => [c, c.get(r)])})))) : null,
+      jobIds.length > 1 ? h('optgroup', {label: 'Same shape and mode in a job'}, jobIds.map((j) => h('option', {value: `job:${j}`, selected: state.baseline === `job:${j}`},
+        `job #${j} (matching model × context × batch × mode)`))) : null);
     const phaseSel = h('select', {id: 'phase', onchange: (e) => { state.phase = e.target.value; sync(); drawTable(); drawCharts(); }},
       PHASES.map((p) => h('option', {value: p.key, selected: p.key === state.phase}, p.long)));
     const check = (key, label) => h('label', {class: 'check'}, h('input', {type: 'checkbox', checked: state[key],
@@ -213,8 +261,9 @@ export async function render(main, ctx) {
     const diff = (c) => (m.varying.includes(c) ? 'differs' : '');
     mount(tableBox,
       m.common.length ? h('p', {class: 'common'}, 'All rows: ', m.common.map(([k, v], i) => [i ? ' · ' : '', h('strong', null, k), ' ', String(v)])) : null,
+      h('p', {class: 'common', id: 'compare-baseline'}, h('strong', null, 'Speedup baseline'), ' ', m.legend),
       h('div', {class: 'scroll'}, h('table', {class: 'results compare', id: 'compare-table'},
-        h('caption', null, `${runs.length} run${runs.length > 1 ? 's' : ''}; highlighted columns differ between rows; speedup = baseline ${state.phase} time ÷ this row's`),
+        h('caption', null, `${runs.length} run${runs.length > 1 ? 's' : ''}; highlighted columns differ between rows; speedup = the baseline's ${state.phase} time ÷ this row's`),
         h('thead', null, h('tr', null,
           h('th', {scope: 'col', class: 'num'}, 'Run'),
           m.shown.map((c) => h('th', {scope: 'col', class: `${c.num ? 'num' : ''} ${diff(c)}`}, c.key === 'context_length' ? 'Context length' : c.label)),
@@ -222,16 +271,16 @@ export async function render(main, ctx) {
           h('th', {scope: 'col', class: 'num'}, 'Tokens/s'),
           h('th', {scope: 'col', class: 'num'}, `Speedup (${state.phase})`),
           h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Remove')))),
-        h('tbody', null, m.rows.map(({run, isBaseline, speedup}) => h('tr', {class: isBaseline ? 'baseline' : '', dataset: {run: ref(run)}},
+        h('tbody', null, m.rows.map(({run, base, isBaseline, speedup}) => h('tr', {class: isBaseline ? 'baseline' : '', dataset: {run: ref(run)}},
           h('td', {class: 'num'}, h('a', {href: `#/jobs/${run.job_id}`, title: run.job_label || ''}, `#${run.job_id}.${run.index}`)),
           m.shown.map((c) => h('td', {class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, String(c.get(run)))),
           m.phases.map((p) => statCell(run.stats[p.key], p.key)),
           h('td', {class: 'num', dataset: {value: run.tokens_per_s}}, fmt.rate(run.tokens_per_s)),
           h('td', {class: `num speedup ${speedup === null ? '' : speedup > 1 + SAME ? 'faster' : speedup < 1 - SAME ? 'slower' : 'same'}`,
-            dataset: {value: speedup ?? ''}},
+            dataset: {value: speedup ?? '', base: base ? ref(base) : ''}, title: base && !isBaseline ? `against #${base.job_id}.${base.index}` : null},
           isBaseline ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'baseline')) : speedup === null ? '—' : fmt.ratio(speedup)),
           h('td', null, h('button', {type: 'button', class: 'small link', 'aria-label': `remove run ${ref(run)}`,
-            onclick: () => { state.runs = state.runs.filter((x) => x !== ref(run)); sync(); drawAll(); }}, '×'))))))));
+            onclick: () => removeRun(ref(run))}, '×'))))))));
   }
 
   function drawCharts() {

@@ -142,8 +142,9 @@ export function specModel(spec) {
 }
 
 // Fields that define "the same configuration" of a benchmark run (history).
+// Warm-up counts: the seeds compare runs with and without it.
 export const CONFIG_FIELDS = ['d_model', 'd_ff', 'num_layers', 'num_heads', 'context_length', 'batch_size',
-  'vocab_size', 'precision', 'mode', 'attention', 'graphs', 'optimizer_in_backward'];
+  'vocab_size', 'precision', 'mode', 'attention', 'warmup_steps', 'graphs', 'optimizer_in_backward'];
 // Switches that runs stored before they existed lack: absent counts as off.
 const BOOLEAN_FIELDS = new Set(['graphs', 'optimizer_in_backward']);
 

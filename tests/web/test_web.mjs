@@ -836,6 +836,7 @@ async function main() {
   await checkBenchmarkAllFailed(base);
   await checkCompare(base, formJob, apiJob);
   await checkCompareModes(base);
+  await checkHistoryWarmup(base, apiJob);
   await checkOddUrls(base, formJob);
   await page.goto(base + '/#/history');
   await page.waitForSelector('#history-table tbody tr');
@@ -942,6 +943,27 @@ async function checkCompareModes(base) {
     check(line[col] === (got[`${line[0]}:${line[1]}`].value), `CSV speedup of ${line[0]}:${line[1]} is '${line[col]}', the page's '${got[`${line[0]}:${line[1]}`].value}'`);
   await shot('compare-modes.png');
   log(`compare page: job ${id}'s speedups are per mode, '—' without a same-mode baseline`);
+}
+
+// History keeps warm-up counts apart: a run without warm-up is not the same
+// configuration as the two jobs' runs with 2 warm-up steps (the seeds compare
+// exactly these).
+async function checkHistoryWarmup(base, apiJob) {
+  const id = (await apiPost(base, {kind: 'benchmark', label: 'web test no warm-up', model: SHAPE, vocab_size: 256,
+    context_length: CONTEXTS[0], batch_size: 2, warmup_steps: 0, measure_steps: 3})).id;
+  await waitJob(base, id);
+  for (const [job, warmup] of [[id, 0], [apiJob, 2]]) {
+    await page.goto(`${base}/#/jobs/${job}`);
+    await page.click('#bench-summary tbody tr[data-run="0"] a:text("history")');
+    await page.waitForSelector('#history-table tbody tr');
+    const jobsShown = await page.$$eval('#history-table tbody tr a', (as) => as.map((a) => Number(a.textContent.match(/^#(\d+)\./)[1])));
+    for (const j of jobsShown)
+      check((await apiGet(base, `/v1/jobs/${j}`)).runs.every((r) => r.warmup_steps === warmup),
+        `history of job ${job}'s run 0 (warm-up ${warmup}) lists job ${j}'s run: ${JSON.stringify(jobsShown)}`);
+    check(jobsShown.includes(job), `history of job ${job}'s run 0 does not list it: ${JSON.stringify(jobsShown)}`);
+    check((await page.$eval('#config', (s) => s.selectedOptions[0].textContent)).includes(`warm-up ${warmup}`), 'the configuration does not name its warm-up');
+  }
+  log(`history: the run without warm-up (job ${id}) is a configuration of its own`);
 }
 
 // Hand-edited URLs: a phase the compare page does not know falls back to the

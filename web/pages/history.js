@@ -1,6 +1,6 @@
 // History of one benchmark configuration (same shape, context, batch,
-// precision, mode, attention, graphs, optimizer in backward) across jobs over
-// time, so regressions show.
+// precision, mode, attention, warm-up steps, graphs, optimizer in backward)
+// across jobs over time, so regressions show.
 import {h, mount} from '../dom.js';
 import {api} from '../api.js';
 import * as fmt from '../format.js';
@@ -24,7 +24,7 @@ export async function render(main, ctx) {
       if (!byConfig.has(k)) byConfig.set(k, []);
       byConfig.get(k).push({...r, job_id: job.id, at: job.finished_at || job.created_at});
     }
-  const describe = (r) => `${modelName(r)} · ctx ${r.context_length} · batch ${r.batch_size} · ${r.precision} · ${r.mode} · ${r.attention}` +
+  const describe = (r) => `${modelName(r)} · ctx ${r.context_length} · batch ${r.batch_size} · ${r.precision} · ${r.mode} · ${r.attention} · warm-up ${r.warmup_steps}` +
     (r.graphs ? ' · CUDA graphs' : '') + (r.optimizer_in_backward ? ' · optimizer in backward' : '');
   if (!config && byConfig.size) config = [...byConfig].sort((a, b) => b[1].length - a[1].length)[0][0];
   const sel = h('select', {id: 'config', onchange: (e) => { config = e.target.value; replaceParams(new URLSearchParams({config})); draw(); }},

@@ -471,6 +471,43 @@ async function checkMemoryOom(base) {
     'memory job with record_events false links its (absent) event list');
   await shot('job-memory-oom.png');
   log(`memory job ${id}: the out-of-memory run's timeline is shown with its error`);
+  return id;
+}
+
+// Failed points on the compare page: a memory job with an OOM point and a
+// benchmark job with a point that does not fit, picked in the job list and
+// compared: each failed point is a row saying OOM (or failed) with its reason,
+// as on the job page and in /table, and the exports carry it.
+async function checkCompareFailed(base, memoryId) {
+  const huge = {d_model: 16384, d_ff: 65536, num_layers: 64, num_heads: 64};
+  const benchId = (await apiPost(base, {kind: 'benchmark', label: 'web test one point fails', model: [SHAPE, huge], vocab_size: 256,
+    context_length: CONTEXTS[0], batch_size: 1, warmup_steps: 1, measure_steps: 1})).id;
+  const bench = await waitJob(base, benchId, {mustSucceed: false});
+  const memory = await apiGet(base, `/v1/jobs/${memoryId}`);
+  const badBench = bench.runs.filter((r) => r.status === 'failed'), badMem = memory.runs.filter((r) => r.status === 'failed');
+  check(badBench.length === 1 && badMem.length >= 1, `expected failed points: benchmark ${badBench.length}, memory ${badMem.length}`);
+  await page.goto(`${base}/#/jobs`);
+  for (const id of [memoryId, benchId]) await page.check(`input[aria-label="select job ${id}"]`);
+  await page.click('button:text("Compare selected")');
+  await page.waitForSelector('#compare-memory tbody tr');
+  const memRows = await page.$$eval('#compare-memory tbody tr', (trs) => trs.map((tr) => ({run: tr.dataset.run,
+    peak: tr.querySelector('td[data-key=peak]').textContent, error: tr.querySelector('td[data-key=error]')?.textContent || ''})));
+  check(memRows.length === memory.runs.length, `compare shows ${memRows.length} memory rows, the job has ${memory.runs.length} points`);
+  for (const r of badMem) {
+    const row = memRows.find((x) => x.run === `${memoryId}:${r.index}`);
+    check(row && row.peak === 'OOM' && row.error === r.error, `compare: the OOM point ${memoryId}:${r.index} reads ${JSON.stringify(row)}, API '${r.error}'`);
+  }
+  const benchRows = await page.$$eval('#compare-table tbody tr', (trs) => trs.map((tr) => ({run: tr.dataset.run, text: tr.textContent,
+    status: tr.querySelector('td[data-status]')?.dataset.status, speedup: tr.querySelector('td.speedup').textContent})));
+  check(benchRows.length === bench.runs.length, `compare shows ${benchRows.length} benchmark rows, the job has ${bench.runs.length} points`);
+  const row = benchRows.find((x) => x.run === `${benchId}:${badBench[0].index}`);
+  check(row && row.status === 'failed' && row.text.includes(badBench[0].error) && row.speedup === '—',
+    `compare: the benchmark point that does not fit reads ${JSON.stringify(row)}, API '${badBench[0].error}'`);
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('button:text("Export Markdown")')]);
+  const md = readFileSync(await download.path(), 'utf8');
+  check(md.includes(`#${benchId}.${badBench[0].index} failed: ${badBench[0].error}`), `Markdown export does not give the failed point's reason:\n${md}`);
+  await shot('compare-failed.png');
+  log(`compare page: failed points of jobs ${memoryId} and ${benchId} shown as rows with their reasons`);
 }
 
 // Attention job from the form (naive and flash; flash points fail on the CPU
@@ -843,7 +880,8 @@ async function main() {
   await shot('history.png');
   await checkAllreduce(base);
   await checkMemory(base);
-  await checkMemoryOom(base);
+  const memoryOom = await checkMemoryOom(base);
+  if (memoryOom) await checkCompareFailed(base, memoryOom);
   await checkAttention(base);
   await checkProfileRefused(base);
   await checkOomMarks();

@@ -18,45 +18,60 @@ const SAME = 0.03;      // speedups within ±3 % count as "no difference"
 
 const ref = (r) => `${r.job_id}:${r.index}`;
 
+// A job's runs, each knowing its job. Failed points (out of memory, does not
+// fit) come too: a row saying so, as on the job page and in /table.
 function runsOf(job) {
-  return (job.runs || []).filter((r) => r.status === 'succeeded' && r.stats)
-    .map((r) => ({...r, job_id: job.id, job_label: job.label, job_created_at: job.created_at}));
+  return job.kind !== 'benchmark' ? [] : (job.runs || []).filter((r) => (r.status === 'succeeded' ? !!r.stats : !!r.error))
+    .map((r) => ({...r, kind: job.kind, job_id: job.id, job_label: job.label, job_created_at: job.created_at}));
 }
 
 function memoryRunsOf(job) {
-  return job.kind !== 'memory' ? [] : (job.runs || []).filter((r) => r.status === 'succeeded' && typeof r.peak_allocated_bytes === 'number')
-    .map((r) => ({...r, job_id: job.id, job_label: job.label, job_created_at: job.created_at}));
+  return job.kind !== 'memory' ? [] : (job.runs || []).filter((r) => (r.status === 'succeeded' ? typeof r.peak_allocated_bytes === 'number' : !!r.error))
+    .map((r) => ({...r, kind: job.kind, job_id: job.id, job_label: job.label, job_created_at: job.created_at}));
 }
+
+const failed = (r) => r.status !== 'succeeded';
+// "OOM" for a memory point past its limit (the run's oom record), else the status ("failed").
+const failWord = (r) => (r.oom ? 'OOM' : r.status);
 
 const MEMORY_ORDER = (a, b) => modelName(a).localeCompare(modelName(b), 'en', {numeric: true}) || a.context_length - b.context_length ||
   a.batch_size - b.batch_size || String(a.precision).localeCompare(String(b.precision)) || String(a.mode).localeCompare(String(b.mode)) ||
   a.job_id - b.job_id || a.index - b.index;
 
-// Memory runs' table: peaks in MiB; the ratio is against the first row.
+// Memory runs' table: peaks in MiB; the ratio is against the first row that
+// ran. A failed point is a row with its config, "OOM" (or "failed") for the
+// peak and the reason.
 function memoryTable(runs, onRemove) {
   const sorted = [...runs].sort(MEMORY_ORDER);
-  const base = sorted[0];
+  const base = sorted.find((r) => !failed(r));
+  const anyFailed = runs.some(failed);
   const mibCell = (v, key) => h('td', {class: 'num', dataset: {value: v ?? '', key}, title: typeof v === 'number' ? `${fmt.int(v)} bytes` : null}, fmt.mib(v));
   const reserved = runs.some((r) => typeof r.reserved_peak_bytes === 'number'); // GPU runs only
   return h('section', {id: 'compare-memory-box'}, h('h2', null, 'Memory runs'),
     h('div', {class: 'scroll'}, h('table', {class: 'results compare', id: 'compare-memory'},
-      h('caption', null, `${runs.length} memory run${runs.length > 1 ? 's' : ''}; peak ratio = this row's peak ÷ the first row's`),
+      h('caption', null, `${runs.length} memory run${runs.length > 1 ? 's' : ''}; peak ratio = this row's peak ÷ the first measured row's`),
       h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, 'Run'),
         ['Model'].map((c) => h('th', {scope: 'col'}, c)),
         ['Context length', 'Batch'].map((c) => h('th', {scope: 'col', class: 'num'}, c)),
         ['Precision', 'Mode', 'Attention'].map((c) => h('th', {scope: 'col'}, c)),
         ['Peak (MiB)', 'Estimate (MiB)', reserved ? 'Reserved peak (MiB)' : null, 'Residual stream (MiB)'].filter(Boolean).map((c) => h('th', {scope: 'col', class: 'num'}, c)),
         h('th', {scope: 'col'}, 'Peak phase'), h('th', {scope: 'col', class: 'num'}, 'Peak ratio'),
+        anyFailed ? h('th', {scope: 'col'}, 'Failed') : null,
         h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Remove')))),
       h('tbody', null, sorted.map((r) => h('tr', {dataset: {run: ref(r)}, class: r === base ? 'baseline' : ''},
         h('td', {class: 'num'}, h('a', {href: `#/jobs/${r.job_id}`, title: r.job_label || ''}, `#${r.job_id}.${r.index}`)),
         h('td', null, modelName(r)), h('td', {class: 'num'}, String(r.context_length)), h('td', {class: 'num'}, String(r.batch_size)),
         h('td', null, r.precision), h('td', null, r.mode), h('td', null, r.attention || '—'),
-        mibCell(r.peak_allocated_bytes, 'peak'), mibCell(r.estimated_memory_bytes ?? (r.estimate && r.estimate.total), 'estimate'),
+        failed(r) ? h('td', {class: `num ${r.oom ? 'oom' : 'error'}`, dataset: {key: 'peak', status: failWord(r)},
+          title: typeof r.peak_allocated_bytes === 'number' ? `${fmt.mib(r.peak_allocated_bytes)} MiB allocated when it failed` : null}, failWord(r))
+          : mibCell(r.peak_allocated_bytes, 'peak'),
+        mibCell(r.estimated_memory_bytes ?? (r.estimate && r.estimate.total), 'estimate'),
         reserved ? mibCell(r.reserved_peak_bytes, 'reserved') : null, mibCell(r.residual_stream_bytes, 'residual'),
-        h('td', null, r.peak_phase || '—'),
-        h('td', {class: 'num', dataset: {value: r.peak_allocated_bytes / base.peak_allocated_bytes, key: 'ratio'}},
-          r === base ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'first')) : fmt.ratio(r.peak_allocated_bytes / base.peak_allocated_bytes)),
+        h('td', null, failed(r) ? (r.failed_phase ? `failed in ${r.failed_phase}` : '—') : r.peak_phase || '—'),
+        failed(r) || !base ? h('td', {class: 'num', dataset: {value: '', key: 'ratio'}}, '—')
+          : h('td', {class: 'num', dataset: {value: r.peak_allocated_bytes / base.peak_allocated_bytes, key: 'ratio'}},
+            r === base ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'first')) : fmt.ratio(r.peak_allocated_bytes / base.peak_allocated_bytes)),
+        anyFailed ? h('td', {class: failed(r) ? 'reason error' : '', dataset: {key: 'error'}}, failed(r) ? r.error : '') : null,
         h('td', null, h('button', {type: 'button', class: 'small link', 'aria-label': `remove run ${ref(r)}`, onclick: () => onRemove(ref(r))}, '×'))))))));
 }
 
@@ -97,7 +112,7 @@ function baselineFor(row, spec, phase) {
   const fixed = new Set(spec.fixed.map(([c]) => c));
   const same = CONFIG.filter((c) => !fixed.has(c));
   const b = spec.candidates.find((r) => spec.fixed.every(([c, v]) => c.get(r) === v) && same.every((c) => c.get(r) === c.get(row)));
-  return b && b.stats[phase] ? b : null;
+  return b && b.stats && b.stats[phase] ? b : null;
 }
 
 // The table's rows as data, shared by the HTML table and the exports.
@@ -109,7 +124,7 @@ function tableModel(runs, baseline, phase, pool) {
   const spec = baselineSpec(baseline, runs, pool);
   const rows = [...runs].sort(compareRuns).map((r) => {
     const b = baselineFor(r, spec, phase);
-    const speedup = b && r.stats[phase] ? b.stats[phase].mean_ms / r.stats[phase].mean_ms : null;
+    const speedup = b && r.stats && r.stats[phase] ? b.stats[phase].mean_ms / r.stats[phase].mean_ms : null;
     return {run: r, base: b, isBaseline: !!b && ref(b) === ref(r), speedup};
   });
   // What the speedup column compares, in words.
@@ -122,12 +137,12 @@ function tableModel(runs, baseline, phase, pool) {
 function toCsv(m, phase) {
   const esc = (v) => (/[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
   const head = ['job', 'run', ...m.shown.map((c) => c.key), ...m.phases.flatMap((p) => [`${p.key}_mean_ms`, `${p.key}_std_ms`]),
-    'tokens_per_s', `speedup_${phase}`, 'speedup_baseline'];
+    'tokens_per_s', `speedup_${phase}`, 'speedup_baseline', 'status', 'error'];
   const lines = [head.join(',')];
   for (const {run, base, speedup} of m.rows)
     lines.push([run.job_id, run.index, ...m.shown.map((c) => c.get(run)),
-      ...m.phases.flatMap((p) => (run.stats[p.key] ? [run.stats[p.key].mean_ms, run.stats[p.key].std_ms] : ['', ''])),
-      run.tokens_per_s ?? '', speedup ?? '', speedup === null ? '' : ref(base)].map(esc).join(','));
+      ...m.phases.flatMap((p) => (run.stats && run.stats[p.key] ? [run.stats[p.key].mean_ms, run.stats[p.key].std_ms] : ['', ''])),
+      run.tokens_per_s ?? '', speedup ?? '', speedup === null ? '' : ref(base), run.status, run.error ?? ''].map(esc).join(','));
   return lines.join('\n') + '\n';
 }
 
@@ -139,14 +154,16 @@ function toMarkdown(m, phase) {
     ...m.phases.map((p) => `${p.label} (ms)`), 'Tokens/s', `Speedup (${phase})`];
   const off = withRun ? 1 : 0;
   const right = head.map((_, i) => i < off || i >= m.shown.length + off || m.shown[i - off].num);
+  // A failed point reads as the seeds' OOM rows: the word in every time column, the reason below the table.
   const body = m.rows.map(({run, speedup}) => [...(withRun ? [`#${run.job_id}.${run.index}`] : []), ...m.shown.map((c) => String(c.get(run))),
-    ...m.phases.map((p) => (run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms) : '—')),
+    ...m.phases.map((p) => (failed(run) ? failWord(run) : run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms) : '—')),
     fmt.rate(run.tokens_per_s), speedup === null ? '—' : fmt.ratio(speedup)]);
+  const reasons = m.rows.filter(({run}) => failed(run)).map(({run}) => `#${run.job_id}.${run.index} ${failWord(run)}: ${run.error}\n`).join('');
   const widths = head.map((t, i) => Math.max(t.length, ...body.map((r) => r[i].length), 3));
   const line = (cells) => '| ' + cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(' | ') + ' |';
   const sep = '|' + widths.map((w, i) => (right[i] ? '-'.repeat(w + 1) + ':' : '-'.repeat(w + 2))).join('|') + '|';
   const common = m.common.length ? `\n${m.common.map(([k, v]) => `${k}: ${v}`).join(' · ')}\n` : '';
-  return [line(head), sep, ...body.map(line)].join('\n') + '\n' + common + `\nSpeedup baseline: ${m.legend}\n`;
+  return [line(head), sep, ...body.map(line)].join('\n') + '\n' + (reasons ? `\n${reasons}` : '') + common + `\nSpeedup baseline: ${m.legend}\n`;
 }
 
 export async function render(main, ctx) {
@@ -175,7 +192,7 @@ export async function render(main, ctx) {
   state.jobs = [];
   const missing = state.runs.filter((x) => !all.some((r) => ref(r) === x));
   state.runs = state.runs.filter((x) => all.some((r) => ref(r) === x));
-  if (!state.baseline && state.runs.length) state.baseline = state.runs.find((x) => pool.some((r) => ref(r) === x)) || '';
+  if (!state.baseline && state.runs.length) state.baseline = state.runs.find((x) => pool.some((r) => ref(r) === x && !failed(r))) || '';
 
   const tableBox = h('div');
   const memoryBox = h('div');
@@ -184,10 +201,10 @@ export async function render(main, ctx) {
   const controls = h('div', {class: 'controls'});
   mount(main,
     h('h1', null, 'Compare runs'),
-    missing.length ? h('p', {class: 'error', role: 'alert'}, `Not found (or not succeeded): ${missing.join(', ')}`) : null,
+    missing.length ? h('p', {class: 'error', role: 'alert'}, `Not found: ${missing.join(', ')}`) : null,
     controls, tableBox, chartsBox, memoryBox,
     h('details', {class: 'picker', open: state.runs.length === 0}, h('summary', null,
-      `Pick runs (${pool.length} succeeded benchmark runs${memPool.length ? ` and ${memPool.length} memory runs` : ''} in the ${jobs.length} newest jobs)`), pickerBox));
+      `Pick runs (${pool.length} benchmark runs${memPool.length ? ` and ${memPool.length} memory runs` : ''} in the ${jobs.length} newest jobs)`), pickerBox));
 
   function sync() {
     const p = new URLSearchParams();
@@ -204,7 +221,7 @@ export async function render(main, ctx) {
     state.runs = state.runs.filter((y) => y !== x);
     if (state.baseline === x) {
       const gone = pool.find((r) => ref(r) === x);
-      const left = selectedRuns();
+      const left = selectedRuns().filter((r) => !failed(r));
       const twin = gone && left.find((r) => [...ACROSS, JOB].every((c) => c.get(r) === c.get(gone)));
       state.baseline = twin ? ref(twin) : left.length ? ref(left[0]) : '';
     }
@@ -231,7 +248,7 @@ export async function render(main, ctx) {
     const across = [...ACROSS, JOB].filter((c) => new Set(runs.map(c.get)).size > 1);
     const key = (r) => across.map((c) => c.get(r)).join('|');
     const reps = new Map();
-    for (const r of [...runs].sort((a, b) => a.job_id - b.job_id || compareRuns(a, b))) if (!reps.has(key(r))) reps.set(key(r), r);
+    for (const r of [...runs].sort((a, b) => a.job_id - b.job_id || compareRuns(a, b))) if (!failed(r) && !reps.has(key(r))) reps.set(key(r), r);
     const current = state.baseline.startsWith('job:') ? null : pool.find((r) => ref(r) === state.baseline);
     const baseSel = h('select', {id: 'baseline', onchange: (e) => { state.baseline = e.target.value; sync(); drawTable(); }},
       h('option', {value: ''}, 'none'),
@@ -274,8 +291,9 @@ export async function render(main, ctx) {
         h('tbody', null, m.rows.map(({run, base, isBaseline, speedup}) => h('tr', {class: isBaseline ? 'baseline' : '', dataset: {run: ref(run)}},
           h('td', {class: 'num'}, h('a', {href: `#/jobs/${run.job_id}`, title: run.job_label || ''}, `#${run.job_id}.${run.index}`)),
           m.shown.map((c) => h('td', {class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, String(c.get(run)))),
-          m.phases.map((p) => statCell(run.stats[p.key], p.key)),
-          h('td', {class: 'num', dataset: {value: run.tokens_per_s}}, fmt.rate(run.tokens_per_s)),
+          failed(run) ? h('td', {colspan: m.phases.length + 1, class: `reason ${run.oom ? 'oom' : 'error'}`, dataset: {status: failWord(run)}}, `${failWord(run)}: ${run.error}`)
+            : [m.phases.map((p) => statCell(run.stats[p.key], p.key)),
+              h('td', {class: 'num', dataset: {value: run.tokens_per_s}}, fmt.rate(run.tokens_per_s))],
           h('td', {class: `num speedup ${speedup === null ? '' : speedup > 1 + SAME ? 'faster' : speedup < 1 - SAME ? 'slower' : 'same'}`,
             dataset: {value: speedup ?? '', base: base ? ref(base) : ''}, title: base && !isBaseline ? `against #${base.job_id}.${base.index}` : null},
           isBaseline ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'baseline')) : speedup === null ? '—' : fmt.ratio(speedup)),
@@ -303,19 +321,19 @@ export async function render(main, ctx) {
     const list = h('div', {class: 'pick-list'});
     const drawList = () => {
       const words = state.filter.split(/\s+/).filter(Boolean);
-      const text = (r) => `#${r.job_id} ${r.job_label || ''} ${r.stats ? 'benchmark' : 'memory'} ${modelName(r)} ${r.context_length} ${r.batch_size} ${r.precision} ${r.mode} ${r.attention}`.toLowerCase();
+      const text = (r) => `#${r.job_id} ${r.job_label || ''} ${r.kind} ${failed(r) ? failWord(r) : ''} ${modelName(r)} ${r.context_length} ${r.batch_size} ${r.precision} ${r.mode} ${r.attention}`.toLowerCase();
       mount(list, [...byJob].sort((a, b) => b[0] - a[0]).map(([jid, rs]) => {
         const match = rs.filter((r) => words.every((w) => text(r).includes(w)));
         if (!match.length) return null;
-        return h('fieldset', null, h('legend', null, `Job #${jid} ${rs[0].stats ? 'benchmark' : 'memory'}${rs[0].job_label ? ' — ' + fmt.isolate(rs[0].job_label) : ''} · ${fmt.when(rs[0].job_created_at)}`),
-          [...match].sort(rs[0].stats ? compareRuns : MEMORY_ORDER).map((r) => h('label', {class: 'check'},
+        return h('fieldset', null, h('legend', null, `Job #${jid} ${rs[0].kind}${rs[0].job_label ? ' — ' + fmt.isolate(rs[0].job_label) : ''} · ${fmt.when(rs[0].job_created_at)}`),
+          [...match].sort(rs[0].kind === 'benchmark' ? compareRuns : MEMORY_ORDER).map((r) => h('label', {class: 'check'},
             h('input', {type: 'checkbox', value: ref(r), checked: state.runs.includes(ref(r)), onchange: (e) => {
               if (e.target.checked) state.runs.push(ref(r)); else state.runs = state.runs.filter((x) => x !== ref(r));
-              if (!state.baseline && r.stats) state.baseline = ref(r);
+              if (!state.baseline && r.stats && !failed(r)) state.baseline = ref(r);
               sync(); drawControls(); drawTable(); drawCharts(); drawMemory();
             }}),
             `${modelName(r)} · ctx ${r.context_length} · batch ${r.batch_size} · ${r.precision} · ${r.mode} · ${r.attention} — ` +
-              (r.stats ? `${fmt.ms(r.stats.total.mean_ms)} ms` : `peak ${fmt.mib(r.peak_allocated_bytes)} MiB`))));
+              (failed(r) ? `${failWord(r)}: ${r.error}` : r.stats ? `${fmt.ms(r.stats.total.mean_ms)} ms` : `peak ${fmt.mib(r.peak_allocated_bytes)} MiB`))));
       }));
       if (!list.children.length) mount(list, h('p', {class: 'muted'}, all.length ? 'No run matches.' : 'No succeeded benchmark or memory runs yet.'));
     };

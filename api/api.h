@@ -73,8 +73,16 @@ int api_server_port(const api_server *server);
 /* Stops serving, closes the socket and frees. Accepts NULL. */
 void api_server_stop(api_server *server);
 
-/* Renders a {"columns","rows"} table as Markdown (a pipe table, numbers
- * right-aligned) or CSV (RFC 4180). Returns new text (free()) or NULL. */
+/* A table may carry "decimals": per column, the most decimals its reals keep
+ * (what the producer rounded to), or null. Settling replaces each by the
+ * decimals the whole column prints with: 2 when its smallest non-zero value
+ * is 1 or more, 3 from 0.1, else 4, never more than the most. Markdown, CSV
+ * and the page print that column's reals with exactly that many. Returns 0,
+ * or -1 out of memory. */
+int api_table_settle_decimals(json_t *table);
+
+/* Renders a {"columns","rows"[,"decimals"]} table as Markdown (a pipe table,
+ * numbers right-aligned) or CSV (RFC 4180). Returns new text (free()) or NULL. */
 char *api_table_markdown(const json_t *table);
 char *api_table_csv(const json_t *table);
 

@@ -325,6 +325,12 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
         set_error(res, &err);
         return;
     }
+    /* every form prints a column's reals with the same decimals (the page reads "decimals") */
+    if (api_table_settle_decimals(table)) {
+        json_decref(table);
+        fail(res, API_ERR_INTERNAL, NULL, "%s", "out of memory formatting the table");
+        return;
+    }
     if (strcmp(format, "json") == 0) {
         /* cells are the md/csv values (8.3462), not 8.3461999999999996 */
         set_json_flags(res, 200, table, JSON_REAL_PRECISION(TABLE_REAL_DIGITS));

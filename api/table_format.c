@@ -47,15 +47,18 @@ static char *finish(text_buf *b)
     return b->data;
 }
 
-/* A cell as text: strings as they are, integers plainly, reals with up to
- * 6 significant digits, null as empty. Returns new text. */
-static char *cell_text(const json_t *cell)
+/* A cell as text: strings as they are, integers plainly, reals with the
+ * column's decimals (>= 0) or else up to 6 significant digits, null as
+ * empty. Returns new text. */
+static char *cell_text(const json_t *cell, int decimals)
 {
     char buf[64];
     if (json_is_string(cell))
         return strdup(json_string_value(cell));
     if (json_is_integer(cell))
         snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(cell));
+    else if (json_is_real(cell) && decimals >= 0)
+        snprintf(buf, sizeof buf, "%.*f", decimals, json_real_value(cell));
     else if (json_is_real(cell))
         snprintf(buf, sizeof buf, "%.6g", json_real_value(cell));
     else if (json_is_true(cell))
@@ -65,6 +68,42 @@ static char *cell_text(const json_t *cell)
     else
         buf[0] = '\0';
     return strdup(buf);
+}
+
+/* Column col's decimals from the table's "decimals" array, -1 when it has none. */
+static int column_decimals(const json_t *table, size_t col)
+{
+    const json_t *d = json_array_get(json_object_get(table, "decimals"), col);
+    return json_is_integer(d) ? (int)json_integer_value(d) : -1;
+}
+
+int api_table_settle_decimals(json_t *table)
+{
+    json_t *decimals = json_object_get(table, "decimals");
+    const json_t *rows = json_object_get(table, "rows");
+    if (!json_is_array(decimals))
+        return 0;
+    for (size_t c = 0; c < json_array_size(decimals); c++) {
+        if (!json_is_integer(json_array_get(decimals, c)))
+            continue;
+        int most = (int)json_integer_value(json_array_get(decimals, c));
+        double smallest = 0;
+        size_t i;
+        const json_t *row;
+        json_array_foreach(rows, i, row)
+        {
+            const json_t *cell = json_array_get(row, c);
+            double v = json_is_number(cell) ? json_number_value(cell) : 0;
+            v = v < 0 ? -v : v;
+            if (v > 0 && (smallest == 0 || v < smallest))
+                smallest = v;
+        }
+        /* as web/format.js msDigits: 2 decimals from 1 up, 3 from 0.1, else 4 */
+        int want = smallest == 0 || smallest >= 1 ? 2 : smallest >= 0.1 ? 3 : 4;
+        if (json_array_set_new(decimals, c, json_integer(want < most ? want : most)))
+            return -1;
+    }
+    return 0;
 }
 
 /* A column is numeric when every non-null cell is a number or starts with a
@@ -113,7 +152,7 @@ char *api_table_markdown(const json_t *table)
     {
         append_str(&b, "|");
         for (size_t c = 0; c < ncol; c++) {
-            char *text = cell_text(json_array_get(row, c));
+            char *text = cell_text(json_array_get(row, c), column_decimals(table, c));
             append_str(&b, " ");
             for (char *p = text; p && *p; p++) { /* a pipe would end the cell, a line break the row */
                 if (*p == '|')
@@ -162,7 +201,7 @@ char *api_table_csv(const json_t *table)
         for (size_t c = 0; c < ncol; c++) {
             if (c)
                 append_str(&b, ",");
-            char *text = cell_text(json_array_get(row, c));
+            char *text = cell_text(json_array_get(row, c), column_decimals(table, c));
             append_csv_field(&b, text ? text : "");
             free(text);
         }

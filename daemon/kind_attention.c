@@ -401,10 +401,12 @@ static int attention_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     }
     sqlite3_finalize(st);
     /* a failed point's cells read "failed"; "failed" says why ("flash: flash
-     * needs a GPU"), null when both impls ran */
-    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "dtype", "seq", "d",
+     * needs a GPU"), null when both impls ran. decimals: what attention_summary
+     * rounds each column to (ms 4, MiB 1); the api narrows the ms per column. */
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s], s:o, s:[n,n,n,i,i,i,i,i,i,n]}", "columns", "dtype", "seq", "d",
                        "naive fwd (ms)", "naive bwd (ms)", "flash fwd (ms)", "flash bwd (ms)",
-                       "naive mem before bwd (MiB)", "flash mem before bwd (MiB)", "failed", "rows", rows);
+                       "naive mem before bwd (MiB)", "flash mem before bwd (MiB)", "failed", "rows", rows,
+                       "decimals", 4, 4, 4, 4, 1, 1);
     return 0;
 }
 

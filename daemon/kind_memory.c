@@ -629,9 +629,11 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
         json_array_append_new(rows, row);
     }
     sqlite3_finalize(st);
-    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "model", "batch", "context", "precision",
-                       "inference peak (MiB)", "train step peak (MiB)", "residual stream (MiB)",
-                       "inference reserved (MiB)", "train step reserved (MiB)", "failed", "rows", rows);
+    /* decimals: what memory_summary rounds each column to */
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s], s:o, s:[n,n,n,n,i,i,i,i,i,n]}", "columns", "model", "batch", "context",
+                       "precision", "inference peak (MiB)", "train step peak (MiB)", "residual stream (MiB)",
+                       "inference reserved (MiB)", "train step reserved (MiB)", "failed", "rows", rows, "decimals", 1,
+                       1, 2, 1, 1);
     return 0;
 }
 

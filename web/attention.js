@@ -46,7 +46,11 @@ export function attentionView(job) {
   const nOk = runs.filter(measured).length, nOom = runs.filter(isOom).length;
   const failed = runs.filter((r) => r.status !== 'succeeded');
   const reasons = [...new Set(failed.map((r) => r.error || r.status))];
-  const tf = (x) => fmt.tflops(x);
+  // each column one number of decimals, from its smallest value (as the table endpoint's columns)
+  const col = (key, digitsOf = fmt.msDigits, scale = 1) => fmt.column(runs.filter(measured).map((r) => r[key] / scale), digitsOf);
+  const [fwdF, bwdF, fbF] = ['fwd_ms', 'bwd_ms', 'fwd_bwd_ms'].map((k) => col(k));
+  const memF = col('mem_before_bwd_bytes', fmt.mibDigits, 1048576), mibF = (x) => memF(x / 1048576);
+  const [tfF, tbF, tfbF] = ['fwd_tflops', 'bwd_tflops', 'fwd_bwd_tflops'].map((k) => col(k));
   // the SM clock NVML saw during the timed loops; ⚠ = a power cap or thermal slowdown was reported
   const clockCell = (r) => typeof r.sm_clock_mhz_min !== 'number' ? h('td', {class: 'num'}, '—')
     : h('td', {class: 'num', title: `highest board power ${Math.round(r.power_w_max)} W; waited ${Math.round(r.settle_ms)} ms for the power to settle` +
@@ -65,8 +69,8 @@ export function attentionView(job) {
       dtypes.size > 1 ? h('td', null, r.dtype) : null,
       h('td', {class: 'num'}, fmt.int(r.seq_len)), h('td', {class: 'num'}, String(r.d_head)),
       measured(r)
-        ? [cell(r.fwd_ms, fmt.ms), cell(r.bwd_ms, fmt.ms), cell(r.fwd_bwd_ms, fmt.ms), cell(r.mem_before_bwd_bytes, fmt.mib),
-          cell(r.fwd_tflops, tf), cell(r.bwd_tflops, tf), cell(r.fwd_bwd_tflops, tf), clockCell(r)]
+        ? [cell(r.fwd_ms, fwdF), cell(r.bwd_ms, bwdF), cell(r.fwd_bwd_ms, fbF), cell(r.mem_before_bwd_bytes, mibF),
+          cell(r.fwd_tflops, tfF), cell(r.bwd_tflops, tbF), cell(r.fwd_bwd_tflops, tfbF), clockCell(r)]
         : isOom(r)
           ? h('td', {colspan: 8, class: 'oom'}, h('strong', null, 'OOM'),
             r.oom_request_bytes ? ` — an allocation of ${fmt.bytes(r.oom_request_bytes)} did not fit` : ' — did not fit in memory')

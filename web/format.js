@@ -14,6 +14,21 @@ export function msDigits(ms) {
   return 4;
 }
 
+// Decimals for MiB: 3 below 1 MiB, 2 up to 100, then 1 (as mib()).
+export function mibDigits(v) {
+  const a = Math.abs(v);
+  return a >= 100 ? 1 : a >= 1 || a === 0 ? 2 : 3;
+}
+
+// A table column's formatter: every cell with the decimals `digitsOf` (msDigits,
+// mibDigits) gives the column's smallest non-zero value, so a column reads
+// 0.0998 / 12.5000, never 0.100 beside 0.1000. Thousands separated.
+export function column(values, digitsOf) {
+  const nonZero = values.filter((v) => isNum(v) && v !== 0).map(Math.abs);
+  const d = digitsOf(nonZero.length ? Math.min(...nonZero) : 0);
+  return (x) => (isNum(x) ? NF[d].format(x) : '—');
+}
+
 // "12.34" (no unit; column headers carry "ms").
 export function ms(x, digits) {
   if (!isNum(x)) return '—';
@@ -119,7 +134,7 @@ export function bytesSI(x) {
 export function mib(x) {
   if (!isNum(x)) return '—';
   const v = x / 1048576;
-  return NF[Math.abs(v) >= 100 ? 1 : Math.abs(v) >= 1 || v === 0 ? 2 : 3].format(v);
+  return NF[mibDigits(v)].format(v);
 }
 
 // Nanoseconds shown as microseconds without the unit (headers say µs): 2

@@ -3,8 +3,16 @@
 import {h, mount} from './dom.js';
 import {api} from './api.js';
 
-// GET /v1/jobs/{id}/table?format=json drawn as is: numbers to 6 significant
-// digits, null as "—", text (e.g. "OOM", "failed") verbatim. Fills `box` when it arrives.
+// A cell of the table endpoint as the md/csv forms print it: a real with its
+// column's decimals (the table's "decimals"), else to 6 significant digits;
+// null as "—", text (e.g. "OOM", "failed") verbatim.
+export function endpointCell(v, decimals) {
+  if (v === null) return '—';
+  if (typeof v !== 'number') return String(v);
+  return Number.isInteger(decimals) ? v.toFixed(decimals) : String(+v.toPrecision(6));
+}
+
+// GET /v1/jobs/{id}/table?format=json drawn as is (endpointCell). Fills `box` when it arrives.
 export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|seq|^d$/}) {
   const box = h('div', {id: `${id}-box`});
   api.table(job.id).then((t) => {
@@ -14,7 +22,7 @@ export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|s
       h('thead', null, h('tr', null, t.columns.map((c, k) => h('th', {scope: 'col', class: numCol[k] ? 'num' : ''}, c)))),
       h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v, k) => h('td',
         {class: `${numCol[k] ? 'num' : ''}${v === 'OOM' ? ' oom' : v === 'failed' ? ' error' : ''}`, dataset: typeof v === 'number' ? {value: v} : undefined},
-        v === null ? '—' : typeof v === 'number' ? String(+v.toPrecision(6)) : String(v)))))))));
+        endpointCell(v, (t.decimals || [])[k])))))))));
   }).catch((e) => mount(box, h('p', {class: 'error'}, `table: ${e.message}`)));
   return box;
 }

@@ -116,6 +116,16 @@ async function checkFormDefaults() {
 // Parses "1,234.56" → 1234.56.
 const num = (text) => Number(String(text).replace(/[,×\s]/g, ''));
 
+// Each column of a table of texts prints its numbers with one number of
+// decimals: no 8.3462 beside 127.234, 1681.94 and 3425; no 0.100 beside 0.1000
+// (with `together`, across all those columns).
+function checkDecimals(rows, cols, what, together = false) {
+  const decimals = (t) => { const m = String(t).trim().match(/^-?[\d,]+(?:\.(\d+))?$/); return m ? (m[1] || '').length : null; };
+  const seen = cols.map((k) => new Set(rows.map((r) => decimals(r[k])).filter((d) => d !== null)));
+  if (together) check(new Set(seen.flatMap((s) => [...s])).size <= 1, `${what}: columns ${cols} mix decimals ${JSON.stringify(seen.map((s) => [...s]))}`);
+  seen.forEach((s, i) => check(s.size <= 1, `${what}: column ${cols[i]} mixes ${[...s].join(', ')} decimals: ${rows.map((r) => r[cols[i]]).join(' ')}`));
+}
+
 // A displayed number must equal the API's value rounded to the shown decimals.
 function checkShown(text, value, what) {
   const m = String(text).trim().match(/^-?[\d,]+(?:\.(\d+))?/);
@@ -341,6 +351,9 @@ async function checkAllreduce(base) {
   await page.waitForSelector('#allreduce-table tbody tr');
   const n = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.length);
   check(n === job.runs.length, `allreduce table has ${n} rows, API ${job.runs.length}`);
+  const cells = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+  checkDecimals(cells, [2, 3, 4, 5], `allreduce job ${id}: mean, median, min, max`, true);
+  checkDecimals(cells, [6, 7], `allreduce job ${id}: bandwidths`);
   const charts = await page.$$eval('figure.chart svg.plot', (s) => s.length);
   check(charts === 3, `allreduce page shows ${charts} charts, expected time vs size, time vs ranks and bus bandwidth vs size`);
   const ranksLines = await page.$$eval('figure.chart', (figs) => figs.find((f) => f.querySelector('figcaption').textContent.includes('number of ranks'))?.querySelectorAll('path.line').length);
@@ -765,6 +778,20 @@ async function checkGpuFixture() {
   check(marks === ooms.length, `attention chart has ${marks} OOM marks, API ${ooms.length} OOM points`);
   const oomCells = await page.$$eval('#attention-table td.oom', (tds) => tds.length);
   const table = await apiGet(base, `/v1/jobs/${att.id}/table?format=json`);
+  // one number of decimals per column: the page's two tables, and the md and csv forms alike
+  const msCols = table.columns.map((c, k) => (/\((ms|MiB)\)/.test(c) ? k : -1)).filter((k) => k >= 0);
+  const shownTable = await page.$$eval('#attention-table tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+  checkDecimals(shownTable, msCols, `attention job ${att.id} (fixture): naive vs flash table`);
+  const mdRows = (await (await fetch(`${base}/v1/jobs/${att.id}/table?format=md`)).text()).trim().split('\n').slice(2)
+    .map((l) => l.split('|').slice(1, -1).map((c) => c.trim()));
+  checkDecimals(mdRows, msCols, `attention job ${att.id} (fixture): md table`);
+  check(JSON.stringify(mdRows.map((r) => msCols.map((k) => r[k]))) === JSON.stringify(shownTable.map((r) => msCols.map((k) => r[k] === '—' ? '' : r[k]))),
+    `attention job ${att.id} (fixture): the page's table differs from the md table`);
+  const csvRows = (await (await fetch(`${base}/v1/jobs/${att.id}/table?format=csv`)).text()).trim().split('\r\n').slice(1).map((l) => l.split(','));
+  checkDecimals(csvRows, msCols, `attention job ${att.id} (fixture): csv table`);
+  const points = await page.$$eval('#attention-runs tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+  const pointCols = await page.$$eval('#attention-runs thead th', (ths) => ths.map((th, k) => (/\((ms|MiB)\)|TFLOP/.test(th.textContent) ? k : -1)).filter((k) => k >= 0));
+  checkDecimals(points.filter((r) => r.length > 6), pointCols, `attention job ${att.id} (fixture): every point`);
   check(oomCells === table.rows.flat().filter((v) => v === 'OOM').length, 'the table endpoint\'s OOM cells are not all shown');
   const lines = await page.$$eval('#attention-chart path.line', (p) => p.length);
   const want = new Set(att.runs.filter((r) => typeof r.fwd_ms === 'number').map((r) => `${r.impl}|${r.d_head}`)).size;

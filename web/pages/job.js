@@ -11,6 +11,7 @@ import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, stepChart, context
 import {link} from '../route.js';
 import {lineChart, stackedAreaChart} from '../chart.js';
 import {attentionView} from '../attention.js';
+import {endpointCell} from '../table.js';
 import {profileView} from '../profile.js';
 
 // "1 warm-up step", "2 warm-up steps".
@@ -126,6 +127,10 @@ function allreduceView(job) {
   const ok = runs.filter((r) => r.status === 'succeeded');
   const worlds = [...new Set(ok.map((r) => r.world_size))];
   const sizes = [...new Set(ok.map((r) => r.size_bytes))].sort((a, b) => a - b);
+  // The table's four times share one number of decimals (a median of 0.1000 beside a mean of 0.100 read as two
+  // precisions); each bandwidth column has its own.
+  const msF = fmt.column(ok.flatMap((r) => [r.mean_ms, r.median_ms, r.min_ms, r.max_ms]), fmt.msDigits);
+  const [algF, busF] = ['algbw_gbps', 'busbw_gbps'].map((k) => fmt.column(ok.map((r) => r[k]), fmt.msDigits));
   const series = (key) => worlds.map((w) => ({name: `${w} ranks`, points: ok.filter((r) => r.world_size === w && typeof r[key] === 'number')
     .map((r) => ({x: r.size_bytes, y: r[key], label: `${w} ranks, ${r.size}: ${key === 'mean_ms' ? fmt.ms(r[key]) + ' ms' : fmt.gbps(r[key]) + ' GB/s'}`}))}));
   // Overlay: another all-reduce job (e.g. the other backend) on one bandwidth chart.
@@ -160,8 +165,8 @@ function allreduceView(job) {
         h('td', {class: 'num'}, String(r.world_size)),
         h('td', {class: 'num', title: `${fmt.int(r.size_bytes)} bytes`}, r.size || fmt.bytes(r.size_bytes)),
         r.status === 'succeeded'
-          ? [fmt.ms(r.mean_ms), fmt.ms(r.median_ms), fmt.ms(r.min_ms), fmt.ms(r.max_ms)].map((v) => h('td', {class: 'num'}, v))
-            .concat([r.algbw_gbps, r.busbw_gbps].map((v) => h('td', {class: 'num'}, fmt.gbps(v))))
+          ? [msF(r.mean_ms), msF(r.median_ms), msF(r.min_ms), msF(r.max_ms)].map((v) => h('td', {class: 'num'}, v))
+            .concat([algF(r.algbw_gbps), busF(r.busbw_gbps)].map((v) => h('td', {class: 'num'}, v)))
           : h('td', {colspan: 6, class: 'error'}, r.error || r.status),
         h('td', null, r.correct === false ? h('span', {class: 'error'}, 'wrong') : r.correct ? 'checked' : '—')))))),
     ok.length ? lineChart({title: 'All-reduce time vs size', series: series('mean_ms'), xLabel: 'bytes per rank', yLabel: 'mean time (ms)',
@@ -299,8 +304,8 @@ function memoryView(job) {
       if (!t || !t.columns) return;
       mount(seeds, h('h2', null, 'Peak memory per context'), h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'memory-table'},
         h('thead', null, h('tr', null, t.columns.map((c) => h('th', {scope: 'col', class: /MiB|batch|context/.test(c) ? 'num' : ''}, c)))),
-        h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v) => h('td', {class: typeof v === 'number' ? 'num' : v === 'OOM' ? 'oom' : v === 'failed' ? 'error' : ''},
-          v === null ? '—' : typeof v === 'number' ? String(+v.toPrecision(6)) : String(v)))))))));
+        h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v, k) => h('td', {class: typeof v === 'number' ? 'num' : v === 'OOM' ? 'oom' : v === 'failed' ? 'error' : ''},
+          endpointCell(v, (t.decimals || [])[k])))))))));
     }).catch((e) => mount(seeds, h('p', {class: 'error'}, `seeds' table: ${e.message}`)));
   }
   // A failed point (out of memory) keeps its timeline up to the failure: it can be picked too.

@@ -16,7 +16,8 @@ export const MODEL_PRESETS = [
 // -> number or array), bool, model (presets and/or a custom shape).
 // `default` is what the schema says; a field equal to its default is still
 // sent, so the curl command shows the whole spec. `defaultWithoutGpu`: the
-// form's start on a daemon with no GPU, where the schema's default is refused.
+// form's start on a daemon with no GPU, where the schema's default is refused
+// or (attention's impl both) half of its points would fail.
 const COMMON = [
   {name: 'label', type: 'text', label: 'Label', default: '', help: 'free text shown in lists', omitEmpty: true},
   {name: 'timeout_s', type: 'number', label: 'Time limit', unit: 's', default: 3600, min: 1, max: 604800},
@@ -95,7 +96,8 @@ export const KINDS = {
     title: 'Attention',
     help: 'Scaled dot-product attention alone, naive (materialised T×T scores) and/or the fused flash kernels: forward, backward and forward+backward time, memory before the backward and TFLOP/s per point; a point that does not fit is an OOM row. Lists sweep every combination. A CPU worker runs naive only (the CPU reference, float32).',
     fields: [
-      {name: 'impl', type: 'select', label: 'Implementation', options: ['naive', 'flash', 'both'], default: 'both'},
+      {name: 'impl', type: 'select', label: 'Implementation', options: ['naive', 'flash', 'both'], default: 'both', defaultWithoutGpu: 'naive',
+       help: 'flash needs a GPU: on a daemon without one the form starts on naive'},
       {name: 'dtype', type: 'multi', label: 'Data type', options: ['float32', 'bfloat16', 'float16'], default: 'float32', scalarWhenOne: true},
       {name: 'batch', type: 'int', label: 'Batch', default: 8, min: 1, max: 1024},
       {name: 'heads', type: 'int', label: 'Heads', default: 1, min: 1, max: 1024},

@@ -532,6 +532,9 @@ async function checkAttention(base) {
   if (!sys.kinds.includes('attention')) { log('attention kind absent: its page is not checked'); return; }
   await page.goto(base + '/#/submit?kind=attention');
   await page.waitForSelector('#f-seq_len');
+  // without a GPU the form starts on naive: the schema's 'both' would fail every flash point
+  const impl = await page.inputValue('#f-impl');
+  check(impl === (sys.gpu_count ? 'both' : 'naive'), `attention form starts on impl ${impl} with ${sys.gpu_count} GPUs`);
   await page.selectOption('#f-impl', ATTN.impl);
   for (const k of ['batch', 'heads', 'passes', 'warmup']) await page.fill(`#f-${k}`, String(ATTN[k]));
   await page.fill('#f-seq_len', ATTN.seq_len.join(', '));

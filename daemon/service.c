@@ -118,6 +118,8 @@ static int svc_cancel(void *self, int64_t id, json_t **job, int *accepted, api_e
     }
     if (strcmp(status, "running") == 0 && scheduler_request_cancel(svc->scheduler, id)) {
         *accepted = 1;
+        if (store_job_cancel_requested(svc->store, id) == STORE_ERROR) /* the cancel goes on; only the note is lost */
+            log_warn("api", "job %lld: could not note the cancel request", (long long)id);
         return svc_get(self, id, job, err);
     }
     store_job_state(svc->store, id, kind, sizeof kind, status, sizeof status);

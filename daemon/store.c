@@ -272,6 +272,20 @@ int store_job_start(store *s, int64_t id, int worker, const char *device)
     return changes < 0 ? STORE_ERROR : changes == 0 ? STORE_CONFLICT : STORE_OK;
 }
 
+int store_job_cancel_requested(store *s, int64_t id)
+{
+    pthread_mutex_lock(&s->write_lock);
+    sqlite3_stmt *st = prepare(s->writer, "UPDATE jobs SET cancel_requested_at = coalesce(cancel_requested_at, " NOW_SQL
+                                          ") WHERE id = ? AND status = 'running'");
+    int changes = -1;
+    if (st) {
+        sqlite3_bind_int64(st, 1, id);
+        changes = exec_write(s->writer, st);
+    }
+    pthread_mutex_unlock(&s->write_lock);
+    return changes < 0 ? STORE_ERROR : changes == 0 ? STORE_CONFLICT : STORE_OK;
+}
+
 int store_job_progress(store *s, int64_t id, double fraction, const char *message)
 {
     pthread_mutex_lock(&s->write_lock);
@@ -479,7 +493,7 @@ out:
 
 #define JOB_COLUMNS                                                                             \
     "id, kind, label, spec, status, created_at, started_at, finished_at, timeout_s, progress, " \
-    "progress_message, error, worker, device, result"
+    "progress_message, error, worker, device, result, cancel_requested_at"
 
 static json_t *column_json_text(sqlite3_stmt *st, int i)
 {
@@ -516,6 +530,7 @@ static json_t *job_from_row(sqlite3_stmt *st, int with_details)
                                            ? json_null()
                                            : json_integer(sqlite3_column_int(st, 12)));
     json_object_set_new(job, "device", column_text(st, 13));
+    json_object_set_new(job, "cancel_requested_at", column_text(st, 15)); /* a running job's cancel under way */
     json_object_set_new(job, "spec", column_json_text(st, 3));
     if (with_details)
         json_object_set_new(job, "result", column_json_text(st, 14));

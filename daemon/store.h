@@ -54,6 +54,9 @@ int store_job_finish(store *s, int64_t id, const char *status, const char *error
                      const json_t *result);
 /* queued -> cancelled. STORE_CONFLICT when not queued, STORE_NOT_FOUND. */
 int store_job_cancel_queued(store *s, int64_t id);
+/* Notes that a cancel of running job id was asked for (cancel_requested_at,
+ * the first request's time). STORE_CONFLICT when the job is not running. */
+int store_job_cancel_requested(store *s, int64_t id);
 /* Stores one emitted run: the generic row in `runs`, then kind->store_run.
  * All borrowed. */
 int store_run_add(store *s, const jobkind *kind, int64_t job_id, int run_index,

@@ -669,11 +669,14 @@ def test_cancel(d):
     d.wait_status(long_job["id"], ("running",))
     check(d.job(queued["id"])["status"] == "queued", "second job waits in the queue")
     status, _, body = d.request("DELETE", f"/v1/jobs/{queued['id']}")
-    check(status == 200 and body["status"] == "cancelled", f"cancel queued: {status} {body}")
+    check(status == 200 and body["status"] == "cancelled" and body.get("cancel_requested_at", 0) is None,
+          f"cancel queued: {status} {body}")
     status, _, body = d.request("DELETE", f"/v1/jobs/{long_job['id']}")
-    check(status == 202, f"cancel running: {status} {body}")
+    # until the worker stops the job is running, and says a cancel is under way (the page: "cancelling…")
+    check(status == 202 and isinstance(body.get("cancel_requested_at"), str), f"cancel running: {status} {body}")
     done = d.wait_status(long_job["id"], ("cancelled", "failed", "succeeded"), timeout=20)
-    check(done["status"] == "cancelled", f"running job cancelled: {done}")
+    check(done["status"] == "cancelled" and done.get("cancel_requested_at") == body["cancel_requested_at"],
+          f"running job cancelled: {done}")
     # a cancel right behind its job (often in the same socket read as the job)
     # is seen by the runner, not left to the kill-after-grace fallback
     for _ in range(5):

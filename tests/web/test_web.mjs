@@ -905,6 +905,7 @@ async function main() {
   await checkCompareModes(base);
   await checkHistoryWarmup(base, apiJob);
   await checkOddUrls(base, formJob);
+  await checkCancelling(base);
   await page.goto(base + '/#/history');
   await page.waitForSelector('#history-table tbody tr');
   await shot('history.png');
@@ -1032,6 +1033,29 @@ async function checkHistoryWarmup(base, apiJob) {
     check((await page.$eval('#config', (s) => s.selectedOptions[0].textContent)).includes(`warm-up ${warmup}`), 'the configuration does not name its warm-up');
   }
   log(`history: the run without warm-up (job ${id}) is a configuration of its own`);
+}
+
+// A running job whose cancel was asked for reads "cancelling…" (the API's
+// cancel_requested_at), not "running", and offers no second Cancel; the
+// job page's Cancel button asks and the API notes it.
+async function checkCancelling(base) {
+  const badge = await page.evaluate(async () => {
+    const {statusBadge} = await import('/pages/jobs.js');
+    const job = {id: 1, status: 'running', cancel_requested_at: '2026-01-01T00:00:00.000Z'};
+    return [statusBadge(job.status, job).textContent, statusBadge('running', {...job, cancel_requested_at: null}).textContent];
+  });
+  check(badge[0] === 'cancelling…' && badge[1] === 'running', `status badges with and without a cancel asked for: ${JSON.stringify(badge)}`);
+  const id = (await apiPost(base, {kind: 'numerics', count: 3000000000, label: 'web test cancel'})).id;
+  for (let i = 0; i < 200 && (await apiGet(base, `/v1/jobs/${id}`)).status !== 'running'; i++) await new Promise((r) => setTimeout(r, 50));
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.click('button:text("Cancel job")');
+  await page.waitForFunction(() => /cancelling…|cancelled/.test(document.querySelector('#job-status')?.textContent || ''));
+  const job = await apiGet(base, `/v1/jobs/${id}`);
+  check(typeof job.cancel_requested_at === 'string', `a job cancelled from its page has no cancel_requested_at: ${JSON.stringify(job)}`);
+  if (job.status === 'running')
+    check(await page.isVisible('#job-cancelling') && !(await page.isVisible('button:text("Cancel job")')), 'a cancelling job does not say so, or offers Cancel again');
+  await waitJob(base, id, {mustSucceed: false});
+  log(`job ${id}: cancel asked from its page, shown as cancelling until it stopped`);
 }
 
 // Hand-edited URLs: a phase the compare page does not know falls back to the

@@ -5,7 +5,7 @@
 import {h, mount, toast} from '../dom.js';
 import {api, ACTIVE, POLL_ACTIVE_MS as POLL_MS} from '../api.js';
 import * as fmt from '../format.js';
-import {statusBadge, progressCell} from './jobs.js';
+import {statusBadge, progressCell, cancelling, cancelledToast} from './jobs.js';
 import {modelName, configKey} from '../kinds.js';
 import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, stepChart, contextChart} from '../benchmark.js';
 import {link} from '../route.js';
@@ -341,7 +341,7 @@ export async function render(main, ctx) {
   mount(main, head, body);
 
   async function cancel() {
-    try { await api.cancel(id); toast(`Job ${id} cancelled`); } catch (e) { toast(e.message, 'error'); }
+    try { cancelledToast(await api.cancel(id)); } catch (e) { toast(e.message, 'error'); }
     refresh();
   }
 
@@ -351,8 +351,10 @@ export async function render(main, ctx) {
       h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/jobs'}, 'Jobs'), ' / ', `#${job.id}`),
       h('div', {class: 'page-head'},
         h('h1', null, `Job ${job.id} · ${job.kind}`, job.label ? h('span', {class: 'muted'}, ` — ${job.label}`) : null),
-        h('span', {id: 'job-status'}, statusBadge(job.status)),
-        ACTIVE.has(job.status) ? h('button', {type: 'button', onclick: cancel}, 'Cancel job') : null),
+        h('span', {id: 'job-status', dataset: {status: job.status}}, statusBadge(job.status, job)),
+        ACTIVE.has(job.status) && !cancelling(job) ? h('button', {type: 'button', onclick: cancel}, 'Cancel job') : null),
+      cancelling(job) ? h('p', {class: 'muted', id: 'job-cancelling'},
+        `Cancel asked for at ${fmt.when(job.cancel_requested_at)}: the job stops at its next check; a worker that does not stop within the grace period is stopped.`) : null,
       ACTIVE.has(job.status) ? h('p', null, progressCell(job)) : null,
       job.error ? h('p', {class: 'error', role: 'alert'}, job.error) : null,
       h('div', {class: 'two-col'},

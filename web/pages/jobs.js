@@ -9,8 +9,19 @@ import {replaceParams, link} from '../route.js';
 const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'];
 const PAGE = 50;
 
-export function statusBadge(status) {
+// A running job whose cancel was asked for (the API's cancel_requested_at)
+// reads "cancelling…" until its worker stops, or is killed after the grace.
+export const cancelling = (job) => job.status === 'running' && !!job.cancel_requested_at;
+
+export function statusBadge(status, job = null) {
+  if (job && cancelling(job))
+    return h('span', {class: 'badge s-cancelling', title: `cancel asked for at ${when(job.cancel_requested_at)}; the job stops at its next check, or its worker is stopped after a grace period`}, 'cancelling…');
   return h('span', {class: `badge s-${status}`}, status);
+}
+
+// After DELETE: a queued job is cancelled at once, a running one is asked to stop.
+export function cancelledToast(job) {
+  toast(job && job.status === 'running' ? `Cancelling job ${job.id}…` : `Job ${job ? job.id : ''} cancelled`);
 }
 
 export function progressCell(job) {
@@ -93,22 +104,22 @@ export async function render(main, ctx) {
   }
 
   function update(row, job) {
-    const key = `${job.status}|${job.progress && job.progress.fraction}|${job.progress && job.progress.message}|${job.device}`;
+    const key = `${job.status}|${job.progress && job.progress.fraction}|${job.progress && job.progress.message}|${job.device}|${cancelling(job)}`;
     row.tr.dataset.status = job.status;
     if (ACTIVE.has(job.status) || row.key !== key)
       mount(row.cells.duration, duration(job.started_at, job.finished_at));
     if (row.key === key) return;
     row.key = key;
-    mount(row.cells.status, statusBadge(job.status), job.error ? h('span', {class: 'muted err', title: job.error}, ' ⚠') : null);
+    mount(row.cells.status, statusBadge(job.status, job), job.error ? h('span', {class: 'muted err', title: job.error}, ' ⚠') : null);
     mount(row.cells.progress, progressCell(job));
     mount(row.cells.device, job.device || '');
-    mount(row.cells.actions, ACTIVE.has(job.status)
+    mount(row.cells.actions, ACTIVE.has(job.status) && !cancelling(job)
       ? h('button', {type: 'button', class: 'small', onclick: () => cancel(job.id)}, 'Cancel', h('span', {class: 'sr-only'}, ` job ${job.id}`))
       : null);
   }
 
   async function cancel(id) {
-    try { await api.cancel(id); toast(`Job ${id} cancelled`); } catch (e) { toast(e.message, 'error'); }
+    try { cancelledToast(await api.cancel(id)); } catch (e) { toast(e.message, 'error'); }
     refresh();
   }
 

@@ -151,6 +151,17 @@ def check(cond, message):
     return cond
 
 
+def long_reals(d, path, digits=12):
+    """The reals of GET path's raw JSON text printed with more than digits significant digits (jansson's default
+    17 prints 0.000811 as 0.00081099999999999998)."""
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    conn.request("GET", path)
+    raw = conn.getresponse().read().decode()
+    conn.close()
+    return [x for x in re.findall(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?", raw)
+            if len(re.sub(r"^[-+0.]*|[eE].*$|\.", "", x).lstrip("0")) > digits]
+
+
 def expect_error(d, method, path, status, code, field=None, body=None, headers=None):
     got, resp, payload = d.request(method, path, body, headers)
     ok = check(got == status, f"{method} {path}: status {got}, want {status}: {payload}")
@@ -259,13 +270,8 @@ def test_endpoints(d):
           and "naive: the cpu reference computes float32 only" in rows["bfloat16"][-1],
           f"attention table with failed points: {table}")
     # the json table's reals print as the md/csv cells do (8.3462), not with 17 digits (8.3461999999999996)
-    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
-    conn.request("GET", f"/v1/jobs/{job['id']}/table?format=json")
-    raw = conn.getresponse().read().decode()
-    conn.close()
-    long_reals = [x for x in re.findall(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?", raw)
-                  if len(re.sub(r"^[-+0.]*|[eE].*$|\.", "", x).lstrip("0")) > 12]
-    check(not long_reals, f"/table reals with more than 12 significant digits: {long_reals[:5]}")
+    longer = long_reals(d, f"/v1/jobs/{job['id']}/table?format=json")
+    check(not longer, f"/table reals with more than 12 significant digits: {longer[:5]}")
     status, _, md = d.get(f"/v1/jobs/{job['id']}/table?format=md")
     check(status == 200 and len(md.splitlines()) == 4 and "| bfloat16 |" in md and "computes float32 only" in md,
           f"attention md table with failed points: {md}")
@@ -405,14 +411,8 @@ def test_memory(d):
         peak = max(peak, live)
     check(peak == run["peak_allocated_bytes"], "replaying the events gives the peak")
     # times print with at most 12 significant digits (not 0.00081099999999999998), equal to the stored ones
-    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
-    conn.request("GET", f"/v1/jobs/{job['id']}/events?run={train_index}")
-    raw = conn.getresponse().read().decode()
-    conn.close()
-    import re
-    long_reals = [x for x in re.findall(r"[-+]?\d*\.\d+(?:[eE][-+]?\d+)?", raw)
-                  if len(re.sub(r"^[-+0.]*|[eE].*$|\.", "", x).lstrip("0")) > 12]
-    check(not long_reals, f"/events reals with more than 12 significant digits: {long_reals[:5]}")
+    longer = long_reals(d, f"/v1/jobs/{job['id']}/events?run={train_index}")
+    check(not longer, f"/events reals with more than 12 significant digits: {longer[:5]}")
     db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
     stored_t = [t for (t,) in db.execute("SELECT e.t_ms FROM memory_events e JOIN runs r ON r.id = e.run_id "
                                          "WHERE r.job_id = ? AND r.run_index = ? ORDER BY e.seq",
@@ -480,7 +480,6 @@ def test_memory(d):
 
 def test_readme_queries(d):
     """Every sqlite3 query the README shows runs against a real database."""
-    import re
     readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")).read()
     queries = re.findall(r'sqlite3 -readonly -box lmperf\.db "(.*?)"', readme, re.S)
     check(len(queries) >= 5, f"README shows at least five sqlite3 queries ({len(queries)})")

@@ -84,6 +84,7 @@ export function attentionView(job) {
       title: `Attention ${m.label} time vs sequence length${first.causal ? ' (causal)' : ''}`,
       series: attentionSeries(runs, m.key), xLabel: 'sequence length', yLabel: `${m.label} (ms)`,
       logX: true, xBase: 2, logY: true, xFormat: (v) => fmt.int(v), yFormat: (v) => fmt.ms(v), markLabel: 'OOM',
+      marksOnlyText: 'every point ran out of memory',
       desc: `median of ${first.passes ?? '?'} passes (each timed alone) after ${first.warmup ?? '?'} warm-up passes; batch ${first.batch}, ${first.heads} head${first.heads === 1 ? '' : 's'}; one line per implementation and head dimension; ✕ on the top edge: out of memory.`,
     }));
   };

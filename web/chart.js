@@ -86,24 +86,29 @@ function legendOf(names, always = false) {
 }
 
 // opts: {title, series:[{name, points:[{x, y, err?, flag?, label?}], marks?:[{x, label?}]}], xLabel, yLabel,
-//        logX, logY, xBase (2|10), xFormat, yFormat, xTime, flagLabel, markLabel, desc, band?:[x0,x1,label]}
-// marks: x values with no y (e.g. out of memory), drawn as ✕ along the top edge.
+//        logX, logY, xBase (2|10), xFormat, yFormat, xTime, flagLabel, markLabel, marksOnlyText, desc, band?:[x0,x1,label]}
+// marks: x values with no y (e.g. out of memory), drawn as ✕ along the top edge;
+// marks and no value at all: the ✕ row and marksOnlyText over an empty plot.
 export function lineChart(opts) {
   const series = opts.series.filter((sr) => sr.points.length || (sr.marks && sr.marks.length));
   const all = series.flatMap((sr) => sr.points);
   const title = opts.title;
-  if (!all.length) return figure(title, h('p', {class: 'empty'}, 'No data to plot.'));
+  if (!series.length) return figure(title, h('p', {class: 'empty'}, 'No data to plot.'));
+  // Every x has a mark and none a value (e.g. every point ran out of memory):
+  // the ✕ row over an empty plot with no y ticks, and a line saying so.
+  const marksOnly = !all.length;
   const xFmt = opts.xFormat || (opts.xTime ? timeFormat(all) : defaultFmt);
   const yFmt = opts.yFormat || defaultFmt;
   const okX = (p) => !opts.logX || p.x > 0, okY = (p) => !opts.logY || p.y > 0;
   const pts = all.filter((p) => okX(p) && okY(p));
-  if (!pts.length) return figure(title, h('p', {class: 'empty'}, 'Nothing to plot on a log axis (values ≤ 0).'));
+  if (!pts.length && !marksOnly) return figure(title, h('p', {class: 'empty'}, 'Nothing to plot on a log axis (values ≤ 0).'));
   // min/max by loop: spreading 10⁵ points into Math.min overflows the stack.
   let xLo = Infinity, xHi = -Infinity, yLo = Infinity, yHi = -Infinity;
   for (const p of pts) {
     xLo = Math.min(xLo, p.x); xHi = Math.max(xHi, p.x);
     yLo = Math.min(yLo, p.y); yHi = Math.max(yHi, p.y + (p.err || 0));
   }
+  if (marksOnly) { yLo = opts.logY ? 1 : 0; yHi = opts.logY ? 10 : 1; }
   const marksOf = (sr) => (sr.marks || []).filter(okX);
   for (const sr of series) for (const m of marksOf(sr)) { xLo = Math.min(xLo, m.x); xHi = Math.max(xHi, m.x); }
   // Headroom for the ✕ row along the top edge.
@@ -111,8 +116,8 @@ export function lineChart(opts) {
   // Times are positive: a linear axis starts at 0 and error bars are clipped there.
   if (!opts.logY) yLo = Math.min(0, yLo);
   else { yLo /= 1.5; yHi *= 1.3; }
-  const yTicks = opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi, 6, true);
-  if (!opts.logY) { yLo = Math.min(yLo, yTicks[0]); yHi = Math.max(yHi, yTicks[yTicks.length - 1]); }
+  const yTicks = marksOnly ? [] : opts.logY ? logTicks(yLo, yHi, 10) : linearTicks(yLo, yHi, 6, true);
+  if (!opts.logY && !marksOnly) { yLo = Math.min(yLo, yTicks[0]); yHi = Math.max(yHi, yTicks[yTicks.length - 1]); }
   // Few distinct x values (context lengths): tick exactly those.
   const distinctX = [...new Set([...pts, ...series.flatMap(marksOf)].map((p) => p.x))].sort((a, b) => a - b);
   const xTicks = opts.xTime ? linearTicks(xLo, xHi, 5)
@@ -132,6 +137,9 @@ export function lineChart(opts) {
     svg.append(s('rect', {class: 'band', x: Math.min(x0, x1), y: M.top, width: Math.abs(x1 - x0), height: H - M.top - M.bottom}),
       s('text', {class: 'band-label', x: (x0 + x1) / 2, y: M.top + 12}, label));
   }
+  if (marksOnly)
+    svg.append(s('text', {class: 'band-label marks-only', x: (M.left + W - M.right) / 2, y: (M.top + H - M.bottom) / 2},
+      opts.marksOnlyText || `every point: ${opts.markLabel || 'no value'}`));
   const grid = s('g', {class: 'grid'});
   const yLabels = tickLabels(yTicks, yFmt), xLabels = tickLabels(xTicks, xFmt);
   yTicks.forEach((t, i) => {

@@ -650,6 +650,28 @@ async function checkOomMarks() {
   log('attention chart marks OOM points');
 }
 
+// An attention job whose every point ran out of memory (the CPU worker runs out
+// at these shapes too): its time chart still draws one ✕ per point and says
+// that every point ran out of memory, not 'No data to plot'.
+async function checkAttentionAllOom(base) {
+  const sys = await apiGet(base, '/v1/system');
+  if (!sys.kinds.includes('attention')) { log('attention kind absent: an all-OOM job is not checked'); return; }
+  const id = (await apiPost(base, {kind: 'attention', label: 'web test attention all OOM', batch: 64, heads: 1000,
+    seq_len: [16384, 65536], d_head: 16, impl: 'naive', dtype: 'float32'})).id;
+  const job = await waitJob(base, id);
+  check(job.runs.length === 2 && job.runs.every((r) => r.oom === true), `attention job ${id}: not every point ran out of memory`);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('#attention-chart figure');
+  const chart = await page.$eval('#attention-chart', (el) => ({text: el.textContent,
+    marks: [...el.querySelectorAll('path.marker.mark')].map((m) => Number(m.dataset.x))}));
+  check(!chart.text.includes('No data to plot') && chart.text.includes('every point ran out of memory'),
+    `attention job ${id}, every point OOM: the chart reads '${chart.text.slice(0, 120)}'`);
+  check(JSON.stringify(chart.marks.sort((a, b) => a - b)) === JSON.stringify(job.runs.map((r) => r.seq_len).sort((a, b) => a - b)),
+    `attention job ${id}, every point OOM: ✕ at ${chart.marks}, API OOM at ${job.runs.map((r) => r.seq_len)}`);
+  await shot('job-attention-all-oom.png');
+  log(`attention job ${id}: every point out of memory, ${chart.marks.length} ✕ on its chart`);
+}
+
 // Saved real runs from a GPU (fixtures/gpu-h200.db.gz: the database of an
 // lmperfd that ran a profile job — small, context 128, fp32 and bf16 — and an
 // attention job with OOM points on an H200), served by a second real lmperfd
@@ -916,6 +938,7 @@ async function main() {
   await checkAttention(base);
   await checkProfileRefused(base);
   await checkOomMarks();
+  await checkAttentionAllOom(base);
   await checkGpuFixture();
   await checkBigChart(base);
   await checkNarrowJobs(base);

@@ -31,8 +31,9 @@ typedef struct api_backend {
     /* Sets *job (new) and *accepted: 0 when cancelled at once (was queued),
      * 1 when a running job was asked to stop. */
     int (*job_cancel)(void *self, int64_t id, json_t **job, int *accepted, api_error *err);
-    /* {"columns": [...], "rows": [[...]]} (new). */
-    int (*job_table)(void *self, int64_t id, json_t **table, api_error *err);
+    /* {"columns": [...], "rows": [[...]]} (new); experiment (borrowed, NULL:
+     * the kind's table) names one experiment's table of a numerics job. */
+    int (*job_table)(void *self, int64_t id, const char *experiment, json_t **table, api_error *err);
     /* The full event list of one run (memory job), {"columns","rows",...} (new). */
     int (*job_events)(void *self, int64_t id, int run_index, json_t **out, api_error *err);
     /* The Chrome trace (Trace Event Format) of one run of a profile job (new). */

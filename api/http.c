@@ -321,7 +321,7 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
     }
     json_t *table = NULL;
     api_error err;
-    if (server->backend.job_table(server->backend.self, job_id, &table, &err)) {
+    if (server->backend.job_table(server->backend.self, job_id, query(conn, "experiment"), &table, &err)) {
         set_error(res, &err);
         return;
     }

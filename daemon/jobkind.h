@@ -53,6 +53,11 @@ typedef struct jobkind {
     /* Builds the summary table of a job from the database (reader side).
      * Sets *table (new). Returns 0 or -1 with err filled. */
     int (*table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);
+    /* GET /v1/jobs/{id}/table?experiment=NAME: the table of one experiment of
+     * a kind whose jobs run several (NULL: the kind has one table). experiment
+     * borrowed; same contract as table, an unknown NAME a 400 naming the known. */
+    int (*experiment_table)(sqlite3 *db, int64_t job_id, const char *experiment, json_t **table,
+                            api_error *err);
     /* Top-level fields of a run too large for the generic `runs` row (the
      * kind's store_run keeps them in its own tables). NULL-terminated; may
      * be NULL. */

@@ -311,12 +311,12 @@ static int precision_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     return 0;
 }
 
-static int job_has_accumulation(sqlite3 *db, int64_t job_id)
+/* Whether `sql` (a count of one table's rows of job ?) finds any. */
+static int job_has_rows(sqlite3 *db, int64_t job_id, const char *sql)
 {
     sqlite3_stmt *st = NULL;
     int n = 0;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM numerics_accumulation WHERE job_id = ?", -1, &st, NULL) ==
-        SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, job_id);
         if (sqlite3_step(st) == SQLITE_ROW)
             n = sqlite3_column_int(st, 0);
@@ -325,12 +325,9 @@ static int job_has_accumulation(sqlite3 *db, int64_t job_id)
     return n > 0;
 }
 
-/* The accumulation table; a job that ran only the precision report gets
- * the precision table (its runs carry both in any case). */
-static int numerics_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+/* The accumulation experiment as one table (accumulator, summand dtype, ...). */
+static int accumulation_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
 {
-    if (!job_has_accumulation(db, job_id))
-        return precision_table(db, job_id, table, err);
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT accumulator_dtype, summand_dtype, cast_kind, summand, count, result, exact, "
@@ -356,10 +353,49 @@ static int numerics_table(sqlite3 *db, int64_t job_id, json_t **table, api_error
     return 0;
 }
 
+/* The experiments that have a table, each with the count that says whether a
+ * job ran it. */
+static const struct {
+    const char *name;
+    int (*table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);
+    const char *count_sql;
+} experiment_tables[] = {
+    {"accumulation", accumulation_table, "SELECT count(*) FROM numerics_accumulation WHERE job_id = ?"},
+    {"precision_report", precision_table, "SELECT count(*) FROM numerics_precision WHERE job_id = ?"},
+};
+
+/* The accumulation table; a job that ran only the precision report gets
+ * the precision table (?experiment= picks either). */
+static int numerics_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+{
+    if (!job_has_rows(db, job_id, experiment_tables[0].count_sql))
+        return precision_table(db, job_id, table, err);
+    return accumulation_table(db, job_id, table, err);
+}
+
+/* ?experiment=NAME: that experiment's table; 400 for a name with no table,
+ * 404 when the job did not run it. */
+static int numerics_experiment_table(sqlite3 *db, int64_t job_id, const char *experiment, json_t **table,
+                                     api_error *err)
+{
+    for (size_t i = 0; i < sizeof experiment_tables / sizeof experiment_tables[0]; i++) {
+        if (strcmp(experiment, experiment_tables[i].name) != 0)
+            continue;
+        if (!job_has_rows(db, job_id, experiment_tables[i].count_sql))
+            return api_fail(err, API_ERR_NOT_FOUND, "experiment",
+                            "job %lld has no %s table (not in its experiments, or not run yet)", (long long)job_id,
+                            experiment);
+        return experiment_tables[i].table(db, job_id, table, err);
+    }
+    return api_fail(err, API_ERR_BAD_REQUEST, "experiment",
+                    "experiment must be accumulation or precision_report, not '%s'", experiment);
+}
+
 const jobkind jobkind_numerics = {
     .name = "numerics",
     .check = numerics_check,
     .run = numerics_run,
     .store_run = numerics_store_run,
     .table = numerics_table,
+    .experiment_table = numerics_experiment_table,
 };

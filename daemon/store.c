@@ -722,12 +722,17 @@ int store_job_trace(store *s, const jobkind *kind, int64_t id, int run_index, js
     return run_view(s, kind->trace, id, run_index, out, err);
 }
 
-int store_job_table(store *s, const jobkind *kind, int64_t id, json_t **table, api_error *err)
+int store_job_table(store *s, const jobkind *kind, int64_t id, const char *experiment, json_t **table,
+                    api_error *err)
 {
     if (!kind->table)
         return api_fail(err, API_ERR_NOT_FOUND, NULL, "job kind %s has no table view", kind->name);
+    if (experiment && !kind->experiment_table)
+        return api_fail(err, API_ERR_BAD_REQUEST, "experiment",
+                        "job kind %s has one table: experiment is for numerics jobs", kind->name);
     pthread_mutex_lock(&s->read_lock);
-    int rc = kind->table(s->reader, id, table, err);
+    int rc = experiment ? kind->experiment_table(s->reader, id, experiment, table, err)
+                        : kind->table(s->reader, id, table, err);
     pthread_mutex_unlock(&s->read_lock);
     return rc;
 }

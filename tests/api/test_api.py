@@ -353,6 +353,28 @@ def test_endpoints(d):
                    (job["id"],)).fetchone()[0]
     db.close()
     check(n == 1, f"numerics_precision bf16 q_proj (or fused qkv_proj) row: {n}")
+    expect_error(d, "GET", f"/v1/jobs/{job['id']}/table?experiment=accumulation", 404, "not_found", "experiment")
+
+    # both experiments: the accumulation table by default, either one by ?experiment=, in every format
+    both = d.submit({"kind": "numerics", "experiments": ["accumulation", "precision_report"]})
+    done = d.wait_status(both["id"], ("succeeded", "failed"))
+    check(done["status"] == "succeeded", f"numerics job of both experiments: {done['status']}")
+    base = f"/v1/jobs/{both['id']}/table"
+    status, _, default = d.get(base)
+    status2, _, acc = d.get(base + "?experiment=accumulation")
+    check(status == status2 == 200 and default == acc and acc["columns"][0] == "accumulator" and len(acc["rows"]) == 7,
+          f"both experiments, accumulation table: {status} {status2} {acc.get('columns')}")
+    status, _, prec = d.get(base + "?experiment=precision_report")
+    check(status == 200 and prec == table, f"both experiments, precision table: {status} {prec.get('columns')}")
+    status, _, md = d.get(base + "?experiment=precision_report&format=md")
+    check(status == 200 and md.startswith("| precision | phase | op |") and len(md.splitlines()) == len(table["rows"]) + 2,
+          f"both experiments, md precision table: {md[:200]}")
+    status, _, csv = d.get(base + "?format=csv&experiment=precision_report")
+    check(status == 200 and csv.startswith("precision,phase,op,") and len(csv.splitlines()) == len(table["rows"]) + 1,
+          f"both experiments, csv precision table: {csv[:200]}")
+    status, _, err = d.get(base + "?experiment=precision")
+    check(status == 400 and err["error"]["field"] == "experiment" and "accumulation" in err["error"]["message"]
+          and "precision_report" in err["error"]["message"], f"unknown experiment: {status} {err}")
 
     status, _, listing = d.get("/v1/jobs?kind=numerics&status=succeeded&limit=1")
     check(status == 200 and listing["total"] >= 1 and len(listing["jobs"]) == 1, f"list filter: {listing}")

@@ -168,7 +168,7 @@ int main(void)
 
     api_error aerr;
     json_t *table = NULL, *trace = NULL;
-    CHECK(store_job_table(s, kind, id, &table, &aerr) == 0 && json_array_size(json_object_get(table, "rows")) == 2,
+    CHECK(store_job_table(s, kind, id, NULL, &table, &aerr) == 0 && json_array_size(json_object_get(table, "rows")) == 2,
           "table rows");
     CHECK(strcmp(json_string_value(json_array_get(json_object_get(table, "columns"), 5)), "NVTX Range") == 0,
           "nsys columns");

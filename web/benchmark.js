@@ -13,17 +13,21 @@ export const PHASES = [
   {key: 'total', step: 'total_ms', label: 'Total', long: 'whole step'},
 ];
 
-// Config columns of a run, in the seeds' order.
+// Config columns of a run, in the seeds' order; every field a run's spec sets,
+// so that runs that differ in one show it as a column.
 export const CONFIG = [
   {key: 'model', label: 'Model', get: (r) => modelName(r)},
   {key: 'context_length', label: 'Context', get: (r) => r.context_length, num: true},
   {key: 'batch_size', label: 'Batch', get: (r) => r.batch_size, num: true},
+  {key: 'vocab_size', label: 'Vocab', get: (r) => r.vocab_size, num: true},
   {key: 'precision', label: 'Precision', get: (r) => r.precision},
   {key: 'mode', label: 'Mode', get: (r) => r.mode},
   {key: 'warmup_steps', label: 'Warm-up steps', get: (r) => r.warmup_steps, num: true},
+  {key: 'measure_steps', label: 'Measured steps', get: (r) => r.measure_steps, num: true},
   {key: 'attention', label: 'Attention', get: (r) => r.attention},
   {key: 'graphs', label: 'CUDA graphs', get: (r) => (r.graphs ? 'yes' : 'no')},
   {key: 'optimizer_in_backward', label: 'Optimizer in backward', get: (r) => (r.optimizer_in_backward ? 'yes' : 'no')},
+  {key: 'seed', label: 'Seed', get: (r) => r.seed, num: true},
 ];
 
 const PRESET_ORDER = new Map(MODEL_PRESETS.map((p, i) => [p.name, i]));

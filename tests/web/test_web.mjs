@@ -925,6 +925,7 @@ async function main() {
   await checkBenchmarkAllFailed(base);
   await checkCompare(base, formJob, apiJob);
   await checkCompareModes(base);
+  await checkCompareSpecFields(base);
   await checkHistoryWarmup(base, apiJob);
   await checkOddUrls(base, formJob);
   await checkCancelling(base);
@@ -973,6 +974,44 @@ async function checkOptimizerInBackward(base, apiJob) {
     `compare: warm-up steps column ${JSON.stringify(rows)}`);
   check(mine && Number(mine.speedup) > 0, `compare: no job-baseline speedup for the optimizer-in-backward run ${JSON.stringify(mine)}`);
   log(`compare page: optimizer in backward shown as a differing column, baseline found`);
+}
+
+// Runs that differ only in vocab size, measured steps or seed: the compare page
+// shows each such field as a highlighted column with the API's values, and the
+// CSV and Markdown exports carry it.
+async function checkCompareSpecFields(base) {
+  const one = {kind: 'benchmark', model: SHAPE, vocab_size: 256, context_length: CONTEXTS[0], batch_size: 1,
+    warmup_steps: 1, measure_steps: 2, seed: 0};
+  const ids = [];
+  for (const diff of [{}, {vocab_size: 512}, {measure_steps: 3}, {seed: 7}])
+    ids.push((await apiPost(base, {...one, ...diff, label: `web test spec fields ${JSON.stringify(diff)}`})).id);
+  const runs = [];
+  for (const id of ids) runs.push(...(await waitJob(base, id)).runs.map((r) => ({...r, job_id: id})));
+  await page.goto(`${base}/#/compare?runs=${runs.map((r) => `${r.job_id}:${r.index}`).join(',')}`);
+  await page.waitForSelector('#compare-table tbody tr');
+  const fields = ['vocab_size', 'measure_steps', 'seed'];
+  const rows = await page.$$eval('#compare-table tbody tr', (trs, keys) => trs.map((tr) => ({run: tr.dataset.run,
+    ...Object.fromEntries(keys.map((k) => {
+      const td = tr.querySelector(`td[data-key=${k}]`);
+      return [k, td ? {text: td.textContent, differs: td.classList.contains('differs')} : null];
+    }))})), fields);
+  for (const row of rows) {
+    const r = runs.find((x) => `${x.job_id}:${x.index}` === row.run);
+    for (const k of fields)
+      check(row[k] && row[k].text === String(r[k]) && row[k].differs, `compare ${row.run}: ${k} column ${JSON.stringify(row[k])}, API ${r[k]}`);
+  }
+  const [csvDl] = await Promise.all([page.waitForEvent('download'), page.click('button:text("Export CSV")')]);
+  const csv = readFileSync(await csvDl.path(), 'utf8').trim().split('\n').map((l) => l.split(','));
+  for (const line of csv.slice(1)) {
+    const r = runs.find((x) => x.job_id === Number(line[0]) && x.index === Number(line[1]));
+    for (const k of fields)
+      check(csv[0].includes(k) && line[csv[0].indexOf(k)] === String(r[k]), `CSV ${line[0]}:${line[1]}: ${k} '${line[csv[0].indexOf(k)]}', API ${r[k]}`);
+  }
+  const [mdDl] = await Promise.all([page.waitForEvent('download'), page.click('button:text("Export Markdown")')]);
+  const mdHead = readFileSync(await mdDl.path(), 'utf8').split('\n')[0];
+  check(['Vocab', 'Measured steps', 'Seed'].every((c) => mdHead.includes(`| ${c} `)), `Markdown head lacks the differing fields: ${mdHead}`);
+  await shot('compare-spec-fields.png');
+  log(`compare page: vocab size, measured steps and seed shown as differing columns and exported`);
 }
 
 // A sweep over modes: the per-step chart's run picker tells the forward run

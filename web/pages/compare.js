@@ -77,14 +77,15 @@ function memoryTable(runs, onRemove) {
 
 // The baseline is a configuration, not one run: the baseline run's values of
 // the fields a speedup compares across — how a run ran (precision, attention,
-// warm-up, graphs, the optimizer's place) where it varies between the rows,
-// and its job when the rows come from several. A row's baseline run has those
-// values and the row's own everywhere else (model, context, batch, mode): a
-// train step against a train step. `job:ID` takes that job's value of every
+// warm-up, measured steps, graphs, the optimizer's place, seed) where it varies
+// between the rows, and its job when the rows come from several. A row's
+// baseline run has those values and the row's own everywhere else (model,
+// vocab, context, batch, mode): a train step against a train step. `job:ID` takes that job's value of every
 // such field its runs agree on. Returns {fixed: [[field, value]], candidates}
 // or null.
 const JOB = {key: 'job', label: 'Job', get: (r) => r.job_id};
-const ACROSS = CONFIG.filter((c) => ['precision', 'attention', 'warmup_steps', 'graphs', 'optimizer_in_backward'].includes(c.key));
+const ACROSS = CONFIG.filter((c) => ['precision', 'attention', 'warmup_steps', 'measure_steps', 'graphs', 'optimizer_in_backward', 'seed']
+  .includes(c.key));
 
 function baselineSpec(baseline, runs, pool) {
   if (!baseline) return null;
@@ -129,8 +130,8 @@ function tableModel(runs, baseline, phase, pool) {
   });
   // What the speedup column compares, in words.
   const legend = !spec ? 'no baseline chosen'
-    : !spec.fixed.length ? 'none: the rows differ only in model, context, batch or mode, which a speedup does not compare across'
-      : `${describeBaseline(spec)}; each row against the run with these settings and the row's model, context, batch and mode (— where there is none)`;
+    : !spec.fixed.length ? 'none: the rows differ only in model, vocab, context, batch or mode, which a speedup does not compare across'
+      : `${describeBaseline(spec)}; each row against the run with these settings and the row's model, vocab, context, batch and mode (— where there is none)`;
   return {phases, shown, varying, common, rows, legend};
 }
 

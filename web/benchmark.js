@@ -56,10 +56,16 @@ export function statCell(stat, extraClass = '') {
   fmt.msPm(stat.mean_ms, stat.std_ms));
 }
 
+// One series per phase with data and the whole step; a run of one phase (the
+// forward mode) has one series, that phase being the whole step (the daemon's
+// total is the sum of the phases), not two lines drawn on top of each other.
 export function stepSeries(run) {
   const steps = run.steps || [];
-  return PHASES.filter((p) => steps.some((st) => typeof st[p.step] === 'number')).map((p) => ({
-    name: p.long,
+  const present = PHASES.filter((p) => steps.some((st) => typeof st[p.step] === 'number'));
+  const parts = present.filter((p) => p.key !== 'total');
+  const shown = parts.length === 1 ? parts : present;
+  return shown.map((p) => ({
+    name: parts.length === 1 ? `${p.long} (the whole step)` : p.long,
     points: steps.filter((st) => typeof st[p.step] === 'number').map((st) => ({x: st.step, y: st[p.step], flag: !!st.warmup})),
   }));
 }
@@ -73,7 +79,7 @@ export function stepChart(run, title) {
     series: stepSeries(run),
     xLabel: 'step', yLabel: 'time (ms)',
     yFormat: (v) => fmt.ms(v), xFormat: (v) => String(v),
-    flagLabel: 'warm-up step',
+    flagLabel: 'warm-up step', legendAlways: true,
     band: warm.length ? [Math.min(...warm) - 0.5, Math.max(...warm) + 0.5, 'warm-up'] : null,
     desc: warm.length ? `${warm.length > 1 ? `${warm.length} warm-up steps (squares) are` : '1 warm-up step (square) is'} excluded from the statistics.` : 'No warm-up steps: the first steps count in the statistics.',
   });

@@ -86,7 +86,8 @@ function legendOf(names, always = false) {
 }
 
 // opts: {title, series:[{name, points:[{x, y, err?, flag?, label?}], marks?:[{x, label?}]}], xLabel, yLabel,
-//        logX, logY, xBase (2|10), xFormat, yFormat, xTime, flagLabel, markLabel, marksOnlyText, desc, band?:[x0,x1,label]}
+//        logX, logY, xBase (2|10), xFormat, yFormat, xTime, flagLabel, markLabel, marksOnlyText, desc, band?:[x0,x1,label],
+//        legendAlways (a legend for one series too)}
 // marks: x values with no y (e.g. out of memory), drawn as ✕ along the top edge;
 // marks and no value at all: the ✕ row and marksOnlyText over an empty plot.
 export function lineChart(opts) {
@@ -201,7 +202,7 @@ export function lineChart(opts) {
 
   const names = series.map((sr) => sr.name);
   const hasMarks = series.some((sr) => marksOf(sr).length);
-  const legend = legendOf(names, hasMarks);
+  const legend = legendOf(names, hasMarks || opts.legendAlways);
   if (legend && all.some((p) => p.flag))
     legend.append(h('li', null, h('span', {class: 'swatch flag', 'aria-hidden': 'true'}), opts.flagLabel || 'flagged'));
   if (legend && hasMarks)

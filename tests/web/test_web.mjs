@@ -1026,7 +1026,16 @@ async function checkModeSweep(base) {
   check(options.length === job.runs.length && new Set(options).size === options.length &&
     job.runs.every((r) => options.some((o) => o.startsWith(`run ${r.index}:`) && o.endsWith(r.mode))),
     `per-step run picker does not tell the modes apart: ${JSON.stringify(options)}`);
-  log(`benchmark job ${id}: the run picker names each run's mode`);
+  // The legend names what is drawn: a forward run's one phase is its whole step, one line.
+  for (const r of job.runs) {
+    await page.selectOption('#step-run', String(r.index));
+    const chart = await page.$eval('section.chart-box:has(#step-run) figure', (f) => ({lines: f.querySelectorAll('path.line').length,
+      legend: [...f.querySelectorAll('.legend li')].map((li) => li.textContent)}));
+    const want = r.mode === 'forward' ? ['forward (the whole step)'] : ['forward', 'backward', 'optimizer', 'whole step'];
+    check(chart.lines === want.length && JSON.stringify(chart.legend) === JSON.stringify([...want, 'warm-up step']),
+      `per-step chart of run ${r.index} (${r.mode}): ${chart.lines} lines, legend ${JSON.stringify(chart.legend)}, expected ${JSON.stringify(want)}`);
+  }
+  log(`benchmark job ${id}: the run picker names each run's mode; each per-step legend names the lines drawn`);
 }
 
 // A precision sweep over two modes, compared from its job page: a speedup

@@ -300,10 +300,13 @@ static void handle_cancel(api_server *server, struct MHD_Connection *conn, const
     finish_call(res, rc, out, &err, accepted ? 202 : 200);
 }
 
-/* Significant digits of the reals in a table (jansson's default is 17): the
- * cells are rounded for display already (6 digits at most), so 12 prints
- * each as the markdown and CSV forms do. */
-#define TABLE_REAL_DIGITS 12
+/* Significant digits of the reals in a table and in a run's document
+ * (memory events, profile trace); jansson's default, 17, prints 0.000811 as
+ * 0.00081099999999999998. 12 prints a table's cells (rounded for display
+ * already, 6 digits at most) as the markdown and CSV forms do, and keeps a
+ * memory event's t_ms to well under a nanosecond and a trace's ts and dur
+ * (µs since the trace's start) to the nanosecond over 1e7 µs. */
+#define REAL_DIGITS 12
 
 static void handle_table(api_server *server, struct MHD_Connection *conn, const char *id,
                          request *req, response *res)
@@ -333,7 +336,7 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
     }
     if (strcmp(format, "json") == 0) {
         /* cells are the md/csv values (8.3462), not 8.3461999999999996 */
-        set_json_flags(res, 200, table, JSON_REAL_PRECISION(TABLE_REAL_DIGITS));
+        set_json_flags(res, 200, table, JSON_REAL_PRECISION(REAL_DIGITS));
         return;
     }
     int md = strcmp(format, "md") == 0;
@@ -342,13 +345,6 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
     res->content_type = md ? "text/markdown; charset=utf-8" : "text/csv; charset=utf-8";
     json_decref(table);
 }
-
-/* Significant digits of the reals in a run's document (jansson's default is
- * 17, which prints 0.000811 as 0.00081099999999999998). 12 keeps every
- * value equal to the stored double to 12 digits: a memory event's t_ms to
- * well under a nanosecond, a trace's ts and dur (µs since the trace's start)
- * to the nanosecond over 1e7 µs. */
-#define RUN_DOCUMENT_REAL_DIGITS 12
 
 /* One run's document (memory events, profile trace): GET ...?run=N. */
 typedef int (*run_document_fn)(void *self, int64_t id, int run_index, json_t **out, api_error *err);
@@ -368,7 +364,7 @@ static void send_run_document(api_server *server, struct MHD_Connection *conn, c
     }
     /* compact: event lists are long */
     res->status = 200;
-    res->body = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(RUN_DOCUMENT_REAL_DIGITS));
+    res->body = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(REAL_DIGITS));
     res->content_type = "application/json; charset=utf-8";
     json_decref(out);
 }

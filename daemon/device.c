@@ -94,7 +94,7 @@ static int probe_gpu(int index, runctx_device *dev, char *errbuf, size_t errlen)
 }
 #endif
 
-int device_probe(int want, runctx_device *dev, int *gpu_count, char *errbuf, size_t errlen)
+int device_picks_cpu(int want, int *gpu_count)
 {
     int count = 0;
 #ifdef LMPERF_HAVE_CUDA
@@ -102,10 +102,16 @@ int device_probe(int want, runctx_device *dev, int *gpu_count, char *errbuf, siz
         count = 0;
 #endif
     *gpu_count = count;
-    if (want == DEVICE_CPU || (want == DEVICE_AUTO && count == 0)) {
+    return want == DEVICE_CPU || (want == DEVICE_AUTO && count == 0);
+}
+
+int device_probe(int want, runctx_device *dev, int *gpu_count, char *errbuf, size_t errlen)
+{
+    if (device_picks_cpu(want, gpu_count)) {
         probe_cpu(dev);
         return 0;
     }
+    int count = *gpu_count;
     int index = want == DEVICE_AUTO ? 0 : want;
     if (index < 0 || index >= count) {
         snprintf(errbuf, errlen, "GPU %d does not exist (%d visible)", index, count);

@@ -16,6 +16,10 @@
  * driver). Selects the GPU for this process (cudaSetDevice). Returns 0, or -1
  * with a message in errbuf (a GPU index that does not exist). */
 int device_probe(int want, runctx_device *dev, int *gpu_count, char *errbuf, size_t errlen);
+/* Whether device_probe(want) runs on the CPU: want DEVICE_CPU, or
+ * DEVICE_AUTO with no GPU visible. Sets *gpu_count as device_probe does;
+ * counts the GPUs only (no context, no GPU selected). */
+int device_picks_cpu(int want, int *gpu_count);
 
 /* The device as a JSON object (new), the shape stored in environments. */
 json_t *device_to_json(const runctx_device *dev);

@@ -247,17 +247,6 @@ static void print_spec_error(const char *path, const api_error *aerr)
             aerr->field, aerr->field[0] ? ")" : "");
 }
 
-/* Non-zero when a one-shot run asking for `want` would run on the CPU. */
-static int oneshot_on_cpu(int want)
-{
-    if (want == DEVICE_CPU)
-        return 1;
-    runctx_device dev;
-    int gpu_count = 0;
-    char err[256];
-    return device_probe(want, &dev, &gpu_count, err, sizeof err) == 0 && dev.gpu_index < 0;
-}
-
 static int run_command(int argc, char **argv)
 {
     const char *path = NULL;
@@ -292,9 +281,11 @@ static int run_command(int argc, char **argv)
     }
     const jobkind *kind;
     api_error aerr;
-    /* the same refusals as POST /v1/jobs on a daemon without a GPU worker */
+    int gpu_count = 0;
+    /* the same refusals as POST /v1/jobs on a daemon without a GPU worker (the
+     * GPUs counted only: worker_run_oneshot probes the one it runs on) */
     if (spec_validate(spec, &kind, &aerr) ||
-        (kind->check_no_gpu && oneshot_on_cpu(want) && kind->check_no_gpu(spec, &aerr))) {
+        (kind->check_no_gpu && device_picks_cpu(want, &gpu_count) && kind->check_no_gpu(spec, &aerr))) {
         print_spec_error(path, &aerr);
         json_decref(spec);
         return 2;

@@ -83,7 +83,9 @@ void api_server_stop(api_server *server);
 int api_table_settle_decimals(json_t *table);
 
 /* Renders a {"columns","rows"[,"decimals"]} table as Markdown (a pipe table,
- * numbers right-aligned) or CSV (RFC 4180). Returns new text (free()) or NULL. */
+ * numbers right-aligned) or CSV (RFC 4180; a column of "mean ± sd" text is two
+ * numeric fields there, "<column>" and "<column> sd", a "-" cell two empty ones).
+ * Returns new text (free()) or NULL. */
 char *api_table_markdown(const json_t *table);
 char *api_table_csv(const json_t *table);
 

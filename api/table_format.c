@@ -182,16 +182,77 @@ static void append_csv_field(text_buf *b, const char *s)
     append_str(b, "\"");
 }
 
+static const char MEAN_SD_SEP[] = " ± "; /* as kind_benchmark.c writes phase times */
+
+/* Splits "mean ± sd" text (a number, " ± ", a number, nothing after) into its
+ * two numbers' texts. Returns 1 when cell is such text, else 0. */
+static int split_mean_sd(const json_t *cell, char *mean, char *sd, size_t size)
+{
+    const char *s = json_string_value(cell), *sep = s ? strstr(s, MEAN_SD_SEP) : NULL;
+    if (!sep || sep == s || (size_t)(sep - s) >= size)
+        return 0;
+    char *end;
+    strtod(s, &end);
+    if (end != sep)
+        return 0;
+    const char *tail = sep + strlen(MEAN_SD_SEP);
+    strtod(tail, &end);
+    if (end == tail || *end || strlen(tail) >= size)
+        return 0;
+    memcpy(mean, s, (size_t)(sep - s));
+    mean[sep - s] = '\0';
+    strcpy(sd, tail);
+    return 1;
+}
+
+/* A column is mean ± sd when at least one cell is such text and every other
+ * non-null cell is a number, "-" or empty (a point with no figure). */
+static int column_mean_sd(const json_t *rows, size_t col)
+{
+    size_t i;
+    const json_t *row;
+    int seen = 0;
+    json_array_foreach(rows, i, row)
+    {
+        const json_t *cell = json_array_get(row, col);
+        char mean[64], sd[64];
+        if (!cell || json_is_null(cell) || json_is_number(cell))
+            continue;
+        if (split_mean_sd(cell, mean, sd, sizeof mean))
+            seen = 1;
+        else if (!json_is_string(cell) || (strcmp(json_string_value(cell), "-") && json_string_value(cell)[0]))
+            return 0;
+    }
+    return seen;
+}
+
 char *api_table_csv(const json_t *table)
 {
     const json_t *columns = json_object_get(table, "columns");
     const json_t *rows = json_object_get(table, "rows");
     size_t ncol = json_array_size(columns);
+    char *split = calloc(ncol ? ncol : 1, 1); /* column c's "mean ± sd" cells become two fields */
+    if (!split)
+        return NULL;
+    for (size_t c = 0; c < ncol; c++)
+        split[c] = (char)column_mean_sd(rows, c);
     text_buf b = {0};
     for (size_t c = 0; c < ncol; c++) {
+        const char *name = json_string_value(json_array_get(columns, c)) ?: "";
         if (c)
             append_str(&b, ",");
-        append_csv_field(&b, json_string_value(json_array_get(columns, c)) ?: "");
+        append_csv_field(&b, name);
+        if (split[c]) {
+            char *sd_name = malloc(strlen(name) + 4);
+            if (!sd_name) {
+                b.failed = 1;
+                break;
+            }
+            sprintf(sd_name, "%s sd", name);
+            append_str(&b, ",");
+            append_csv_field(&b, sd_name);
+            free(sd_name);
+        }
     }
     append_str(&b, "\r\n");
     size_t i;
@@ -199,13 +260,26 @@ char *api_table_csv(const json_t *table)
     json_array_foreach(rows, i, row)
     {
         for (size_t c = 0; c < ncol; c++) {
+            const json_t *cell = json_array_get(row, c);
+            char mean[64], sd[64];
             if (c)
                 append_str(&b, ",");
-            char *text = cell_text(json_array_get(row, c), column_decimals(table, c));
+            if (split[c] && split_mean_sd(cell, mean, sd, sizeof mean)) {
+                append_str(&b, mean);
+                append_str(&b, ",");
+                append_str(&b, sd);
+                continue;
+            }
+            /* a split column's "-" (no figure) is two empty fields */
+            int none = split[c] && json_is_string(cell) && !strcmp(json_string_value(cell), "-");
+            char *text = none ? strdup("") : cell_text(cell, column_decimals(table, c));
             append_csv_field(&b, text ? text : "");
             free(text);
+            if (split[c])
+                append_str(&b, ",");
         }
         append_str(&b, "\r\n");
     }
+    free(split);
     return finish(&b);
 }

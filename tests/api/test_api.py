@@ -5,7 +5,9 @@ mid-job, a job timeout, the bearer token, a full queue, SIGTERM, a second SIGINT
 while a job runs, and a daemon killed with SIGKILL and restarted.
 
 usage: test_api.py LMPERFD [WEB_ROOT]"""
+import csv as csv_module
 import http.client
+import io
 import json
 import os
 import re
@@ -251,6 +253,14 @@ def test_endpoints(d):
     statuses = [row[-1] for row in table.get("rows", [])] if status == 200 else []
     check(done["status"] == "succeeded" and len(statuses) == 2 and statuses[0] == "succeeded"
           and statuses[1].startswith("failed: does not fit"), f"benchmark table with a failed point: {statuses}")
+    # csv: each "mean ± sd" phase column is two numeric fields (the failed point's are empty)
+    status, _, csv_text = d.get(f"/v1/jobs/{job['id']}/table?format=csv")
+    lines = list(csv_module.reader(io.StringIO(csv_text))) if status == 200 else []
+    header = lines[0] if lines else []
+    fwd = header.index("Fwd Pass (ms)") if "Fwd Pass (ms)" in header else -1
+    check(len(lines) == 3 and fwd >= 0 and header[fwd + 1] == "Fwd Pass (ms) sd"
+          and float(lines[1][fwd]) > 0 and float(lines[1][fwd + 1]) >= 0 and lines[2][fwd:fwd + 2] == ["", ""]
+          and not any("±" in cell for line in lines for cell in line), f"benchmark csv with mean and sd: {lines}")
     db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
     summary = db.execute("SELECT context_length, status FROM benchmark_summary WHERE job_id = ?",
                          (job["id"],)).fetchall()

@@ -97,9 +97,22 @@ int main(void)
     CHECK(md && strcmp(md, "| model | fwd (ms) | note |\n|---|---:|---|\n| small | 12.5 ± 0.1 | a\\|b |\n"
                            "| medium | 3 | x,\"y\" |\n") == 0,
           "markdown:\n%s", md);
-    CHECK(csv && strcmp(csv, "model,fwd (ms),note\r\nsmall,12.5 ± 0.1,a|b\r\nmedium,3,\"x,\"\"y\"\"\"\r\n") == 0,
+    /* csv: a "mean ± sd" column becomes two fields, the sd one named "<column> sd" */
+    CHECK(csv && strcmp(csv, "model,fwd (ms),fwd (ms) sd,note\r\nsmall,12.5,0.1,a|b\r\n"
+                             "medium,3,,\"x,\"\"y\"\"\"\r\n") == 0,
           "csv:\n%s", csv);
     free(md);
+    free(csv);
+    json_decref(table);
+
+    /* a point with no figure ("-") is two empty fields; text that is not two
+     * numbers around " ± " keeps its column whole */
+    table = json_loads("{\"columns\":[\"bwd (ms)\",\"note\"],"
+                       "\"rows\":[[\"-\",\"1 ± x\"],[\"0.25 ± 0.01\",\"2 ± 3 s\"],[null,\"-\"]]}",
+                       0, NULL);
+    csv = api_table_csv(table);
+    CHECK(csv && strcmp(csv, "bwd (ms),bwd (ms) sd,note\r\n,,1 ± x\r\n0.25,0.01,2 ± 3 s\r\n,,-\r\n") == 0,
+          "csv of mean ± sd with gaps:\n%s", csv);
     free(csv);
     json_decref(table);
     return check_report("test_spec");

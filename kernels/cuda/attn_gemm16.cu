@@ -33,6 +33,7 @@
  * registers; P and dS feed the second product from registers, rounded as
  * written. Measured on the H200 (kernels/PERF.md, session 12): xl/1024 bf16
  * fwd+bwd 112.3 → 106.3 ms against naive in the same call. */
+#include "attn_heads.cuh"
 #include "attn_mix_wgmma.h"
 #include "cuda_internal.cuh"
 #include "mma_sm80.cuh"
@@ -155,13 +156,6 @@ template <int ROWS> __device__ __forceinline__ row_block row_block_at(int Tn, in
     const int nt = Tn / ROWS, lin = blockIdx.x, qt = nt - 1 - lin / batch, warp = threadIdx.x >> 5;
     const int row0 = qt * ROWS + warp * (ROWS / CG_WARPS);
     return {qt, lin % batch, (qt + 1) * (ROWS / CT), (int)(threadIdx.x & 31), warp, row0, row0 / CT};
-}
-
-/* The (T, DH) matrix of batch index bh in a tensor laid out as at
- * (backend.h lmk_heads_at); its rows at.ld elements apart. */
-template <typename T, int DH> __device__ __forceinline__ T *head_rows(T *x, lmk_heads_at at, int bh, int Tn)
-{
-    return x + (size_t)(bh / at.heads) * Tn * at.ld + (size_t)(bh % at.heads) * DH;
 }
 
 /* Starts the cp.async ring: the A tile (ROWS, DH) of rows ag (row stride

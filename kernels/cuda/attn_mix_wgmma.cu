@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "attn_heads.cuh"
 #include "attn_mix_wgmma.h"
 #include "mma_sm80.cuh"   /* cp_commit, cp_wait, st2 */
 #include "wgmma_sm90.cuh" /* saddr, descriptors, fences, wg_mma_ss */
@@ -93,8 +94,7 @@ __global__ void __launch_bounds__(MW_THREADS)
     const T *ab = TRANS ? a + ((size_t)bh * Tn + (size_t)first * MW_CT) * Tn + (size_t)blk * MW_ROWS
                         : a + ((size_t)bh * Tn + (size_t)blk * MW_ROWS) * Tn;
     const size_t bld = (size_t)bm_at.ld; /* bm's row stride */
-    const T *bb = bm + (size_t)(bh / bm_at.heads) * Tn * bld + (size_t)(bh % bm_at.heads) * DH +
-                  (size_t)first * MW_CT * bld;
+    const T *bb = head_rows<const T, DH>(bm, bm_at, bh, Tn) + (size_t)first * MW_CT * bld;
     auto load = [&](int s) {
         const uint32_t st = base + (s % P::STAGES) * P::STAGE;
         const T *bs = bb + (size_t)s * MW_CT * bld;

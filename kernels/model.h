@@ -232,7 +232,7 @@ typedef struct lmk_precision_row {
     char op[48];         /* "attn.q_proj (gemm)", "ln1 (rmsnorm)", ... */
     char inputs[48];     /* formats of the inputs, ", "-separated */
     char output[16];
-    char accumulate[16]; /* "float32", "float64" (cpu reductions), "-" */
+    char accumulate[24]; /* "float32", "float32 (tf32 in)", "float64" (cpu reductions), "-" */
     char storage[64];    /* how 16-bit GEMM inputs/outputs are held, notes ("" under fp32/tf32) */
     int calls;           /* per traced step */
 } lmk_precision_row;

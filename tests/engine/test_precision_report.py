@@ -45,7 +45,9 @@ def main():
         want_in = {"fp32": "float32", "tf32": "tf32"}.get(prec, half.get(prec))
         for g in gemms:
             check(g["inputs"] == f"{want_in}, {want_in}", f"{prec} {g['op']}: inputs {g['inputs']}")
-            check(g["accumulate"].startswith("float32"), f"{prec} {g['op']}: accumulate {g['accumulate']}")
+            # the whole format, not a prefix: a tf32 GEMM reads "float32 (tf32 in)" (a cut "float32 (tf32 i" once was)
+            want_acc = "float32 (tf32 in)" if prec == "tf32" else "float32"
+            check(g["accumulate"] == want_acc, f"{prec} {g['op']}: accumulate {g['accumulate']!r}, want {want_acc!r}")
         # LMK_FUSED_QKV: q, k, v projected by one GEMM (and one dx GEMM over their gradients)
         qkv = "attn.qkv_proj" if ("forward", "attn.qkv_proj") in by else "attn.q_proj"
         # LMK_FUSED_W13: w1 and w3 likewise

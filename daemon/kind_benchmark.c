@@ -621,42 +621,84 @@ static json_t *mean_std_cell(sqlite3_stmt *st, int col)
     return json_string(buf);
 }
 
+/* An integer cell, or null where the column is NULL (a row stored without the model's shape). */
+static json_t *int_cell(sqlite3_stmt *st, int col)
+{
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? json_null() : json_integer(sqlite3_column_int64(st, col));
+}
+
+/* The summary table of a job (GET /v1/jobs/{id}/table), one row per run:
+ * the seeds' Model, shape (seed 004), Context Length, Fwd / Bwd / Opt and
+ * the whole step (Total: the phases run, summed per step; seed 002's
+ * "Forward + Backward" of a forward_backward run) as "mean ± std" in ms,
+ * then — only when the job ran fp32 and another precision at the same points
+ * — "Speedup vs fp32" (×, benchmark_summary.speedup_vs_fp32: the fp32 run's
+ * mean total over this run's), then the rest of the configuration, tokens/s,
+ * TFLOP/s, peak MiB and the status (with a failed point's reason). */
 static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
 {
+    enum {
+        C_MODEL, C_D_MODEL, C_D_FF, C_LAYERS, C_HEADS, C_CONTEXT, C_FWD, C_FWD_STD, C_BWD, C_BWD_STD, C_OPT,
+        C_OPT_STD, C_TOT, C_TOT_STD, C_SPEEDUP, C_BATCH, C_PRECISION, C_MODE, C_TOKENS, C_TFLOPS, C_PEAK, C_STATUS,
+        C_ERROR
+    };
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
-                           "SELECT model, context_length, batch_size, precision, mode, "
-                           "forward_mean_ms, forward_std_ms, backward_mean_ms, backward_std_ms, "
-                           "optimizer_mean_ms, optimizer_std_ms, tokens_per_s, achieved_tflops, "
-                           "peak_memory_bytes, status, error "
-                           "FROM benchmark_runs WHERE job_id = ? ORDER BY run_id",
+                           "SELECT r.model, r.d_model, r.d_ff, r.num_layers, r.num_heads, r.context_length, "
+                           "r.forward_mean_ms, r.forward_std_ms, r.backward_mean_ms, r.backward_std_ms, "
+                           "r.optimizer_mean_ms, r.optimizer_std_ms, r.total_mean_ms, r.total_std_ms, "
+                           "s.speedup_vs_fp32, r.batch_size, r.precision, r.mode, r.tokens_per_s, "
+                           "r.achieved_tflops, r.peak_memory_bytes, r.status, r.error "
+                           "FROM benchmark_runs r JOIN benchmark_summary s ON s.run_id = r.run_id "
+                           "WHERE r.job_id = ? ORDER BY r.run_id",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "benchmark table: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, job_id);
-    json_t *rows = json_array();
+    json_t *rows = json_array(), *speedups = json_array();
+    int speedup_shown = 0; /* a run in another precision has an fp32 peer */
     while (sqlite3_step(st) == SQLITE_ROW) {
         char tps[32] = "-", tflops[32] = "-", mem[32] = "-", status[300];
-        if (sqlite3_column_type(st, 11) != SQLITE_NULL)
-            snprintf(tps, sizeof tps, "%.0f", sqlite3_column_double(st, 11));
-        if (sqlite3_column_type(st, 12) != SQLITE_NULL)
-            snprintf(tflops, sizeof tflops, "%.3f", sqlite3_column_double(st, 12));
-        if (sqlite3_column_type(st, 13) != SQLITE_NULL)
-            snprintf(mem, sizeof mem, "%.1f", sqlite3_column_int64(st, 13) / MIB);
-        const char *s = (const char *)sqlite3_column_text(st, 14);
-        const char *e = (const char *)sqlite3_column_text(st, 15);
+        if (sqlite3_column_type(st, C_TOKENS) != SQLITE_NULL)
+            snprintf(tps, sizeof tps, "%.0f", sqlite3_column_double(st, C_TOKENS));
+        if (sqlite3_column_type(st, C_TFLOPS) != SQLITE_NULL)
+            snprintf(tflops, sizeof tflops, "%.3f", sqlite3_column_double(st, C_TFLOPS));
+        if (sqlite3_column_type(st, C_PEAK) != SQLITE_NULL)
+            snprintf(mem, sizeof mem, "%.1f", sqlite3_column_int64(st, C_PEAK) / MIB);
+        const char *s = (const char *)sqlite3_column_text(st, C_STATUS);
+        const char *e = (const char *)sqlite3_column_text(st, C_ERROR);
         snprintf(status, sizeof status, "%s%s%s", s ? s : "", e ? ": " : "", e ? e : "");
-        json_t *row = json_pack("[s, i, o, o, o, i, s, s, s, s, s, s]", sqlite3_column_text(st, 0),
-                                sqlite3_column_int(st, 1), mean_std_cell(st, 5), mean_std_cell(st, 7),
-                                mean_std_cell(st, 9), sqlite3_column_int(st, 2), sqlite3_column_text(st, 3),
-                                sqlite3_column_text(st, 4), tps, tflops, mem, status);
+        const char *precision = (const char *)sqlite3_column_text(st, C_PRECISION);
+        int has_speedup = sqlite3_column_type(st, C_SPEEDUP) != SQLITE_NULL;
+        speedup_shown |= has_speedup && precision && strcmp(precision, "fp32") != 0;
+        json_array_append_new(speedups, has_speedup ? json_real(sqlite3_column_double(st, C_SPEEDUP)) : json_null());
+        json_t *row = json_pack("[s, o, o, o, o, i, o, o, o, o, i, s, s, s, s, s, s]",
+                                sqlite3_column_text(st, C_MODEL), int_cell(st, C_D_MODEL), int_cell(st, C_D_FF),
+                                int_cell(st, C_LAYERS), int_cell(st, C_HEADS), sqlite3_column_int(st, C_CONTEXT),
+                                mean_std_cell(st, C_FWD), mean_std_cell(st, C_BWD), mean_std_cell(st, C_OPT),
+                                mean_std_cell(st, C_TOT), sqlite3_column_int(st, C_BATCH), precision,
+                                sqlite3_column_text(st, C_MODE), tps, tflops, mem, status);
         if (row)
             json_array_append_new(rows, row);
     }
     sqlite3_finalize(st);
-    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "Model", "Context Length",
-                       "Fwd Pass (ms)", "Bwd Pass (ms)", "Opt Step (ms)", "Batch", "Precision", "Mode",
-                       "Tokens/s", "TFLOP/s", "Peak Memory (MiB)", "Status", "rows", rows);
-    return 0;
+    /* the speedup goes after Total (index 10), two decimals as the seeds print it */
+    enum { SPEEDUP_AT = 10 };
+    json_t *columns = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s]", "Model", "d_model", "d_ff", "Layers",
+                                "Heads", "Context Length", "Fwd Pass (ms)", "Bwd Pass (ms)", "Opt Step (ms)",
+                                "Total (ms)", "Batch", "Precision", "Mode", "Tokens/s", "TFLOP/s",
+                                "Peak Memory (MiB)", "Status");
+    json_t *decimals = json_array();
+    for (size_t c = 0; c < json_array_size(columns); c++)
+        json_array_append_new(decimals, json_null());
+    if (speedup_shown) {
+        json_array_insert_new(columns, SPEEDUP_AT, json_string("Speedup vs fp32 (×)"));
+        json_array_insert_new(decimals, SPEEDUP_AT, json_integer(2));
+        for (size_t i = 0; i < json_array_size(rows); i++)
+            json_array_insert(json_array_get(rows, i), SPEEDUP_AT, json_array_get(speedups, i));
+    }
+    json_decref(speedups);
+    *table = json_pack("{s:o, s:o, s:o}", "columns", columns, "rows", rows, "decimals", decimals);
+    return *table ? 0 : api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the benchmark table");
 }
 
 const jobkind jobkind_benchmark = {

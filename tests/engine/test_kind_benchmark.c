@@ -72,6 +72,22 @@ static void test_specs(void)
     json_decref(spec);
 }
 
+/* The cell of row under the column named name (borrowed), NULL when the table has no such column. */
+static const json_t *table_cell(const json_t *table, const json_t *row, const char *name)
+{
+    const json_t *columns = json_object_get(table, "columns");
+    for (size_t c = 0; c < json_array_size(columns); c++)
+        if (strcmp(json_string_value(json_array_get(columns, c)), name) == 0)
+            return json_array_get(row, c);
+    return NULL;
+}
+
+/* The text of a string cell, "" for anything else (a missing column fails the check, not the process). */
+static const char *cell_text(const json_t *cell)
+{
+    return json_is_string(cell) ? json_string_value(cell) : "";
+}
+
 static const char *run_json =
     "{\"status\":\"succeeded\",\"error\":null,\"model\":\"tiny\",\"d_model\":512,\"d_ff\":1344,"
     "\"num_layers\":4,\"num_heads\":16,\"context_length\":64,\"batch_size\":4,\"vocab_size\":10000,"
@@ -147,14 +163,87 @@ static void test_store(void)
     json_t *rows = json_object_get(table, "rows");
     CHECK(json_array_size(rows) == 2, "table rows %zu", json_array_size(rows));
     json_t *r0 = json_array_get(rows, 0), *r1 = json_array_get(rows, 1);
-    CHECK(strcmp(json_string_value(json_array_get(r0, 0)), "tiny") == 0, "table model");
-    CHECK(strcmp(json_string_value(json_array_get(r0, 2)), "12.50 ± 0.71") == 0, "table fwd");
-    CHECK(strcmp(json_string_value(json_array_get(r0, 4)), "-") == 0, "table opt");
-    CHECK(strstr(json_string_value(json_array_get(r1, 11)), "does not fit") != NULL, "failed row status");
-    CHECK(json_array_size(json_object_get(table, "columns")) == json_array_size(r0), "columns vs cells");
+    const json_t *columns = json_object_get(table, "columns");
+    CHECK(strcmp(cell_text(table_cell(table, r0, "Model")), "tiny") == 0, "table model");
+    /* the shape beside the name, as seed 004's table */
+    CHECK(json_integer_value(table_cell(table, r0, "d_model")) == 512 &&
+              json_integer_value(table_cell(table, r0, "d_ff")) == 1344 &&
+              json_integer_value(table_cell(table, r0, "Layers")) == 4 &&
+              json_integer_value(table_cell(table, r0, "Heads")) == 16,
+          "table shape columns");
+    CHECK(strcmp(cell_text(table_cell(table, r0, "Fwd Pass (ms)")), "12.50 ± 0.71") == 0, "table fwd");
+    CHECK(strcmp(cell_text(table_cell(table, r0, "Opt Step (ms)")), "-") == 0, "table opt");
+    /* the whole step: forward + backward of a forward_backward run */
+    CHECK(strcmp(cell_text(table_cell(table, r0, "Total (ms)")), "43.00 ± 1.41") == 0, "table total");
+    CHECK(table_cell(table, r0, "Speedup vs fp32 (×)") == NULL, "speedup column in a job of one precision");
+    CHECK(strstr(cell_text(table_cell(table, r1, "Status")), "does not fit") != NULL, "failed row status");
+    CHECK(json_array_size(columns) == json_array_size(r0) &&
+              json_array_size(json_object_get(table, "decimals")) == json_array_size(r0),
+          "columns vs cells vs decimals");
     json_decref(table);
     json_decref(run);
     json_decref(bad);
+    json_decref(spec);
+    sqlite3_close(db);
+}
+
+/* A job that ran fp32 and bf16 at the same points (seed 002's mixed-precision
+ * summary): the table and benchmark_summary give bf16's speedup over fp32 by
+ * the mean total step time, 1 on the fp32 row, nothing where a point has no
+ * fp32 run. */
+static void test_speedup(void)
+{
+    sqlite3 *db;
+    MUST(sqlite3_open(":memory:", &db));
+    for (const schema_file *f = schema_files; f->name; f++) {
+        size_t n = strlen(f->name);
+        if (n > 4 && strcmp(f->name + n - 4, ".sql") == 0)
+            MUST(sqlite3_exec(db, f->text, NULL, NULL, NULL));
+    }
+    MUST(sqlite3_exec(db,
+                      "INSERT INTO jobs (id, kind, spec, created_at, timeout_s) VALUES (8, 'benchmark', '{}', 'now', 60);"
+                      "INSERT INTO runs (id, job_id, run_index, status, created_at, result) VALUES (80, 8, 0, 'succeeded', 'now', '{}');"
+                      "INSERT INTO runs (id, job_id, run_index, status, created_at, result) VALUES (81, 8, 1, 'succeeded', 'now', '{}');"
+                      "INSERT INTO runs (id, job_id, run_index, status, created_at, result) VALUES (82, 8, 2, 'succeeded', 'now', '{}');",
+                      NULL, NULL, NULL));
+    const jobkind *k = jobkind_find("benchmark");
+    json_t *spec = json_object();
+    json_t *fp32 = json_loads(run_json, 0, NULL), *bf16 = json_loads(run_json, 0, NULL),
+           *bf16_other_context = json_loads(run_json, 0, NULL);
+    json_object_set_new(bf16, "precision", json_string("bf16"));
+    json_object_set_new(json_object_get(json_object_get(bf16, "stats"), "total"), "mean_ms", json_real(21.5));
+    json_object_set_new(bf16_other_context, "precision", json_string("bf16"));
+    json_object_set_new(bf16_other_context, "context_length", json_integer(128));
+    CHECK(k->store_run(db, 8, 80, spec, fp32) == SQLITE_OK, "store fp32: %s", sqlite3_errmsg(db));
+    CHECK(k->store_run(db, 8, 81, spec, bf16) == SQLITE_OK, "store bf16: %s", sqlite3_errmsg(db));
+    CHECK(k->store_run(db, 8, 82, spec, bf16_other_context) == SQLITE_OK, "store bf16: %s", sqlite3_errmsg(db));
+
+    json_t *table = NULL;
+    api_error err = {0};
+    CHECK(k->table(db, 8, &table, &err) == 0 && table, "table: %s", err.message);
+    const json_t *rows = json_object_get(table, "rows");
+    const char *col = "Speedup vs fp32 (×)";
+    CHECK(json_array_size(rows) == 3, "rows %zu", json_array_size(rows));
+    CHECK(json_real_value(table_cell(table, json_array_get(rows, 0), col)) == 1.0, "fp32 row speedup");
+    CHECK(json_real_value(table_cell(table, json_array_get(rows, 1), col)) == 2.0, "bf16 speedup over fp32");
+    CHECK(json_is_null(table_cell(table, json_array_get(rows, 2), col)), "no fp32 run at context 128: null");
+    CHECK(json_array_size(json_object_get(table, "columns")) == json_array_size(json_array_get(rows, 0)),
+          "columns vs cells");
+    json_decref(table);
+
+    sqlite3_stmt *st;
+    MUST(sqlite3_prepare_v2(db, "SELECT d_model, tot_ms, speedup_vs_fp32 FROM benchmark_summary "
+                                "WHERE job_id = 8 ORDER BY run_id", -1, &st, NULL));
+    CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 512 &&
+              strcmp((const char *)sqlite3_column_text(st, 1), "43.00 ± 1.41") == 0 &&
+              sqlite3_column_double(st, 2) == 1.0,
+          "summary fp32 row");
+    CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_double(st, 2) == 2.0, "summary bf16 speedup");
+    CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 2) == SQLITE_NULL, "summary: no fp32 peer");
+    sqlite3_finalize(st);
+    json_decref(fp32);
+    json_decref(bf16);
+    json_decref(bf16_other_context);
     json_decref(spec);
     sqlite3_close(db);
 }
@@ -163,5 +252,6 @@ int main(void)
 {
     test_specs();
     test_store();
+    test_speedup();
     return check_report("benchmark kind");
 }

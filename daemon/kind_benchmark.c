@@ -47,6 +47,7 @@ typedef struct lmk_cuda_timer lmk_cuda_timer;
 #endif
 
 #define MIB (1024.0 * 1024.0)
+#define BENCH_WARMUP_DEFAULT 5 /* the schema's warmup_steps default (the CS336 protocol) */
 
 typedef enum bench_mode { MODE_FORWARD, MODE_FORWARD_BACKWARD, MODE_TRAIN_STEP, MODE_COUNT } bench_mode;
 static const char *const mode_names[MODE_COUNT] = {"forward", "forward_backward", "train_step"};
@@ -95,8 +96,12 @@ static int benchmark_check(json_t *spec, api_error *err)
     }
     if (spec_int(spec, "measure_steps", 10) < 1)
         return api_fail(err, API_ERR_INVALID_SPEC, "measure_steps", "measure_steps must be at least 1");
-    if (spec_int(spec, "warmup_steps", 5) < 0)
-        return api_fail(err, API_ERR_INVALID_SPEC, "warmup_steps", "warmup_steps must be at least 0");
+    const json_t *warmups = json_object_get(spec, "warmup_steps");
+    for (size_t i = 0; i < (json_is_array(warmups) ? json_array_size(warmups) : 1); i++) {
+        const json_t *v = json_is_array(warmups) ? json_array_get(warmups, i) : warmups;
+        if (v && (!json_is_integer(v) || json_integer_value(v) < 0))
+            return api_fail(err, API_ERR_INVALID_SPEC, "warmup_steps", "warmup_steps must be at least 0");
+    }
     return 0;
 }
 
@@ -469,7 +474,7 @@ static json_t *sweep_point(run_ctx *ctx, lmk_backend *b, const json_t *spec, con
         snprintf(errbuf, errlen, "mode %s is not a benchmark mode", mp->mode);
         return NULL;
     }
-    p.warmup = spec_int(spec, "warmup_steps", 5);
+    p.warmup = mp->warmup_steps >= 0 ? mp->warmup_steps : BENCH_WARMUP_DEFAULT;
     p.measure = spec_int(spec, "measure_steps", 10);
     p.graphs = json_is_true(json_object_get(spec, "graphs"));
     p.opt_in_backward = model_point_opt_in_backward(spec, p.mode == MODE_TRAIN_STEP);
@@ -634,13 +639,14 @@ static json_t *int_cell(sqlite3_stmt *st, int col)
  * then — only when the job ran fp32 and another precision at the same points
  * — "Speedup vs fp32" (×, benchmark_summary.speedup_vs_fp32: the fp32 run's
  * mean total over this run's), then the rest of the configuration, tokens/s,
- * TFLOP/s, peak MiB and the status (with a failed point's reason). */
+ * TFLOP/s, peak MiB and the status (with a failed point's reason). A job
+ * whose runs differ in warm-up steps has "Warm-up Steps" after the context. */
 static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
 {
     enum {
         C_MODEL, C_D_MODEL, C_D_FF, C_LAYERS, C_HEADS, C_CONTEXT, C_FWD, C_FWD_STD, C_BWD, C_BWD_STD, C_OPT,
         C_OPT_STD, C_TOT, C_TOT_STD, C_SPEEDUP, C_BATCH, C_PRECISION, C_MODE, C_TOKENS, C_TFLOPS, C_PEAK, C_STATUS,
-        C_ERROR
+        C_ERROR, C_WARMUP
     };
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
@@ -648,14 +654,15 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
                            "r.forward_mean_ms, r.forward_std_ms, r.backward_mean_ms, r.backward_std_ms, "
                            "r.optimizer_mean_ms, r.optimizer_std_ms, r.total_mean_ms, r.total_std_ms, "
                            "s.speedup_vs_fp32, r.batch_size, r.precision, r.mode, r.tokens_per_s, "
-                           "r.achieved_tflops, r.peak_memory_bytes, r.status, r.error "
+                           "r.achieved_tflops, r.peak_memory_bytes, r.status, r.error, r.warmup_steps "
                            "FROM benchmark_runs r JOIN benchmark_summary s ON s.run_id = r.run_id "
                            "WHERE r.job_id = ? ORDER BY r.run_id",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "benchmark table: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, job_id);
-    json_t *rows = json_array(), *speedups = json_array();
+    json_t *rows = json_array(), *speedups = json_array(), *warmups = json_array();
     int speedup_shown = 0; /* a run in another precision has an fp32 peer */
+    int warmup_first = -1, warmup_shown = 0; /* the runs differ in warm-up steps */
     while (sqlite3_step(st) == SQLITE_ROW) {
         char tps[32] = "-", tflops[32] = "-", mem[32] = "-", status[300];
         if (sqlite3_column_type(st, C_TOKENS) != SQLITE_NULL)
@@ -671,6 +678,11 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
         int has_speedup = sqlite3_column_type(st, C_SPEEDUP) != SQLITE_NULL;
         speedup_shown |= has_speedup && precision && strcmp(precision, "fp32") != 0;
         json_array_append_new(speedups, has_speedup ? json_real(sqlite3_column_double(st, C_SPEEDUP)) : json_null());
+        int warmup = sqlite3_column_int(st, C_WARMUP);
+        warmup_shown |= warmup_first >= 0 && warmup != warmup_first;
+        if (warmup_first < 0)
+            warmup_first = warmup;
+        json_array_append_new(warmups, json_integer(warmup));
         json_t *row = json_pack("[s, o, o, o, o, i, o, o, o, o, i, s, s, s, s, s, s]",
                                 sqlite3_column_text(st, C_MODEL), int_cell(st, C_D_MODEL), int_cell(st, C_D_FF),
                                 int_cell(st, C_LAYERS), int_cell(st, C_HEADS), sqlite3_column_int(st, C_CONTEXT),
@@ -681,8 +693,10 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
             json_array_append_new(rows, row);
     }
     sqlite3_finalize(st);
-    /* the speedup goes after Total (index 10), two decimals as the seeds print it */
-    enum { SPEEDUP_AT = 10 };
+    /* the speedup goes after Total (index 10), two decimals as the seeds print it; the warm-up steps,
+     * when they differ (a warmup_steps sweep: seed 001's "no warm-up" vs "1 warm-up"), after the
+     * context (index 6), inserted second so that SPEEDUP_AT counts without it */
+    enum { WARMUP_AT = 6, SPEEDUP_AT = 10 };
     json_t *columns = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s]", "Model", "d_model", "d_ff", "Layers",
                                 "Heads", "Context Length", "Fwd Pass (ms)", "Bwd Pass (ms)", "Opt Step (ms)",
                                 "Total (ms)", "Batch", "Precision", "Mode", "Tokens/s", "TFLOP/s",
@@ -696,7 +710,14 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
         for (size_t i = 0; i < json_array_size(rows); i++)
             json_array_insert(json_array_get(rows, i), SPEEDUP_AT, json_array_get(speedups, i));
     }
+    if (warmup_shown) {
+        json_array_insert_new(columns, WARMUP_AT, json_string("Warm-up Steps"));
+        json_array_insert_new(decimals, WARMUP_AT, json_null());
+        for (size_t i = 0; i < json_array_size(rows); i++)
+            json_array_insert(json_array_get(rows, i), WARMUP_AT, json_array_get(warmups, i));
+    }
     json_decref(speedups);
+    json_decref(warmups);
     *table = json_pack("{s:o, s:o, s:o}", "columns", columns, "rows", rows, "decimals", decimals);
     return *table ? 0 : api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the benchmark table");
 }

@@ -13,7 +13,7 @@
 #define MIB (1024.0 * 1024.0)
 
 const char *const model_point_fields[MP_FIELD_COUNT] = {"model", "context_length", "batch_size", "precision",
-                                                        "mode"};
+                                                        "mode", "warmup_steps"};
 
 static size_t field_len(const json_t *spec, const char *key)
 {
@@ -160,7 +160,8 @@ int model_point_check(const json_t *spec, api_error *err)
     }
     if (points > MODEL_POINT_MAX)
         return api_fail(err, API_ERR_INVALID_SPEC, largest,
-                        "the sweep has %.0f points (model × context_length × batch_size × precision × mode); "
+                        "the sweep has %.0f points (model × context_length × batch_size × precision × mode × "
+                        "warmup_steps); "
                         "the limit is %d",
                         points, MODEL_POINT_MAX);
     int vocab = spec_int(spec, "vocab_size", 10000);
@@ -228,6 +229,8 @@ int model_point_at(const json_t *spec, size_t idx, model_point *p)
     if (prec && lmk_precision_parse(prec, &p->prec) != LMK_OK)
         return -1;
     p->mode = json_string_value(field_at(spec, "mode", at[MP_MODE]));
+    const json_t *warmup = field_at(spec, "warmup_steps", at[MP_WARMUP]);
+    p->warmup_steps = json_is_integer(warmup) ? (int)json_integer_value(warmup) : -1;
     p->attention = attention ? attention : "naive";
     const json_t *seed = json_object_get(spec, "seed");
     p->seed = json_is_integer(seed) ? (uint64_t)json_integer_value(seed) : 0;
@@ -243,8 +246,10 @@ int model_point_at(const json_t *spec, size_t idx, model_point *p)
 
 void model_point_describe(const model_point *p, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s, context %d, batch %d, %s%s%s", p->cfg.name, p->T, p->batch, lmk_precision_name(p->prec),
-             p->mode ? ", " : "", p->mode ? p->mode : "");
+    int n = snprintf(buf, len, "%s, context %d, batch %d, %s%s%s", p->cfg.name, p->T, p->batch,
+                     lmk_precision_name(p->prec), p->mode ? ", " : "", p->mode ? p->mode : "");
+    if (p->warmup_steps >= 0 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ", %d warm-up", p->warmup_steps);
     utf8_repair(buf); /* a long name may be cut inside a character */
 }
 

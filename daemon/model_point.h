@@ -5,7 +5,9 @@
  *
  * A point's fields: "model" (preset name or {"d_model","d_ff","num_layers",
  * "num_heads","name"?}), "context_length", "batch_size" (default 4),
- * "precision" (default fp32), "mode" (the kind's own names), and the scalars
+ * "precision" (default fp32), "mode" (the kind's own names), "warmup_steps"
+ * (a list only where the kind's schema allows one: the benchmark, to compare
+ * statistics after 0, 1, 2, 5 warm-up steps in one job), and the scalars
  * "vocab_size" (default 10000), "attention" (default naive), "seed". */
 #ifndef DAEMON_MODEL_POINT_H
 #define DAEMON_MODEL_POINT_H
@@ -21,7 +23,7 @@
 #define MODEL_POINT_MEMORY_HEADROOM 0.9 /* a point may use this fraction of free memory */
 
 /* The sweepable fields, outermost first. */
-enum { MP_MODEL, MP_CONTEXT, MP_BATCH, MP_PRECISION, MP_MODE, MP_FIELD_COUNT };
+enum { MP_MODEL, MP_CONTEXT, MP_BATCH, MP_PRECISION, MP_MODE, MP_WARMUP, MP_FIELD_COUNT };
 extern const char *const model_point_fields[MP_FIELD_COUNT];
 
 typedef struct model_point {
@@ -29,6 +31,7 @@ typedef struct model_point {
     int batch, T;
     lmk_precision prec;
     const char *mode;     /* borrowed from the spec; NULL when absent */
+    int warmup_steps;     /* the point's warm-up steps; -1 when the spec has none (the kind's default) */
     const char *attention;
     uint64_t seed;
 } model_point;
@@ -41,7 +44,7 @@ typedef struct model_point {
 int model_point_check(const json_t *spec, api_error *err);
 /* The number of points of the sweep. */
 size_t model_point_count(const json_t *spec);
-/* Decodes point idx (mode fastest). Returns 0 or -1 (an invalid spec). */
+/* Decodes point idx (warm-up fastest, then mode). Returns 0 or -1 (an invalid spec). */
 int model_point_at(const json_t *spec, size_t idx, model_point *p);
 /* "small, context 128, batch 4, bf16, train_step" into buf. */
 void model_point_describe(const model_point *p, char *buf, size_t len);

@@ -58,7 +58,7 @@ export const KINDS = {
     help: 'End-to-end step timing of the TransformerLM: forward, backward and optimizer per step, warm-up steps kept and flagged. A list of context lengths or precisions runs every combination.',
     fields: [
       ...modelPointFields(['forward', 'forward_backward', 'train_step']),
-      {name: 'warmup_steps', type: 'int', label: 'Warm-up steps', default: 5, min: 0, max: 1000, help: 'run and shown, left out of the statistics'},
+      {name: 'warmup_steps', type: 'intlist', label: 'Warm-up steps', default: 5, help: 'run and shown, left out of the statistics; several (0, 1, 2, 5) compare the statistics without and with warm-up'},
       {name: 'measure_steps', type: 'int', label: 'Measured steps', default: 10, min: 1, max: 10000},
       SEED,
       {name: 'graphs', type: 'bool', label: 'CUDA graphs', default: false, help: 'capture each step into a CUDA graph (ignored on the CPU)'},

@@ -399,6 +399,37 @@ def test_endpoints(d):
           and "lmperf_http_requests_total" in metrics, "metrics text")
 
 
+def table_column(table, name):
+    """The cells of the column named name in a /table JSON answer, or None when there is no such column."""
+    columns = table.get("columns", []) if isinstance(table, dict) else []
+    return [row[columns.index(name)] for row in table.get("rows", [])] if name in columns else None
+
+
+def test_warmup_sweep(d):
+    """Seed 001 (c): the statistics without warm-up and with 1 or 2 warm-up steps, from one job."""
+    spec = {"kind": "benchmark", "model": {"name": "m", "d_model": 16, "d_ff": 32, "num_layers": 1, "num_heads": 1},
+            "vocab_size": 50, "context_length": 8, "batch_size": 1, "mode": "forward", "measure_steps": 2,
+            "warmup_steps": [0, 1, 2]}
+    job = d.submit(spec)
+    done = d.wait_status(job["id"], ("succeeded", "failed"))
+    runs = done.get("runs", [])
+    check(done["status"] == "succeeded" and [r.get("warmup_steps") for r in runs] == [0, 1, 2],
+          f"warmup_steps sweep: one run per value: {[r.get('warmup_steps') for r in runs]}")
+    flagged = [sum(1 for st in r.get("steps", []) if st.get("warmup")) for r in runs]
+    measured = [sum(1 for st in r.get("steps", []) if not st.get("warmup")) for r in runs]
+    check(flagged == [0, 1, 2] and measured == [2, 2, 2], f"warm-up steps flagged per run: {flagged}, measured {measured}")
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    check(status == 200 and table_column(table, "Warm-up Steps") == [0, 1, 2],
+          f"table's Warm-up Steps column: {table_column(table, 'Warm-up Steps') if status == 200 else table}")
+    # a job of one warm-up setting keeps the seeds' columns
+    job = d.submit(dict(spec, warmup_steps=1))
+    d.wait_status(job["id"], ("succeeded", "failed"))
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    check(status == 200 and table_column(table, "Warm-up Steps") is None, f"one warm-up setting: {table.get('columns')}")
+    for bad, field in (([0, -1], "warmup_steps[1]"), ([1, 1], "warmup_steps[1]"), ("two", "warmup_steps")):
+        expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", field, dict(spec, warmup_steps=bad))
+
+
 def test_memory(d):
     spec = {"kind": "memory", "model": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "name": "mini"},
             "vocab_size": 256, "context_length": [16, 32], "batch_size": 2, "mode": ["inference", "train_step"],
@@ -983,7 +1014,7 @@ def test_second_signal():
 def main():
     d = Daemon("main")
     try:
-        for test in (test_endpoints, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_second_daemon, test_worker_killed, test_gpu_only_refused, test_timeout):
+        for test in (test_endpoints, test_warmup_sweep, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_second_daemon, test_worker_killed, test_gpu_only_refused, test_timeout):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

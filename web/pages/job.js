@@ -112,7 +112,7 @@ function benchmarkView(job) {
   return [
     h('div', {class: 'page-head'}, h('h2', null, 'Summary'),
       h('a', {class: 'button', href: link('/compare', {jobs: job.id})}, 'Compare these runs')),
-    h('p', {class: 'muted', id: 'bench-protocol'}, `mean ± std over ${plural(runs[0].measure_steps, 'measured step')} after ${plural(runs[0].warmup_steps, 'warm-up step')}; hover a time for median, min and max.`),
+    h('p', {class: 'muted', id: 'bench-protocol'}, `mean ± std over ${plural(runs[0].measure_steps, 'measured step')} after ${new Set(runs.map((r) => r.warmup_steps)).size > 1 ? 'each run\'s warm-up steps (a column)' : plural(runs[0].warmup_steps, 'warm-up step')}; hover a time for median, min and max.`),
     runs.length && common.length ? h('p', {class: 'common'}, 'All runs: ', common.map((c, i) => [i ? ' · ' : '', h('strong', null, c.label), ' ', String(c.get(runs[0]))])) : null,
     h('div', {class: 'scroll'}, table),
     failedList,

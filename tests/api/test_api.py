@@ -279,6 +279,15 @@ def test_endpoints(d):
           and rows.get("bfloat16", [None] * 4)[3:7] == ["failed"] * 4
           and "naive: the cpu reference computes float32 only" in rows["bfloat16"][-1],
           f"attention table with failed points: {table}")
+    # forward + backward per impl (the flash benchmark's end-to-end column): the run's fwd_bwd_ms, rounded as
+    # the other times; a failed impl reads "failed" there too
+    naive_run = next((r for r in done.get("runs", []) if r.get("impl") == "naive" and r.get("dtype") == "float32"), {})
+    naive_fb = table_column(table, "naive fwd+bwd (ms)") if status == 200 else None
+    flash_fb = table_column(table, "flash fwd+bwd (ms)") if status == 200 else None
+    check(naive_fb is not None and flash_fb is not None and isinstance(naive_run.get("fwd_bwd_ms"), float)
+          and abs(naive_fb[[r[0] for r in table["rows"]].index("float32")] - naive_run["fwd_bwd_ms"]) <= 5e-5
+          and set(flash_fb) == {"failed"},
+          f"attention table fwd+bwd columns: naive {naive_fb}, flash {flash_fb}, run {naive_run.get('fwd_bwd_ms')}")
     # the json table's reals print as the md/csv cells do (8.3462), not with 17 digits (8.3461999999999996)
     longer = long_reals(d, f"/v1/jobs/{job['id']}/table?format=json")
     check(not longer, f"/table reals with more than 12 significant digits: {longer[:5]}")

@@ -654,13 +654,15 @@ static int allreduce_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
     return rc;
 }
 
-/* Rows: one per point, by size then world size. */
+/* Rows: one per point, by size then world size. "oversubscribed": yes where
+ * the mpi backend ran more ranks than the machine has cores (its times then
+ * measure the scheduler as much as the collective), no otherwise. */
 static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT backend, size_label, world_size, median_ms, mean_ms, min_ms, max_ms, algbw_gbps, "
-                           "busbw_gbps, correct, status, error FROM allreduce_runs WHERE job_id = ? "
+                           "busbw_gbps, correct, status, error, oversubscribed FROM allreduce_runs WHERE job_id = ? "
                            "ORDER BY size_bytes, world_size, id",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "allreduce table: %s", sqlite3_errmsg(db));
@@ -678,6 +680,7 @@ static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
         json_array_append_new(row, json_string(sqlite3_column_type(st, 9) == SQLITE_NULL ? "—"
                                                : sqlite3_column_int(st, 9)                ? "yes"
                                                                                            : "no"));
+        json_array_append_new(row, json_string(sqlite3_column_int(st, 12) ? "yes" : "no"));
         const char *status = (const char *)sqlite3_column_text(st, 10);
         const char *error = (const char *)sqlite3_column_text(st, 11);
         char cell[600];
@@ -686,8 +689,9 @@ static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
         json_array_append_new(rows, row);
     }
     sqlite3_finalize(st);
-    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "backend", "size", "world", "median ms",
-                       "mean ms", "min ms", "max ms", "algbw GB/s", "busbw GB/s", "correct", "status", "rows", rows);
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "backend", "size", "world", "median ms",
+                       "mean ms", "min ms", "max ms", "algbw GB/s", "busbw GB/s", "correct", "oversubscribed",
+                       "status", "rows", rows);
     return 0;
 }
 

@@ -439,6 +439,23 @@ def test_warmup_sweep(d):
         expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", field, dict(spec, warmup_steps=bad))
 
 
+def test_allreduce_oversubscribed(d):
+    """An mpi point with more ranks than cores says so in the table (its time is the scheduler's as much as
+    the collective's: seed 002's duration-vs-processes chart on a small machine)."""
+    cores = os.cpu_count() or 0
+    if not shutil.which("mpirun") or not 0 < cores < 64:
+        print(f"mpirun missing or {cores} cores: the oversubscribed check did not run", flush=True)
+        return
+    job = d.submit({"kind": "allreduce", "backend": "mpi", "sizes": [1024], "world_sizes": [1, cores + 1],
+                    "iterations": 1, "warmup": 0})
+    done = d.wait_status(job["id"], ("succeeded", "failed"), timeout=120)
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    flags = table_column(table, "oversubscribed") if status == 200 else None
+    worlds = table_column(table, "world") if status == 200 else None
+    check(done["status"] == "succeeded" and worlds == [1, cores + 1] and flags == ["no", "yes"],
+          f"allreduce table's oversubscribed column: worlds {worlds}, flags {flags}, job {done.get('error')}")
+
+
 def test_memory(d):
     spec = {"kind": "memory", "model": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "name": "mini"},
             "vocab_size": 256, "context_length": [16, 32], "batch_size": 2, "mode": ["inference", "train_step"],
@@ -1023,7 +1040,7 @@ def test_second_signal():
 def main():
     d = Daemon("main")
     try:
-        for test in (test_endpoints, test_warmup_sweep, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_second_daemon, test_worker_killed, test_gpu_only_refused, test_timeout):
+        for test in (test_endpoints, test_warmup_sweep, test_allreduce_oversubscribed, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_second_daemon, test_worker_killed, test_gpu_only_refused, test_timeout):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

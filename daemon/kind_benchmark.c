@@ -626,6 +626,14 @@ static json_t *mean_std_cell(sqlite3_stmt *st, int col)
     return json_string(buf);
 }
 
+/* A number cell: the column's value over divisor (e.g. bytes over MIB), or
+ * null where the column is NULL (a point that failed has no figures). */
+static json_t *real_cell(sqlite3_stmt *st, int col, double divisor)
+{
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? json_null()
+                                                         : json_real(sqlite3_column_double(st, col) / divisor);
+}
+
 /* An integer cell, or null where the column is NULL (a row stored without the model's shape). */
 static json_t *int_cell(sqlite3_stmt *st, int col)
 {
@@ -664,13 +672,7 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     int speedup_shown = 0; /* a run in another precision has an fp32 peer */
     int warmup_first = -1, warmup_shown = 0; /* the runs differ in warm-up steps */
     while (sqlite3_step(st) == SQLITE_ROW) {
-        char tps[32] = "-", tflops[32] = "-", mem[32] = "-", status[300];
-        if (sqlite3_column_type(st, C_TOKENS) != SQLITE_NULL)
-            snprintf(tps, sizeof tps, "%.0f", sqlite3_column_double(st, C_TOKENS));
-        if (sqlite3_column_type(st, C_TFLOPS) != SQLITE_NULL)
-            snprintf(tflops, sizeof tflops, "%.3f", sqlite3_column_double(st, C_TFLOPS));
-        if (sqlite3_column_type(st, C_PEAK) != SQLITE_NULL)
-            snprintf(mem, sizeof mem, "%.1f", sqlite3_column_int64(st, C_PEAK) / MIB);
+        char status[300];
         const char *s = (const char *)sqlite3_column_text(st, C_STATUS);
         const char *e = (const char *)sqlite3_column_text(st, C_ERROR);
         snprintf(status, sizeof status, "%s%s%s", s ? s : "", e ? ": " : "", e ? e : "");
@@ -683,12 +685,13 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
         if (warmup_first < 0)
             warmup_first = warmup;
         json_array_append_new(warmups, json_integer(warmup));
-        json_t *row = json_pack("[s, o, o, o, o, i, o, o, o, o, i, s, s, s, s, s, s]",
+        json_t *row = json_pack("[s, o, o, o, o, i, o, o, o, o, i, s, s, o, o, o, s]",
                                 sqlite3_column_text(st, C_MODEL), int_cell(st, C_D_MODEL), int_cell(st, C_D_FF),
                                 int_cell(st, C_LAYERS), int_cell(st, C_HEADS), sqlite3_column_int(st, C_CONTEXT),
                                 mean_std_cell(st, C_FWD), mean_std_cell(st, C_BWD), mean_std_cell(st, C_OPT),
                                 mean_std_cell(st, C_TOT), sqlite3_column_int(st, C_BATCH), precision,
-                                sqlite3_column_text(st, C_MODE), tps, tflops, mem, status);
+                                sqlite3_column_text(st, C_MODE), real_cell(st, C_TOKENS, 1),
+                                real_cell(st, C_TFLOPS, 1), real_cell(st, C_PEAK, MIB), status);
         if (row)
             json_array_append_new(rows, row);
     }
@@ -701,9 +704,8 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
                                 "Heads", "Context Length", "Fwd Pass (ms)", "Bwd Pass (ms)", "Opt Step (ms)",
                                 "Total (ms)", "Batch", "Precision", "Mode", "Tokens/s", "TFLOP/s",
                                 "Peak Memory (MiB)", "Status");
-    json_t *decimals = json_array();
-    for (size_t c = 0; c < json_array_size(columns); c++)
-        json_array_append_new(decimals, json_null());
+    /* Tokens/s, TFLOP/s and Peak Memory are numbers printed with 0, 3 and 1 decimals */
+    json_t *decimals = json_pack("[n,n,n,n,n,n,n,n,n,n,n,n,n,i,i,i,n]", 0, 3, 1);
     if (speedup_shown) {
         json_array_insert_new(columns, SPEEDUP_AT, json_string("Speedup vs fp32 (×)"));
         json_array_insert_new(decimals, SPEEDUP_AT, json_integer(2));

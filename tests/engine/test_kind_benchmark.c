@@ -177,6 +177,15 @@ static void test_store(void)
     CHECK(strcmp(cell_text(table_cell(table, r0, "Total (ms)")), "43.00 ± 1.41") == 0, "table total");
     CHECK(table_cell(table, r0, "Speedup vs fp32 (×)") == NULL, "speedup column in a job of one precision");
     CHECK(strstr(cell_text(table_cell(table, r1, "Status")), "does not fit") != NULL, "failed row status");
+    /* tokens/s, TFLOP/s and peak MiB are numbers (with decimals 0, 3, 1), null on the failed row */
+    CHECK(json_is_real(table_cell(table, r0, "Tokens/s")) &&
+              json_real_value(table_cell(table, r0, "Tokens/s")) == 5953.5 &&
+              json_real_value(table_cell(table, r0, "TFLOP/s")) == 0.2326 &&
+              json_real_value(table_cell(table, r0, "Peak Memory (MiB)")) == 300000000 / (1024.0 * 1024.0),
+          "table figures as numbers");
+    CHECK(json_is_null(table_cell(table, r1, "Tokens/s")) && json_is_null(table_cell(table, r1, "TFLOP/s")) &&
+              json_is_null(table_cell(table, r1, "Peak Memory (MiB)")),
+          "failed row figures null");
     CHECK(json_array_size(columns) == json_array_size(r0) &&
               json_array_size(json_object_get(table, "decimals")) == json_array_size(r0),
           "columns vs cells vs decimals");

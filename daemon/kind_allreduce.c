@@ -3,8 +3,11 @@
  * GPU inside this worker, kernels/collectives) or over Open MPI on CPU
  * processes (mpirun; each rank is `lmperfd __allreduce-rank`).
  *
- * DESIGN: points run world size by world size (an NCCL communicator or an
- * mpirun is set up once per world size), sizes inside. A point that cannot
+ * DESIGN: points run backend by backend ("backend" may list both: nccl's
+ * points first, after which the GPUs the scheduler reserved for them are
+ * given back, so that the mpi points hold one worker as an mpi job does),
+ * then world size by world size (an NCCL communicator or an mpirun is set up
+ * once per world size), sizes inside. A point that cannot
  * run (more ranks than GPUs, a buffer that does not fit, a wrong sum) is a
  * failed run with its reason; the others go on. The job fails only when no
  * point succeeded. NVLink multicast (NVLS) is always disabled: on shared
@@ -36,7 +39,7 @@
 #include "status.h"
 
 #define MPI_MAX_RANKS 64          /* oversubscribed CPU processes, at most */
-#define MAX_POINTS 256            /* world sizes x sizes */
+#define MAX_POINTS 256            /* backends x world sizes x sizes */
 #define MAX_SIZE_BYTES (16ull << 30)
 #define MPI_MAX_BYTES (4ull * INT_MAX) /* MPI's int element count of floats */
 #define HOST_MEMORY_SHARE 0.8     /* of MemAvailable, for the mpi buffers */
@@ -106,10 +109,35 @@ static int parse_size(const json_t *v, size_point *out, char *why, size_t whylen
     return 0;
 }
 
-static int is_nccl(const json_t *spec)
+/* The backends, in the order their points run: nccl before mpi, whatever
+ * the order of the spec's list, so that the GPUs nccl needed are given back
+ * before the CPU baseline runs. */
+static const char *const backend_order[] = {"nccl", "mpi"};
+#define BACKEND_COUNT (sizeof backend_order / sizeof backend_order[0])
+
+/* Non-zero when the spec's "backend" (a name or a list of names; absent:
+ * the schema's default, nccl) includes name. */
+static int uses_backend(const json_t *spec, const char *name)
 {
-    const char *b = json_string_value(json_object_get(spec, "backend"));
-    return !b || strcmp(b, "nccl") == 0;
+    const json_t *backend = json_object_get(spec, "backend");
+    if (!backend)
+        return strcmp(name, "nccl") == 0;
+    if (json_is_string(backend))
+        return strcmp(json_string_value(backend), name) == 0;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(backend, i, v)
+    if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+        return 1;
+    return 0;
+}
+
+static size_t backends_used(const json_t *spec)
+{
+    size_t n = 0;
+    for (size_t b = 0; b < BACKEND_COUNT; b++)
+        n += uses_backend(spec, backend_order[b]) != 0;
+    return n;
 }
 
 static int allreduce_check(json_t *spec, api_error *err)
@@ -124,25 +152,29 @@ static int allreduce_check(json_t *spec, api_error *err)
         snprintf(field, sizeof field, "sizes[%zu]", i);
         if (parse_size(v, &p, why, sizeof why))
             return api_fail(err, API_ERR_INVALID_SPEC, field, "%s", why);
-        if (!is_nccl(spec) && p.bytes > MPI_MAX_BYTES)
+        if (uses_backend(spec, "mpi") && p.bytes > MPI_MAX_BYTES)
             return api_fail(err, API_ERR_INVALID_SPEC, field, "the mpi backend takes at most %llu bytes per rank",
                             (unsigned long long)MPI_MAX_BYTES);
     }
     const json_t *hostfile = json_object_get(spec, "hostfile");
-    if (hostfile && is_nccl(spec))
+    if (hostfile && !uses_backend(spec, "mpi")) /* with a list: the mpi points use it, nccl's not */
         return api_fail(err, API_ERR_INVALID_SPEC, "hostfile", "hostfile is for the mpi backend");
     if (hostfile && access(json_string_value(hostfile), R_OK) != 0)
         return api_fail(err, API_ERR_INVALID_SPEC, "hostfile", "cannot read %s: %s", json_string_value(hostfile),
                         strerror(errno));
-    if (json_array_size(sizes) * json_array_size(worlds) > MAX_POINTS)
-        return api_fail(err, API_ERR_INVALID_SPEC, "world_sizes", "%zu sizes x %zu world sizes is more than %d points",
-                        json_array_size(sizes), json_array_size(worlds), MAX_POINTS);
+    size_t backends = backends_used(spec);
+    if (backends * json_array_size(sizes) * json_array_size(worlds) > MAX_POINTS)
+        return api_fail(err, API_ERR_INVALID_SPEC, "world_sizes",
+                        "%zu backend%s x %zu sizes x %zu world sizes is more than %d points", backends,
+                        backends == 1 ? "" : "s", json_array_size(sizes), json_array_size(worlds), MAX_POINTS);
     return 0;
 }
 
+/* nccl: a GPU per rank of the largest world (a list with mpi too: held
+ * until the nccl points are done, then given back, allreduce_run). */
 static int allreduce_gpus_needed(const json_t *spec)
 {
-    if (!is_nccl(spec))
+    if (!uses_backend(spec, "nccl"))
         return 1; /* one worker; the ranks are mpirun's processes */
     int most = 1;
     size_t i;
@@ -158,7 +190,8 @@ static int allreduce_gpus_needed(const json_t *spec)
 typedef struct job_state {
     run_ctx *ctx;
     const json_t *spec;
-    const char *backend;
+    const char *backend; /* of the points running now */
+    int several_backends; /* the spec lists both: errors name the backend */
     int warmup, iterations;
     int done, total;     /* points, for progress */
     int succeeded;
@@ -182,6 +215,15 @@ static void point_progress(job_state *js, int world, const size_point *p)
     runctx_progress(js->ctx, js->total ? (double)js->done / js->total : 1.0, msg);
 }
 
+/* Keeps the first failed point's error for the job's verdict: "2 ranks, 1MB:
+ * why", led by the backend when the job runs both. */
+static void note_first_error(job_state *js, int world, const size_point *p, const char *error)
+{
+    if (!js->first_error[0])
+        snprintf(js->first_error, sizeof js->first_error, "%s%s%d ranks, %s: %s",
+                 js->several_backends ? js->backend : "", js->several_backends ? ", " : "", world, p->label, error);
+}
+
 /* Emits a failed point (run stolen). */
 static void emit_failed(job_state *js, int world, const size_point *p, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -197,8 +239,7 @@ static void emit_failed(job_state *js, int world, const size_point *p, const cha
     json_object_set_new(run, "status", json_string("failed"));
     json_object_set_new(run, "error", json_string(error));
     json_object_set_new(run, "correct", json_null());
-    if (!js->first_error[0])
-        snprintf(js->first_error, sizeof js->first_error, "%d ranks, %s: %s", world, p->label, error);
+    note_first_error(js, world, p, error);
     runctx_emit_run(js->ctx, run);
     point_progress(js, world, p);
 }
@@ -228,8 +269,7 @@ static void emit_measured(job_state *js, int world, const size_point *p, const d
         js->succeeded++;
     else {
         js->all_correct = 0;
-        if (!js->first_error[0])
-            snprintf(js->first_error, sizeof js->first_error, "%d ranks, %s: %s", world, p->label, error);
+        note_first_error(js, world, p, error);
     }
     runctx_emit_run(js->ctx, run);
     point_progress(js, world, p);
@@ -545,13 +585,12 @@ static int allreduce_run(run_ctx *ctx, const json_t *spec, json_t **result, char
 {
     /* never NVLink multicast (NVLS) here: on shared hosts it can take all GPUs out of service */
     setenv("NCCL_NVLS_ENABLE", "0", 1);
-    job_state js = {.ctx = ctx, .spec = spec, .all_correct = 1};
-    js.backend = is_nccl(spec) ? "nccl" : "mpi";
+    job_state js = {.ctx = ctx, .spec = spec, .all_correct = 1, .several_backends = backends_used(spec) > 1};
     js.warmup = (int)json_integer_value(json_object_get(spec, "warmup"));
     js.iterations = (int)json_integer_value(json_object_get(spec, "iterations"));
     const json_t *sizes = json_object_get(spec, "sizes"), *worlds = json_object_get(spec, "world_sizes");
     int count = (int)json_array_size(sizes);
-    js.total = count * (int)json_array_size(worlds);
+    js.total = (int)backends_used(spec) * count * (int)json_array_size(worlds);
     size_point points[64];
     double *times = calloc((size_t)(js.iterations > 0 ? js.iterations : 1), sizeof *times);
     int rc = LMK_OK;
@@ -567,21 +606,31 @@ static int allreduce_run(run_ctx *ctx, const json_t *spec, json_t **result, char
             goto out;
         }
     }
-    size_t w;
-    const json_t *v;
-    json_array_foreach(worlds, w, v)
-    {
-        int world = (int)json_integer_value(v);
-        rc = strcmp(js.backend, "nccl") == 0 ? run_nccl_world(&js, world, points, count, times)
-                                             : run_mpi_world(&js, world, points, count, times);
-        if (rc != LMK_OK)
-            goto out;
+    for (size_t b = 0; b < BACKEND_COUNT; b++) {
+        if (!uses_backend(spec, backend_order[b]))
+            continue;
+        js.backend = backend_order[b];
+        int nccl = strcmp(js.backend, "nccl") == 0;
+        if (!nccl) /* the GPUs reserved for nccl's points (if any ran) are not needed from here on */
+            runctx_release_gpus(ctx);
+        size_t w;
+        const json_t *v;
+        json_array_foreach(worlds, w, v)
+        {
+            int world = (int)json_integer_value(v);
+            rc = nccl ? run_nccl_world(&js, world, points, count, times)
+                      : run_mpi_world(&js, world, points, count, times);
+            if (rc != LMK_OK)
+                goto out;
+        }
     }
     rc = runctx_sweep_verdict((size_t)js.total, (size_t)js.succeeded, js.first_error, errbuf, errlen);
     if (rc != LMK_OK)
         goto out;
-    *result = json_pack("{s:s, s:i, s:i, s:b}", "backend", js.backend, "points", js.total, "failed",
-                        js.total - js.succeeded, "all_correct", js.all_correct);
+    /* "backend" as the spec gives it: a name, or the list */
+    const json_t *backend = json_object_get(spec, "backend");
+    *result = json_pack("{s:o, s:i, s:i, s:b}", "backend", backend ? json_deep_copy(backend) : json_string("nccl"),
+                        "points", js.total, "failed", js.total - js.succeeded, "all_correct", js.all_correct);
 out:
     free(times);
     return rc;
@@ -654,7 +703,8 @@ static int allreduce_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
     return rc;
 }
 
-/* Rows: one per point, by size then world size. "oversubscribed": yes where
+/* Rows: one per point, backend by backend (nccl, then mpi: the order they
+ * ran), by size then world size inside. "oversubscribed": yes where
  * the mpi backend ran more ranks than the machine has cores (its times then
  * measure the scheduler as much as the collective), no otherwise. */
 static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
@@ -663,7 +713,7 @@ static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     if (sqlite3_prepare_v2(db,
                            "SELECT backend, size_label, world_size, median_ms, mean_ms, min_ms, max_ms, algbw_gbps, "
                            "busbw_gbps, correct, status, error, oversubscribed FROM allreduce_runs WHERE job_id = ? "
-                           "ORDER BY size_bytes, world_size, id",
+                           "ORDER BY backend = 'mpi', size_bytes, world_size, id",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "allreduce table: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, job_id);
@@ -695,13 +745,17 @@ static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     return 0;
 }
 
-/* The nccl backend runs on GPUs only (the mpi backend on CPU processes). */
+/* The nccl backend runs on GPUs only (the mpi backend on CPU processes):
+ * a spec with nccl, alone or in a list, is refused. */
 static int allreduce_check_no_gpu(const json_t *spec, api_error *err)
 {
-    if (is_nccl(spec))
+    if (!uses_backend(spec, "nccl"))
+        return 0;
+    if (json_is_array(json_object_get(spec, "backend")))
         return api_fail(err, API_ERR_INVALID_SPEC, "backend",
-                        "the nccl backend needs GPUs (backend \"mpi\" runs on CPU processes); " JOBKIND_NO_GPU);
-    return 0;
+                        "the nccl backend needs GPUs (list only \"mpi\", which runs on CPU processes); " JOBKIND_NO_GPU);
+    return api_fail(err, API_ERR_INVALID_SPEC, "backend",
+                    "the nccl backend needs GPUs (backend \"mpi\" runs on CPU processes); " JOBKIND_NO_GPU);
 }
 
 const jobkind jobkind_allreduce = {

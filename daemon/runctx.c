@@ -87,6 +87,18 @@ int runctx_gpus(const run_ctx *ctx, int *out, int max)
     return n;
 }
 
+void runctx_release_gpus(run_ctx *ctx)
+{
+    if (ctx->gpu_count <= 1)
+        return;
+    ctx->gpu_count = 1; /* the worker's own, listed first */
+    if (ctx->mode != RUNCTX_WORKER)
+        return;
+    json_t *line = json_pack("{s:s, s:I}", "type", "release_gpus", "job_id", (json_int_t)ctx->job_id);
+    line_write(ctx->fd, line);
+    json_decref(line);
+}
+
 json_t *runctx_collected_runs(run_ctx *ctx)
 {
     return ctx->collected;

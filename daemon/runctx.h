@@ -64,6 +64,12 @@ int runctx_backend(run_ctx *ctx, struct lmk_backend **backend, char *errbuf, siz
  * mode: the runner may use any visible GPU). */
 int runctx_gpus(const run_ctx *ctx, int *out, int max);
 
+/* Gives back the GPUs reserved beside the worker's own (runctx_gpus then
+ * returns at most the worker's own): the scheduler may run other jobs on
+ * them while this job goes on. For a multi-GPU job whose later points need
+ * one worker only. No effect when nothing else is reserved. */
+void runctx_release_gpus(run_ctx *ctx);
+
 /* --- for the worker and one-shot mode (not for runners) ------------------- */
 
 /* Where a run_ctx sends what runners report. */

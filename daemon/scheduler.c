@@ -130,11 +130,12 @@ static void describe_exit(int status, char *buf, size_t len)
         snprintf(buf, len, "ended");
 }
 
-static void release_job_workers(scheduler *s, int64_t job_id)
+/* Frees the workers job_id holds: its leader (BUSY) too unless only_reserved. */
+static void release_job_workers_where(scheduler *s, int64_t job_id, int only_reserved)
 {
     for (int i = 0; i < s->worker_count; i++) {
         worker_slot *w = &s->workers[i];
-        if ((w->state == W_BUSY || w->state == W_RESERVED) && w->job_id == job_id) {
+        if (((w->state == W_BUSY && !only_reserved) || w->state == W_RESERVED) && w->job_id == job_id) {
             w->state = W_IDLE;
             w->job_id = 0;
             w->kind = NULL;
@@ -143,6 +144,11 @@ static void release_job_workers(scheduler *s, int64_t job_id)
             w->cancel_deadline = 0;
         }
     }
+}
+
+static void release_job_workers(scheduler *s, int64_t job_id)
+{
+    release_job_workers_where(s, job_id, 0);
 }
 
 /* Ends the job a worker is running with status/error, and frees the workers
@@ -280,6 +286,10 @@ static void handle_message(scheduler *s, int index, json_t *msg)
     if (strcmp(type, "progress") == 0) {
         store_job_progress(s->store, job_id, json_number_value(json_object_get(msg, "fraction")),
                            json_string_value(json_object_get(msg, "message")));
+    } else if (strcmp(type, "release_gpus") == 0) {
+        /* the leader goes on alone (runctx_release_gpus): the others take jobs again */
+        release_job_workers_where(s, job_id, 1);
+        log_info("scheduler", "job %lld gave back the workers reserved beside its own", (long long)job_id);
     } else if (strcmp(type, "run") == 0) {
         int run_index = (int)json_integer_value(json_object_get(msg, "index"));
         if (store_run_add(s->store, w->kind, job_id, run_index, w->spec, json_object_get(msg, "run")))

@@ -68,9 +68,10 @@ export const KINDS = {
   },
   allreduce: {
     title: 'All-reduce',
-    help: 'Time an all-reduce of each size across each number of ranks: NCCL over this machine\'s GPUs, or MPI over CPU processes. Reports mean and median time, algorithm and bus bandwidth, and checks the sum.',
+    help: 'Time an all-reduce of each size across each number of ranks: NCCL over this machine\'s GPUs, MPI over CPU processes, or both. Reports mean and median time, algorithm and bus bandwidth, and checks the sum.',
     fields: [
-      {name: 'backend', type: 'select', label: 'Backend', options: ['nccl', 'mpi'], default: 'nccl', defaultWithoutGpu: 'mpi'},
+      {name: 'backend', type: 'multi', label: 'Backend', options: ['nccl', 'mpi'], default: 'nccl', defaultWithoutGpu: 'mpi', scalarWhenOne: true,
+       help: 'tick both to compare GPU and CPU in one job (nccl\'s points run first, then its GPUs are given back)'},
       {name: 'sizes', type: 'strlist', label: 'Sizes per rank', default: ['1MB', '10MB', '100MB', '1GB'], help: 'comma-separated bytes or with a unit: 1MB (10⁶), 1MiB (2²⁰), GB, GiB'},
       {name: 'world_sizes', type: 'intlist', label: 'World sizes', default: [2], alwaysArray: true, unit: 'ranks'},
       {name: 'dtype', type: 'select', label: 'Data type', options: ['float32'], default: 'float32'},

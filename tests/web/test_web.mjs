@@ -5,7 +5,7 @@
 // screenshots next to this test in the build dir. Exit 0 pass, 1 fail.
 //
 // usage: node test_web.mjs LMPERFD SOURCE_ROOT OUT_DIR
-import {spawn} from 'node:child_process';
+import {spawn, spawnSync} from 'node:child_process';
 import {createRequire} from 'node:module';
 import {mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync, mkdirSync} from 'node:fs';
 import {gunzipSync} from 'node:zlib';
@@ -335,9 +335,13 @@ async function checkAllreduce(base) {
   if (!sys.kinds.includes('allreduce')) { log('allreduce kind absent: its page is not checked'); return; }
   // The form starts on a backend this daemon runs: mpi without a GPU (the schema's nccl is refused there).
   await page.goto(base + '/#/submit?kind=allreduce');
-  await page.waitForSelector('#f-backend');
-  const backend = await page.inputValue('#f-backend');
+  await page.waitForSelector('#f-backend-mpi');
+  const backend = await page.$$eval('[data-field="backend"] input:checked', (boxes) => boxes.map((b) => b.value).join());
   check(backend === (sys.gpu_count ? 'nccl' : 'mpi'), `allreduce form starts on backend ${backend} with ${sys.gpu_count} GPUs`);
+  // Both ticked: the spec lists both backends (the comparison in one job).
+  await page.check('#f-backend-nccl');
+  const both = JSON.parse(await page.textContent('#spec-json')).backend;
+  check(JSON.stringify(both) === '["nccl","mpi"]', `allreduce form with both backends ticked sends ${JSON.stringify(both)}`);
   const id = (await apiPost(base, {kind: 'allreduce', backend: 'mpi', sizes: ['4KB', '1MB'], world_sizes: [1, 2], warmup: 1, iterations: 3})).id;
   let job;
   try {
@@ -682,6 +686,9 @@ async function checkGpuFixture() {
   if (!existsSync(fixture)) { log('no GPU fixture: the profile summary page is not checked'); return; }
   const db = join(tmp, 'gpu-fixture.db');
   writeFileSync(db, gunzipSync(readFileSync(fixture)));
+  // plus a synthesized all-reduce job of both backends (fixtures/allreduce-nccl-mpi.sql says how it was made)
+  const added = spawnSync('sqlite3', [db], {input: readFileSync(join(HERE, 'fixtures/allreduce-nccl-mpi.sql')), encoding: 'utf8'});
+  check(added.status === 0, `sqlite3 could not add fixtures/allreduce-nccl-mpi.sql: ${added.error || added.stderr}`);
   const portFile = join(tmp, 'fixture-port');
   fixtureDaemon = spawn(lmperfd, ['--port', '0', '--port-file', portFile, '--db', db, '--web-root', join(sourceRoot, 'web'), '--cpu-only'],
     {stdio: ['ignore', 'inherit', 'inherit']});
@@ -828,6 +835,42 @@ async function checkGpuFixture() {
   await shot('job-attention-gpu-dark.png');
   await page.emulateMedia({colorScheme: 'light'});
   log(`attention job ${att.id} (H200 fixture): ${ooms.length} OOM rows and marks, ${lines} lines`);
+
+  await checkTwoBackendAllreduce(base, list.find((j) => j.kind === 'allreduce' && Array.isArray(j.spec.backend)));
+}
+
+// One all-reduce job of both backends (seed 002: NCCL vs the CPU baseline): the
+// table has a Backend column and every chart one line per (backend, world size)
+// or (backend, size); the md table groups the rows by backend.
+async function checkTwoBackendAllreduce(base, summary) {
+  check(summary, 'the fixture has no all-reduce job with a backend list');
+  const job = await apiGet(base, `/v1/jobs/${summary.id}`);
+  await page.goto(`${base}/#/jobs/${job.id}`);
+  await page.waitForSelector('#allreduce-table tbody tr');
+  const head = await page.$$eval('#allreduce-table thead th', (ths) => ths.map((th) => th.textContent));
+  check(head[0] === 'Backend', `two-backend all-reduce table's first column is ${head[0]}, expected Backend`);
+  const shown = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.map((tr) => tr.children[0].textContent));
+  const order = ['nccl', 'mpi'];
+  const want = job.runs.map((r) => r.backend).sort((a, b) => order.indexOf(a) - order.indexOf(b));
+  check(JSON.stringify(shown) === JSON.stringify(want), `all-reduce table's backends ${shown}, API (grouped) ${want}`);
+  const legends = await page.$$eval('figure.chart', (figs) => Object.fromEntries(figs.map((f) =>
+    [f.querySelector('figcaption').textContent, [...f.querySelectorAll('.legend li')].map((li) => li.textContent)])));
+  const ok = job.runs.filter((r) => r.status === 'succeeded');
+  const pairs = (key, name) => [...new Set(order.flatMap((be) => ok.filter((r) => r.backend === be).sort((a, b) => a[key] - b[key]).map((r) => `${be}, ${name(r)}`)))];
+  const bySize = pairs('world_size', (r) => `${r.world_size} ranks`);
+  check(bySize.length === 3, `fixture all-reduce job: ${bySize.length} (backend, world size) pairs, expected 3`);
+  const sizeChart = Object.keys(legends).find((t) => t.includes('time vs size'));
+  check(JSON.stringify(legends[sizeChart]) === JSON.stringify(bySize), `time-vs-size legend ${JSON.stringify(legends[sizeChart])}, expected ${JSON.stringify(bySize)}`);
+  const busChart = Object.keys(legends).find((t) => t.startsWith('Bus bandwidth vs size'));
+  check(JSON.stringify(legends[busChart]) === JSON.stringify(bySize), `bandwidth legend ${JSON.stringify(legends[busChart])}, expected ${JSON.stringify(bySize)}`);
+  const byRanks = pairs('size_bytes', (r) => r.size);
+  const ranksChart = Object.keys(legends).find((t) => t.includes('number of ranks'));
+  check(legends[ranksChart] && legends[ranksChart].length === byRanks.length && legends[ranksChart].every((n, i) => n.startsWith(byRanks[i].split(',')[0] + ',')),
+    `time-vs-ranks legend ${JSON.stringify(legends[ranksChart])}, expected one line per (backend, size): ${JSON.stringify(byRanks)}`);
+  const md = (await (await fetch(`${base}/v1/jobs/${job.id}/table?format=md`)).text()).trim().split('\n').slice(2).map((l) => l.split('|')[1].trim());
+  check(JSON.stringify(md) === JSON.stringify(want), `md table's backends ${md}, expected grouped ${want}`);
+  await shot('job-allreduce-two-backends.png');
+  log(`allreduce job ${job.id} (synthesized fixture rows): nccl and mpi in one table and one line per (backend, ranks)`);
 }
 
 // Charts stay usable with many points: 20,000 points render in well under 2 s.

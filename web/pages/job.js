@@ -122,27 +122,41 @@ function benchmarkView(job) {
   ];
 }
 
+// The backends in the order a job runs them (nccl, then mpi), and how a
+// series is named: "2 ranks" for a job of one backend, "nccl, 2 ranks" for one
+// that ran both (seed 002's GPU vs CPU comparison), so every chart has one line
+// per (backend, world size).
+const BACKEND_ORDER = ['nccl', 'mpi'];
+const backendRank = (b) => { const i = BACKEND_ORDER.indexOf(b); return i < 0 ? BACKEND_ORDER.length : i; };
+const backendsOf = (runs) => [...new Set(runs.map((r) => r.backend))].sort((a, b) => backendRank(a) - backendRank(b));
+
 function allreduceView(job) {
-  const runs = [...(job.runs || [])].sort((a, b) => a.world_size - b.world_size || a.size_bytes - b.size_bytes);
+  const runs = [...(job.runs || [])].sort((a, b) => backendRank(a.backend) - backendRank(b.backend) || a.world_size - b.world_size || a.size_bytes - b.size_bytes);
   const ok = runs.filter((r) => r.status === 'succeeded');
-  const worlds = [...new Set(ok.map((r) => r.world_size))];
+  const backends = backendsOf(runs);
+  const several = backends.length > 1;
+  const who = (backend, rest) => (several ? `${backend}, ${rest}` : rest);
+  const worlds = [...new Set(ok.map((r) => r.world_size))].sort((a, b) => a - b);
   const sizes = [...new Set(ok.map((r) => r.size_bytes))].sort((a, b) => a - b);
+  // (backend, value) pairs that have succeeded points, backend by backend.
+  const pairs = (values, key) => backends.flatMap((be) => values.filter((v) => ok.some((r) => r.backend === be && r[key] === v)).map((v) => [be, v]));
   // The table's four times share one number of decimals (a median of 0.1000 beside a mean of 0.100 read as two
   // precisions); each bandwidth column has its own.
   const msF = fmt.column(ok.flatMap((r) => [r.mean_ms, r.median_ms, r.min_ms, r.max_ms]), fmt.msDigits);
   const [algF, busF] = ['algbw_gbps', 'busbw_gbps'].map((k) => fmt.column(ok.map((r) => r[k]), fmt.msDigits));
-  const series = (key) => worlds.map((w) => ({name: `${w} ranks`, points: ok.filter((r) => r.world_size === w && typeof r[key] === 'number')
-    .map((r) => ({x: r.size_bytes, y: r[key], label: `${w} ranks, ${r.size}: ${key === 'mean_ms' ? fmt.ms(r[key]) + ' ms' : fmt.gbps(r[key]) + ' GB/s'}`}))}));
+  const series = (key) => pairs(worlds, 'world_size').map(([be, w]) => ({name: who(be, `${w} ranks`),
+    points: ok.filter((r) => r.backend === be && r.world_size === w && typeof r[key] === 'number')
+      .map((r) => ({x: r.size_bytes, y: r[key], label: `${who(be, `${w} ranks`)}, ${r.size}: ${key === 'mean_ms' ? fmt.ms(r[key]) + ' ms' : fmt.gbps(r[key]) + ' GB/s'}`}))}));
   // Overlay: another all-reduce job (e.g. the other backend) on one bandwidth chart.
   const overlayBox = h('div', {id: 'allreduce-overlay'});
   const overlaySel = h('select', {id: 'allreduce-other'}, h('option', {value: ''}, '—'));
   const busSeries = (j) => {
     const rs = (j.runs || []).filter((r) => r.status === 'succeeded' && typeof r.busbw_gbps === 'number');
-    const ws = [...new Set(rs.map((r) => r.world_size))].sort((a, b) => a - b);
-    const be = rs[0] ? rs[0].backend : j.spec.backend;
-    return ws.map((w) => ({name: `#${j.id} ${be}, ${w} ranks`, points: rs.filter((r) => r.world_size === w).sort((a, b) => a.size_bytes - b.size_bytes)
-      .map((r) => ({x: r.size_bytes, y: r.busbw_gbps, label: `#${j.id} ${be}, ${w} ranks, ${r.size}: ${fmt.gbps(r.busbw_gbps)} GB/s`}))}));
+    return backendsOf(rs).flatMap((be) => [...new Set(rs.filter((r) => r.backend === be).map((r) => r.world_size))].sort((a, b) => a - b)
+      .map((w) => ({name: `#${j.id} ${be}, ${w} ranks`, points: rs.filter((r) => r.backend === be && r.world_size === w).sort((a, b) => a.size_bytes - b.size_bytes)
+        .map((r) => ({x: r.size_bytes, y: r.busbw_gbps, label: `#${j.id} ${be}, ${w} ranks, ${r.size}: ${fmt.gbps(r.busbw_gbps)} GB/s`}))})));
   };
+  const specBackends = (spec) => [].concat(spec && spec.backend ? spec.backend : []).join(' + ');
   overlaySel.addEventListener('change', async () => {
     if (!overlaySel.value) { mount(overlayBox); return; }
     try {
@@ -153,15 +167,17 @@ function allreduceView(job) {
   });
   if (ok.length) api.list({kind: 'allreduce', status: 'succeeded', limit: 200}).then((page) => {
     for (const j of page.jobs || []) if (j.id !== job.id)
-      overlaySel.append(h('option', {value: j.id}, `#${j.id} ${j.spec && j.spec.backend ? j.spec.backend : ''}${j.label ? ' — ' + fmt.isolate(j.label) : ''}`));
+      overlaySel.append(h('option', {value: j.id}, `#${j.id} ${specBackends(j.spec)}${j.label ? ' — ' + fmt.isolate(j.label) : ''}`));
   }).catch(() => {});
   return [
-    h('h2', null, `All-reduce (${runs[0] ? runs[0].backend : ''}, ${runs[0] ? runs[0].dtype : ''})`),
+    h('h2', null, `All-reduce (${backends.join(' vs ')}, ${runs[0] ? runs[0].dtype : ''})`),
     h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'allreduce-table'},
-      h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, 'Ranks'), h('th', {scope: 'col', class: 'num'}, 'Size per rank'),
+      h('thead', null, h('tr', null, several ? h('th', {scope: 'col'}, 'Backend') : null,
+        h('th', {scope: 'col', class: 'num'}, 'Ranks'), h('th', {scope: 'col', class: 'num'}, 'Size per rank'),
         ['Mean (ms)', 'Median (ms)', 'Min (ms)', 'Max (ms)', 'Alg bw (GB/s)', 'Bus bw (GB/s)'].map((c) => h('th', {scope: 'col', class: 'num'}, c)),
         h('th', {scope: 'col'}, 'Sum'))),
-      h('tbody', null, runs.map((r) => h('tr', {class: r.status === 'succeeded' ? '' : 'warn'},
+      h('tbody', null, runs.map((r) => h('tr', {class: r.status === 'succeeded' ? '' : 'warn', dataset: {backend: r.backend}},
+        several ? h('td', null, r.backend) : null,
         h('td', {class: 'num'}, String(r.world_size)),
         h('td', {class: 'num', title: `${fmt.int(r.size_bytes)} bytes`}, r.size || fmt.bytes(r.size_bytes)),
         r.status === 'succeeded'
@@ -171,8 +187,8 @@ function allreduceView(job) {
         h('td', null, r.correct === false ? h('span', {class: 'error'}, 'wrong') : r.correct ? 'checked' : '—')))))),
     ok.length ? lineChart({title: 'All-reduce time vs size', series: series('mean_ms'), xLabel: 'bytes per rank', yLabel: 'mean time (ms)',
       logX: true, logY: true, categoricalX: false, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.ms(v)}) : null,
-    worlds.length > 1 ? lineChart({title: 'All-reduce time vs number of ranks', series: sizes.map((sz) => ({name: fmt.bytesSI(sz),
-      points: ok.filter((r) => r.size_bytes === sz).map((r) => ({x: r.world_size, y: r.mean_ms, label: `${r.size || fmt.bytesSI(sz)}, ${r.world_size} ranks: ${fmt.ms(r.mean_ms)} ms`}))})),
+    worlds.length > 1 ? lineChart({title: 'All-reduce time vs number of ranks', series: pairs(sizes, 'size_bytes').map(([be, sz]) => ({name: who(be, fmt.bytesSI(sz)),
+      points: ok.filter((r) => r.backend === be && r.size_bytes === sz).map((r) => ({x: r.world_size, y: r.mean_ms, label: `${who(be, r.size || fmt.bytesSI(sz))}, ${r.world_size} ranks: ${fmt.ms(r.mean_ms)} ms`}))})),
       xLabel: 'ranks', yLabel: 'mean time (ms)', logY: true, xFormat: (v) => fmt.int(v), yFormat: (v) => fmt.ms(v)}) : null,
     ok.length ? lineChart({title: 'Bus bandwidth vs size', series: series('busbw_gbps'), xLabel: 'bytes per rank', yLabel: 'bus bandwidth (GB/s)',
       logX: true, categoricalX: false, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.gbps(v)}) : null,

@@ -22,6 +22,15 @@ typedef struct api_job_filter {
     int64_t offset;
 } api_job_filter;
 
+/* GET /v1/jobs/{id}/table's selectors: query parameters that narrow the
+ * table (strings borrowed; unset: NULL, or -1 for run). Which kinds take which
+ * is the daemon's business (jobkind.table_params). */
+typedef struct api_table_query {
+    const char *experiment; /* ?experiment=NAME: one experiment's table (numerics) */
+    int64_t run;            /* ?run=N: one run, its 0-based index in the job as /trace?run= (profile) */
+    const char *range;      /* ?range=NAME: one NVTX range by its stored name, "forward", "layer 3" (profile) */
+} api_table_query;
+
 typedef struct api_backend {
     void *self;
     /* spec borrowed (may be modified: defaults). Sets *job (new). */
@@ -31,9 +40,9 @@ typedef struct api_backend {
     /* Sets *job (new) and *accepted: 0 when cancelled at once (was queued),
      * 1 when a running job was asked to stop. */
     int (*job_cancel)(void *self, int64_t id, json_t **job, int *accepted, api_error *err);
-    /* {"columns": [...], "rows": [[...]]} (new); experiment (borrowed, NULL:
-     * the kind's table) names one experiment's table of a numerics job. */
-    int (*job_table)(void *self, int64_t id, const char *experiment, json_t **table, api_error *err);
+    /* {"columns": [...], "rows": [[...]]} (new); query (borrowed) narrows it:
+     * a selector the job's kind does not take is a 400 naming it. */
+    int (*job_table)(void *self, int64_t id, const api_table_query *query, json_t **table, api_error *err);
     /* The full event list of one run (memory job), {"columns","rows",...} (new). */
     int (*job_events)(void *self, int64_t id, int run_index, json_t **out, api_error *err);
     /* The Chrome trace (Trace Event Format) of one run of a profile job (new). */

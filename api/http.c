@@ -322,9 +322,12 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
         fail(res, API_ERR_BAD_REQUEST, "format", "format must be md, csv or json, not '%s'", format);
         return;
     }
+    api_table_query selectors = {.experiment = query(conn, "experiment"), .range = query(conn, "range")};
+    if (query_int(conn, "run", -1, INT32_MAX, &selectors.run, res))
+        return;
     json_t *table = NULL;
     api_error err;
-    if (server->backend.job_table(server->backend.self, job_id, query(conn, "experiment"), &table, &err)) {
+    if (server->backend.job_table(server->backend.self, job_id, &selectors, &table, &err)) {
         set_error(res, &err);
         return;
     }

@@ -5,7 +5,8 @@
  * defaults. A worker calls run(). The store's writer calls store_run() for
  * each emitted run (inside a transaction, after inserting the generic row into
  * `runs`) so that each kind keeps its results in real SQL columns, and
- * table() renders the kind's summary table for GET /v1/jobs/{id}/table. */
+ * table() renders the kind's summary table for GET /v1/jobs/{id}/table
+ * (selected_table() the same narrowed by query parameters). */
 #ifndef DAEMON_JOBKIND_H
 #define DAEMON_JOBKIND_H
 
@@ -13,6 +14,7 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+#include "../api/api.h"
 #include "../api/errors.h"
 #include "runctx.h"
 
@@ -53,11 +55,17 @@ typedef struct jobkind {
     /* Builds the summary table of a job from the database (reader side).
      * Sets *table (new). Returns 0 or -1 with err filled. */
     int (*table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);
-    /* GET /v1/jobs/{id}/table?experiment=NAME: the table of one experiment of
-     * a kind whose jobs run several (NULL: the kind has one table). experiment
-     * borrowed; same contract as table, an unknown NAME a 400 naming the known. */
-    int (*experiment_table)(sqlite3 *db, int64_t job_id, const char *experiment, json_t **table,
-                            api_error *err);
+    /* GET /v1/jobs/{id}/table narrowed by selectors (?experiment=, ?run=,
+     * ?range=: api_table_query), called when one is set; the store lets
+     * through only those named in table_params (any other is a 400 naming
+     * it). query borrowed; same contract as table, plus: a value that can
+     * never be valid is a 400, one this job does not have a 404, naming the
+     * parameter. NULL when table_params is. */
+    int (*selected_table)(sqlite3 *db, int64_t job_id, const api_table_query *query, json_t **table,
+                          api_error *err);
+    /* The selectors selected_table takes ("experiment", "run", "range"),
+     * NULL-terminated; NULL: none. */
+    const char *const *table_params;
     /* Top-level fields of a run too large for the generic `runs` row (the
      * kind's store_run keeps them in its own tables). NULL-terminated; may
      * be NULL. */

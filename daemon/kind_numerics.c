@@ -375,9 +375,10 @@ static int numerics_table(sqlite3 *db, int64_t job_id, json_t **table, api_error
 
 /* ?experiment=NAME: that experiment's table; 400 for a name with no table,
  * 404 when the job did not run it. */
-static int numerics_experiment_table(sqlite3 *db, int64_t job_id, const char *experiment, json_t **table,
+static int numerics_experiment_table(sqlite3 *db, int64_t job_id, const api_table_query *query, json_t **table,
                                      api_error *err)
 {
+    const char *experiment = query->experiment;
     for (size_t i = 0; i < sizeof experiment_tables / sizeof experiment_tables[0]; i++) {
         if (strcmp(experiment, experiment_tables[i].name) != 0)
             continue;
@@ -391,11 +392,14 @@ static int numerics_experiment_table(sqlite3 *db, int64_t job_id, const char *ex
                     "experiment must be accumulation or precision_report, not '%s'", experiment);
 }
 
+static const char *const numerics_table_params[] = {"experiment", NULL};
+
 const jobkind jobkind_numerics = {
     .name = "numerics",
     .check = numerics_check,
     .run = numerics_run,
     .store_run = numerics_store_run,
     .table = numerics_table,
-    .experiment_table = numerics_experiment_table,
+    .selected_table = numerics_experiment_table,
+    .table_params = numerics_table_params,
 };

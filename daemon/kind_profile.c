@@ -1438,8 +1438,11 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
     return rc;
 }
 
-/* The kernel summary of every run: the nsys nvtx_kern_sum columns. */
-static int profile_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+/* The kernel summary (the nsys nvtx_kern_sum columns) of the job's runs,
+ * or of one run (run_index >= 0), and of every NVTX range or of one (range
+ * not NULL, borrowed): run by run, range by range, longest kernel first. */
+static int kernel_table(sqlite3 *db, int64_t job_id, int64_t run_index, const char *range, json_t **table,
+                        api_error *err)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
@@ -1447,10 +1450,14 @@ static int profile_table(sqlite3 *db, int64_t job_id, json_t **table, api_error 
                            "k.range_instances, k.instances, k.total_ns, k.avg_ns, k.med_ns, k.min_ns, k.max_ns, "
                            "k.std_ns, k.share_pct, k.kernel FROM profile_kernels k "
                            "JOIN profile_runs p ON p.run_id = k.run_id JOIN runs r ON r.id = k.run_id "
-                           "WHERE p.job_id = ? ORDER BY r.run_index, k.range_name, k.total_ns DESC",
+                           "WHERE p.job_id = ?1 AND (?2 < 0 OR r.run_index = ?2) AND (?3 IS NULL OR k.range_name = ?3) "
+                           "ORDER BY r.run_index, k.range_name, k.total_ns DESC",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "profile table: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, run_index);
+    if (range)
+        sqlite3_bind_text(st, 3, range, -1, SQLITE_TRANSIENT);
     json_t *rows = json_array();
     while (sqlite3_step(st) == SQLITE_ROW)
         json_array_append_new(
@@ -1467,6 +1474,93 @@ static int profile_table(sqlite3 *db, int64_t job_id, json_t **table, api_error 
                        "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Range %", "Kernel Name", "rows", rows);
     return 0;
 }
+
+/* Every run, every range. */
+static int profile_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+{
+    return kernel_table(db, job_id, -1, NULL, table, err);
+}
+
+/* What a selector could have named, for its 404: the one text column of sql
+ * (bound: ?1 job_id, ?2 run_index or -1), distinct values joined by ", " into
+ * buf (len bytes, cut short with "…" when longer). */
+static void known_values(sqlite3 *db, const char *sql, int64_t job_id, int64_t run_index, char *buf, size_t len)
+{
+    sqlite3_stmt *st = NULL;
+    buf[0] = '\0';
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, run_index);
+    size_t used = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(st, 0);
+        int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", v ? v : "");
+        if (n < 0 || (size_t)n >= len - used) {
+            snprintf(buf + (used < len - 4 ? used : len - 4), 4, "…");
+            break;
+        }
+        used += (size_t)n;
+    }
+    sqlite3_finalize(st);
+    if (!buf[0])
+        snprintf(buf, len, "none");
+}
+
+static int run_has_kernels(sqlite3 *db, int64_t job_id, int64_t run_index)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT 1 FROM profile_kernels k JOIN runs r ON r.id = k.run_id "
+                           "WHERE r.job_id = ? AND r.run_index = ? LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, run_index);
+    int found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* ?run=N (0-based, as /trace?run=) and / or ?range=NAME (as stored:
+ * "forward", "layer 3", "(all)"): that part of the kernel summary. A run with
+ * no kernel summary (not in the job, or failed) is a 404 naming run; a range
+ * the run (or the job) has no kernels in is a 404 naming range. Both list the
+ * values there are. */
+static int profile_selected_table(sqlite3 *db, int64_t job_id, const api_table_query *query, json_t **table,
+                                  api_error *err)
+{
+    json_t *out = NULL;
+    if (kernel_table(db, job_id, query->run, query->range, &out, err))
+        return -1;
+    if (json_array_size(json_object_get(out, "rows")) || (query->run < 0 && !query->range)) {
+        *table = out;
+        return 0;
+    }
+    json_decref(out);
+    char known[320];
+    if (query->run >= 0 && !run_has_kernels(db, job_id, query->run)) {
+        known_values(db,
+                     "SELECT DISTINCT r.run_index FROM profile_kernels k JOIN runs r ON r.id = k.run_id "
+                     "WHERE r.job_id = ?1 ORDER BY 1",
+                     job_id, -1, known, sizeof known);
+        return api_fail(err, API_ERR_NOT_FOUND, "run", "job %lld has no kernel summary for run %lld (runs with one: %s)",
+                        (long long)job_id, (long long)query->run, known);
+    }
+    known_values(db,
+                 "SELECT DISTINCT k.range_name FROM profile_kernels k JOIN runs r ON r.id = k.run_id "
+                 "WHERE r.job_id = ?1 AND (?2 < 0 OR r.run_index = ?2) ORDER BY 1",
+                 job_id, query->run, known, sizeof known);
+    char where[64];
+    if (query->run >= 0)
+        snprintf(where, sizeof where, "run %lld of job %lld", (long long)query->run, (long long)job_id);
+    else
+        snprintf(where, sizeof where, "job %lld", (long long)job_id);
+    return api_fail(err, API_ERR_NOT_FOUND, "range", "%s has no kernels in an NVTX range named '%s' (its ranges: %s)",
+                    where, query->range, known);
+}
+
+static const char *const profile_table_params[] = {"run", "range", NULL};
 
 /* The Chrome trace of one run (GET /v1/jobs/{id}/trace?run=N and /events). */
 static int profile_trace(sqlite3 *db, int64_t job_id, int run_index, json_t **out, api_error *err)
@@ -1497,6 +1591,8 @@ const jobkind jobkind_profile = {
     .run = profile_run,
     .store_run = profile_store_run,
     .table = profile_table,
+    .selected_table = profile_selected_table,
+    .table_params = profile_table_params,
     .bulky_fields = bulky_fields,
     .events = profile_trace, /* the trace is this kind's event list */
     .trace = profile_trace,

@@ -139,13 +139,13 @@ static int job_kind(service *svc, int64_t id, const jobkind **kind, api_error *e
     return 0;
 }
 
-static int svc_table(void *self, int64_t id, const char *experiment, json_t **table, api_error *err)
+static int svc_table(void *self, int64_t id, const api_table_query *query, json_t **table, api_error *err)
 {
     service *svc = self;
     const jobkind *kind;
     if (job_kind(svc, id, &kind, err))
         return -1;
-    return store_job_table(svc->store, kind, id, experiment, table, err);
+    return store_job_table(svc->store, kind, id, query, table, err);
 }
 
 static int svc_events(void *self, int64_t id, int run_index, json_t **out, api_error *err)

@@ -86,9 +86,10 @@ int store_job_counts(store *s, json_t **counts);
 int store_job_events(store *s, const jobkind *kind, int64_t id, int run_index, json_t **out, api_error *err);
 /* Calls kind->trace on the read connection (404 for kinds without traces). */
 int store_job_trace(store *s, const jobkind *kind, int64_t id, int run_index, json_t **out, api_error *err);
-/* Calls kind->table on the read connection, or kind->experiment_table when
- * experiment (borrowed) is not NULL (400 for a kind without experiments). */
-int store_job_table(store *s, const jobkind *kind, int64_t id, const char *experiment, json_t **table,
+/* Calls kind->table on the read connection, or kind->selected_table when
+ * query (borrowed; NULL: none) sets a selector. A selector the kind does not
+ * list in table_params is a 400 naming it and the kinds that take it. */
+int store_job_table(store *s, const jobkind *kind, int64_t id, const api_table_query *query, json_t **table,
                     api_error *err);
 
 #endif

@@ -70,7 +70,8 @@ function rooflineTable(run) {
       h('td', null, r.bound || '—'))))));
 }
 
-function kernelSection(run) {
+// jobId: the job's id, for the range's table downloads (GET /v1/jobs/{id}/table?run=&range=).
+function kernelSection(jobId, run) {
   const ranges = rangeNames(run);
   const dflt = ranges.includes('forward') ? 'forward' : ranges[0];
   const rangeSel = h('select', {id: 'profile-range'}, ranges.map((n) => {
@@ -103,7 +104,10 @@ function kernelSection(run) {
         `${fmt.int(all.length)} distinct kernels, ${fmt.int(all.reduce((a, k) => a + k.instances, 0))} launches, kernel time ${ms(total)} ms`,
         rows.length < all.length ? ` · ${rows.length} shown` : ''),
       h('div', {class: 'scroll'}, sortableTable(columns, {id: 'profile-kernels', rows, sort, empty: 'No kernel matches.',
-        rowAttrs: (k) => ({dataset: {kernel: k.kernel}})})));
+        rowAttrs: (k) => ({dataset: {kernel: k.kernel}})})),
+      h('p', {class: 'downloads', id: 'profile-range-table'}, `This range's table (every kernel, nanoseconds): `,
+        ['md', 'csv', 'json'].map((f, i) => [i ? ' · ' : '', h('a', {href: `/v1/jobs/${jobId}/table?${new URLSearchParams({run: run.index, range: rangeSel.value, format: f})}`,
+          dataset: {format: f}}, f.toUpperCase())])));
   };
   rangeSel.addEventListener('change', draw);
   filter.addEventListener('input', draw);
@@ -180,7 +184,7 @@ function profileRunView(job, r) {
       'Chrome trace (JSON)'), h('span', {class: 'muted'}, ' — opens in Perfetto (ui.perfetto.dev) or chrome://tracing')),
     phaseTable(r),
     h('section', null, h('h3', null, 'Answers'), answersList(r.answers)),
-    kernelSection(r),
+    kernelSection(job.id, r),
     h('section', null, h('h3', null, 'Roofline per op'), rooflineTable(r),
       r.roofline_notes ? h('p', {class: 'muted'}, r.roofline_notes) : null),
   ];

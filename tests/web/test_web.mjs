@@ -786,6 +786,15 @@ async function checkGpuFixture() {
   await page.fill('#profile-filter', '');
   await page.selectOption('#profile-range', 'forward');
   await shot('job-profile.png');
+  // The range's table download: the table endpoint narrowed to this run and range, as many rows as the page's table.
+  const mdHref = await page.getAttribute('#profile-range-table a[data-format="md"]', 'href');
+  const shownRange = await page.inputValue('#profile-range');
+  check(mdHref.includes(`run=${runs[0].index}`) && new URLSearchParams(mdHref.split('?')[1]).get('range') === shownRange,
+    `range table link ${mdHref} is not run ${runs[0].index}, range ${shownRange}`);
+  const mdLines = (await (await fetch(base + mdHref)).text()).trim().split('\n');
+  const inRange = runs[0].kernel_summary.filter((k) => k.range === shownRange).length;
+  check(mdLines.length === inRange + 2 && mdLines.slice(2).every((l) => l.includes(`| ${shownRange} |`)),
+    `range table download has ${mdLines.length - 2} rows, the range ${inRange}`);
   // The other run (bf16).
   await page.selectOption('#profile-run', String(runs[1].index));
   const other = await rowsOf();

@@ -9,7 +9,9 @@
 #                           vs float64; bf16, fp16 vs PyTorch autocast, 20 steps)
 #   4. benchmark_gpu_check.py   the benchmark job: graphs, CUDA-event times;
 #      edge_shapes.py       odd shapes (d_head 80, 25 heads, d_ff 1, T 1, V 10007)
-#                           through it: each precision and attention, estimate = peak
+#                           through it: each precision and attention, estimate = peak;
+#      seed_jobs_check.py   the daemon's seed-shaped sweeps: precision x warm-up,
+#                           allreduce nccl + mpi, the profile table by run and range
 #   5. bench_train_step     train-step timing (small, medium × T × fp32/tf32)
 #   6. torch_lm.py          the PyTorch peer on the same grid (fp32, then --tf32)
 # Switches (1 = run): OPS GRAPH MODEL DAEMON BENCH TORCH (all 1 by default).
@@ -75,6 +77,8 @@ if [ "$DAEMON" = 1 ]; then
     r=$?; note "benchmark_gpu_check rc=$r"; [ $r = 0 ] || RC=1
     timeout 300 python3 "$HERE/edge_shapes.py" "$CARRY/lmperfd" "$OUT/edge" >"$OUT/edge_shapes.log" 2>&1
     r=$?; note "edge_shapes rc=$r"; [ $r = 0 ] || RC=1
+    timeout 400 python3 "$HERE/seed_jobs_check.py" "$CARRY/lmperfd" "$OUT/seed" >"$OUT/seed_jobs_check.log" 2>&1
+    r=$?; note "seed_jobs_check rc=$r"; [ $r = 0 ] || RC=1
 fi
 if [ "$BENCH" = 1 ]; then
     timeout 30 "$CARRY/bench_train_step" adamw 134217728 >"$OUT/bench.log" 2>&1

@@ -23,6 +23,7 @@
 #define MAX_CANCEL_REQUESTS 256
 #define RESTART_BACKOFF_MAX_S 10.0
 #define STOP_WORKER_WAIT_S 5.0
+#define DB_RETRY_MAX_S 30.0 /* the longest wait between tries of a write the database refused */
 
 typedef enum worker_state {
     W_EMPTY,    /* no process (waiting for restart_at) */
@@ -56,6 +57,22 @@ typedef struct worker_slot {
     int recycle_pending;  /* replace once the current messages are handled */
 } worker_slot;
 
+/* A job's run or end that the database refused for now (STORE_RETRY: a
+ * full disk, another writer holding the lock): kept, in the order the writes
+ * came, and tried again until the database takes it, so that a job is never
+ * left "running" or "queued" in the database while the scheduler has moved
+ * on. */
+typedef struct pending_write {
+    struct pending_write *next;
+    int64_t job_id;
+    int run_index;        /* a run's index; -1: the job's end */
+    const jobkind *kind;  /* run */
+    json_t *spec;         /* run, owned */
+    json_t *run;          /* run, owned */
+    char *status, *error; /* end, owned (error may be NULL) */
+    json_t *result;       /* end, owned, may be NULL */
+} pending_write;
+
 struct scheduler {
     scheduler_config config;
     store *store;
@@ -71,6 +88,9 @@ struct scheduler {
     int stopping;
     int abort_running; /* scheduler_abort_running asked: cancel every running job now */
     int ended;         /* the thread has left its loop and reaped the workers */
+    pending_write *pending, **pending_tail; /* oldest first; NULL: the database took every write */
+    double db_retry_at;                     /* monotonic s: no write or dispatch before (0: none) */
+    int db_refusals;                        /* consecutive STORE_RETRY answers, for the backoff */
 };
 
 static double now_s(void)
@@ -151,6 +171,124 @@ static void release_job_workers(scheduler *s, int64_t job_id)
     release_job_workers_where(s, job_id, 0);
 }
 
+/* --- writes the database refused for now ------------------------------------------ */
+
+static void pending_free(pending_write *p)
+{
+    if (!p)
+        return;
+    json_decref(p->spec);
+    json_decref(p->run);
+    free(p->status);
+    free(p->error);
+    json_decref(p->result);
+    free(p);
+}
+
+/* Tries one write. Returns a store code. */
+static int pending_apply(scheduler *s, const pending_write *p)
+{
+    if (p->run_index >= 0)
+        return store_run_add(s->store, p->kind, p->job_id, p->run_index, p->spec, p->run);
+    return store_job_finish(s->store, p->job_id, p->status, p->error, p->result);
+}
+
+static void pending_describe(const pending_write *p, char *buf, size_t len)
+{
+    if (p->run_index >= 0)
+        snprintf(buf, len, "run %d", p->run_index);
+    else
+        snprintf(buf, len, "end (%s)", p->status);
+}
+
+/* The database refused a write (STORE_RETRY): no write or dispatch until a
+ * backoff of 0.5 s doubling to DB_RETRY_MAX_S has passed. */
+static void db_refused(scheduler *s)
+{
+    int n = s->db_refusals < 7 ? s->db_refusals : 7;
+    double wait = 0.5 * (double)(1 << n);
+    s->db_refusals++;
+    s->db_retry_at = now_s() + (wait < DB_RETRY_MAX_S ? wait : DB_RETRY_MAX_S);
+}
+
+/* Records p (steals it): now when the database takes writes and none is
+ * waiting, else after the waiting ones. A write refused for good
+ * (STORE_ERROR, STORE_CONFLICT) is logged and dropped, as it would be later. */
+static void record_write(scheduler *s, int64_t job_id, pending_write *p)
+{
+    if (!p) {
+        log_error("scheduler", "job %lld: out of memory keeping a result to record", (long long)job_id);
+        return;
+    }
+    char what[64];
+    pending_describe(p, what, sizeof what);
+    if (!s->pending && s->db_retry_at == 0) {
+        int rc = pending_apply(s, p);
+        if (rc != STORE_RETRY) {
+            if (rc != STORE_OK)
+                log_warn("scheduler", "job %lld: could not record its %s (%d)", (long long)job_id, what, rc);
+            pending_free(p);
+            return;
+        }
+        db_refused(s);
+    }
+    log_warn("scheduler", "job %lld: the database cannot be written now; its %s is kept and recorded when it can be",
+             (long long)p->job_id, what);
+    p->next = NULL;
+    if (!s->pending)
+        s->pending_tail = &s->pending;
+    *s->pending_tail = p;
+    s->pending_tail = &p->next;
+}
+
+/* Tries the waiting writes in order once the backoff has passed (force:
+ * now, whatever the backoff). Returns 1 when none is left waiting. */
+static int flush_pending(scheduler *s, int force)
+{
+    if (!s->db_retry_at)
+        return 1;
+    if (!force && now_s() < s->db_retry_at)
+        return 0;
+    while (s->pending) {
+        pending_write *p = s->pending;
+        int rc = pending_apply(s, p);
+        if (rc == STORE_RETRY) {
+            db_refused(s);
+            return 0;
+        }
+        char what[64];
+        pending_describe(p, what, sizeof what);
+        if (rc == STORE_OK)
+            log_info("scheduler", "job %lld: its %s is recorded now", (long long)p->job_id, what);
+        else
+            log_warn("scheduler", "job %lld: could not record its %s (%d)", (long long)p->job_id, what, rc);
+        s->pending = p->next;
+        pending_free(p);
+    }
+    s->pending_tail = &s->pending;
+    s->db_retry_at = 0;
+    s->db_refusals = 0;
+    return 1;
+}
+
+/* A job's end as a pending write (new; NULL when out of memory). */
+static pending_write *end_write(int64_t job_id, const char *status, const char *error, const json_t *result)
+{
+    pending_write *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->job_id = job_id;
+    p->run_index = -1;
+    p->status = strdup(status);
+    p->error = error ? strdup(error) : NULL;
+    p->result = result ? json_deep_copy(result) : NULL;
+    if (!p->status || (error && !p->error) || (result && !p->result)) {
+        pending_free(p);
+        return NULL;
+    }
+    return p;
+}
+
 /* Ends the job a worker is running with status/error, and frees the workers
  * it held. Keeps the leader's state when it is dying. */
 static void finish_job(scheduler *s, worker_slot *w, const char *status, const char *error,
@@ -159,9 +297,7 @@ static void finish_job(scheduler *s, worker_slot *w, const char *status, const c
     int64_t job_id = w->job_id;
     if (!job_id)
         return;
-    int rc = store_job_finish(s->store, job_id, status, error, result);
-    if (rc != STORE_OK)
-        log_warn("scheduler", "job %lld: could not record %s (%d)", (long long)job_id, status, rc);
+    record_write(s, job_id, end_write(job_id, status, error, result));
     log_info("scheduler", "job %lld %s%s%s", (long long)job_id, status, error ? ": " : "",
              error ? error : "");
     worker_state keep = w->state;
@@ -291,9 +427,17 @@ static void handle_message(scheduler *s, int index, json_t *msg)
         release_job_workers_where(s, job_id, 1);
         log_info("scheduler", "job %lld gave back the workers reserved beside its own", (long long)job_id);
     } else if (strcmp(type, "run") == 0) {
-        int run_index = (int)json_integer_value(json_object_get(msg, "index"));
-        if (store_run_add(s->store, w->kind, job_id, run_index, w->spec, json_object_get(msg, "run")))
-            log_error("scheduler", "job %lld: storing run %d failed", (long long)job_id, run_index);
+        pending_write *p = calloc(1, sizeof *p);
+        if (p) {
+            p->job_id = job_id;
+            p->run_index = (int)json_integer_value(json_object_get(msg, "index"));
+            p->kind = w->kind;
+            p->spec = json_incref(w->spec);
+            p->run = json_incref(json_object_get(msg, "run"));
+            if (p->run_index < 0)
+                p->run_index = 0;
+        }
+        record_write(s, job_id, p);
     } else {
         const jobkind *kind = w->kind; /* finish_job forgets it */
         if (strcmp(type, "done") == 0)
@@ -357,24 +501,37 @@ static void device_label(const worker_slot *w, char *buf, size_t len)
 }
 
 /* Sends queued jobs to idle workers, in FIFO order: the head waits for as
- * many idle workers as it needs (no overtaking). */
+ * many idle workers as it needs (no overtaking). A job leaves the queue once
+ * the database has it running (or it is no longer queued there), removed by
+ * id: a cancel may take the head away meanwhile. While the database refuses
+ * writes (db_retry_at) nothing is dispatched: the head stays queued. */
 static void dispatch(scheduler *s)
 {
     int64_t id;
-    while (!s->stopping && queue_peek(s->queue, &id)) {
+    while (!s->stopping && !s->db_retry_at && queue_peek(s->queue, &id)) {
         json_t *job = NULL;
-        if (store_job_get(s->store, id, 0, &job) != STORE_OK) {
-            queue_pop(s->queue, &id);
+        int got = store_job_get(s->store, id, 0, &job);
+        if (got != STORE_OK) {
+            if (got != STORE_NOT_FOUND) {
+                db_refused(s); /* a read error: try again later, keeping the job */
+                return;
+            }
+            queue_remove(s->queue, id);
             continue;
         }
         const char *status = json_string_value(json_object_get(job, "status"));
         const jobkind *kind = jobkind_find(json_string_value(json_object_get(job, "kind")));
         json_t *spec = json_object_get(job, "spec");
         if (strcmp(status, "queued") != 0 || !kind) {
-            queue_pop(s->queue, &id);
-            if (!kind && strcmp(status, "queued") == 0 && store_job_start(s->store, id, -1, NULL) == STORE_OK)
-                store_job_finish(s->store, id, "failed", "unknown job kind", NULL);
+            int started = !kind && strcmp(status, "queued") == 0 ? store_job_start(s->store, id, -1, NULL) : STORE_OK;
             json_decref(job);
+            if (started == STORE_RETRY) {
+                db_refused(s);
+                return;
+            }
+            queue_remove(s->queue, id);
+            if (!kind && started == STORE_OK)
+                record_write(s, id, end_write(id, "failed", "unknown job kind", NULL));
             continue;
         }
         int need = kind->gpus_needed ? kind->gpus_needed(spec) : 1;
@@ -391,11 +548,19 @@ static void dispatch(scheduler *s)
             json_decref(job);
             return;
         }
-        queue_pop(s->queue, &id);
         worker_slot *leader = &s->workers[idle[0]];
         char device[32];
         device_label(leader, device, sizeof device);
-        if (store_job_start(s->store, id, idle[0], device) != STORE_OK) {
+        int started = store_job_start(s->store, id, idle[0], device);
+        if (started == STORE_RETRY) {
+            log_warn("scheduler", "job %lld: the database cannot be written now; the job stays queued",
+                     (long long)id);
+            json_decref(job);
+            db_refused(s);
+            return;
+        }
+        queue_remove(s->queue, id);
+        if (started != STORE_OK) {
             json_decref(job); /* cancelled meanwhile */
             continue;
         }
@@ -552,7 +717,22 @@ static void *scheduler_thread(void *arg)
         }
         process_cancel_requests(s);
         check_deadlines(s);
+        flush_pending(s, 0);
         dispatch(s);
+    }
+    /* what the database still refuses is lost here: the next start marks
+     * those jobs interrupted (still running there) or runs them (queued) */
+    if (!flush_pending(s, 1))
+        for (pending_write *p = s->pending; p; p = p->next) {
+            char what[64];
+            pending_describe(p, what, sizeof what);
+            log_error("scheduler", "job %lld: its %s could not be recorded before the daemon stopped",
+                      (long long)p->job_id, what);
+        }
+    while (s->pending) {
+        pending_write *p = s->pending;
+        s->pending = p->next;
+        pending_free(p);
     }
     /* stop: close sockets (workers exit on end of file), reap them */
     for (int i = 0; i < s->worker_count; i++) {
@@ -590,6 +770,7 @@ int scheduler_start(const scheduler_config *config, store *st, job_queue *queue,
         s->config.cancel_grace_s = 30.0;
     s->store = st;
     s->queue = queue;
+    s->pending_tail = &s->pending;
     pthread_mutex_init(&s->lock, NULL);
     if (pipe2(s->wake_pipe, O_CLOEXEC | O_NONBLOCK)) {
         free(s);

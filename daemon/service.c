@@ -22,6 +22,10 @@ static int store_failed(api_error *err, int rc, int64_t id)
 {
     if (rc == STORE_NOT_FOUND)
         return api_fail(err, API_ERR_NOT_FOUND, "id", "no job with id %lld", (long long)id);
+    if (rc == STORE_RETRY)
+        return api_fail(err, API_ERR_UNAVAILABLE, NULL,
+                        "the database cannot be written now (disk full, or locked by another writer): "
+                        "nothing was changed; try again later");
     return api_fail(err, API_ERR_INTERNAL, NULL, "database error (see the daemon log)");
 }
 
@@ -45,14 +49,18 @@ static int svc_submit(void *self, json_t *spec, json_t **job, api_error *err)
      * however fast a worker then runs it. */
     pthread_mutex_lock(&svc->submit_lock);
     int full = queue_length(svc->queue) >= svc->max_queued;
-    int stored = !full && store_job_insert(svc->store, kind->name, json_string_value(json_object_get(spec, "label")),
-                                           timeout, spec, &id) == STORE_OK;
+    int inserted = full ? STORE_OK
+                        : store_job_insert(svc->store, kind->name, json_string_value(json_object_get(spec, "label")),
+                                           timeout, spec, &id);
+    int stored = !full && inserted == STORE_OK;
     int got = stored ? store_job_get(svc->store, id, 0, job) : STORE_OK;
     int queued = stored && queue_push(svc->queue, id) == 0;
     pthread_mutex_unlock(&svc->submit_lock);
     if (full)
         return api_fail(err, API_ERR_UNAVAILABLE, NULL, "the queue is full (%zu jobs); try later",
                         svc->max_queued);
+    if (inserted == STORE_RETRY)
+        return store_failed(err, inserted, 0);
     if (!stored)
         return api_fail(err, API_ERR_INTERNAL, NULL, "could not store the job (see the daemon log)");
     if (queued) {
@@ -107,18 +115,23 @@ static int svc_cancel(void *self, int64_t id, json_t **job, int *accepted, api_e
         return store_failed(err, rc, id);
     *accepted = 0;
     if (strcmp(status, "queued") == 0) {
-        queue_remove(svc->queue, id);
+        /* the database first: a job it refuses to cancel stays queued, in
+         * its place (the scheduler drops a job that is no longer queued there) */
         rc = store_job_cancel_queued(svc->store, id);
         if (rc == STORE_OK) {
+            queue_remove(svc->queue, id);
             log_info("api", "job %lld cancelled while queued", (long long)id);
             return svc_get(self, id, job, err);
         }
+        if (rc != STORE_CONFLICT)
+            return store_failed(err, rc, id);
         /* it started meanwhile: fall through to the running case */
         strcpy(status, "running");
     }
     if (strcmp(status, "running") == 0 && scheduler_request_cancel(svc->scheduler, id)) {
         *accepted = 1;
-        if (store_job_cancel_requested(svc->store, id) == STORE_ERROR) /* the cancel goes on; only the note is lost */
+        rc = store_job_cancel_requested(svc->store, id);
+        if (rc != STORE_OK && rc != STORE_CONFLICT) /* the cancel goes on; only the note is lost */
             log_warn("api", "job %lld: could not note the cancel request", (long long)id);
         return svc_get(self, id, job, err);
     }

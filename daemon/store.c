@@ -211,11 +211,31 @@ static void bind_json(sqlite3_stmt *st, int i, const json_t *json)
     free(text);
 }
 
-/* Runs one prepared write; returns sqlite3_changes or -1. Logs failures. */
+/* The store code of a failed SQLite call: STORE_RETRY for a refusal that can
+ * pass (a full disk, another writer holding the lock past the busy timeout,
+ * an I/O or memory error, a database made read-only), STORE_ERROR for the
+ * rest (constraints, SQL errors). */
+static int failure_code(int sqlite_rc)
+{
+    switch (sqlite_rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_NOMEM:
+    case SQLITE_READONLY:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+        return STORE_RETRY;
+    default:
+        return STORE_ERROR;
+    }
+}
+
+/* Runs one prepared write; returns sqlite3_changes, or STORE_RETRY /
+ * STORE_ERROR (failure_code). Logs failures. */
 static int exec_write(sqlite3 *db, sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
-    int changes = rc == SQLITE_DONE ? sqlite3_changes(db) : -1;
+    int changes = rc == SQLITE_DONE ? sqlite3_changes(db) : failure_code(rc);
     if (rc != SQLITE_DONE)
         log_error("store", "write failed: %s", sqlite3_errmsg(db));
     sqlite3_finalize(st);
@@ -247,9 +267,12 @@ int store_job_insert(store *s, const char *kind, const char *label, double timeo
         bind_text(st, 2, label);
         bind_json(st, 3, spec);
         sqlite3_bind_double(st, 4, timeout_s);
-        if (exec_write(s->writer, st) == 1) {
+        int changes = exec_write(s->writer, st);
+        if (changes == 1) {
             *id = sqlite3_last_insert_rowid(s->writer);
             rc = STORE_OK;
+        } else if (changes < 0) {
+            rc = changes;
         }
     }
     pthread_mutex_unlock(&s->write_lock);
@@ -269,7 +292,7 @@ int store_job_start(store *s, int64_t id, int worker, const char *device)
         changes = exec_write(s->writer, st);
     }
     pthread_mutex_unlock(&s->write_lock);
-    return changes < 0 ? STORE_ERROR : changes == 0 ? STORE_CONFLICT : STORE_OK;
+    return changes < 0 ? changes : changes == 0 ? STORE_CONFLICT : STORE_OK;
 }
 
 int store_job_cancel_requested(store *s, int64_t id)
@@ -283,7 +306,7 @@ int store_job_cancel_requested(store *s, int64_t id)
         changes = exec_write(s->writer, st);
     }
     pthread_mutex_unlock(&s->write_lock);
-    return changes < 0 ? STORE_ERROR : changes == 0 ? STORE_CONFLICT : STORE_OK;
+    return changes < 0 ? changes : changes == 0 ? STORE_CONFLICT : STORE_OK;
 }
 
 int store_job_progress(store *s, int64_t id, double fraction, const char *message)
@@ -320,7 +343,7 @@ int store_job_finish(store *s, int64_t id, const char *status, const char *error
         changes = exec_write(s->writer, st);
     }
     pthread_mutex_unlock(&s->write_lock);
-    return changes < 0 ? STORE_ERROR : changes == 0 ? STORE_CONFLICT : STORE_OK;
+    return changes < 0 ? changes : changes == 0 ? STORE_CONFLICT : STORE_OK;
 }
 
 int store_job_cancel_queued(store *s, int64_t id)
@@ -345,7 +368,7 @@ int store_job_cancel_queued(store *s, int64_t id)
     }
     pthread_mutex_unlock(&s->write_lock);
     if (changes < 0)
-        return STORE_ERROR;
+        return changes;
     if (changes == 0)
         return exists ? STORE_CONFLICT : STORE_NOT_FOUND;
     return STORE_OK;
@@ -360,8 +383,10 @@ int store_run_add(store *s, const jobkind *kind, int64_t job_id, int run_index,
     if (!status || (strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0))
         status = "failed";
     pthread_mutex_lock(&s->write_lock);
-    if (sqlite3_exec(s->writer, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+    int sqlite_rc = sqlite3_exec(s->writer, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (sqlite_rc != SQLITE_OK) {
         log_error("store", "begin: %s", sqlite3_errmsg(s->writer));
+        rc = failure_code(sqlite_rc);
         goto out;
     }
     sqlite3_stmt *st = prepare(s->writer, "INSERT INTO runs (job_id, run_index, status, error, "
@@ -381,18 +406,26 @@ int store_run_add(store *s, const jobkind *kind, int64_t job_id, int run_index,
     } else {
         bind_json(st, 5, run);
     }
-    if (exec_write(s->writer, st) != 1)
+    int changes = exec_write(s->writer, st);
+    if (changes != 1) {
+        rc = changes < 0 ? changes : STORE_ERROR;
         goto rollback;
+    }
     int64_t run_id = sqlite3_last_insert_rowid(s->writer);
     if (kind && kind->store_run && (strcmp(status, "succeeded") == 0 || kind->store_failed_runs)) {
         int krc = kind->store_run(s->writer, job_id, run_id, spec, run);
         if (krc != SQLITE_OK) {
             log_error("store", "%s store_run: %s", kind->name, sqlite3_errmsg(s->writer));
+            rc = failure_code(krc);
             goto rollback;
         }
     }
-    if (sqlite3_exec(s->writer, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    sqlite_rc = sqlite3_exec(s->writer, "COMMIT", NULL, NULL, NULL);
+    if (sqlite_rc != SQLITE_OK) {
+        log_error("store", "commit: %s", sqlite3_errmsg(s->writer));
+        rc = failure_code(sqlite_rc);
         goto rollback;
+    }
     rc = STORE_OK;
     goto out;
 rollback:

@@ -23,6 +23,8 @@ enum {
     STORE_ERROR = -1,     /* SQLite failure (logged by the caller) */
     STORE_NOT_FOUND = -2, /* no such job */
     STORE_CONFLICT = -3,  /* the job is not in the state the call needs */
+    STORE_RETRY = -4,     /* the database cannot be written now (disk full, locked by another writer
+                             past the busy timeout, I/O error): the same write may succeed later */
 };
 
 /* Opens (creating if needed) and migrates the database at path, holding it
@@ -41,6 +43,10 @@ int store_schema_version(store *s);
 int store_migrations_known(void);
 
 /* --- writes ---------------------------------------------------------------- */
+
+/* Writes return STORE_OK, STORE_RETRY when SQLite refused the write for a
+ * reason that can pass (see the enum), STORE_ERROR for any other failure,
+ * and the conflicts named below. */
 
 /* Inserts a queued job; spec borrowed. Sets *id. */
 int store_job_insert(store *s, const char *kind, const char *label, double timeout_s,

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Black-box robustness tests: the daemon under conditions outside the
+request itself (a database that refuses writes for a while), each one a
+real lmperfd on a random loopback port with its own database. The helpers
+(Daemon, check, expect_error) are test_api.py's.
+
+usage: test_robustness.py LMPERFD [WEB_ROOT]"""
+import os
+import sqlite3
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_api  # noqa: E402  (reads LMPERFD and WEB_ROOT from sys.argv)
+from test_api import LONG_COUNT, Daemon, check, expect_error  # noqa: E402
+
+
+def test_database_refuses_writes():
+    """Another writer holds the database's lock past the busy timeout (a full
+    disk reads the same to the daemon): a submission is a 503 naming the
+    cause, and the scheduler keeps the end of the job that stopped meanwhile
+    and the job queued behind it, recording both once the database takes
+    writes again; neither is left running or queued there."""
+    d = Daemon("locked")
+    try:
+        timed_out = d.submit({"kind": "numerics", "count": LONG_COUNT, "timeout_s": 1})
+        queued = d.submit({"kind": "numerics", "count": 10})
+        d.wait_status(timed_out["id"], ("running",))
+        holder = sqlite3.connect(d.db, isolation_level=None, timeout=30)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            expect_error(d, "POST", "/v1/jobs", 503, "unavailable", body={"kind": "numerics"})
+            # the scheduler has ended the job (its write refused) once no worker holds it
+            d.wait_for(lambda: all(w["job_id"] != timed_out["id"] for w in d.get("/v1/system")[2]["workers"]),
+                       "the timed-out job to leave its worker", timeout=90)
+            check(d.job(timed_out["id"])["status"] == "running" and d.job(queued["id"])["status"] == "queued",
+                  "nothing written while the database refuses writes")
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        done = d.wait_status(timed_out["id"], ("failed", "succeeded", "cancelled"), timeout=60)
+        check(done["status"] == "failed" and "timed out" in (done["error"] or ""),
+              f"the end kept while the database refused it: {done['status']} {done['error']}")
+        after = d.wait_status(queued["id"], ("succeeded", "failed"), timeout=60)
+        check(after["status"] == "succeeded", f"the job queued while the database refused writes: {after['status']}")
+        check(d.get("/v1/jobs?limit=1")[2]["total"] == 2, "the refused submission stored nothing")
+        with open(d.log_path, errors="replace") as f:
+            check("its end (failed) is recorded now" in f.read(), "the late record is logged")
+    finally:
+        d.stop()
+
+
+def main():
+    for test in (test_database_refuses_writes,):
+        print("--", test.__name__, flush=True)
+        test()
+    if test_api.failures:
+        print(f"{len(test_api.failures)} failure(s); daemon logs in {test_api.TMP}")
+        return 1
+    print("all robustness tests passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -131,16 +131,41 @@ static void fail(response *res, api_error_code code, const char *field, const ch
     set_error(res, &err);
 }
 
-static const char *query(struct MHD_Connection *conn, const char *name)
+typedef struct arg_count {
+    const char *name;
+    int n;
+} arg_count;
+
+static enum MHD_Result count_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
-    return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+    (void)kind, (void)value;
+    arg_count *c = cls;
+    c->n += key && strcmp(key, c->name) == 0;
+    return MHD_YES;
+}
+
+/* The value of query argument name in *value (borrowed; NULL when absent).
+ * A name given twice (?status=failed&status=queued) is refused: which one
+ * was meant is not known. Returns 0, or -1 with res set (400 naming it). */
+static int query(struct MHD_Connection *conn, const char *name, const char **value, response *res)
+{
+    arg_count c = {.name = name};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, count_arg, &c);
+    if (c.n > 1) {
+        fail(res, API_ERR_BAD_REQUEST, name, "%s is given more than once; give it once", name);
+        return -1;
+    }
+    *value = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+    return 0;
 }
 
 /* Parses a non-negative integer query argument; returns 0 or -1 (res set). */
 static int query_int(struct MHD_Connection *conn, const char *name, int64_t fallback, int64_t max,
                      int64_t *out, response *res)
 {
-    const char *text = query(conn, name);
+    const char *text;
+    if (query(conn, name, &text, res))
+        return -1;
     if (!text) {
         *out = fallback;
         return 0;
@@ -263,8 +288,9 @@ static void handle_list(api_server *server, struct MHD_Connection *conn, const c
                         request *req, response *res)
 {
     (void)id, (void)req;
-    api_job_filter filter = {.kind = query(conn, "kind"), .status = query(conn, "status")};
-    if (query_int(conn, "limit", DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, &filter.limit, res) ||
+    api_job_filter filter = {0};
+    if (query(conn, "kind", &filter.kind, res) || query(conn, "status", &filter.status, res) ||
+        query_int(conn, "limit", DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, &filter.limit, res) ||
         query_int(conn, "offset", 0, INT64_MAX / 2, &filter.offset, res))
         return;
     json_t *out = NULL;
@@ -313,16 +339,17 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
 {
     (void)req;
     int64_t job_id;
-    if (parse_id(id, &job_id, res))
+    const char *format;
+    api_table_query selectors = {0};
+    if (parse_id(id, &job_id, res) || query(conn, "format", &format, res) ||
+        query(conn, "experiment", &selectors.experiment, res) || query(conn, "range", &selectors.range, res))
         return;
-    const char *format = query(conn, "format");
     if (!format)
         format = "json";
     if (strcmp(format, "json") != 0 && strcmp(format, "md") != 0 && strcmp(format, "csv") != 0) {
         fail(res, API_ERR_BAD_REQUEST, "format", "format must be md, csv or json, not '%s'", format);
         return;
     }
-    api_table_query selectors = {.experiment = query(conn, "experiment"), .range = query(conn, "range")};
     if (query_int(conn, "run", -1, INT32_MAX, &selectors.run, res))
         return;
     json_t *table = NULL;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Black-box robustness tests: the daemon under conditions outside the
-request itself (a database that refuses writes for a while), each one a
-real lmperfd on a random loopback port with its own database. The helpers
-(Daemon, check, expect_error) are test_api.py's.
+"""Black-box robustness tests beyond test_api.py's: requests that are
+ambiguous, and the daemon under conditions outside the request (a database
+that refuses writes for a while), against a real lmperfd on a random
+loopback port with its own database. The helpers (Daemon, check,
+expect_error) are test_api.py's.
 
 usage: test_robustness.py LMPERFD [WEB_ROOT]"""
 import os
@@ -12,6 +13,24 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_api  # noqa: E402  (reads LMPERFD and WEB_ROOT from sys.argv)
 from test_api import LONG_COUNT, Daemon, check, expect_error  # noqa: E402
+
+
+def test_repeated_query_arguments(d):
+    """A query argument an endpoint reads, given twice, is a 400 naming it
+    (which value was meant is not known); one it does not read is ignored."""
+    job = d.submit({"kind": "numerics", "count": 10})
+    d.wait_status(job["id"], ("succeeded",))
+    for path, field in (("/v1/jobs?status=failed&status=succeeded", "status"),
+                        ("/v1/jobs?kind=numerics&kind=benchmark", "kind"),
+                        ("/v1/jobs?limit=1&limit=5", "limit"),
+                        ("/v1/jobs?offset=0&offset=1", "offset"),
+                        (f"/v1/jobs/{job['id']}/table?format=md&format=csv", "format"),
+                        (f"/v1/jobs/{job['id']}/table?experiment=accumulation&experiment=precision_report",
+                         "experiment"),
+                        (f"/v1/jobs/{job['id']}/events?run=0&run=1", "run")):
+        expect_error(d, "GET", path, 400, "bad_request", field)
+    status, _, body = d.get("/v1/jobs?status=succeeded&x=1&x=2")
+    check(status == 200 and body["total"] >= 1, f"an argument read by no one, twice: {status}")
 
 
 def test_database_refuses_writes():
@@ -50,6 +69,13 @@ def test_database_refuses_writes():
 
 
 def main():
+    d = Daemon("robust")
+    try:
+        for test in (test_repeated_query_arguments,):
+            print("--", test.__name__, flush=True)
+            test(d)
+    finally:
+        d.stop()
     for test in (test_database_refuses_writes,):
         print("--", test.__name__, flush=True)
         test()

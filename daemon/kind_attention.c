@@ -22,6 +22,7 @@
 
 #include "attention.h"
 #include "clock_ms.h"
+#include "device.h"
 #include "errors.h"
 #include "gpu_power.h"
 #include "jobkind.h"
@@ -119,6 +120,18 @@ static int bench_cpu(const lmk_attn_shape *s, int warmup, int passes, lmk_attn_b
     float *buf[8] = {0}, *lse = NULL;
     double *pass_ms = NULL;
     int rc = LMK_OK;
+    /* A point that cannot fit in the host's available memory is an OOM row
+     * before anything is allocated: each buffer alone may be granted (the
+     * kernel overcommits), and filling them would bring the OOM killer onto
+     * the worker, or onto another process of the host. The request is then
+     * the whole point's. */
+    unsigned long long available = device_cpu_available_bytes();
+    double need = ((double)n * 8 + (double)rows) * sizeof(float);
+    if (available && need > (double)available) {
+        r->oom = 1;
+        r->oom_request_bytes = need < (double)UINT64_MAX ? (uint64_t)need : UINT64_MAX;
+        return LMK_OK;
+    }
     for (int i = 0; i < 8; i++)
         if (!(buf[i] = malloc(n * sizeof(float)))) {
             r->oom = 1;

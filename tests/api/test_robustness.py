@@ -33,6 +33,27 @@ def test_repeated_query_arguments(d):
     check(status == 200 and body["total"] >= 1, f"an argument read by no one, twice: {status}")
 
 
+def test_attention_cpu_memory(d):
+    """An attention point too large for the host on the CPU worker is an OOM
+    row asking for the whole point's memory (its eight B x H x T x d float32
+    tensors and the row statistics), refused before any of it is allocated:
+    the worker is not left to the kernel's OOM killer, and the next point runs."""
+    worker = d.get("/v1/system")[2]["workers"][0]
+    B, H, T, D = 1024, 63, 1 << 20, 256
+    job = d.submit({"kind": "attention", "impl": "naive", "dtype": "float32", "batch": B, "heads": H,
+                    "seq_len": [T, 16], "d_head": D, "passes": 1, "warmup": 0})
+    done = d.wait_status(job["id"], ("succeeded", "failed"), timeout=60)
+    runs = {r.get("seq_len"): r for r in done.get("runs", [])}
+    big = runs.get(T, {})
+    want = (8 * B * H * T * D + B * H * T) * 4
+    check(done["status"] == "succeeded" and big.get("oom") is True and big.get("oom_request_bytes") == want,
+          f"the point too large for the host: {done['status']} {big.get('oom')} {big.get('oom_request_bytes')}, "
+          f"want {want}")
+    check(runs.get(16, {}).get("point_status") == "ok", f"the point after it: {runs.get(16)}")
+    after = d.get("/v1/system")[2]["workers"][0]
+    check(after["pid"] == worker["pid"] and after["restarts"] == worker["restarts"], f"worker untouched: {after}")
+
+
 def test_database_refuses_writes():
     """Another writer holds the database's lock past the busy timeout (a full
     disk reads the same to the daemon): a submission is a 503 naming the
@@ -71,7 +92,7 @@ def test_database_refuses_writes():
 def main():
     d = Daemon("robust")
     try:
-        for test in (test_repeated_query_arguments,):
+        for test in (test_repeated_query_arguments, test_attention_cpu_memory):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

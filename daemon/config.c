@@ -100,7 +100,8 @@ static void default_web_root(daemon_config *config)
 void config_usage(const char *program)
 {
     printf("usage: %s [options]            serve the HTTP API and run jobs\n"
-           "       %s run SPEC.json [--cpu-only]   run one job in-process, print the result JSON\n"
+           "       %s run SPEC.json [--cpu-only] [--table md|csv|json] [--db FILE]\n"
+           "              run one job in-process, print the result JSON (or its table; record it in FILE)\n"
            "       %s version | --version          print the version\n\n"
            "options (environment variable in brackets):\n",
            program, program, program);

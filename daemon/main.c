@@ -169,7 +169,7 @@ static int worker_command(int argc, char **argv)
     return worker_main(fd, want);
 }
 
-/* lmperfd run SPEC.json [--cpu-only] */
+/* lmperfd run SPEC.json [--cpu-only] [--table md|csv|json] [--db FILE] */
 #define RUN_SPEC_MAX_BYTES (16u << 20) /* a spec file larger than this is refused unread */
 
 /* The text of the spec file at path ("-": stdin), NUL-terminated, in *text
@@ -247,14 +247,124 @@ static void print_spec_error(const char *path, const api_error *aerr)
             aerr->field, aerr->field[0] ? ")" : "");
 }
 
+/* Records a one-shot job's document (worker_run_oneshot: status, error,
+ * result, runs, environment) as a job of the database at db_path, as the
+ * daemon would have: the job row, its environment, each run through the
+ * kind's store_run (so its tables and views), its end. Then, when
+ * table_format is "md", "csv" or "json", prints the job's summary table (GET
+ * /v1/jobs/{id}/table) on stdout. Returns 0, or -1 with the reason on stderr. */
+static int record_oneshot(const char *db_path, const jobkind *kind, const json_t *spec, const json_t *doc,
+                          const char *table_format, int quiet_store)
+{
+    store *st = NULL;
+    char why[512];
+    if (quiet_store)
+        log_set_level(LOG_WARN); /* a scratch database's migrations are not news */
+    int rc = store_open(db_path, &st, why, sizeof why);
+    log_set_level(LOG_INFO);
+    if (rc) {
+        fprintf(stderr, "lmperfd run: %s\n", why);
+        return -1;
+    }
+    int64_t id = 0;
+    const json_t *env = json_object_get(doc, "environment");
+    const char *label = json_string_value(json_object_get(spec, "label"));
+    double timeout_s = json_number_value(json_object_get(spec, "timeout_s"));
+    char device[32];
+    int gpu = env ? (int)json_integer_value(json_object_get(env, "gpu_index")) : -1;
+    if (gpu >= 0)
+        snprintf(device, sizeof device, "cuda:%d", gpu);
+    else
+        snprintf(device, sizeof device, "cpu");
+    rc = store_job_insert(st, kind->name, label, timeout_s, spec, &id) || store_job_start(st, id, -1, device);
+    if (!rc && env)
+        rc = store_env_record(st, id, env);
+    size_t i;
+    const json_t *run;
+    json_array_foreach(json_object_get(doc, "runs"), i, run)
+    {
+        if (!rc)
+            rc = store_run_add(st, kind, id, (int)i, spec, run);
+    }
+    if (!rc)
+        rc = store_job_finish(st, id, json_string_value(json_object_get(doc, "status")) ?: "failed",
+                              json_string_value(json_object_get(doc, "error")), json_object_get(doc, "result"));
+    if (rc) {
+        fprintf(stderr, "lmperfd run: recording the job in %s failed (store code %d)\n", db_path, rc);
+        store_close(st);
+        return -1;
+    }
+    if (!quiet_store)
+        fprintf(stderr, "lmperfd run: recorded as job %lld in %s\n", (long long)id, db_path);
+    if (table_format) {
+        json_t *table = NULL;
+        api_error aerr = {0};
+        api_table_query all = {.run = -1};
+        if (store_job_table(st, kind, id, &all, &table, &aerr) || api_table_settle_decimals(table)) {
+            fprintf(stderr, "lmperfd run: the %s job's table: %s\n", kind->name,
+                    aerr.message[0] ? aerr.message : "out of memory");
+            json_decref(table);
+            store_close(st);
+            return -1;
+        }
+        if (strcmp(table_format, "json") == 0) {
+            json_dumpf(table, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+            putchar('\n');
+        } else {
+            char *text = strcmp(table_format, "md") == 0 ? api_table_markdown(table) : api_table_csv(table);
+            fputs(text ? text : "", stdout);
+            free(text);
+        }
+        json_decref(table);
+    }
+    store_close(st);
+    return 0;
+}
+
+/* A scratch database for `run --table` without --db: a new directory under
+ * $TMPDIR (or /tmp) holding run.db; dir gets the directory. Returns 0 or -1. */
+static int scratch_database(char *dir, size_t dirlen, char *db, size_t dblen)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, dirlen, "%s/lmperfd-run-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(db, dblen, "%s/run.db", dir);
+    return 0;
+}
+
+/* Removes scratch_database's directory and what SQLite left in it. */
+static void remove_scratch_database(const char *dir, const char *db)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    char path[PATH_MAX + 16];
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", db, suffixes[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 static int run_command(int argc, char **argv)
 {
-    const char *path = NULL;
+    const char *path = NULL, *db_path = NULL, *table_format = NULL;
     int want = DEVICE_AUTO;
     for (int a = 2; a < argc; a++) {
         if (strcmp(argv[a], "--cpu-only") == 0)
             want = DEVICE_CPU;
-        else if (!path)
+        else if ((strcmp(argv[a], "--db") == 0 || strcmp(argv[a], "--table") == 0) &&
+                 (a + 1 >= argc || strncmp(argv[a + 1], "--", 2) == 0)) { /* the next flag is not its value */
+            fprintf(stderr, "lmperfd run: %s needs a value\n", argv[a]);
+            return 2;
+        } else if (strcmp(argv[a], "--db") == 0)
+            db_path = argv[++a];
+        else if (strcmp(argv[a], "--table") == 0) {
+            table_format = argv[++a];
+            if (strcmp(table_format, "md") && strcmp(table_format, "csv") && strcmp(table_format, "json")) {
+                fprintf(stderr, "lmperfd run: --table takes md, csv or json, not '%s'\n", table_format);
+                return 2;
+            }
+        } else if (!path)
             path = argv[a];
         else {
             fprintf(stderr, "lmperfd run: unexpected argument %s\n", argv[a]);
@@ -262,7 +372,8 @@ static int run_command(int argc, char **argv)
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: lmperfd run SPEC.json [--cpu-only]   (SPEC.json may be - for stdin)\n");
+        fprintf(stderr, "usage: lmperfd run SPEC.json [--cpu-only] [--db FILE] [--table md|csv|json]   "
+                        "(SPEC.json may be - for stdin)\n");
         return 2;
     }
     char *text = NULL, why[256];
@@ -292,9 +403,25 @@ static int run_command(int argc, char **argv)
     }
     json_t *out = NULL;
     int rc = worker_run_oneshot(spec, want, &out);
-    json_dumpf(out, stdout, JSON_INDENT(2));
-    putchar('\n');
-    if (rc != 0)
+    if (!table_format) { /* the table replaces the document on stdout */
+        json_dumpf(out, stdout, JSON_INDENT(2));
+        putchar('\n');
+    }
+    if (db_path || table_format) {
+        char dir[PATH_MAX], scratch[PATH_MAX + 16];
+        int use_scratch = !db_path;
+        if (use_scratch && scratch_database(dir, sizeof dir, scratch, sizeof scratch)) {
+            fprintf(stderr, "lmperfd run: no scratch directory for the table: %s\n", strerror(errno));
+            rc = -1;
+        } else {
+            if (record_oneshot(use_scratch ? scratch : db_path, kind, spec, out, table_format, use_scratch))
+                rc = -1;
+            if (use_scratch)
+                remove_scratch_database(dir, scratch);
+        }
+    }
+    if (json_string_value(json_object_get(out, "status")) == NULL ||
+        strcmp(json_string_value(json_object_get(out, "status")), "succeeded") != 0)
         fprintf(stderr, "lmperfd run: %s: the job failed: %s\n", path,
                 json_string_value(json_object_get(out, "error")) ? json_string_value(json_object_get(out, "error"))
                                                                  : "(no reason given)");

@@ -3,10 +3,12 @@ cpu worker: a directory, a missing, an empty and an oversized file, a UTF-8
 byte order mark, a spec error (the API's error document on stdout, one line
 naming the field on stderr), timeout_s (the job fails, the process does not
 hang), a sweep in which no point succeeds (the job fails, its runs are kept),
-specs that need a GPU (refused naming the field, as the API refuses them).
+specs that need a GPU (refused naming the field, as the API refuses them);
+--table (the job's summary table on stdout) and --db (the job recorded in a database).
 usage: test_cli.py LMPERFD. Exit 0 when every check passes, 1 otherwise."""
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,49 @@ def write(folder, name, text, mode="w"):
     with open(path, mode) as f:
         f.write(text)
     return path
+
+
+def run_args(*args, timeout=120):
+    p = subprocess.run([LMPERFD, "run", "--cpu-only", *args], capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check_table_and_db(tmp):
+    """--table prints the job's summary table (as GET /v1/jobs/{id}/table) instead of the document; --db records
+    the job in a database (appended, as the daemon's jobs) for sqlite3; both together do both."""
+    spec = write(tmp, "sweep.json", json.dumps(
+        {"kind": "benchmark", "model": {"d_model": 16, "d_ff": 32, "num_layers": 1, "num_heads": 1},
+         "vocab_size": 50, "context_length": [8, 12], "batch_size": 2, "precision": ["fp32", "bf16"],
+         "warmup_steps": 0, "measure_steps": 2}))
+    rc, out, err = run_args(spec, "--table", "md")
+    lines = out.splitlines()
+    check(rc == 0 and len(lines) == 6 and lines[0].startswith("| Model |") and "Speedup vs fp32" in lines[0]
+          and sum(" bf16 " in line for line in lines) == 2, f"--table md: {rc} {out!r} {err[-300:]!r}")
+    check("migration" not in err, f"--table alone keeps its scratch database quiet: {err[-300:]!r}")
+    rc, out, err = run_args(spec, "--table", "json")
+    table = json.loads(out) if rc == 0 else {}
+    check(len(table.get("rows", [])) == 4 and "Tokens/s" in table.get("columns", []), f"--table json: {rc} {out[:300]!r}")
+    db = os.path.join(tmp, "runs.db")
+    for n in (1, 2):
+        rc, out, err = run_args(spec, "--db", db)
+        check(rc == 0 and json.loads(out)["status"] == "succeeded" and f"recorded as job {n} in {db}" in err,
+              f"--db, run {n}: {rc} {err[-300:]!r}")
+    rc, out, err = run_args(spec, "--db", db, "--table", "csv")
+    check(rc == 0 and out.startswith("Model,") and len(out.splitlines()) == 5, f"--db with --table csv: {rc} {out!r}")
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    jobs = con.execute("SELECT id, kind, status FROM jobs ORDER BY id").fetchall()
+    rows = con.execute("SELECT job_id, precision, speedup_vs_fp32 IS NOT NULL FROM benchmark_summary "
+                       "WHERE job_id = 3 ORDER BY run_id").fetchall()
+    con.close()
+    check(jobs == [(1, "benchmark", "succeeded"), (2, "benchmark", "succeeded"), (3, "benchmark", "succeeded")],
+          f"--db appends jobs: {jobs}")
+    check(len(rows) == 4 and all(has for _, _, has in rows), f"--db: benchmark_summary of job 3: {rows}")
+    for args, needle in ((("--table", "xml"), "--table takes md, csv or json"), (("--db",), "--db needs a value"),
+                         (("--table",), "--table needs a value"), (("--db", "--table", "md"), "--db needs a value")):
+        rc, out, err = run_args(spec, *args)
+        check(rc == 2 and needle in err and not out, f"run {args}: {rc} {err!r}")
+    left = [n for n in os.listdir(os.environ.get("TMPDIR") or "/tmp") if n.startswith("lmperfd-run-")]
+    check(not left, f"scratch databases left behind: {left}")
 
 
 def main():
@@ -80,6 +125,7 @@ def main():
         check(len(doc.get("runs") or []) == 1 and doc["runs"][0].get("status") == "failed",
               f"the failed point is kept: {doc.get('runs')}")
         check("the job failed" in err, f"a failed job says so on stderr: {err[-300:]!r}")
+        check_table_and_db(tmp)
     # the version, as `version` and as the usual --version; --help lists it
     for arg in ("version", "--version"):
         p = subprocess.run([LMPERFD, arg], capture_output=True, text=True, timeout=10)

@@ -20,12 +20,11 @@ Exit 0 when every check passes, 1 otherwise."""
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+
+from daemon_client import call, started_daemon
 
 LMPERFD = sys.argv[1]
 GPU = "--gpu" in sys.argv[2:]
@@ -38,17 +37,6 @@ def check(cond, msg):
         failures.append(msg)
         print("FAIL:", msg, flush=True)
     return cond
-
-
-def call(port, method, path, body=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def run_job(port, spec, timeout=240):
@@ -240,35 +228,17 @@ def gpu_checks(port, db):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="lmperf-memory-")
-    db, port_file = os.path.join(tmp, "m.db"), os.path.join(tmp, "port")
-    cmd = [LMPERFD, "--port", "0", "--port-file", port_file, "--db", db] + ([] if GPU else ["--cpu-only"])
-    log = open(os.path.join(tmp, "daemon.log"), "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-    try:
-        for _ in range(300):
-            if os.path.exists(port_file) and open(port_file).read().strip():
-                break
-            time.sleep(0.1)
-        port = int(open(port_file).read())
-        for _ in range(300):
-            _, system = call(port, "GET", "/v1/system")
-            if system["workers"] and all(w["state"] == "idle" for w in system["workers"]):
-                break
-            time.sleep(0.1)
+    with started_daemon(LMPERFD, tmp, "m", [] if GPU else ["--cpu-only"]) as (port, db):
         cpu_checks(port, db)
         attention_checks(port)
         optimizer_in_backward_checks(port)
         if GPU:
             gpu_checks(port, db)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     if failures:
-        print(f"{len(failures)} check(s) failed; daemon log: {log.name}")
+        print(f"{len(failures)} check(s) failed; daemon log: {os.path.join(tmp, 'm.log')}")
         return 1
     print("memory checks ok")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

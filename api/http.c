@@ -334,30 +334,25 @@ static void handle_cancel(api_server *server, struct MHD_Connection *conn, const
  * (µs since the trace's start) to the nanosecond over 1e7 µs. */
 #define REAL_DIGITS 12
 
-static void handle_table(api_server *server, struct MHD_Connection *conn, const char *id,
-                         request *req, response *res)
+/* The ?format= of a table endpoint: md, csv or json (the default). Returns 0
+ * with *format set (static or borrowed), or -1 with res set (400 naming it). */
+static int table_format(struct MHD_Connection *conn, const char **format, response *res)
 {
-    (void)req;
-    int64_t job_id;
-    const char *format;
-    api_table_query selectors = {0};
-    if (parse_id(id, &job_id, res) || query(conn, "format", &format, res) ||
-        query(conn, "experiment", &selectors.experiment, res) || query(conn, "range", &selectors.range, res))
-        return;
-    if (!format)
-        format = "json";
-    if (strcmp(format, "json") != 0 && strcmp(format, "md") != 0 && strcmp(format, "csv") != 0) {
-        fail(res, API_ERR_BAD_REQUEST, "format", "format must be md, csv or json, not '%s'", format);
-        return;
+    if (query(conn, "format", format, res))
+        return -1;
+    if (!*format)
+        *format = "json";
+    if (strcmp(*format, "json") != 0 && strcmp(*format, "md") != 0 && strcmp(*format, "csv") != 0) {
+        fail(res, API_ERR_BAD_REQUEST, "format", "format must be md, csv or json, not '%s'", *format);
+        return -1;
     }
-    if (query_int(conn, "run", -1, INT32_MAX, &selectors.run, res))
-        return;
-    json_t *table = NULL;
-    api_error err;
-    if (server->backend.job_table(server->backend.self, job_id, &selectors, &table, &err)) {
-        set_error(res, &err);
-        return;
-    }
+    return 0;
+}
+
+/* Answers with table (stolen; {"columns","rows"[,"decimals"]}) in format
+ * (table_format's). */
+static void send_table(response *res, const char *format, json_t *table)
+{
     /* every form prints a column's reals with the same decimals (the page reads "decimals") */
     if (api_table_settle_decimals(table)) {
         json_decref(table);
@@ -374,6 +369,113 @@ static void handle_table(api_server *server, struct MHD_Connection *conn, const 
     res->body = md ? api_table_markdown(table) : api_table_csv(table);
     res->content_type = md ? "text/markdown; charset=utf-8" : "text/csv; charset=utf-8";
     json_decref(table);
+}
+
+static void handle_table(api_server *server, struct MHD_Connection *conn, const char *id,
+                         request *req, response *res)
+{
+    (void)req;
+    int64_t job_id;
+    const char *format;
+    api_table_query selectors = {0};
+    if (parse_id(id, &job_id, res) || table_format(conn, &format, res) ||
+        query(conn, "experiment", &selectors.experiment, res) || query(conn, "range", &selectors.range, res) ||
+        query_int(conn, "run", -1, INT32_MAX, &selectors.run, res))
+        return;
+    json_t *table = NULL;
+    api_error err;
+    if (server->backend.job_table(server->backend.self, job_id, &selectors, &table, &err)) {
+        set_error(res, &err);
+        return;
+    }
+    send_table(res, format, table);
+}
+
+/* A job id in text[0..len): digits only (no sign, no space), at least 1.
+ * Returns 0 with *id set, or -1. */
+static int job_id_of(const char *text, size_t len, int64_t *id)
+{
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!isdigit((unsigned char)text[i]) || v > (INT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (text[i] - '0');
+    }
+    if (len == 0 || v == 0)
+        return -1;
+    *id = v;
+    return 0;
+}
+
+/* ?jobs=2,5,9: 2 to API_COMPARE_MAX_JOBS distinct job ids, comma-separated,
+ * into job_ids (API_COMPARE_MAX_JOBS long). Returns 0 with *count set, or -1
+ * with res set (400 naming "jobs"). */
+static int parse_job_list(const char *text, int64_t *job_ids, size_t *count, response *res)
+{
+    api_error err;
+    if (!text || !text[0]) {
+        fail(res, API_ERR_BAD_REQUEST, "jobs", "%s",
+             "jobs is required: the ids of the jobs to compare, comma-separated (jobs=2,5)");
+        return -1;
+    }
+    size_t n = 0;
+    for (const char *item = text;; n++) {
+        size_t len = strcspn(item, ",");
+        if (n == API_COMPARE_MAX_JOBS) {
+            api_fail(&err, API_ERR_BAD_REQUEST, "jobs", "jobs takes at most %d job ids", API_COMPARE_MAX_JOBS);
+            set_error(res, &err);
+            return -1;
+        }
+        if (job_id_of(item, len, &job_ids[n])) {
+            api_fail(&err, API_ERR_BAD_REQUEST, "jobs",
+                     "jobs must be job ids separated by commas (jobs=2,5): '%.*s' is not a job id",
+                     (int)(len > 40 ? 40 : len), item);
+            set_error(res, &err);
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (job_ids[i] == job_ids[n]) {
+                api_fail(&err, API_ERR_BAD_REQUEST, "jobs", "job %lld is listed twice in jobs",
+                         (long long)job_ids[n]);
+                set_error(res, &err);
+                return -1;
+            }
+        }
+        if (!item[len])
+            break;
+        item += len + 1;
+    }
+    if (++n < 2) {
+        fail(res, API_ERR_BAD_REQUEST, "jobs", "%s", "jobs takes at least 2 job ids to compare (jobs=2,5)");
+        return -1;
+    }
+    *count = n;
+    return 0;
+}
+
+/* GET /v1/compare?jobs=2,5,9[&baseline=5][&format=md|csv|json]. */
+static void handle_compare(api_server *server, struct MHD_Connection *conn, const char *id, request *req,
+                           response *res)
+{
+    (void)id, (void)req;
+    const char *jobs, *baseline, *format;
+    int64_t job_ids[API_COMPARE_MAX_JOBS], baseline_id = 0;
+    size_t count = 0;
+    if (query(conn, "jobs", &jobs, res) || query(conn, "baseline", &baseline, res) ||
+        table_format(conn, &format, res) || parse_job_list(jobs, job_ids, &count, res))
+        return;
+    if (baseline && job_id_of(baseline, strlen(baseline), &baseline_id)) {
+        fail(res, API_ERR_BAD_REQUEST, "baseline", "baseline must be the id of one of the jobs compared, not '%s'",
+             baseline);
+        return;
+    }
+    json_t *table = NULL;
+    api_error err;
+    if (server->backend.jobs_compare(server->backend.self, job_ids, count, baseline_id, &table, &err)) {
+        set_error(res, &err);
+        return;
+    }
+    send_table(res, format, table);
 }
 
 /* One run's document (memory events, profile trace): GET ...?run=N. */
@@ -436,10 +538,13 @@ static const route routes[] = {
     {"GET", "/v1/jobs/{id}/table", handle_table, 0, "job_table"},
     {"GET", "/v1/jobs/{id}/events", handle_events, 0, "job_events"},
     {"GET", "/v1/jobs/{id}/trace", handle_trace, 0, "job_trace"}, /* profile jobs */
+    {"GET", "/v1/compare", handle_compare, 0, "compare"},
 };
 #define ROUTE_COUNT (sizeof routes / sizeof routes[0])
 #define ROUTE_STATIC ROUTE_COUNT         /* counters index for static files */
 #define ROUTE_UNMATCHED (ROUTE_COUNT + 1) /* and for everything else */
+_Static_assert(ROUTE_UNMATCHED < sizeof ((api_server *)0)->requests / sizeof ((api_server *)0)->requests[0],
+               "api_server.requests has a row per route, static files and unmatched");
 
 static void handle_metrics(api_server *server, struct MHD_Connection *conn, const char *id,
                            request *req, response *res)

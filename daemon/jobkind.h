@@ -22,6 +22,16 @@
  * (cells are strings or numbers; already formatted the way people paste them,
  * e.g. "12.34 ± 0.05"). */
 
+/* A column a kind adds to GET /v1/compare's table of several of its jobs
+ * (jobkind.compare_column), e.g. each row's speedup against a baseline job. */
+typedef struct compare_column {
+    char name[96];     /* the column's name, e.g. "Speedup vs job 2 (×)" */
+    const char *after; /* static: the merged table's column it follows; NULL, or none such there: the last */
+    int decimals;      /* the most decimals its reals keep (the table's "decimals" hint); -1: none */
+    json_t *cells;     /* new: one array per job compared, in their order, holding one cell per row of
+                          that job's table(), in the table's row order */
+} compare_column;
+
 typedef struct jobkind {
     const char *name;
     /* Semantic checks and defaults (daemon side, never touches a device).
@@ -76,6 +86,13 @@ typedef struct jobkind {
     /* GET /v1/jobs/{id}/trace?run=N: a Chrome trace of one run (NULL: the
      * kind records none). Same contract as events. */
     int (*trace)(sqlite3 *db, int64_t job_id, int run_index, json_t **out, api_error *err);
+    /* GET /v1/compare: the column the kind adds to the comparison of
+     * job_ids[0..count) (borrowed; all of this kind and finished) against the
+     * baseline job baseline_id (one of them), e.g. benchmark's speedup. Fills
+     * *column (its cells new) and returns 0, or -1 with err filled. NULL: the
+     * kind's comparison has no baseline (baseline= is a 400). */
+    int (*compare_column)(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t baseline_id,
+                          compare_column *column, api_error *err);
 } jobkind;
 
 /* Looks a kind up by name; NULL when unknown. Returned pointer is static. */

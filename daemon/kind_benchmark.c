@@ -648,7 +648,8 @@ static json_t *int_cell(sqlite3_stmt *st, int col)
  * — "Speedup vs fp32" (×, benchmark_summary.speedup_vs_fp32: the fp32 run's
  * mean total over this run's), then the rest of the configuration, tokens/s,
  * TFLOP/s, peak MiB and the status (with a failed point's reason). A job
- * whose runs differ in warm-up steps has "Warm-up Steps" after the context. */
+ * whose runs differ in warm-up steps has "Warm-up Steps" after the context.
+ * Rows are in run_id order (benchmark_compare_column's cells follow it). */
 static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
 {
     enum {
@@ -724,6 +725,209 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     return *table ? 0 : api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the benchmark table");
 }
 
+/* --- comparison (GET /v1/compare) ------------------------------------------------- */
+
+/* Where a run stands in a sweep: a row's baseline run has each of these equal
+ * to the row's own (the model by name and shape, vocab, context, batch, mode). */
+static const char *const compare_point_columns[] = {"model", "d_model", "d_ff", "num_layers", "num_heads",
+                                                     "vocab_size", "context_length", "batch_size", "mode"};
+/* How a run ran: matched too, with the row's own value, in those of them in
+ * which the baseline job's runs at the row's point differ (a precision or
+ * warm-up sweep); elsewhere the baseline job's one setting is the baseline. */
+static const char *const compare_protocol_columns[] = {"precision", "attention", "warmup_steps", "measure_steps",
+                                                        "graphs", "optimizer_in_backward", "seed"};
+#define COMPARE_POINTS (sizeof compare_point_columns / sizeof compare_point_columns[0])
+#define COMPARE_PROTOCOLS (sizeof compare_protocol_columns / sizeof compare_protocol_columns[0])
+
+/* One benchmark_runs row as the comparison reads it. */
+typedef struct compare_run {
+    sqlite3_value *point[COMPARE_POINTS];       /* new (sqlite3_value_dup) */
+    sqlite3_value *protocol[COMPARE_PROTOCOLS]; /* new */
+    int succeeded;
+    double total_mean_ms; /* ms, the whole step's mean; 0 when NULL */
+} compare_run;
+
+static void compare_runs_free(compare_run *runs, size_t count)
+{
+    for (size_t i = 0; runs && i < count; i++) {
+        for (size_t k = 0; k < COMPARE_POINTS; k++)
+            sqlite3_value_free(runs[i].point[k]);
+        for (size_t k = 0; k < COMPARE_PROTOCOLS; k++)
+            sqlite3_value_free(runs[i].protocol[k]);
+    }
+    free(runs);
+}
+
+/* The runs of job_id in run_id order (the table's rows). Sets *runs (new,
+ * compare_runs_free) and *count. Returns 0 or -1 with err filled. */
+static int compare_runs_load(sqlite3 *db, int64_t job_id, compare_run **runs, size_t *count, api_error *err)
+{
+    char sql[1024];
+    size_t len = (size_t)snprintf(sql, sizeof sql, "SELECT status = 'succeeded', total_mean_ms");
+    for (size_t k = 0; k < COMPARE_POINTS; k++)
+        len += (size_t)snprintf(sql + len, sizeof sql - len, ", %s", compare_point_columns[k]);
+    for (size_t k = 0; k < COMPARE_PROTOCOLS; k++)
+        len += (size_t)snprintf(sql + len, sizeof sql - len, ", %s", compare_protocol_columns[k]);
+    snprintf(sql + len, sizeof sql - len, " FROM benchmark_runs WHERE job_id = ? ORDER BY run_id");
+    sqlite3_stmt *st = NULL;
+    compare_run *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        api_fail(err, API_ERR_INTERNAL, NULL, "benchmark comparison: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    sqlite3_bind_int64(st, 1, job_id);
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            size_t grown_cap = cap ? cap * 2 : 16;
+            compare_run *grown = realloc(list, grown_cap * sizeof *grown);
+            if (!grown)
+                goto out_of_memory;
+            list = grown;
+            cap = grown_cap;
+        }
+        compare_run *r = &list[n++];
+        memset(r, 0, sizeof *r);
+        r->succeeded = sqlite3_column_int(st, 0);
+        r->total_mean_ms = sqlite3_column_double(st, 1);
+        int ok = 1;
+        for (size_t k = 0; k < COMPARE_POINTS; k++)
+            ok &= (r->point[k] = sqlite3_value_dup(sqlite3_column_value(st, 2 + (int)k))) != NULL;
+        for (size_t k = 0; k < COMPARE_PROTOCOLS; k++)
+            ok &= (r->protocol[k] = sqlite3_value_dup(sqlite3_column_value(st, 2 + (int)(COMPARE_POINTS + k)))) !=
+                  NULL;
+        if (!ok)
+            goto out_of_memory;
+    }
+    if (step != SQLITE_DONE) {
+        api_fail(err, API_ERR_INTERNAL, NULL, "benchmark comparison: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    *runs = list;
+    *count = n;
+    list = NULL;
+    rc = 0;
+    goto out;
+out_of_memory:
+    api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory comparing benchmark jobs");
+out:
+    sqlite3_finalize(st);
+    compare_runs_free(list, n);
+    return rc;
+}
+
+/* Whether two column values are equal, NULL equal to NULL (SQL's IS). */
+static int same_value(sqlite3_value *a, sqlite3_value *b)
+{
+    int type = sqlite3_value_type(a);
+    if (type != sqlite3_value_type(b))
+        return 0;
+    switch (type) {
+    case SQLITE_NULL:
+        return 1;
+    case SQLITE_INTEGER:
+        return sqlite3_value_int64(a) == sqlite3_value_int64(b);
+    case SQLITE_FLOAT:
+        return sqlite3_value_double(a) == sqlite3_value_double(b);
+    default: {
+        const void *da = sqlite3_value_blob(a), *db = sqlite3_value_blob(b);
+        int n = sqlite3_value_bytes(a);
+        return n == sqlite3_value_bytes(b) && (n == 0 || memcmp(da, db, (size_t)n) == 0);
+    }
+    }
+}
+
+static int same_point(const compare_run *a, const compare_run *b)
+{
+    for (size_t k = 0; k < COMPARE_POINTS; k++)
+        if (!same_value(a->point[k], b->point[k]))
+            return 0;
+    return 1;
+}
+
+/* A row's speedup against the baseline job's runs base[0..base_count): its
+ * baseline run's mean total step time over the row's. The baseline run has
+ * the row's point and, in each protocol field in which the baseline runs at
+ * that point differ, the row's value. Null when there is no such run or more
+ * than one, or either run did not succeed. Returns new. */
+static json_t *speedup_cell(const compare_run *row, const compare_run *base, size_t base_count)
+{
+    const compare_run *first = NULL;
+    int differs[COMPARE_PROTOCOLS] = {0};
+    for (size_t i = 0; i < base_count; i++) {
+        if (!same_point(&base[i], row))
+            continue;
+        if (!first)
+            first = &base[i];
+        for (size_t k = 0; k < COMPARE_PROTOCOLS; k++)
+            differs[k] |= !same_value(first->protocol[k], base[i].protocol[k]);
+    }
+    const compare_run *match = NULL;
+    size_t matches = 0;
+    for (size_t i = 0; first && i < base_count; i++) {
+        int same = same_point(&base[i], row);
+        for (size_t k = 0; same && k < COMPARE_PROTOCOLS; k++)
+            same = !differs[k] || same_value(base[i].protocol[k], row->protocol[k]);
+        if (same) {
+            match = &base[i];
+            matches++;
+        }
+    }
+    if (matches != 1 || !match->succeeded || !row->succeeded || !(match->total_mean_ms > 0) ||
+        !(row->total_mean_ms > 0))
+        return json_null();
+    return json_real(match->total_mean_ms / row->total_mean_ms);
+}
+
+/* GET /v1/compare's "Speedup vs job N (×)": each row's speedup of the whole
+ * step (speedup_cell) against the baseline job, after "Total (ms)". The
+ * baseline job's own rows read 1 (each is its own baseline run), unless failed. */
+static int benchmark_compare_column(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t baseline_id,
+                                    compare_column *column, api_error *err)
+{
+    compare_run *base = NULL, *runs = NULL;
+    size_t base_count = 0, run_count = 0;
+    json_t *cells = json_array();
+    int rc = -1;
+    if (!cells) {
+        api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory comparing benchmark jobs");
+        goto out;
+    }
+    if (compare_runs_load(db, baseline_id, &base, &base_count, err))
+        goto out;
+    for (size_t j = 0; j < count; j++) {
+        if (compare_runs_load(db, job_ids[j], &runs, &run_count, err))
+            goto out;
+        json_t *job_cells = json_array();
+        int appended = job_cells != NULL;
+        for (size_t i = 0; appended && i < run_count; i++)
+            appended = json_array_append_new(job_cells, speedup_cell(&runs[i], base, base_count)) == 0;
+        compare_runs_free(runs, run_count);
+        runs = NULL;
+        if (appended)
+            appended = json_array_append_new(cells, job_cells) == 0; /* steals job_cells */
+        else
+            json_decref(job_cells);
+        if (!appended) {
+            api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory comparing benchmark jobs");
+            goto out;
+        }
+    }
+    snprintf(column->name, sizeof column->name, "Speedup vs job %lld (×)", (long long)baseline_id);
+    column->after = "Total (ms)";
+    column->decimals = 2; /* as the seeds print a speedup, and as "Speedup vs fp32 (×)" */
+    column->cells = cells;
+    cells = NULL;
+    rc = 0;
+out:
+    compare_runs_free(base, base_count);
+    compare_runs_free(runs, run_count);
+    json_decref(cells);
+    return rc;
+}
+
 const jobkind jobkind_benchmark = {
     .name = "benchmark",
     .check = benchmark_check,
@@ -731,4 +935,5 @@ const jobkind jobkind_benchmark = {
     .store_run = benchmark_store_run,
     .store_failed_runs = 1, /* a point that does not fit is a table row with its reason, as the seeds' OOM rows */
     .table = benchmark_table,
+    .compare_column = benchmark_compare_column,
 };

@@ -1,4 +1,4 @@
-/* API callbacks: submit, list, get, cancel, table, system, health, metrics. */
+/* API callbacks: submit, list, get, cancel, table, compare, system, health, metrics. */
 #include "service.h"
 
 #include <stdio.h>
@@ -7,6 +7,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "compare.h"
 #include "log.h"
 #include "models.h"
 #include "spec.h"
@@ -161,6 +162,31 @@ static int svc_table(void *self, int64_t id, const api_table_query *query, json_
     return store_job_table(svc->store, kind, id, query, table, err);
 }
 
+/* GET /v1/compare's arguments, for compare_view. */
+typedef struct compare_args {
+    const int64_t *job_ids; /* borrowed */
+    size_t count;
+    int64_t baseline_id; /* 0: not given */
+    json_t *table;       /* new, once compare_view returned 0 */
+} compare_args;
+
+static int compare_view(sqlite3 *db, void *arg, api_error *err)
+{
+    compare_args *a = arg;
+    return compare_jobs(db, a->job_ids, a->count, a->baseline_id, &a->table, err);
+}
+
+static int svc_compare(void *self, const int64_t *job_ids, size_t count, int64_t baseline_id, json_t **table,
+                       api_error *err)
+{
+    service *svc = self;
+    compare_args args = {.job_ids = job_ids, .count = count, .baseline_id = baseline_id};
+    if (store_read_snapshot(svc->store, compare_view, &args, err))
+        return -1;
+    *table = args.table;
+    return 0;
+}
+
 static int svc_events(void *self, int64_t id, int run_index, json_t **out, api_error *err)
 {
     service *svc = self;
@@ -291,6 +317,7 @@ void service_bind(service *svc, api_backend *backend)
         .job_list = svc_list,
         .job_cancel = svc_cancel,
         .job_table = svc_table,
+        .jobs_compare = svc_compare,
         .job_events = svc_events,
         .job_trace = svc_trace,
         .system = svc_system,

@@ -805,3 +805,17 @@ int store_job_table(store *s, const jobkind *kind, int64_t id, const api_table_q
     pthread_mutex_unlock(&s->read_lock);
     return rc;
 }
+
+int store_read_snapshot(store *s, int (*view)(sqlite3 *db, void *arg, api_error *err), void *arg, api_error *err)
+{
+    pthread_mutex_lock(&s->read_lock);
+    int rc;
+    if (sqlite3_exec(s->reader, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = api_fail(err, API_ERR_INTERNAL, NULL, "database error: %s", sqlite3_errmsg(s->reader));
+    } else {
+        rc = view(s->reader, arg, err);
+        sqlite3_exec(s->reader, "COMMIT", NULL, NULL, NULL); /* a read transaction: nothing to keep */
+    }
+    pthread_mutex_unlock(&s->read_lock);
+    return rc;
+}

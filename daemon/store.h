@@ -97,5 +97,10 @@ int store_job_trace(store *s, const jobkind *kind, int64_t id, int run_index, js
  * list in table_params is a 400 naming it and the kinds that take it. */
 int store_job_table(store *s, const jobkind *kind, int64_t id, const api_table_query *query, json_t **table,
                     api_error *err);
+/* Runs view(db, arg) on the read connection inside one read transaction, so
+ * that all it reads is one state of the database (a job that finishes
+ * meanwhile is seen before or after, never half). Returns view's result;
+ * -1 with err filled when the transaction cannot begin. */
+int store_read_snapshot(store *s, int (*view)(sqlite3 *db, void *arg, api_error *err), void *arg, api_error *err);
 
 #endif

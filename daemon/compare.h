@@ -1,0 +1,44 @@
+/* GET /v1/compare: the summary tables of several finished jobs of one kind
+ * as one table, for pasting into reports.
+ *
+ * DESIGN: each job's table is its kind's table() (what GET /v1/jobs/{id}/table
+ * answers without selectors). compare_align_tables() puts them under one
+ * header, a leading "Job" column and then the columns by name; the kind's
+ * compare_column() (benchmark: the speedup against a baseline job) adds one
+ * column. compare_jobs() checks the request against the database and builds
+ * the whole table; run it on one read snapshot (store_read_snapshot). */
+#ifndef DAEMON_COMPARE_H
+#define DAEMON_COMPARE_H
+
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../api/errors.h"
+
+/* Merges tables[0..count) ({"columns", "rows"[, "decimals"]}, borrowed), the
+ * tables of jobs job_ids[0..count), into one (*merged, new):
+ *  - columns: "Job", then every column name of the tables once, in the order
+ *    of the first table; a column first met in a later table comes right
+ *    after the column it follows there, or, when it leads its table, before
+ *    the first of the table's columns met already (at the end when none
+ *    was). A name repeated within one table is one column per occurrence;
+ *  - rows: each table's rows in order, the tables in order, each row led by
+ *    its job's id; a column the row's table lacks is null there;
+ *  - decimals: per column the most any table gives it, null where none does
+ *    (null for "Job").
+ * Returns 0, or -1 out of memory. */
+int compare_align_tables(json_t *const *tables, const int64_t *job_ids, size_t count, json_t **merged);
+
+/* The comparison of jobs job_ids[0..count) (distinct, in the order given)
+ * against baseline_id (0: none given; the first job where the kind has a
+ * compare_column). Reads db (the store's read connection). Sets *table (new,
+ * {"columns", "rows", "decimals"} unsettled). Returns 0, or -1 with err
+ * filled: a job that does not exist 404, jobs of several kinds 400, a job
+ * queued or running 409 (all naming "jobs"); a baseline that is not one of
+ * the jobs, or given for a kind that has no baseline, 400 naming "baseline". */
+int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t baseline_id, json_t **table,
+                 api_error *err);
+
+#endif

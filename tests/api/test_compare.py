@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Black-box tests of GET /v1/compare?jobs=... against a real lmperfd on a
+random loopback port: several jobs' tables as one (a Job column, the columns
+aligned by name), benchmark jobs' speedup against a baseline job in json, md
+and csv, numerics jobs without one, and every refusal with its status and
+field. The helpers (Daemon, check, expect_error) are test_api.py's.
+
+usage: test_compare.py LMPERFD [WEB_ROOT]"""
+import csv
+import io
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_api  # noqa: E402  (reads LMPERFD and WEB_ROOT from sys.argv)
+from test_api import LONG_COUNT, Daemon, check, expect_error  # noqa: E402
+
+MODEL = {"name": "m", "d_model": 16, "d_ff": 32, "num_layers": 1, "num_heads": 1}
+BENCH = {"kind": "benchmark", "model": MODEL, "vocab_size": 50, "batch_size": 1, "mode": "forward",
+         "warmup_steps": 1, "measure_steps": 3}
+
+
+def finished(d, spec):
+    job = d.submit(spec)
+    done = d.wait_status(job["id"], ("succeeded", "failed"), timeout=120)
+    check(done["status"] == "succeeded", f"job {spec}: {done['status']} {done.get('error')}")
+    return done
+
+
+def column(table, name):
+    """The cells of column name, or None when the table has no such column."""
+    cols = table.get("columns", []) if isinstance(table, dict) else []
+    return [row[cols.index(name)] for row in table.get("rows", [])] if name in cols else None
+
+
+def total_ms(job):
+    """{(context_length, precision): the run's stats.total.mean_ms} of a finished benchmark job."""
+    return {(r["context_length"], r["precision"]): r["stats"]["total"]["mean_ms"] for r in job["runs"]}
+
+
+def rows_as_own(merged, own, job_id):
+    """job_id's rows of the merged table, cut back to the job's own table's columns."""
+    cols = merged["columns"]
+    return [[row[cols.index(c)] for c in own["columns"]] for row in merged["rows"] if row[0] == job_id]
+
+
+def test_benchmark(d):
+    """An fp32 job (contexts 8, 16) against one of fp32 and bf16 (contexts 8, 32), the first one the baseline
+    by default: its rows read 1; the second's at context 8 its time over theirs (the first job runs fp32 only,
+    so both precisions are against its fp32); context 16 and 32 have no peer, null."""
+    fp32 = finished(d, dict(BENCH, context_length=[8, 16]))
+    mixed = finished(d, dict(BENCH, context_length=[8, 32], precision=["fp32", "bf16"], measure_steps=4))
+    a, b = fp32["id"], mixed["id"]
+    t_a, t_b = total_ms(fp32), total_ms(mixed)
+    own = {j: d.get(f"/v1/jobs/{j}/table")[2] for j in (a, b)}
+
+    status, _, table = d.get(f"/v1/compare?jobs={a},{b}")
+    speedup_name = f"Speedup vs job {a} (×)"
+    check(status == 200, f"compare {a},{b}: {status} {table}")
+    if status != 200:
+        return
+    cols = table["columns"]
+    check(cols[0] == "Job" and column(table, "Job") == [a, a, b, b, b, b],
+          f"Job column, rows in the order of the jobs: {column(table, 'Job')}")
+    check(speedup_name in cols and cols.index(speedup_name) == cols.index("Total (ms)") + 1,
+          f"the speedup column after Total: {cols}")
+    check(len(table["decimals"]) == len(cols) and table["decimals"][cols.index(speedup_name)] == 2,
+          f"decimals: {table['decimals']}")
+    # aligned by name: each job's own table is in its rows, its columns where their names are; the fp32-only job
+    # has no "Speedup vs fp32 (×)" column of its own, null there
+    for j in (a, b):
+        check(rows_as_own(table, own[j], j) == own[j]["rows"], f"job {j}'s rows as its own table has them")
+    check("Speedup vs fp32 (×)" not in own[a]["columns"] and "Speedup vs fp32 (×)" in own[b]["columns"]
+          and column(table, "Speedup vs fp32 (×)")[:2] == [None, None]
+          and all(isinstance(x, float) for x in column(table, "Speedup vs fp32 (×)")[2:]),
+          f"a column one job lacks: {column(table, 'Speedup vs fp32 (×)')}")
+    check(len(cols) == len(own[b]["columns"]) + 2, f"one column per name: {cols}")
+
+    keys = list(zip(column(table, "Context Length"), column(table, "Precision")))
+    want = [1.0, 1.0, t_a[(8, "fp32")] / t_b[(8, "fp32")], t_a[(8, "fp32")] / t_b[(8, "bf16")], None, None]
+    check(keys == [(8, "fp32"), (16, "fp32"), (8, "fp32"), (8, "bf16"), (32, "fp32"), (32, "bf16")],
+          f"rows: {keys}")
+    got = column(table, speedup_name)
+    check(got[:2] == [1.0, 1.0] and got[4:] == [None, None]
+          and all(isinstance(g, float) and abs(g - w) <= 1e-9 * w for g, w in zip(got[2:4], want[2:4])),
+          f"speedups against job {a}: {got}, want {want}")
+
+    # md: the same rows, the speedup with 2 decimals (the baseline's 1.00), an unmatched row empty
+    status, resp, md = d.get(f"/v1/compare?jobs={a},{b}&format=md")
+    lines = md.splitlines() if status == 200 else []
+    header = [c.strip() for c in lines[0].strip("|").split("|")] if lines else []
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    at = header.index(speedup_name) if speedup_name in header else -1
+    want_md = [f"{x:.2f}" if x is not None else "" for x in got]
+    check(status == 200 and resp.getheader("Content-Type", "").startswith("text/markdown") and len(lines) == 8
+          and header[:2] == ["Job", "Model"] and at >= 0 and [c[at] for c in cells] == want_md
+          and [c[0] for c in cells] == [str(a)] * 2 + [str(b)] * 4, f"md comparison: {md}")
+    # csv: "mean ± sd" columns are two fields, the speedup one
+    status, resp, text = d.get(f"/v1/compare?jobs={a},{b}&format=csv")
+    records = list(csv.reader(io.StringIO(text))) if status == 200 else []
+    header = records[0] if records else []
+    at = header.index(speedup_name) if speedup_name in header else -1
+    check(status == 200 and resp.getheader("Content-Type", "").startswith("text/csv") and len(records) == 7
+          and header[0] == "Job" and "Total (ms) sd" in header and at >= 0
+          and [r[at] for r in records[1:]] == want_md and [r[0] for r in records[1:]] == [str(a)] * 2 + [str(b)] * 4,
+          f"csv comparison: {text}")
+
+    # the other job as the baseline (baseline=, or listed first): its runs differ in precision, so the fp32
+    # job's context 8 is against its fp32 run; the fp32 job's context 16 has no peer
+    for query in (f"jobs={a},{b}&baseline={b}", f"jobs={b},{a}"):
+        status, _, table = d.get(f"/v1/compare?{query}")
+        name = f"Speedup vs job {b} (×)"
+        got = column(table, name) if status == 200 else None
+        jobs = column(table, "Job") if status == 200 else None
+        first_b = query.startswith(f"jobs={b}")
+        want_jobs = [b] * 4 + [a] * 2 if first_b else [a] * 2 + [b] * 4
+        ratio = t_b[(8, "fp32")] / t_a[(8, "fp32")]
+        want_cells = [1.0] * 4 + [ratio, None] if first_b else [ratio, None] + [1.0] * 4
+        check(got is not None and jobs == want_jobs and f"Speedup vs job {a} (×)" not in table["columns"]
+              and all(g == w if w in (None, 1.0) else abs(g - w) <= 1e-9 * w for g, w in zip(got, want_cells)),
+              f"compare {query}: {jobs} {got}, want {want_cells}")
+
+    expect_error(d, "GET", f"/v1/compare?jobs={a},{b}&baseline=999999", 400, "bad_request", "baseline")
+    expect_error(d, "GET", f"/v1/compare?jobs={a},{b}&baseline=first", 400, "bad_request", "baseline")
+    expect_error(d, "GET", f"/v1/compare?jobs={a},{b}&baseline={a}&baseline={b}", 400, "bad_request", "baseline")
+    expect_error(d, "GET", f"/v1/compare?jobs={a},{b}&format=xml", 400, "bad_request", "format")
+    return a
+
+
+def test_numerics(d, benchmark_job):
+    """Numerics jobs have no speedup: their tables side by side, a column the other job's table lacks null."""
+    acc = [finished(d, {"kind": "numerics", "count": n})["id"] for n in (10, 100)]
+    prec = finished(d, {"kind": "numerics", "experiments": ["precision_report"]})["id"]
+    own = {j: d.get(f"/v1/jobs/{j}/table")[2] for j in acc + [prec]}
+
+    status, _, table = d.get(f"/v1/compare?jobs={acc[0]},{acc[1]}")
+    check(status == 200 and table["columns"] == ["Job"] + own[acc[0]]["columns"]
+          and table["rows"] == [[j] + row for j in acc for row in own[j]["rows"]],
+          f"two accumulation jobs: {status} {table.get('columns')}")
+    # no column in common: the second job's columns after the first's, each row null in the other's
+    status, _, table = d.get(f"/v1/compare?jobs={acc[0]},{prec}")
+    width = len(own[acc[0]]["columns"])
+    check(status == 200 and table["columns"] == ["Job"] + own[acc[0]]["columns"] + own[prec]["columns"]
+          and len(table["rows"]) == len(own[acc[0]]["rows"]) + len(own[prec]["rows"])
+          and all(row[1 + width:] == [None] * len(own[prec]["columns"]) for row in table["rows"] if row[0] == acc[0])
+          and all(row[1:1 + width] == [None] * width for row in table["rows"] if row[0] == prec)
+          and not any(c.startswith("Speedup") for c in table["columns"]),
+          f"accumulation vs precision report: {status} {table.get('columns')}")
+    status, _, md = d.get(f"/v1/compare?jobs={acc[0]},{acc[1]}&format=md")
+    check(status == 200 and md.startswith("| Job | accumulator |") and len(md.splitlines()) == 2 + 14,
+          f"numerics md comparison: {md[:300]}")
+    expect_error(d, "GET", f"/v1/compare?jobs={acc[0]},{acc[1]}&baseline={acc[0]}", 400, "bad_request", "baseline")
+    # jobs of two kinds: the message says which are which
+    status, _, body = d.get(f"/v1/compare?jobs={benchmark_job},{acc[0]}")
+    message = body.get("error", {}).get("message", "") if isinstance(body, dict) else ""
+    check(status == 400 and body["error"]["field"] == "jobs" and "benchmark" in message and "numerics" in message,
+          f"jobs of two kinds: {status} {body}")
+    return acc
+
+
+def test_refusals(d, done):
+    a, b = done
+    for query in ("", "jobs=", f"jobs={a}", f"jobs={a},{a}", f"jobs={a},,{b}", f"jobs={a},{b},",
+                  f"jobs={a},x", f"jobs={a},-{b}", f"jobs={a},+{b}", f"jobs={a},{b}.0", f"jobs={a},%20{b}",
+                  "jobs=" + ",".join(str(i) for i in range(1, 66)), f"jobs={a}&jobs={b}"):
+        expect_error(d, "GET", f"/v1/compare?{query}", 400, "bad_request", "jobs")
+    status, _, body = d.get(f"/v1/compare?jobs={a},999999")
+    check(status == 404 and body["error"]["field"] == "jobs" and "999999" in body["error"]["message"],
+          f"a job that does not exist: {status} {body}")
+    expect_error(d, "POST", f"/v1/compare?jobs={a},{b}", 405, "method_not_allowed")
+    # a job not finished (running, or queued behind it on the one CPU worker): 409 naming it
+    running = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    d.wait_status(running["id"], ("running",))
+    queued = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    for job, state in ((running, "running"), (queued, "queued")):
+        status, _, body = d.get(f"/v1/compare?jobs={a},{job['id']}")
+        check(status == 409 and body["error"]["field"] == "jobs" and f"job {job['id']} is {state}" in body["error"]["message"],
+              f"a {state} job: {status} {body}")
+    for job in (queued, running):
+        d.request("DELETE", f"/v1/jobs/{job['id']}")
+    d.wait_status(running["id"], ("cancelled", "failed"), timeout=60)
+    # a cancelled job has finished: its rows (here none) are compared
+    status, _, table = d.get(f"/v1/compare?jobs={a},{running['id']}")
+    check(status == 200 and column(table, "Job") and set(column(table, "Job")) == {a},
+          f"a cancelled job compared: {status} {table}")
+
+
+def main():
+    d = Daemon("compare")
+    try:
+        print("-- test_benchmark", flush=True)
+        benchmark_job = test_benchmark(d)
+        print("-- test_numerics", flush=True)
+        numerics = test_numerics(d, benchmark_job)
+        print("-- test_refusals", flush=True)
+        test_refusals(d, numerics)
+    finally:
+        d.stop()
+    if test_api.failures:
+        print(f"{len(test_api.failures)} failure(s); daemon logs in {test_api.TMP}")
+        return 1
+    print("all compare tests passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

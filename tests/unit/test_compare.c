@@ -1,0 +1,251 @@
+/* Unit test: GET /v1/compare's table. compare_align_tables lines tables up by
+ * column name (a column a table lacks is null on its rows, decimals the most
+ * of any table); compare_jobs refuses what cannot be compared and, for
+ * benchmark jobs, matches each row to its baseline run as compare.h and
+ * kind_benchmark.c say (stored runs made up here, so that every time is known). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../engine/check.h"
+#include "compare.h"
+#include "jobkind.h"
+#include "store.h"
+
+static int same_json(const json_t *got, const char *want_text)
+{
+    json_t *want = json_loads(want_text, 0, NULL);
+    int same = want && json_equal(got, want);
+    if (!same) {
+        char *text = json_dumps(got, JSON_COMPACT);
+        fprintf(stderr, "got  %s\nwant %s\n", text ? text : "(null)", want_text);
+        free(text);
+    }
+    json_decref(want);
+    return same;
+}
+
+static void test_align(void)
+{
+    json_t *tables[4] = {
+        json_loads("{\"columns\": [\"a\", \"b\", \"c\"], \"rows\": [[1, 2.5, \"x\"], [4, 5.5, \"y\"]],"
+                   " \"decimals\": [null, 2, null]}", 0, NULL),
+        /* a leading new column (x), a shared one with more decimals (a), one after c (d), b missing */
+        json_loads("{\"columns\": [\"x\", \"a\", \"c\", \"d\"], \"rows\": [[\"p\", 7, \"z\", 0.125]],"
+                   " \"decimals\": [null, 3, null, 1]}", 0, NULL),
+        /* no column in common, no decimals: at the end */
+        json_loads("{\"columns\": [\"p\", \"q\"], \"rows\": [[true, null]]}", 0, NULL),
+        /* a name twice: the second is a column of its own, after the first */
+        json_loads("{\"columns\": [\"a\", \"a\"], \"rows\": [[8, 9]]}", 0, NULL),
+    };
+    int64_t ids[4] = {2, 5, 9, 11};
+    json_t *merged = NULL;
+    MUST(compare_align_tables(tables, ids, 4, &merged));
+    CHECK(same_json(json_object_get(merged, "columns"),
+                    "[\"Job\", \"x\", \"a\", \"a\", \"b\", \"c\", \"d\", \"p\", \"q\"]"),
+          "merged columns");
+    CHECK(same_json(json_object_get(merged, "rows"),
+                    "[[2, null, 1, null, 2.5, \"x\", null, null, null],"
+                    " [2, null, 4, null, 5.5, \"y\", null, null, null],"
+                    " [5, \"p\", 7, null, null, \"z\", 0.125, null, null],"
+                    " [9, null, null, null, null, null, null, true, null],"
+                    " [11, null, 8, 9, null, null, null, null, null]]"),
+          "merged rows");
+    CHECK(same_json(json_object_get(merged, "decimals"), "[null, null, 3, null, 2, null, 1, null, null]"),
+          "merged decimals");
+    json_decref(merged);
+    for (int i = 0; i < 4; i++)
+        json_decref(tables[i]);
+}
+
+/* A stored benchmark run: the point (context, precision, d_model), the mean
+ * total step time in ms (<= 0: a failed run) and the warm-up steps. */
+static json_t *bench_run(int context, const char *precision, int d_model, double total_ms, int warmup)
+{
+    int ok = total_ms > 0;
+    return json_pack("{s:s, s:s?, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s, s:b, s:i, s:i, s:i,"
+                     " s:{s:{s:f, s:f}}}",
+                     "status", ok ? "succeeded" : "failed", "error", ok ? NULL : "does not fit", "model", "m",
+                     "d_model", d_model, "d_ff", 32, "num_layers", 1, "num_heads", 1, "context_length", context,
+                     "batch_size", 1, "vocab_size", 50, "precision", precision, "mode", "forward", "attention",
+                     "naive", "graphs", 0, "warmup_steps", warmup, "measure_steps", 3, "seed", 0, "stats", "total",
+                     "mean_ms", ok ? total_ms : 0.0, "std_ms", 0.0);
+}
+
+/* A finished job of kind with the given runs (stolen). */
+static int64_t finished_job(store *s, const char *kind_name, json_t **runs, int count)
+{
+    json_t *spec = json_pack("{s:s, s:i}", "kind", kind_name, "timeout_s", 60);
+    int64_t id = 0;
+    MUST(store_job_insert(s, kind_name, NULL, 60, spec, &id));
+    MUST(store_job_start(s, id, 0, "cpu"));
+    for (int i = 0; i < count; i++) {
+        MUST(store_run_add(s, jobkind_find(kind_name), id, i, spec, runs[i]));
+        json_decref(runs[i]);
+    }
+    MUST(store_job_finish(s, id, "succeeded", NULL, NULL));
+    json_decref(spec);
+    return id;
+}
+
+typedef struct compare_call {
+    const int64_t *ids;
+    size_t count;
+    int64_t baseline;
+    json_t *table;
+} compare_call;
+
+static int compare_view(sqlite3 *db, void *arg, api_error *err)
+{
+    compare_call *c = arg;
+    return compare_jobs(db, c->ids, c->count, c->baseline, &c->table, err);
+}
+
+/* compare_jobs on a snapshot; *table (new) on success, else the error. */
+static int compare(store *s, const int64_t *ids, size_t count, int64_t baseline, json_t **table, api_error *err)
+{
+    compare_call c = {.ids = ids, .count = count, .baseline = baseline};
+    int rc = store_read_snapshot(s, compare_view, &c, err);
+    *table = rc ? NULL : c.table;
+    return rc;
+}
+
+/* The cells of column name (NULL: no such column). New. */
+static json_t *column_cells(const json_t *table, const char *name)
+{
+    const json_t *columns = json_object_get(table, "columns");
+    for (size_t c = 0; c < json_array_size(columns); c++) {
+        if (strcmp(json_string_value(json_array_get(columns, c)), name) != 0)
+            continue;
+        json_t *cells = json_array();
+        size_t i;
+        const json_t *row;
+        json_array_foreach(json_object_get(table, "rows"), i, row)
+            json_array_append(cells, json_array_get(row, c));
+        return cells;
+    }
+    return NULL;
+}
+
+static void expect_error(store *s, const int64_t *ids, size_t count, int64_t baseline, api_error_code code,
+                         const char *field, const char *in_message, const char *what)
+{
+    json_t *table = NULL;
+    api_error err = {0};
+    int rc = compare(s, ids, count, baseline, &table, &err);
+    CHECK(rc == -1 && err.code == code && strcmp(err.field, field) == 0 && strstr(err.message, in_message),
+          "%s: rc %d, code %d, field '%s', message '%s'", what, rc, (int)err.code, err.field, err.message);
+    json_decref(table);
+}
+
+static void test_benchmark(store *s)
+{
+    /* the baseline: fp32 and bf16 at context 8 (its runs differ in precision there), and at 16, where bf16 failed */
+    json_t *base_runs[] = {bench_run(8, "fp32", 16, 10, 5), bench_run(8, "bf16", 16, 5, 5),
+                           bench_run(16, "fp32", 16, 20, 5), bench_run(16, "bf16", 16, 0, 5)};
+    int64_t base = finished_job(s, "benchmark", base_runs, 4);
+    json_t *other_runs[] = {
+        bench_run(8, "fp32", 16, 8, 5),  /* against the baseline's fp32 at 8: 10 / 8 */
+        bench_run(8, "bf16", 16, 4, 5),  /* its bf16 at 8: 5 / 4 */
+        bench_run(8, "fp16", 16, 2, 5),  /* the baseline has no fp16 at 8: null */
+        bench_run(16, "fp32", 16, 40, 5), /* 20 / 40 */
+        bench_run(16, "bf16", 16, 10, 5), /* the baseline's bf16 at 16 failed: null */
+        bench_run(32, "fp32", 16, 10, 5), /* no context 32 in the baseline: null */
+        bench_run(8, "fp32", 32, 10, 5),  /* another shape: null */
+        bench_run(8, "bf16", 16, 2.5, 1), /* warm-up steps the baseline does not vary: not matched, 5 / 2.5 */
+    };
+    int64_t other = finished_job(s, "benchmark", other_runs, 8);
+    json_t *failed_runs[] = {bench_run(16, "fp32", 16, 0, 5)}; /* failed itself: null */
+    int64_t failed = finished_job(s, "benchmark", failed_runs, 1);
+
+    int64_t ids[] = {base, other, failed};
+    json_t *table = NULL;
+    api_error err = {0};
+    if (compare(s, ids, 3, 0, &table, &err)) {
+        CHECK(0, "benchmark comparison: %s", err.message);
+        return;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "Speedup vs job %lld (×)", (long long)base);
+    json_t *speedups = column_cells(table, name);
+    CHECK(same_json(speedups, "[1.0, 1.0, 1.0, null, 1.25, 1.25, null, 0.5, null, null, null, 2.0, null]"),
+          "speedups against the first job");
+    json_decref(speedups);
+    json_t *jobs = column_cells(table, "Job");
+    CHECK(json_array_size(jobs) == 13 && json_integer_value(json_array_get(jobs, 0)) == base &&
+              json_integer_value(json_array_get(jobs, 4)) == other &&
+              json_integer_value(json_array_get(jobs, 12)) == failed,
+          "a Job column, the rows of the jobs in the order given");
+    json_decref(jobs);
+    const json_t *columns = json_object_get(table, "columns");
+    size_t total_at = 0;
+    while (total_at < json_array_size(columns) &&
+           strcmp(json_string_value(json_array_get(columns, total_at)), "Total (ms)") != 0)
+        total_at++;
+    CHECK(total_at + 1 < json_array_size(columns) &&
+              strcmp(json_string_value(json_array_get(columns, total_at + 1)), name) == 0 &&
+              json_integer_value(json_array_get(json_object_get(table, "decimals"), total_at + 1)) == 2,
+          "the speedup column after Total, with 2 decimals");
+    json_decref(table);
+
+    /* the second job as the baseline: its rows read 1; it varies in precision and warm-up at context 8 (two
+     * bf16 runs there, warm-up 5 and 1), so the first job's bf16 at 8 (warm-up 5) is matched to its bf16 with
+     * warm-up 5, and in precision only at 16 */
+    if (compare(s, ids, 3, other, &table, &err)) {
+        CHECK(0, "benchmark comparison against the second job: %s", err.message);
+        return;
+    }
+    snprintf(name, sizeof name, "Speedup vs job %lld (×)", (long long)other);
+    speedups = column_cells(table, name);
+    CHECK(same_json(speedups, "[0.8, 0.8, 2.0, null, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, null]"),
+          "speedups against the second job");
+    json_decref(speedups);
+    json_decref(table);
+
+    /* refusals */
+    int64_t numerics = finished_job(s, "numerics", NULL, 0);
+    json_t *spec = json_pack("{s:s, s:i}", "kind", "benchmark", "timeout_s", 60);
+    int64_t queued = 0;
+    MUST(store_job_insert(s, "benchmark", NULL, 60, spec, &queued));
+    json_decref(spec);
+    int64_t mixed[] = {base, numerics}, pending[] = {base, queued}, absent[] = {base, 999999};
+    int64_t numerics_pair[] = {numerics, finished_job(s, "numerics", NULL, 0)};
+    expect_error(s, mixed, 2, 0, API_ERR_BAD_REQUEST, "jobs", "numerics", "jobs of two kinds");
+    expect_error(s, pending, 2, 0, API_ERR_CONFLICT, "jobs", "is queued", "a queued job");
+    expect_error(s, absent, 2, 0, API_ERR_NOT_FOUND, "jobs", "999999", "a job that does not exist");
+    expect_error(s, ids, 2, numerics, API_ERR_BAD_REQUEST, "baseline", "not one of", "a baseline not compared");
+    expect_error(s, ids, 1, 0, API_ERR_BAD_REQUEST, "jobs", "2 to", "one job");
+    expect_error(s, numerics_pair, 2, numerics, API_ERR_BAD_REQUEST, "baseline", "benchmark",
+                 "a baseline for a kind without one");
+    int speedup_columns = 0;
+    if (compare(s, numerics_pair, 2, 0, &table, &err) == 0) {
+        size_t c;
+        const json_t *column;
+        json_array_foreach(json_object_get(table, "columns"), c, column)
+            speedup_columns += strncmp(json_string_value(column), "Speedup", 7) == 0;
+        CHECK(speedup_columns == 0 && json_array_size(json_object_get(table, "columns")) > 1,
+              "numerics jobs compared: no speedup column");
+    } else {
+        CHECK(0, "numerics jobs compared: %s", err.message);
+    }
+    json_decref(table);
+}
+
+int main(void)
+{
+    test_align();
+    char db_path[256], err[256];
+    snprintf(db_path, sizeof db_path, "/tmp/lmperf-test-compare-%d.db", (int)getpid());
+    store *s = NULL;
+    MUST(store_open(db_path, &s, err, sizeof err));
+    test_benchmark(s);
+    store_close(s);
+    char path[300];
+    static const char *const suffixes[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", db_path, suffixes[i]);
+        unlink(path);
+    }
+    return check_report("compare");
+}

@@ -116,6 +116,33 @@ static int check_model_entry(const json_t *spec, size_t i, int vocab, api_error 
     return api_fail(err, API_ERR_INVALID_SPEC, field, "invalid model shape: %s", bad[0] ? bad : "entry");
 }
 
+/* Entry i of a model list (checked) is refused when an earlier one is the
+ * same model written otherwise ("small" and {"name": "small", ...small's
+ * shape}): the two would be one point twice, alike in every table and view
+ * (which tell runs apart by the model's name and shape). Returns 0, or -1
+ * with err naming "model[i]". */
+static int check_model_repeat(const json_t *spec, size_t i, int vocab, api_error *err)
+{
+    lmk_model_config cfg, earlier;
+    const char *bad;
+    if (!json_is_array(json_object_get(spec, "model")) ||
+        model_from_json(field_at(spec, "model", i), vocab, 1, &cfg, &bad))
+        return 0;
+    for (size_t k = 0; k < i; k++) {
+        if (model_from_json(field_at(spec, "model", k), vocab, 1, &earlier, &bad) == 0 &&
+            strcmp(cfg.name, earlier.name) == 0 && cfg.d_model == earlier.d_model && cfg.d_ff == earlier.d_ff &&
+            cfg.num_layers == earlier.num_layers && cfg.num_heads == earlier.num_heads) {
+            char field[32];
+            snprintf(field, sizeof field, "model[%zu]", i);
+            return api_fail(err, API_ERR_INVALID_SPEC, field,
+                            "%s is model[%zu] again (%s: d_model %d, d_ff %d, %d layers, %d heads); list each "
+                            "model once, or give this one another name",
+                            field, k, cfg.name, cfg.d_model, cfg.d_ff, cfg.num_layers, cfg.num_heads);
+        }
+    }
+    return 0;
+}
+
 /* optimizer_in_backward is refused when the sweep's precisions include
  * fp16, whose loss scaling needs every gradient before any update, and when
  * no point of the sweep is a train step (it applies to those only: other
@@ -170,7 +197,7 @@ int model_point_check(const json_t *spec, api_error *err)
     if (!json_object_get(spec, "model"))
         return api_fail(err, API_ERR_INVALID_SPEC, "model", "model is required");
     for (size_t i = 0; i < field_len(spec, "model"); i++)
-        if (check_model_entry(spec, i, vocab, err))
+        if (check_model_entry(spec, i, vocab, err) || check_model_repeat(spec, i, vocab, err))
             return -1;
     if (!json_object_get(spec, "context_length"))
         return api_fail(err, API_ERR_INVALID_SPEC, "context_length", "context_length is required");

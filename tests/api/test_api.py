@@ -696,6 +696,14 @@ def test_text_and_numbers(d):
                      body={"kind": kind, "model": "tiny", "context_length": 16, "batch_size": [2, 2]})
         expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "model[1]",
                      body={"kind": kind, "model": ["tiny", "tiny"], "context_length": 16})
+        # the same model written twice otherwise (a preset and its own shape under its name): one point twice,
+        # which the tables and benchmark_summary could not tell apart (each row doubled)
+        tiny = next(m for m in d.get("/v1/models")[2]["models"] if m["name"] == "tiny")
+        shape = {k: tiny[k] for k in ("d_model", "d_ff", "num_layers", "num_heads")}
+        expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "model[1]",
+                     body={"kind": kind, "model": ["tiny", dict(shape, name="tiny")], "context_length": 16})
+        expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "model[1]",
+                     body={"kind": kind, "model": [shape, dict(shape, name="custom")], "context_length": 16})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "world_sizes[1]",
                  body={"kind": "allreduce", "backend": "mpi", "sizes": [1024], "world_sizes": [2, 2]})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "sizes[1]",

@@ -247,25 +247,33 @@ static void print_spec_error(const char *path, const api_error *aerr)
             aerr->field, aerr->field[0] ? ")" : "");
 }
 
-/* Records a one-shot job's document (worker_run_oneshot: status, error,
- * result, runs, environment) as a job of the database at db_path, as the
- * daemon would have: the job row, its environment, each run through the
- * kind's store_run (so its tables and views), its end. Then, when
- * table_format is "md", "csv" or "json", prints the job's summary table (GET
- * /v1/jobs/{id}/table) on stdout. Returns 0, or -1 with the reason on stderr. */
-static int record_oneshot(const char *db_path, const jobkind *kind, const json_t *spec, const json_t *doc,
-                          const char *table_format, int quiet_store)
+/* Opens the database at db_path for a one-shot job (quiet: its migrations
+ * are not logged, a scratch database's are not news) in *st (new,
+ * store_close). Done before the job runs, so that a database another
+ * lmperfd holds, or a path that cannot be one, is refused at once rather
+ * than after the job. Returns 0, or -1 with the reason on stderr. */
+static int open_oneshot_store(const char *db_path, int quiet, store **st)
 {
-    store *st = NULL;
     char why[512];
-    if (quiet_store)
-        log_set_level(LOG_WARN); /* a scratch database's migrations are not news */
-    int rc = store_open(db_path, &st, why, sizeof why);
+    if (quiet)
+        log_set_level(LOG_WARN);
+    int rc = store_open(db_path, st, why, sizeof why);
     log_set_level(LOG_INFO);
-    if (rc) {
-        fprintf(stderr, "lmperfd run: %s\n", why);
-        return -1;
-    }
+    if (rc)
+        fprintf(stderr, "lmperfd run: %s; the job was not run\n", why);
+    return rc ? -1 : 0;
+}
+
+/* Records a one-shot job's document (worker_run_oneshot: status, error,
+ * result, runs, environment) as a job of st (borrowed; open_oneshot_store's,
+ * at db_path) as the daemon would have: the job row, its environment, each
+ * run through the kind's store_run (so its tables and views), its end. Then,
+ * when table_format is "md", "csv" or "json", prints the job's summary table
+ * (GET /v1/jobs/{id}/table) on stdout. Returns 0, or -1 with the reason on
+ * stderr. */
+static int record_oneshot(store *st, const char *db_path, const jobkind *kind, const json_t *spec,
+                          const json_t *doc, const char *table_format, int quiet_store)
+{
     int64_t id = 0;
     const json_t *env = json_object_get(doc, "environment");
     const char *label = json_string_value(json_object_get(spec, "label"));
@@ -276,7 +284,7 @@ static int record_oneshot(const char *db_path, const jobkind *kind, const json_t
         snprintf(device, sizeof device, "cuda:%d", gpu);
     else
         snprintf(device, sizeof device, "cpu");
-    rc = store_job_insert(st, kind->name, label, timeout_s, spec, &id) || store_job_start(st, id, -1, device);
+    int rc = store_job_insert(st, kind->name, label, timeout_s, spec, &id) || store_job_start(st, id, -1, device);
     if (!rc && env)
         rc = store_env_record(st, id, env);
     size_t i;
@@ -291,7 +299,6 @@ static int record_oneshot(const char *db_path, const jobkind *kind, const json_t
                               json_string_value(json_object_get(doc, "error")), json_object_get(doc, "result"));
     if (rc) {
         fprintf(stderr, "lmperfd run: recording the job in %s failed (store code %d)\n", db_path, rc);
-        store_close(st);
         return -1;
     }
     if (!quiet_store)
@@ -304,7 +311,6 @@ static int record_oneshot(const char *db_path, const jobkind *kind, const json_t
             fprintf(stderr, "lmperfd run: the %s job's table: %s\n", kind->name,
                     aerr.message[0] ? aerr.message : "out of memory");
             json_decref(table);
-            store_close(st);
             return -1;
         }
         if (strcmp(table_format, "json") == 0) {
@@ -317,7 +323,6 @@ static int record_oneshot(const char *db_path, const jobkind *kind, const json_t
         }
         json_decref(table);
     }
-    store_close(st);
     return 0;
 }
 
@@ -401,24 +406,34 @@ static int run_command(int argc, char **argv)
         json_decref(spec);
         return 2;
     }
+    /* the database first: one that cannot take the job is refused before the job runs */
+    char dir[PATH_MAX], scratch[PATH_MAX + 16];
+    int use_scratch = !db_path && table_format;
+    store *st = NULL;
+    if (use_scratch && scratch_database(dir, sizeof dir, scratch, sizeof scratch)) {
+        fprintf(stderr, "lmperfd run: no scratch directory for the table: %s; the job was not run\n",
+                strerror(errno));
+        json_decref(spec);
+        return 1;
+    }
+    if ((db_path || use_scratch) && open_oneshot_store(use_scratch ? scratch : db_path, use_scratch, &st)) {
+        if (use_scratch)
+            remove_scratch_database(dir, scratch);
+        json_decref(spec);
+        return 1;
+    }
     json_t *out = NULL;
     int rc = worker_run_oneshot(spec, want, &out);
     if (!table_format) { /* the table replaces the document on stdout */
         json_dumpf(out, stdout, JSON_INDENT(2));
         putchar('\n');
     }
-    if (db_path || table_format) {
-        char dir[PATH_MAX], scratch[PATH_MAX + 16];
-        int use_scratch = !db_path;
-        if (use_scratch && scratch_database(dir, sizeof dir, scratch, sizeof scratch)) {
-            fprintf(stderr, "lmperfd run: no scratch directory for the table: %s\n", strerror(errno));
+    if (st) {
+        if (record_oneshot(st, use_scratch ? scratch : db_path, kind, spec, out, table_format, use_scratch))
             rc = -1;
-        } else {
-            if (record_oneshot(use_scratch ? scratch : db_path, kind, spec, out, table_format, use_scratch))
-                rc = -1;
-            if (use_scratch)
-                remove_scratch_database(dir, scratch);
-        }
+        store_close(st);
+        if (use_scratch)
+            remove_scratch_database(dir, scratch);
     }
     if (json_string_value(json_object_get(out, "status")) == NULL ||
         strcmp(json_string_value(json_object_get(out, "status")), "succeeded") != 0)

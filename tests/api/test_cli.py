@@ -6,6 +6,7 @@ hang), a sweep in which no point succeeds (the job fails, its runs are kept),
 specs that need a GPU (refused naming the field, as the API refuses them);
 --table (the job's summary table on stdout) and --db (the job recorded in a database).
 usage: test_cli.py LMPERFD. Exit 0 when every check passes, 1 otherwise."""
+import fcntl
 import json
 import os
 import sqlite3
@@ -77,6 +78,18 @@ def check_table_and_db(tmp):
                          (("--table",), "--table needs a value"), (("--db", "--table", "md"), "--db needs a value")):
         rc, out, err = run_args(spec, *args)
         check(rc == 2 and needle in err and not out, f"run {args}: {rc} {err!r}")
+    # a database another lmperfd holds (its flock, as a daemon's store takes it) is refused before the job runs,
+    # not after it (the job's result would be lost): nothing on stdout, the reason on stderr, the database as it was
+    with open(db, "rb+") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for extra in ((), ("--table", "md")):
+            rc, out, err = run_args(spec, "--db", db, *extra)
+            check(rc == 1 and not out and "in use by another lmperfd" in err and "the job was not run" in err
+                  and "0.0% " not in err,  # no progress line: the job did not start
+                  f"--db {' '.join(extra)} on a held database: {rc} {out[:200]!r} {err[-300:]!r}")
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    check(con.execute("SELECT count(*) FROM jobs").fetchone() == (3,), "a held database is left as it was")
+    con.close()
     left = [n for n in os.listdir(os.environ.get("TMPDIR") or "/tmp") if n.startswith("lmperfd-run-")]
     check(not left, f"scratch databases left behind: {left}")
 

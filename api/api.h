@@ -100,9 +100,12 @@ void api_server_stop(api_server *server);
  * or -1 out of memory. */
 int api_table_settle_decimals(json_t *table);
 
-/* Renders a {"columns","rows"[,"decimals"]} table as Markdown (a pipe table,
- * numbers right-aligned) or CSV (RFC 4180; a column of "mean ± sd" text is two
- * numeric fields there, "<column>" and "<column> sd", a "-" cell two empty ones).
+/* Renders a {"columns","rows"[,"decimals"][,"mean_sd"]} table as Markdown (a
+ * pipe table, numbers right-aligned) or CSV (RFC 4180; a column of "mean ±
+ * sd" text is two numeric fields there, "<column>" and "<column> sd", a "-"
+ * cell two empty ones). "mean_sd", when present, names the columns that are
+ * "mean ± sd" by their nature: split in CSV even where no row has a figure
+ * (a forward-only job's backward), so that every job's CSV has one layout.
  * Returns new text (free()) or NULL. */
 char *api_table_markdown(const json_t *table);
 char *api_table_csv(const json_t *table);

@@ -205,11 +205,21 @@ static int split_mean_sd(const json_t *cell, char *mean, char *sd, size_t size)
     return 1;
 }
 
-/* A column is mean ± sd when at least one cell is such text and every other
- * non-null cell is a number, "-" or empty (a point with no figure). */
-static int column_mean_sd(const json_t *rows, size_t col)
+/* A column is mean ± sd when the table's "mean_sd" names it (then even
+ * when no row has a figure), or when at least one cell is such text and
+ * every other non-null cell is a number, "-" or empty (a point with no
+ * figure). */
+static int column_mean_sd(const json_t *table, size_t col)
 {
+    const json_t *rows = json_object_get(table, "rows");
+    const char *name = json_string_value(json_array_get(json_object_get(table, "columns"), col));
     size_t i;
+    const json_t *listed;
+    json_array_foreach(json_object_get(table, "mean_sd"), i, listed)
+    {
+        if (name && json_is_string(listed) && strcmp(json_string_value(listed), name) == 0)
+            return 1;
+    }
     const json_t *row;
     int seen = 0;
     json_array_foreach(rows, i, row)
@@ -235,7 +245,7 @@ char *api_table_csv(const json_t *table)
     if (!split)
         return NULL;
     for (size_t c = 0; c < ncol; c++)
-        split[c] = (char)column_mean_sd(rows, c);
+        split[c] = (char)column_mean_sd(table, c);
     text_buf b = {0};
     for (size_t c = 0; c < ncol; c++) {
         const char *name = json_string_value(json_array_get(columns, c)) ?: "";

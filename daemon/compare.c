@@ -105,16 +105,46 @@ int compare_align_tables(json_t *const *tables, const int64_t *job_ids, size_t c
             }
         }
     }
+    /* the mean ± sd columns any table names (api_table_csv), each once */
+    json_t *mean_sd = json_array();
+    failed |= !mean_sd;
+    for (size_t t = 0; !failed && t < count; t++) {
+        size_t i;
+        json_t *name;
+        json_array_foreach(json_object_get(tables[t], "mean_sd"), i, name)
+        {
+            int seen = 0;
+            size_t k;
+            const json_t *had;
+            json_array_foreach(mean_sd, k, had)
+            {
+                seen |= json_equal(had, name);
+            }
+            if (!seen && json_array_append(mean_sd, name)) {
+                failed = 1;
+                break;
+            }
+        }
+    }
     if (!failed) {
         json_t *table = json_pack("{s:o, s:o, s:o}", "columns", columns, "rows", rows, "decimals", decimals);
-        if (!table)
+        if (!table) {
+            json_decref(mean_sd);
             return -1; /* json_pack's "o" stole them */
+        }
+        if (!json_array_size(mean_sd)) {
+            json_decref(mean_sd);
+        } else if (json_object_set_new(table, "mean_sd", mean_sd)) { /* steals mean_sd */
+            json_decref(table);
+            return -1;
+        }
         *merged = table;
         return 0;
     }
     json_decref(columns);
     json_decref(rows);
     json_decref(decimals);
+    json_decref(mean_sd);
     return -1;
 }
 

@@ -17,8 +17,8 @@
 
 #include "../api/errors.h"
 
-/* Merges tables[0..count) ({"columns", "rows"[, "decimals"]}, borrowed), the
- * tables of jobs job_ids[0..count), into one (*merged, new):
+/* Merges tables[0..count) ({"columns", "rows"[, "decimals"][, "mean_sd"]},
+ * borrowed), the tables of jobs job_ids[0..count), into one (*merged, new):
  *  - columns: "Job", then every column name of the tables once, in the order
  *    of the first table; a column first met in a later table comes right
  *    after the column it follows there, or, when it leads its table, before
@@ -27,7 +27,9 @@
  *  - rows: each table's rows in order, the tables in order, each row led by
  *    its job's id; a column the row's table lacks is null there;
  *  - decimals: per column the most any table gives it, null where none does
- *    (null for "Job").
+ *    (null for "Job");
+ *  - mean_sd: the "mean ± sd" column names any table gives (api_table_csv),
+ *    each once; absent when none does.
  * Returns 0, or -1 out of memory. */
 int compare_align_tables(json_t *const *tables, const int64_t *job_ids, size_t count, json_t **merged);
 

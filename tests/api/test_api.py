@@ -261,6 +261,11 @@ def test_endpoints(d):
     check(len(lines) == 3 and fwd >= 0 and header[fwd + 1] == "Fwd Pass (ms) sd"
           and float(lines[1][fwd]) > 0 and float(lines[1][fwd + 1]) >= 0 and lines[2][fwd:fwd + 2] == ["", ""]
           and not any("±" in cell for line in lines for cell in line), f"benchmark csv with mean and sd: {lines}")
+    # a forward-only job has no backward or optimizer figure, yet those columns are mean ± sd too: two empty
+    # fields each, as in a train_step job's csv (one layout for every job), never a "-" in a numeric column
+    check(all(f"{name} sd" in header for name in ("Bwd Pass (ms)", "Opt Step (ms)", "Total (ms)"))
+          and not any(cell == "-" for line in lines[1:] for cell in line),
+          f"benchmark csv of a forward-only job, phases without figures split: {lines}")
     db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
     summary = db.execute("SELECT context_length, status FROM benchmark_summary WHERE job_id = ?",
                          (job["id"],)).fetchall()

@@ -30,10 +30,10 @@ static void test_align(void)
 {
     json_t *tables[4] = {
         json_loads("{\"columns\": [\"a\", \"b\", \"c\"], \"rows\": [[1, 2.5, \"x\"], [4, 5.5, \"y\"]],"
-                   " \"decimals\": [null, 2, null]}", 0, NULL),
+                   " \"decimals\": [null, 2, null], \"mean_sd\": [\"c\"]}", 0, NULL),
         /* a leading new column (x), a shared one with more decimals (a), one after c (d), b missing */
         json_loads("{\"columns\": [\"x\", \"a\", \"c\", \"d\"], \"rows\": [[\"p\", 7, \"z\", 0.125]],"
-                   " \"decimals\": [null, 3, null, 1]}", 0, NULL),
+                   " \"decimals\": [null, 3, null, 1], \"mean_sd\": [\"d\", \"c\"]}", 0, NULL),
         /* no column in common, no decimals: at the end */
         json_loads("{\"columns\": [\"p\", \"q\"], \"rows\": [[true, null]]}", 0, NULL),
         /* a name twice: the second is a column of its own, after the first */
@@ -54,6 +54,8 @@ static void test_align(void)
           "merged rows");
     CHECK(same_json(json_object_get(merged, "decimals"), "[null, null, 3, null, 2, null, 1, null, null]"),
           "merged decimals");
+    /* the mean ± sd columns any table names, each once (csv splits them in every job's rows) */
+    CHECK(same_json(json_object_get(merged, "mean_sd"), "[\"c\", \"d\"]"), "merged mean_sd");
     json_decref(merged);
     for (int i = 0; i < 4; i++)
         json_decref(tables[i]);

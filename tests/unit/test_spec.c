@@ -115,5 +115,16 @@ int main(void)
           "csv of mean ± sd with gaps:\n%s", csv);
     free(csv);
     json_decref(table);
+
+    /* a column "mean_sd" names is two fields even where no row has a figure
+     * (a forward-only benchmark job's backward): every job's csv has one layout */
+    table = json_loads("{\"columns\":[\"fwd (ms)\",\"bwd (ms)\",\"note\"],\"mean_sd\":[\"fwd (ms)\",\"bwd (ms)\"],"
+                       "\"rows\":[[\"0.25 ± 0.01\",\"-\",\"-\"],[\"-\",null,\"x\"]]}",
+                       0, NULL);
+    csv = api_table_csv(table);
+    CHECK(csv && strcmp(csv, "fwd (ms),fwd (ms) sd,bwd (ms),bwd (ms) sd,note\r\n0.25,0.01,,,-\r\n,,,,x\r\n") == 0,
+          "csv of a mean ± sd column without figures:\n%s", csv);
+    free(csv);
+    json_decref(table);
     return check_report("test_spec");
 }

@@ -963,7 +963,9 @@ async function main() {
 
   await page.goto(base + '/');
   await page.waitForSelector('h1:text("Jobs")');
-  check(await page.isVisible('text=No jobs yet'), 'empty job list does not say so');
+  // the list arrives after the heading (GET /v1/jobs): wait for it rather than look once
+  check(await page.waitForSelector('text=No jobs yet', {timeout: 10000}).then(() => true, () => false),
+    'empty job list does not say so');
 
   await submitNumerics(base);
   const formJob = await submitBenchmark(base);

@@ -610,7 +610,7 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT model, batch_size, context_length, precision, inference_peak_mib, "
-                           "train_step_peak_mib, residual_stream_mib, inference_reserved_mib, "
+                           "train_step_peak_mib, residual_stream_mib, parameter_mib, inference_reserved_mib, "
                            "train_step_reserved_mib, failed FROM memory_summary WHERE job_id = ?",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "memory table: %s", sqlite3_errmsg(db));
@@ -620,7 +620,7 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
         json_t *row = json_pack("[s, i, i, s]", sqlite3_column_text(st, 0), sqlite3_column_int(st, 1),
                                 sqlite3_column_int(st, 2), sqlite3_column_text(st, 3));
         /* a failed mode's peak reads "OOM" or "failed"; "failed" says why */
-        for (int c = 4; c <= 9; c++) {
+        for (int c = 4; c <= 10; c++) {
             int type = sqlite3_column_type(st, c);
             json_array_append_new(row, type == SQLITE_NULL ? json_null()
                                        : type == SQLITE_TEXT ? json_string((const char *)sqlite3_column_text(st, c))
@@ -630,10 +630,10 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
     }
     sqlite3_finalize(st);
     /* decimals: what memory_summary rounds each column to */
-    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s], s:o, s:[n,n,n,n,i,i,i,i,i,n]}", "columns", "model", "batch", "context",
-                       "precision", "inference peak (MiB)", "train step peak (MiB)", "residual stream (MiB)",
-                       "inference reserved (MiB)", "train step reserved (MiB)", "failed", "rows", rows, "decimals", 1,
-                       1, 2, 1, 1);
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s,s], s:o, s:[n,n,n,n,i,i,i,i,i,i,n]}", "columns", "model", "batch",
+                       "context", "precision", "inference peak (MiB)", "train step peak (MiB)", "residual stream (MiB)",
+                       "parameters (MiB)", "inference reserved (MiB)", "train step reserved (MiB)", "failed", "rows",
+                       rows, "decimals", 1, 1, 2, 1, 1, 1);
     return 0;
 }
 

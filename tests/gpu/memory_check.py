@@ -110,8 +110,15 @@ def cpu_checks(port, db):
     check("train_step_reserved_mib" in cols, f"memory_summary has the reserved columns: {cols}")
     con.close()
     _, table = call(port, "GET", f"/v1/jobs/{job['id']}/table")
-    check(len(table.get("columns", [])) == 10 and table["columns"][-2] == "train step reserved (MiB)"
+    check(len(table.get("columns", [])) == 11 and table["columns"][-2] == "train step reserved (MiB)"
           and table["columns"][-1] == "failed", f"table columns: {table.get('columns')}")
+    # the parameters' memory beside the residual stream: the runs' measured parameters (one model, one value)
+    cols = table.get("columns", [])
+    params = [row[cols.index("parameters (MiB)")] for row in table.get("rows", [])] if "parameters (MiB)" in cols else []
+    want = {round(r["measured"]["parameters"] / 2**20, 1) for r in job["runs"]
+            if (r.get("measured") or {}).get("parameters")}
+    check(len(want) == 1 and len(params) == 2 and set(params) == want,
+          f"parameters (MiB) {params} against the runs' measured parameters {want}")
 
 
 def attention_checks(port):

@@ -292,7 +292,8 @@ int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t base
     }
 
     for (; have_tables < count; have_tables++)
-        if (kind->table(db, job_ids[have_tables], &tables[have_tables], err))
+        if ((kind->compare_table ? kind->compare_table : kind->table)(db, job_ids[have_tables], &tables[have_tables],
+                                                                       err))
             goto out;
     if (compare_align_tables(tables, job_ids, count, &merged)) {
         api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the comparison");

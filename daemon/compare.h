@@ -2,7 +2,8 @@
  * as one table, for pasting into reports.
  *
  * DESIGN: each job's table is its kind's table() (what GET /v1/jobs/{id}/table
- * answers without selectors). compare_align_tables() puts them under one
+ * answers without selectors), or its compare_table() where the kind has one
+ * (benchmark: with "Warm-up Steps" always). compare_align_tables() puts them under one
  * header, a leading "Job" column and then the columns by name; the kind's
  * compare_column() (benchmark: the speedup against a baseline job) adds one
  * column. compare_jobs() checks the request against the database and builds

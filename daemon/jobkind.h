@@ -86,6 +86,11 @@ typedef struct jobkind {
     /* GET /v1/jobs/{id}/trace?run=N: a Chrome trace of one run (NULL: the
      * kind records none). Same contract as events. */
     int (*trace)(sqlite3 *db, int64_t job_id, int run_index, json_t **out, api_error *err);
+    /* GET /v1/compare: a job's table as it enters the comparison, when it is
+     * not the table hook's (e.g. with columns the job's own table leaves out
+     * because its runs agree in them, which another job's may not). Same
+     * contract as table. NULL: table. */
+    int (*compare_table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);
     /* GET /v1/compare: the column the kind adds to the comparison of
      * job_ids[0..count) (borrowed; all of this kind and finished) against the
      * baseline job baseline_id (one of them), e.g. benchmark's speedup. Fills

@@ -649,8 +649,11 @@ static json_t *int_cell(sqlite3_stmt *st, int col)
  * mean total over this run's), then the rest of the configuration, tokens/s,
  * TFLOP/s, peak MiB and the status (with a failed point's reason). A job
  * whose runs differ in warm-up steps has "Warm-up Steps" after the context.
- * Rows are in run_id order (benchmark_compare_column's cells follow it). */
-static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+ * Rows are in run_id order (benchmark_compare_column's cells follow it).
+ * warmup_always: "Warm-up Steps" even when the runs agree (the comparison's
+ * table: beside another job's, one job's single warm-up count is a fact the
+ * reader needs, not a blank). */
+static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, json_t **table, api_error *err)
 {
     enum {
         C_MODEL, C_D_MODEL, C_D_FF, C_LAYERS, C_HEADS, C_CONTEXT, C_FWD, C_FWD_STD, C_BWD, C_BWD_STD, C_OPT,
@@ -713,7 +716,7 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
         for (size_t i = 0; i < json_array_size(rows); i++)
             json_array_insert(json_array_get(rows, i), SPEEDUP_AT, json_array_get(speedups, i));
     }
-    if (warmup_shown) {
+    if (warmup_shown || (warmup_always && json_array_size(warmups))) {
         json_array_insert_new(columns, WARMUP_AT, json_string("Warm-up Steps"));
         json_array_insert_new(decimals, WARMUP_AT, json_null());
         for (size_t i = 0; i < json_array_size(rows); i++)
@@ -729,7 +732,19 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     return *table ? 0 : api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the benchmark table");
 }
 
+static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+{
+    return benchmark_table_with(db, job_id, 0, table, err);
+}
+
 /* --- comparison (GET /v1/compare) ------------------------------------------------- */
+
+/* The table a job brings to a comparison: its own, with "Warm-up Steps"
+ * always (benchmark_table_with). */
+static int benchmark_compare_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+{
+    return benchmark_table_with(db, job_id, 1, table, err);
+}
 
 /* Where a run stands in a sweep: a row's baseline run has each of these equal
  * to the row's own (the model by name and shape, vocab, context, batch, mode). */
@@ -939,5 +954,6 @@ const jobkind jobkind_benchmark = {
     .store_run = benchmark_store_run,
     .store_failed_runs = 1, /* a point that does not fit is a table row with its reason, as the seeds' OOM rows */
     .table = benchmark_table,
+    .compare_table = benchmark_compare_table,
     .compare_column = benchmark_compare_column,
 };

@@ -74,7 +74,10 @@ def test_benchmark(d):
           and column(table, "Speedup vs fp32 (×)")[:2] == [None, None]
           and all(isinstance(x, float) for x in column(table, "Speedup vs fp32 (×)")[2:]),
           f"a column one job lacks: {column(table, 'Speedup vs fp32 (×)')}")
-    check(len(cols) == len(own[b]["columns"]) + 2, f"one column per name: {cols}")
+    # the job's one warm-up count (its own table leaves the column out, its runs agree) is in the comparison
+    check("Warm-up Steps" not in own[a]["columns"] and column(table, "Warm-up Steps") == [1] * 6,
+          f"every job's warm-up steps in the comparison: {column(table, 'Warm-up Steps')}")
+    check(len(cols) == len(own[b]["columns"]) + 3, f"one column per name: {cols}")
 
     keys = list(zip(column(table, "Context Length"), column(table, "Precision")))
     want = [1.0, 1.0, t_a[(8, "fp32")] / t_b[(8, "fp32")], t_a[(8, "fp32")] / t_b[(8, "bf16")], None, None]

@@ -302,9 +302,13 @@ static void finish_job(scheduler *s, worker_slot *w, const char *status, const c
              error ? error : "");
     worker_state keep = w->state;
     release_job_workers(s, job_id);
-    if (keep == W_DYING) {
+    if (keep == W_DYING) { /* killed (kill_worker): release_job_workers skips it */
         w->state = W_DYING;
         w->job_id = 0;
+        w->kind = NULL;
+        json_decref(w->spec);
+        w->spec = NULL;
+        w->cancel_deadline = 0;
     }
 }
 

@@ -1057,7 +1057,8 @@ def main():
             print("--", test.__name__, flush=True)
             test(d)
     finally:
-        d.stop()
+        code = d.stop()
+        check(code == 0, f"exit status after SIGTERM, after the jobs above: {code}")  # a sanitizer's report: not 0
     for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain, test_second_signal):
         print("--", test.__name__, flush=True)
         test()

@@ -86,7 +86,8 @@ def test_database_refuses_writes():
         with open(d.log_path, errors="replace") as f:
             check("its end (failed) is recorded now" in f.read(), "the late record is logged")
     finally:
-        d.stop()
+        code = d.stop()
+        check(code == 0, f"exit status after SIGTERM: {code}")  # a sanitizer's report: not 0
 
 
 def main():

@@ -566,7 +566,7 @@ async function checkAttention(base) {
   check(shown.length === table.rows.length, `attention table has ${shown.length} rows, API ${table.rows.length}`);
   table.rows.forEach((row, i) => row.forEach((v, k) => {
     const text = shown[i][k];
-    if (typeof v === 'number') check(Math.abs(Number(text) - v) <= 1e-5 * Math.max(1e-3, Math.abs(v)), `attention table [${i}][${k}] ${text} != API ${v}`);
+    if (typeof v === 'number') checkShown(text, v, `attention table [${i}][${k}]`); // decimals narrowed per column
     else check(text === (v === null ? '—' : String(v)), `attention table [${i}][${k}] '${text}' != API ${JSON.stringify(v)}`);
   }));
   // Every point: measured values are the API's, failed points say why.

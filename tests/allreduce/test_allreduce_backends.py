@@ -72,11 +72,7 @@ def main():
         test_mpi_list_equals_scalar(d)
     finally:
         d.stop()
-    if t.failures:
-        print(f"{len(t.failures)} failure(s); daemon logs in {t.TMP}")
-        return 1
-    print("all allreduce backend-list tests passed")
-    return 0
+    return t.verdict("all allreduce backend-list tests passed")
 
 
 if __name__ == "__main__":

@@ -1050,6 +1050,16 @@ def test_second_signal():
         d2.stop()
 
 
+def verdict(passed):
+    """A test script's exit status: 1 after printing how many checks failed and where the daemons' logs are,
+    else 0 after printing passed."""
+    if failures:
+        print(f"{len(failures)} failure(s); daemon logs in {TMP}")
+        return 1
+    print(passed)
+    return 0
+
+
 def main():
     d = Daemon("main")
     try:
@@ -1062,11 +1072,7 @@ def main():
     for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain, test_second_signal):
         print("--", test.__name__, flush=True)
         test()
-    if failures:
-        print(f"{len(failures)} failure(s); daemon logs in {TMP}")
-        return 1
-    print("all API tests passed")
-    return 0
+    return verdict("all API tests passed")
 
 
 if __name__ == "__main__":

@@ -199,11 +199,7 @@ def main():
         test_refusals(d, numerics)
     finally:
         d.stop()
-    if test_api.failures:
-        print(f"{len(test_api.failures)} failure(s); daemon logs in {test_api.TMP}")
-        return 1
-    print("all compare tests passed")
-    return 0
+    return test_api.verdict("all compare tests passed")
 
 
 if __name__ == "__main__":

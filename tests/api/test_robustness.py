@@ -101,11 +101,7 @@ def main():
     for test in (test_database_refuses_writes,):
         print("--", test.__name__, flush=True)
         test()
-    if test_api.failures:
-        print(f"{len(test_api.failures)} failure(s); daemon logs in {test_api.TMP}")
-        return 1
-    print("all robustness tests passed")
-    return 0
+    return test_api.verdict("all robustness tests passed")
 
 
 if __name__ == "__main__":

@@ -103,11 +103,7 @@ def main():
         test_refused(d, jobs[0]["id"], (attention, numerics))
     finally:
         d.stop()
-    if t.failures:
-        print(f"{len(t.failures)} failure(s); daemon logs in {t.TMP}")
-        return 1
-    print("all profile table selector tests passed")
-    return 0
+    return t.verdict("all profile table selector tests passed")
 
 
 if __name__ == "__main__":

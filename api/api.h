@@ -110,4 +110,18 @@ int api_table_settle_decimals(json_t *table);
 char *api_table_markdown(const json_t *table);
 char *api_table_csv(const json_t *table);
 
+/* Significant digits of the reals in a table and in a run's document
+ * (memory events, profile trace); jansson's default, 17, prints 0.000811 as
+ * 0.00081099999999999998. 12 prints a table's cells (rounded for display
+ * already, 6 digits at most) as the markdown and CSV forms do, and keeps a
+ * memory event's t_ms to well under a nanosecond and a trace's ts and dur
+ * (µs since the trace's start) to the nanosecond over 1e7 µs. */
+#define API_REAL_DIGITS 12
+
+/* A table as GET /v1/jobs/{id}/table answers it in format ("md", "csv" or
+ * "json", indented, reals to API_REAL_DIGITS): its decimals settled first
+ * (api_table_settle_decimals; table is changed), so that every form prints
+ * a column's reals alike. Returns new text (free()) or NULL out of memory. */
+char *api_table_render(json_t *table, const char *format);
+
 #endif

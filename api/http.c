@@ -326,13 +326,6 @@ static void handle_cancel(api_server *server, struct MHD_Connection *conn, const
     finish_call(res, rc, out, &err, accepted ? 202 : 200);
 }
 
-/* Significant digits of the reals in a table and in a run's document
- * (memory events, profile trace); jansson's default, 17, prints 0.000811 as
- * 0.00081099999999999998. 12 prints a table's cells (rounded for display
- * already, 6 digits at most) as the markdown and CSV forms do, and keeps a
- * memory event's t_ms to well under a nanosecond and a trace's ts and dur
- * (µs since the trace's start) to the nanosecond over 1e7 µs. */
-#define REAL_DIGITS 12
 
 /* The ?format= of a table endpoint: md, csv or json (the default). Returns 0
  * with *format set (static or borrowed), or -1 with res set (400 naming it). */
@@ -353,22 +346,17 @@ static int table_format(struct MHD_Connection *conn, const char **format, respon
  * (table_format's). */
 static void send_table(response *res, const char *format, json_t *table)
 {
-    /* every form prints a column's reals with the same decimals (the page reads "decimals") */
-    if (api_table_settle_decimals(table)) {
-        json_decref(table);
+    char *text = api_table_render(table, format);
+    json_decref(table);
+    if (!text) {
         fail(res, API_ERR_INTERNAL, NULL, "%s", "out of memory formatting the table");
         return;
     }
-    if (strcmp(format, "json") == 0) {
-        /* cells are the md/csv values (8.3462), not 8.3461999999999996 */
-        set_json_flags(res, 200, table, JSON_REAL_PRECISION(REAL_DIGITS));
-        return;
-    }
-    int md = strcmp(format, "md") == 0;
     res->status = 200;
-    res->body = md ? api_table_markdown(table) : api_table_csv(table);
-    res->content_type = md ? "text/markdown; charset=utf-8" : "text/csv; charset=utf-8";
-    json_decref(table);
+    res->body = text;
+    res->content_type = strcmp(format, "md") == 0    ? "text/markdown; charset=utf-8"
+                        : strcmp(format, "csv") == 0 ? "text/csv; charset=utf-8"
+                                                     : "application/json; charset=utf-8";
 }
 
 static void handle_table(api_server *server, struct MHD_Connection *conn, const char *id,
@@ -496,7 +484,7 @@ static void send_run_document(api_server *server, struct MHD_Connection *conn, c
     }
     /* compact: event lists are long */
     res->status = 200;
-    res->body = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(REAL_DIGITS));
+    res->body = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(API_REAL_DIGITS));
     res->content_type = "application/json; charset=utf-8";
     json_decref(out);
 }

@@ -293,3 +293,15 @@ char *api_table_csv(const json_t *table)
     free(split);
     return finish(&b);
 }
+
+char *api_table_render(json_t *table, const char *format)
+{
+    if (api_table_settle_decimals(table))
+        return NULL;
+    if (strcmp(format, "md") == 0)
+        return api_table_markdown(table);
+    if (strcmp(format, "csv") == 0)
+        return api_table_csv(table);
+    /* cells are the md/csv values (8.3462), not 8.3461999999999996 */
+    return json_dumps(table, JSON_INDENT(2) | JSON_REAL_PRECISION(API_REAL_DIGITS));
+}

@@ -150,3 +150,12 @@ void device_from_json(const json_t *obj, runctx_device *dev)
     snprintf(dev->runtime, sizeof dev->runtime, "%s", json_string_value(json_object_get(obj, "runtime")) ?: "");
     snprintf(dev->cublas, sizeof dev->cublas, "%s", json_string_value(json_object_get(obj, "cublas")) ?: "");
 }
+
+void device_label(const json_t *device, char *buf, size_t len)
+{
+    int gpu = device ? (int)json_integer_value(json_object_get(device, "gpu_index")) : -1;
+    if (gpu >= 0)
+        snprintf(buf, len, "cuda:%d", gpu);
+    else
+        snprintf(buf, len, "cpu");
+}

@@ -25,6 +25,9 @@ int device_picks_cpu(int want, int *gpu_count);
 json_t *device_to_json(const runctx_device *dev);
 /* Reads that shape back (for the daemon side). */
 void device_from_json(const json_t *obj, runctx_device *dev);
+/* "cuda:N" for device_to_json's object of GPU N, "cpu" for the cpu worker's
+ * (gpu_index -1) or none (NULL), into buf: a job's device column. */
+void device_label(const json_t *device, char *buf, size_t len);
 
 /* Bytes of RAM the kernel reports available (MemAvailable), or 0. */
 unsigned long long device_cpu_available_bytes(void);

@@ -279,11 +279,7 @@ static int record_oneshot(store *st, const char *db_path, const jobkind *kind, c
     const char *label = json_string_value(json_object_get(spec, "label"));
     double timeout_s = json_number_value(json_object_get(spec, "timeout_s"));
     char device[32];
-    int gpu = env ? (int)json_integer_value(json_object_get(env, "gpu_index")) : -1;
-    if (gpu >= 0)
-        snprintf(device, sizeof device, "cuda:%d", gpu);
-    else
-        snprintf(device, sizeof device, "cpu");
+    device_label(env, device, sizeof device);
     int rc = store_job_insert(st, kind->name, label, timeout_s, spec, &id) || store_job_start(st, id, -1, device);
     if (!rc && env)
         rc = store_env_record(st, id, env);
@@ -307,21 +303,17 @@ static int record_oneshot(store *st, const char *db_path, const jobkind *kind, c
         json_t *table = NULL;
         api_error aerr = {0};
         api_table_query all = {.run = -1};
-        if (store_job_table(st, kind, id, &all, &table, &aerr) || api_table_settle_decimals(table)) {
+        char *text = store_job_table(st, kind, id, &all, &table, &aerr) ? NULL : api_table_render(table, table_format);
+        json_decref(table);
+        if (!text) {
             fprintf(stderr, "lmperfd run: the %s job's table: %s\n", kind->name,
                     aerr.message[0] ? aerr.message : "out of memory");
-            json_decref(table);
             return -1;
         }
-        if (strcmp(table_format, "json") == 0) {
-            json_dumpf(table, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+        fputs(text, stdout);
+        if (strcmp(table_format, "json") == 0) /* md and csv end in a line break already */
             putchar('\n');
-        } else {
-            char *text = strcmp(table_format, "md") == 0 ? api_table_markdown(table) : api_table_csv(table);
-            fputs(text ? text : "", stdout);
-            free(text);
-        }
-        json_decref(table);
+        free(text);
     }
     return 0;
 }

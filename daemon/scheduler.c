@@ -495,15 +495,6 @@ static int usable_workers(scheduler *s)
     return n ? n : 1;
 }
 
-static void device_label(const worker_slot *w, char *buf, size_t len)
-{
-    int gpu = (int)json_integer_value(json_object_get(w->device, "gpu_index"));
-    if (gpu >= 0)
-        snprintf(buf, len, "cuda:%d", gpu);
-    else
-        snprintf(buf, len, "cpu");
-}
-
 /* Sends queued jobs to idle workers, in FIFO order: the head waits for as
  * many idle workers as it needs (no overtaking). A job leaves the queue once
  * the database has it running (or it is no longer queued there), removed by
@@ -554,7 +545,7 @@ static void dispatch(scheduler *s)
         }
         worker_slot *leader = &s->workers[idle[0]];
         char device[32];
-        device_label(leader, device, sizeof device);
+        device_label(leader->device, device, sizeof device);
         int started = store_job_start(s->store, id, idle[0], device);
         if (started == STORE_RETRY) {
             log_warn("scheduler", "job %lld: the database cannot be written now; the job stays queued",

@@ -47,11 +47,13 @@ typedef struct api_backend {
      * a selector the job's kind does not take is a 400 naming it. */
     int (*job_table)(void *self, int64_t id, const api_table_query *query, json_t **table, api_error *err);
     /* GET /v1/compare: the tables of job_ids[0..count) (borrowed; 2 to
-     * API_COMPARE_MAX_JOBS distinct ids, in the order given) as one
+     * API_COMPARE_MAX_JOBS distinct ids, in the order given), each narrowed
+     * by query's selectors as job_table narrows one (borrowed), as one
      * {"columns","rows","decimals"} (new) led by a "Job" column, against
-     * baseline_id (0: not given). Errors name "jobs" or "baseline". */
-    int (*jobs_compare)(void *self, const int64_t *job_ids, size_t count, int64_t baseline_id, json_t **table,
-                        api_error *err);
+     * baseline_id (0: not given). Errors name "jobs", "baseline" or a
+     * selector. */
+    int (*jobs_compare)(void *self, const int64_t *job_ids, size_t count, int64_t baseline_id,
+                        const api_table_query *query, json_t **table, api_error *err);
     /* The full event list of one run (memory job), {"columns","rows",...} (new). */
     int (*job_events)(void *self, int64_t id, int run_index, json_t **out, api_error *err);
     /* The Chrome trace (Trace Event Format) of one run of a profile job (new). */

@@ -359,16 +359,25 @@ static void send_table(response *res, const char *format, json_t *table)
                                                      : "application/json; charset=utf-8";
 }
 
+/* A table's selectors: ?experiment=NAME, ?range=NAME, ?run=N (-1, NULL:
+ * absent). Returns 0, or -1 with res set (400 naming the argument). */
+static int table_selectors(struct MHD_Connection *conn, api_table_query *selectors, response *res)
+{
+    *selectors = (api_table_query){.run = -1};
+    return query(conn, "experiment", &selectors->experiment, res) || query(conn, "range", &selectors->range, res) ||
+                   query_int(conn, "run", -1, INT32_MAX, &selectors->run, res)
+               ? -1
+               : 0;
+}
+
 static void handle_table(api_server *server, struct MHD_Connection *conn, const char *id,
                          request *req, response *res)
 {
     (void)req;
     int64_t job_id;
     const char *format;
-    api_table_query selectors = {0};
-    if (parse_id(id, &job_id, res) || table_format(conn, &format, res) ||
-        query(conn, "experiment", &selectors.experiment, res) || query(conn, "range", &selectors.range, res) ||
-        query_int(conn, "run", -1, INT32_MAX, &selectors.run, res))
+    api_table_query selectors;
+    if (parse_id(id, &job_id, res) || table_format(conn, &format, res) || table_selectors(conn, &selectors, res))
         return;
     json_t *table = NULL;
     api_error err;
@@ -441,7 +450,9 @@ static int parse_job_list(const char *text, int64_t *job_ids, size_t *count, res
     return 0;
 }
 
-/* GET /v1/compare?jobs=2,5,9[&baseline=5][&format=md|csv|json]. */
+/* GET /v1/compare?jobs=2,5,9[&baseline=5][&format=md|csv|json]
+ * [&experiment=NAME][&run=N][&range=NAME] (each job's table narrowed as
+ * GET /v1/jobs/{id}/table narrows it). */
 static void handle_compare(api_server *server, struct MHD_Connection *conn, const char *id, request *req,
                            response *res)
 {
@@ -449,8 +460,10 @@ static void handle_compare(api_server *server, struct MHD_Connection *conn, cons
     const char *jobs, *baseline, *format;
     int64_t job_ids[API_COMPARE_MAX_JOBS], baseline_id = 0;
     size_t count = 0;
+    api_table_query selectors;
     if (query(conn, "jobs", &jobs, res) || query(conn, "baseline", &baseline, res) ||
-        table_format(conn, &format, res) || parse_job_list(jobs, job_ids, &count, res))
+        table_format(conn, &format, res) || table_selectors(conn, &selectors, res) ||
+        parse_job_list(jobs, job_ids, &count, res))
         return;
     if (baseline && job_id_of(baseline, strlen(baseline), &baseline_id)) {
         fail(res, API_ERR_BAD_REQUEST, "baseline", "baseline must be the id of one of the jobs compared, not '%s'",
@@ -459,7 +472,7 @@ static void handle_compare(api_server *server, struct MHD_Connection *conn, cons
     }
     json_t *table = NULL;
     api_error err;
-    if (server->backend.jobs_compare(server->backend.self, job_ids, count, baseline_id, &table, &err)) {
+    if (server->backend.jobs_compare(server->backend.self, job_ids, count, baseline_id, &selectors, &table, &err)) {
         set_error(res, &err);
         return;
     }

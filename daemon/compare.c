@@ -225,8 +225,8 @@ static void baseline_kinds(char *out, size_t size)
             len += (size_t)snprintf(out + len, size - len, "%s%s", len ? ", " : "", (*k)->name);
 }
 
-int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t baseline_id, json_t **table,
-                 api_error *err)
+int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t baseline_id,
+                 const api_table_query *query, json_t **table, api_error *err)
 {
     char kinds[API_COMPARE_MAX_JOBS][64], statuses[API_COMPARE_MAX_JOBS][32];
     json_t *tables[API_COMPARE_MAX_JOBS] = {0};
@@ -275,6 +275,9 @@ int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t base
     const jobkind *kind = jobkind_find(kinds[0]);
     if (!kind || !kind->table)
         return api_fail(err, API_ERR_BAD_REQUEST, "jobs", "%s jobs have no table to compare", kinds[0]);
+    int selected = jobkind_check_selectors(kind, query, err);
+    if (selected < 0)
+        return -1;
     char pending[400] = ""; /* "job 5 is running, job 9 is queued" */
     for (size_t i = 0, len = 0; i < count && len < sizeof pending; i++)
         if (unfinished(statuses[i]))
@@ -291,10 +294,13 @@ int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t base
                         takers[0] ? takers : "no");
     }
 
-    for (; have_tables < count; have_tables++)
-        if ((kind->compare_table ? kind->compare_table : kind->table)(db, job_ids[have_tables], &tables[have_tables],
-                                                                       err))
+    for (; have_tables < count; have_tables++) {
+        int64_t id = job_ids[have_tables];
+        json_t **own = &tables[have_tables];
+        if (selected ? kind->selected_table(db, id, query, own, err)
+                     : (kind->compare_table ? kind->compare_table : kind->table)(db, id, own, err))
             goto out;
+    }
     if (compare_align_tables(tables, job_ids, count, &merged)) {
         api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the comparison");
         goto out;

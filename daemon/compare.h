@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../api/api.h"
 #include "../api/errors.h"
 
 /* Merges tables[0..count) ({"columns", "rows"[, "decimals"][, "mean_sd"]},
@@ -36,12 +37,16 @@ int compare_align_tables(json_t *const *tables, const int64_t *job_ids, size_t c
 
 /* The comparison of jobs job_ids[0..count) (distinct, in the order given)
  * against baseline_id (0: none given; the first job where the kind has a
- * compare_column). Reads db (the store's read connection). Sets *table (new,
+ * compare_column), each job's table narrowed by the selectors of query
+ * (borrowed; NULL or none set: the whole table) as GET /v1/jobs/{id}/table
+ * narrows it (the kind's selected_table). Reads db (the store's read connection). Sets *table (new,
  * {"columns", "rows", "decimals"} unsettled). Returns 0, or -1 with err
  * filled: a job that does not exist 404, jobs of several kinds 400, a job
  * queued or running 409 (all naming "jobs"); a baseline that is not one of
- * the jobs, or given for a kind that has no baseline, 400 naming "baseline". */
-int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t baseline_id, json_t **table,
-                 api_error *err);
+ * the jobs, or given for a kind that has no baseline, 400 naming "baseline";
+ * a selector the kind does not take 400, a value one job does not have 404
+ * (naming the selector: "experiment", "run" or "range"). */
+int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t baseline_id,
+                 const api_table_query *query, json_t **table, api_error *err);
 
 #endif

@@ -95,7 +95,9 @@ typedef struct jobkind {
      * job_ids[0..count) (borrowed; all of this kind and finished) against the
      * baseline job baseline_id (one of them), e.g. benchmark's speedup. Fills
      * *column (its cells new) and returns 0, or -1 with err filled. NULL: the
-     * kind's comparison has no baseline (baseline= is a 400). */
+     * kind's comparison has no baseline (baseline= is a 400). A kind with
+     * compare_column takes no table_params (its cells follow the unselected
+     * table's rows). */
     int (*compare_column)(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t baseline_id,
                           compare_column *column, api_error *err);
 } jobkind;
@@ -104,6 +106,12 @@ typedef struct jobkind {
 const jobkind *jobkind_find(const char *name);
 /* The table of kinds, terminated by NULL. */
 extern const jobkind *const jobkinds[];
+
+/* The table selectors set in query (api_table_query, borrowed; NULL: none)
+ * against the ones kind takes (table_params). Returns 0 when none is set, 1
+ * when some are and kind takes each, or -1 with err filled: 400 naming the
+ * first one kind does not take, and which kinds do. */
+int jobkind_check_selectors(const jobkind *kind, const api_table_query *query, api_error *err);
 
 /* Helpers for store_run: bind a JSON value to parameter i of a statement.
  * jobkind_bind_scalar: integer, real, string or boolean (0/1) as such,

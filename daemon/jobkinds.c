@@ -1,4 +1,5 @@
 /* The table of job kinds. Add a kind: one extern and one row. */
+#include <stdio.h>
 #include <string.h>
 
 #include "jobkind.h"
@@ -48,4 +49,49 @@ void jobkind_bind_real_or_null(sqlite3_stmt *st, int i, const json_t *v)
         sqlite3_bind_double(st, i, json_number_value(v));
     else
         sqlite3_bind_null(st, i);
+}
+
+/* The table selectors by query parameter name (api_table_query). */
+static const char *const table_selectors[] = {"experiment", "run", "range"};
+
+static int table_selector_set(const api_table_query *query, const char *name)
+{
+    if (!query)
+        return 0;
+    if (strcmp(name, "experiment") == 0)
+        return query->experiment != NULL;
+    if (strcmp(name, "run") == 0)
+        return query->run >= 0;
+    return strcmp(name, "range") == 0 && query->range != NULL;
+}
+
+static int kind_takes_selector(const jobkind *kind, const char *name)
+{
+    for (const char *const *p = kind->table_params; p && *p; p++)
+        if (strcmp(*p, name) == 0)
+            return 1;
+    return 0;
+}
+
+int jobkind_check_selectors(const jobkind *kind, const api_table_query *query, api_error *err)
+{
+    int selected = 0;
+    for (size_t i = 0; i < sizeof table_selectors / sizeof table_selectors[0]; i++) {
+        const char *name = table_selectors[i];
+        if (!table_selector_set(query, name))
+            continue;
+        selected = 1;
+        if (kind_takes_selector(kind, name))
+            continue;
+        char takers[128] = ""; /* "numerics", "profile" */
+        for (const jobkind *const *k = jobkinds; *k; k++) {
+            size_t len = strlen(takers);
+            if (kind_takes_selector(*k, name))
+                snprintf(takers + len, sizeof takers - len, "%s%s", len ? ", " : "", (*k)->name);
+        }
+        return api_fail(err, API_ERR_BAD_REQUEST, name, "%s %s job's table takes no %s: %s is for %s jobs",
+                        strchr("aeiou", kind->name[0]) ? "an" : "a", kind->name, name, name,
+                        takers[0] ? takers : "no");
+    }
+    return selected;
 }

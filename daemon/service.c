@@ -167,20 +167,21 @@ typedef struct compare_args {
     const int64_t *job_ids; /* borrowed */
     size_t count;
     int64_t baseline_id; /* 0: not given */
+    const api_table_query *query; /* borrowed */
     json_t *table;       /* new, once compare_view returned 0 */
 } compare_args;
 
 static int compare_view(sqlite3 *db, void *arg, api_error *err)
 {
     compare_args *a = arg;
-    return compare_jobs(db, a->job_ids, a->count, a->baseline_id, &a->table, err);
+    return compare_jobs(db, a->job_ids, a->count, a->baseline_id, a->query, &a->table, err);
 }
 
-static int svc_compare(void *self, const int64_t *job_ids, size_t count, int64_t baseline_id, json_t **table,
-                       api_error *err)
+static int svc_compare(void *self, const int64_t *job_ids, size_t count, int64_t baseline_id,
+                       const api_table_query *query, json_t **table, api_error *err)
 {
     service *svc = self;
-    compare_args args = {.job_ids = job_ids, .count = count, .baseline_id = baseline_id};
+    compare_args args = {.job_ids = job_ids, .count = count, .baseline_id = baseline_id, .query = query};
     if (store_read_snapshot(svc->store, compare_view, &args, err))
         return -1;
     *table = args.table;

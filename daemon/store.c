@@ -755,51 +755,14 @@ int store_job_trace(store *s, const jobkind *kind, int64_t id, int run_index, js
     return run_view(s, kind->trace, id, run_index, out, err);
 }
 
-/* The table endpoint's selectors by query parameter name (api_table_query). */
-static const char *const table_selectors[] = {"experiment", "run", "range"};
-
-static int table_selector_set(const api_table_query *query, const char *name)
-{
-    if (!query)
-        return 0;
-    if (strcmp(name, "experiment") == 0)
-        return query->experiment != NULL;
-    if (strcmp(name, "run") == 0)
-        return query->run >= 0;
-    return strcmp(name, "range") == 0 && query->range != NULL;
-}
-
-static int kind_takes_selector(const jobkind *kind, const char *name)
-{
-    for (const char *const *p = kind->table_params; p && *p; p++)
-        if (strcmp(*p, name) == 0)
-            return 1;
-    return 0;
-}
-
 int store_job_table(store *s, const jobkind *kind, int64_t id, const api_table_query *query, json_t **table,
                     api_error *err)
 {
     if (!kind->table)
         return api_fail(err, API_ERR_NOT_FOUND, NULL, "job kind %s has no table view", kind->name);
-    int selected = 0;
-    for (size_t i = 0; i < sizeof table_selectors / sizeof table_selectors[0]; i++) {
-        const char *name = table_selectors[i];
-        if (!table_selector_set(query, name))
-            continue;
-        selected = 1;
-        if (kind_takes_selector(kind, name))
-            continue;
-        char takers[128] = ""; /* "numerics", "profile" */
-        for (const jobkind *const *k = jobkinds; *k; k++) {
-            size_t len = strlen(takers);
-            if (kind_takes_selector(*k, name))
-                snprintf(takers + len, sizeof takers - len, "%s%s", len ? ", " : "", (*k)->name);
-        }
-        return api_fail(err, API_ERR_BAD_REQUEST, name, "%s %s job's table takes no %s: %s is for %s jobs",
-                        strchr("aeiou", kind->name[0]) ? "an" : "a", kind->name, name, name,
-                        takers[0] ? takers : "no");
-    }
+    int selected = jobkind_check_selectors(kind, query, err);
+    if (selected < 0)
+        return -1;
     pthread_mutex_lock(&s->read_lock);
     int rc = selected ? kind->selected_table(s->reader, id, query, table, err) : kind->table(s->reader, id, table, err);
     pthread_mutex_unlock(&s->read_lock);

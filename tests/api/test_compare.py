@@ -7,6 +7,7 @@ field. The helpers (Daemon, check, expect_error) are test_api.py's.
 
 usage: test_compare.py LMPERFD [WEB_ROOT]"""
 import csv
+import gzip
 import io
 import os
 import sys
@@ -153,12 +154,62 @@ def test_numerics(d, benchmark_job):
     check(status == 200 and md.startswith("| Job | accumulator |") and len(md.splitlines()) == 2 + 14,
           f"numerics md comparison: {md[:300]}")
     expect_error(d, "GET", f"/v1/compare?jobs={acc[0]},{acc[1]}&baseline={acc[0]}", 400, "bad_request", "baseline")
+    # experiment= narrows each job's table as /table?experiment= does: the precision reports side by side
+    both = finished(d, {"kind": "numerics", "experiments": ["accumulation", "precision_report"]})["id"]
+    selected = d.get(f"/v1/jobs/{both}/table?experiment=precision_report")[2]
+    status, _, table = d.get(f"/v1/compare?jobs={both},{prec}&experiment=precision_report")
+    check(status == 200 and selected["columns"] == own[prec]["columns"]
+          and table["columns"] == ["Job"] + selected["columns"]
+          and table["rows"] == [[both] + row for row in selected["rows"]] + [[prec] + row for row in own[prec]["rows"]],
+          f"precision reports compared by experiment=: {status} {table.get('columns')}")
+    # a job without that experiment: 404 naming experiment and the job; a name no job has: 400
+    status, _, body = d.get(f"/v1/compare?jobs={both},{acc[0]}&experiment=precision_report")
+    check(status == 404 and body["error"]["field"] == "experiment" and f"job {acc[0]}" in body["error"]["message"],
+          f"experiment= a job did not run: {status} {body}")
+    expect_error(d, "GET", f"/v1/compare?jobs={both},{prec}&experiment=nope", 400, "bad_request", "experiment")
+    for selector in ("run=0", "range=forward"):  # profile's selectors on numerics jobs
+        expect_error(d, "GET", f"/v1/compare?jobs={both},{prec}&{selector}", 400, "bad_request", selector.split("=")[0])
     # jobs of two kinds: the message says which are which
     status, _, body = d.get(f"/v1/compare?jobs={benchmark_job},{acc[0]}")
     message = body.get("error", {}).get("message", "") if isinstance(body, dict) else ""
     check(status == 400 and body["error"]["field"] == "jobs" and "benchmark" in message and "numerics" in message,
           f"jobs of two kinds: {status} {body}")
     return acc
+
+
+def test_profile_fixture():
+    """run= and range= narrow each profile job's kernel summary, as /table?run=&range= does, on the saved
+    H200 database of tests/web/fixtures (profile jobs 1, two runs, and 4, three runs; the daemon only reads
+    them back)."""
+    fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "web", "fixtures", "gpu-h200.db.gz")
+    db = os.path.join(test_api.TMP, "compare-fixture.db")
+    with gzip.open(fixture) as src, open(db, "wb") as dst:
+        dst.write(src.read())
+    d = Daemon("compare-fixture", db=db)
+    try:
+        for selectors in ("range=forward", "run=1", "run=1&range=layer%203"):
+            own = {j: d.get(f"/v1/jobs/{j}/table?{selectors}")[2] for j in (1, 4)}
+            status, _, table = d.get(f"/v1/compare?jobs=1,4&{selectors}")
+            check(status == 200 and all(own[j].get("rows") for j in (1, 4))
+                  and table["columns"] == ["Job"] + own[1]["columns"]
+                  and table["rows"] == [[j] + row for j in (1, 4) for row in own[j]["rows"]],
+                  f"profile jobs compared by {selectors}: {status} {str(table)[:300]}")
+        status, _, whole = d.get("/v1/compare?jobs=1,4")
+        status_r, _, narrowed = d.get("/v1/compare?jobs=1,4&range=forward")
+        check(status == 200 and status_r == 200 and len(narrowed["rows"]) < len(whole["rows"]),
+              f"range= narrows the comparison: {len(narrowed.get('rows', []))} of {len(whole.get('rows', []))} rows")
+        # job 1 has no run 2; no job has a range named nope: 404 naming the selector and the job
+        status, _, body = d.get("/v1/compare?jobs=4,1&run=2")
+        check(status == 404 and body["error"]["field"] == "run" and "job 1" in body["error"]["message"],
+              f"a run one job lacks: {status} {body}")
+        status, _, body = d.get("/v1/compare?jobs=1,4&range=nope")
+        check(status == 404 and body["error"]["field"] == "range" and "nope" in body["error"]["message"],
+              f"a range no job has: {status} {body}")
+        expect_error(d, "GET", "/v1/compare?jobs=1,4&experiment=accumulation", 400, "bad_request", "experiment")
+        expect_error(d, "GET", "/v1/compare?jobs=1,4&run=x", 400, "bad_request", "run")
+        expect_error(d, "GET", "/v1/compare?jobs=1,4&range=forward&range=backward", 400, "bad_request", "range")
+    finally:
+        d.stop()
 
 
 def test_refusals(d, done):
@@ -197,8 +248,13 @@ def main():
         numerics = test_numerics(d, benchmark_job)
         print("-- test_refusals", flush=True)
         test_refusals(d, numerics)
+        print("-- experiment= on a benchmark job", flush=True)
+        expect_error(d, "GET", f"/v1/compare?jobs={benchmark_job},{benchmark_job + 1}&experiment=accumulation", 400,
+                     "bad_request", "experiment")
     finally:
         d.stop()
+    print("-- test_profile_fixture", flush=True)
+    test_profile_fixture()
     return test_api.verdict("all compare tests passed")
 
 

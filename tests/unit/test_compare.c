@@ -101,7 +101,7 @@ typedef struct compare_call {
 static int compare_view(sqlite3 *db, void *arg, api_error *err)
 {
     compare_call *c = arg;
-    return compare_jobs(db, c->ids, c->count, c->baseline, &c->table, err);
+    return compare_jobs(db, c->ids, c->count, c->baseline, NULL, &c->table, err);
 }
 
 /* compare_jobs on a snapshot; *table (new) on success, else the error. */

@@ -102,9 +102,12 @@ void config_usage(const char *program)
     printf("usage: %s [options]            serve the HTTP API and run jobs\n"
            "       %s run SPEC.json [--cpu-only] [--table md|csv|json] [--db FILE]\n"
            "              run one job in-process, print the result JSON (or its table; record it in FILE)\n"
+           "       %s submit SPEC.json [--url URL] [--token TOKEN] [--table md|csv|json] [--no-wait] [--quiet]\n"
+           "              post a job to a running lmperfd, follow it to its end, print its result JSON (or table);\n"
+           "              URL [LMPERF_URL] default: where --host and --port below point; Ctrl-C cancels the job\n"
            "       %s version | --version          print the version\n\n"
            "options (environment variable in brackets):\n",
-           program, program, program);
+           program, program, program, program);
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         /* flags default to off; an empty default (no token, no port file) is not shown */
         int show_default = options[i].default_text && options[i].default_text[0] && options[i].type != OPT_FLAG;

@@ -1,4 +1,5 @@
-/* lmperfd: the daemon (default), one-shot mode (`run SPEC.json`) and the
+/* lmperfd: the daemon (default), one-shot mode (`run SPEC.json`), a client
+ * of a running daemon (`submit SPEC.json`), and the
  * internal worker sub-command (`__worker`), and one MPI rank of the allreduce
  * job (`__allreduce-rank`, started by mpirun). */
 #include <errno.h>
@@ -14,6 +15,7 @@
 
 #include "allreduce_rank.h"
 #include "api.h"
+#include "client.h"
 #include "config.h"
 #include "device.h"
 #include "log.h"
@@ -437,6 +439,88 @@ static int run_command(int argc, char **argv)
     return rc == 0 ? 0 : 1;
 }
 
+#define SUBMIT_POLL_S 0.5 /* between status requests while waiting for the job */
+
+/* lmperfd submit SPEC.json [--url URL] [--token TOKEN] [--table md|csv|json] [--no-wait] [--quiet]:
+ * the job posted to a running lmperfd (client_submit). The URL defaults to
+ * LMPERF_URL, else to where a daemon started with the same environment
+ * listens (LMPERF_HOST, LMPERF_PORT: config_parse's defaults); the token to
+ * LMPERF_TOKEN. */
+static int submit_command(int argc, char **argv)
+{
+    static const char usage[] = "usage: lmperfd submit SPEC.json [--url http://HOST:PORT] [--token TOKEN] "
+                                "[--table md|csv|json] [--no-wait] [--quiet]   (SPEC.json may be - for stdin)\n";
+    const char *url = getenv("LMPERF_URL"), *token = NULL;
+    client_submit_options o = {.wait = 1, .poll_s = SUBMIT_POLL_S};
+    for (int a = 2; a < argc; a++) {
+        int takes_value = strcmp(argv[a], "--url") == 0 || strcmp(argv[a], "--token") == 0 ||
+                          strcmp(argv[a], "--table") == 0;
+        if (takes_value && (a + 1 >= argc || strncmp(argv[a + 1], "--", 2) == 0)) {
+            fprintf(stderr, "lmperfd submit: %s needs a value\n", argv[a]);
+            return 2;
+        }
+        if (strcmp(argv[a], "--url") == 0)
+            url = argv[++a];
+        else if (strcmp(argv[a], "--token") == 0)
+            token = argv[++a];
+        else if (strcmp(argv[a], "--table") == 0) {
+            o.table_format = argv[++a];
+            if (strcmp(o.table_format, "md") && strcmp(o.table_format, "csv") && strcmp(o.table_format, "json")) {
+                fprintf(stderr, "lmperfd submit: --table takes md, csv or json, not '%s'\n", o.table_format);
+                return 2;
+            }
+        } else if (strcmp(argv[a], "--no-wait") == 0)
+            o.wait = 0;
+        else if (strcmp(argv[a], "--quiet") == 0)
+            o.quiet = 1;
+        else if (!o.spec_path && (argv[a][0] != '-' || strcmp(argv[a], "-") == 0))
+            o.spec_path = argv[a];
+        else {
+            fprintf(stderr, "lmperfd submit: unexpected argument %s\n%s", argv[a], usage);
+            return 2;
+        }
+    }
+    if (!o.spec_path) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    if (o.table_format && !o.wait) {
+        fprintf(stderr, "lmperfd submit: --table needs the job to end: leave out --no-wait\n");
+        return 2;
+    }
+    /* the daemon's own defaults and environment: where it listens, its token */
+    daemon_config config;
+    char why[512], default_url[128];
+    char *no_args[] = {argv[0], NULL};
+    if (config_parse(&config, 1, no_args, why, sizeof why)) {
+        fprintf(stderr, "lmperfd submit: %s\n", why);
+        return 2;
+    }
+    if (!url) {
+        if (config.port == 0) {
+            fprintf(stderr, "lmperfd submit: LMPERF_PORT is 0 (any free port): give the daemon's --url\n");
+            return 2;
+        }
+        snprintf(default_url, sizeof default_url, "http://%s:%d",
+                 strcmp(config.host, "0.0.0.0") == 0 ? "127.0.0.1" : config.host, config.port);
+        url = default_url;
+    }
+    client_target target = {.token = token ? token : config.token[0] ? config.token : NULL};
+    if (client_parse_url(url, &target, why, sizeof why)) {
+        fprintf(stderr, "lmperfd submit: %s\n", why);
+        return 2;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (read_spec_text(o.spec_path, &text, &len, why, sizeof why)) {
+        fprintf(stderr, "lmperfd submit: %s %s\n", o.spec_path, why);
+        return 2;
+    }
+    int rc = client_submit(&target, text, len, &o);
+    free(text);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "__worker") == 0)
@@ -445,6 +529,8 @@ int main(int argc, char **argv)
         return allreduce_rank_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         return run_command(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "submit") == 0)
+        return submit_command(argc, argv);
     if (argc > 1 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0))
         return printf("lmperfd %s\n", LMPERF_VERSION) < 0;
     return serve(argc, argv);

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""`lmperfd submit SPEC` against a real lmperfd (with a token) on a random
+loopback port: the job followed to its end and its document or table printed
+(equal to what the API serves), the exit status of a succeeded (0), failed (1)
+and refused (2: the API's error document on stdout) job, the token (missing:
+1, saying so; from LMPERF_TOKEN), --no-wait, the URL from LMPERF_PORT, bad
+URLs, a daemon that is not there, and Ctrl-C: the first cancels the job and
+waits for its end, a second stops waiting (130).
+
+usage: test_submit.py LMPERFD [WEB_ROOT]"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_api  # noqa: E402  (reads LMPERFD and WEB_ROOT from sys.argv)
+from test_api import LMPERFD, LONG_COUNT, TMP, Daemon, check  # noqa: E402
+
+TOKEN = "submit-test-token"
+BENCH = {"kind": "benchmark", "model": {"name": "m", "d_model": 16, "d_ff": 32, "num_layers": 1, "num_heads": 1},
+         "vocab_size": 50, "batch_size": 1, "context_length": [8, 16], "mode": "forward", "warmup_steps": 1,
+         "measure_steps": 3}
+
+
+def spec_file(name, spec):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(spec if isinstance(spec, str) else json.dumps(spec))
+    return path
+
+
+def submit(d, *args, token=TOKEN, env=None, timeout=120):
+    """lmperfd submit ARGS against d (--url unless env gives the way); (rc, stdout, stderr)."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("LMPERF_")}
+    if token:
+        e["LMPERF_TOKEN"] = token
+    e.update(env or {})
+    url = [] if env and ("LMPERF_PORT" in env or "LMPERF_URL" in env) else ["--url", f"http://127.0.0.1:{d.port}"]
+    p = subprocess.run([LMPERFD, "submit", *args, *url], capture_output=True, text=True, timeout=timeout, env=e)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_outcomes(d):
+    rc, out, err = submit(d, spec_file("numerics.json", {"kind": "numerics", "count": 100}))
+    job = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and job.get("status") == "succeeded" and job.get("runs"),
+          f"a numerics job: rc {rc}, {out[:200]} {err}")
+    if job:
+        served = d.get(f"/v1/jobs/{job['id']}")[2]
+        check(job == served, "the printed document is GET /v1/jobs/{id}'s")
+        check(f"job {job['id']} succeeded" in err, f"the status lines on stderr: {err}")
+
+    rc, out, err = submit(d, spec_file("bench.json", BENCH), "--table", "md", "--quiet")
+    jobs = d.get("/v1/jobs?kind=benchmark")[2]["jobs"]
+    check(rc == 0 and jobs and err == "", f"--table md: rc {rc}, stderr {err!r}")
+    if jobs:
+        table = d.get(f"/v1/jobs/{jobs[0]['id']}/table?format=md")[2]
+        check(out == table if table.endswith("\n") else out == table + "\n",
+              f"--table md is GET /table?format=md's:\n{out}\n---\n{table}")
+        check(len(out.splitlines()) == 2 + 2, f"two contexts, two rows: {out}")
+
+    # a spec the daemon refuses: 2, its error document on stdout, the reason on stderr
+    rc, out, err = submit(d, spec_file("bad.json", {"kind": "numerics", "count": "many"}))
+    doc = json.loads(out) if out.strip().startswith("{") else {}
+    check(rc == 2 and doc.get("error", {}).get("field") == "count" and "count" in err,
+          f"a refused spec: rc {rc}, {out} {err}")
+    rc, out, err = submit(d, spec_file("notjson.json", "{\"kind\": "))
+    check(rc == 2 and "error" in out, f"not JSON: rc {rc}, {out} {err}")
+    # a job that fails (past its timeout_s): 1, the reason on stderr, the document on stdout
+    rc, out, err = submit(d, spec_file("slow.json", {"kind": "numerics", "count": LONG_COUNT, "timeout_s": 1}))
+    check(rc == 1 and json.loads(out or "{}").get("status") == "failed" and "failed" in err,
+          f"a failed job: rc {rc}, {out[:200]} {err}")
+
+
+def test_access(d):
+    path = spec_file("numerics.json", {"kind": "numerics", "count": 10})
+    rc, out, err = submit(d, path, token=None)
+    check(rc == 1 and "401" in err and "LMPERF_TOKEN" in err, f"no token: rc {rc}, {err}")
+    rc, out, err = submit(d, path, "--token", "wrong", token=None)
+    check(rc == 1 and "401" in err, f"a wrong token: rc {rc}, {err}")
+    rc, out, err = submit(d, path, "--token", TOKEN, token=None)
+    check(rc == 0, f"--token: rc {rc}, {err}")
+    rc, out, err = submit(d, path, env={"LMPERF_PORT": str(d.port)})
+    check(rc == 0, f"the URL from LMPERF_PORT: rc {rc}, {err}")
+    rc, out, err = submit(d, path, env={"LMPERF_URL": f"http://localhost:{d.port}/"})
+    check(rc == 0, f"LMPERF_URL with a trailing /: rc {rc}, {err}")
+    for url in ("https://127.0.0.1:1", "127.0.0.1:8080", "http://127.0.0.1:0", "http://127.0.0.1:99999",
+                "http://:80", "http://127.0.0.1:80?x=1", "http://[::1"):
+        rc, out, err = submit(d, path, env={"LMPERF_URL": url})
+        check(rc == 2 and "lmperfd submit:" in err, f"URL {url}: rc {rc}, {err}")
+    t0 = time.time()
+    rc, out, err = submit(d, path, env={"LMPERF_URL": "http://127.0.0.1:1"})
+    check(rc == 1 and "is lmperfd running" in err and time.time() - t0 < 10, f"no daemon there: rc {rc}, {err}")
+    for args in ((), ("--table",), ("--table", "xml"), (path, "--no-wait", "--table", "md"), (path, "--bogus"),
+                 (path, path)):
+        rc, out, err = submit(d, *args)
+        check(rc == 2 and err, f"arguments {args}: rc {rc}, {err}")
+
+    rc, out, err = submit(d, spec_file("long.json", {"kind": "numerics", "count": LONG_COUNT}), "--no-wait")
+    job = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and job.get("status") in ("queued", "running"), f"--no-wait: rc {rc}, {out[:200]}")
+    if job:
+        d.request("DELETE", f"/v1/jobs/{job['id']}", headers={"Authorization": f"Bearer {TOKEN}"})
+        d.wait_status(job["id"], ("cancelled",), timeout=60)
+
+
+def interrupted(d, signals, freeze=False):
+    """Ctrl-C (SIGINT) sent signals times to a submit of a long job once it runs (freeze: with the daemon
+    stopped by SIGSTOP meanwhile, so that no request is answered); (rc, stderr, the job)."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("LMPERF_")}
+    e["LMPERF_TOKEN"] = TOKEN
+    path = spec_file("long.json", {"kind": "numerics", "count": LONG_COUNT})
+    p = subprocess.Popen([LMPERFD, "submit", path, "--url", f"http://127.0.0.1:{d.port}"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=e)
+    deadline = time.time() + 30
+    running = None
+    while time.time() < deadline and not running:
+        running = [j for j in d.get("/v1/jobs?status=running")[2]["jobs"]]
+        time.sleep(0.1)
+    if freeze:
+        time.sleep(0.6)  # the submit is polling: its next request waits on the stopped daemon
+        d.proc.send_signal(signal.SIGSTOP)
+    try:
+        for _ in range(signals):
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+        _, err = p.communicate(timeout=10 if freeze else 90)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+        check(False, f"submit did not end after {signals} SIGINT: {err}")
+    finally:
+        if freeze:
+            d.proc.send_signal(signal.SIGCONT)
+    return p.returncode, err, running[0] if running else None
+
+
+def test_interrupt(d):
+    rc, err, job = interrupted(d, 1)
+    check(job is not None, "the long job ran")
+    if job:
+        status = d.get(f"/v1/jobs/{job['id']}")[2]["status"]
+        check(rc == 1 and status == "cancelled" and f"cancelling job {job['id']}" in err and "cancelled" in err,
+              f"one Ctrl-C cancels the job and waits for its end: rc {rc}, job {status}, {err}")
+    # a second Ctrl-C stops waiting at once, even when the daemon does not answer (stopped: SIGSTOP)
+    rc, err, job = interrupted(d, 2, freeze=True)
+    check(rc == 130 and "stopped waiting" in err, f"a second Ctrl-C stops waiting: rc {rc}, {err}")
+    if job:
+        d.request("DELETE", f"/v1/jobs/{job['id']}", headers={"Authorization": f"Bearer {TOKEN}"})
+        done = d.wait_status(job["id"], ("cancelled",), timeout=60)
+        check(done["status"] == "cancelled", f"the job is cancelled: {done['status']}")
+
+
+def main():
+    d = Daemon("submit", args=["--token", TOKEN])
+    try:
+        for test in (test_outcomes, test_access, test_interrupt):
+            print(f"-- {test.__name__}", flush=True)
+            test(d)
+    finally:
+        d.stop()
+    return test_api.verdict("all submit tests passed")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -137,6 +137,11 @@ static int svc_cancel(void *self, int64_t id, json_t **job, int *accepted, api_e
         return svc_get(self, id, job, err);
     }
     store_job_state(svc->store, id, kind, sizeof kind, status, sizeof status);
+    if (strcmp(status, "running") == 0) /* no worker runs it: its end waits to be written (scheduler.c) */
+        return api_fail(err, API_ERR_CONFLICT, "id",
+                        "job %lld has ended, but its end is not recorded yet (the database cannot be written "
+                        "now); it will be once the database takes writes",
+                        (long long)id);
     return api_fail(err, API_ERR_CONFLICT, "id", "job %lld is already %s", (long long)id, status);
 }
 

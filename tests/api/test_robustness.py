@@ -74,6 +74,10 @@ def test_database_refuses_writes():
                        "the timed-out job to leave its worker", timeout=90)
             check(d.job(timed_out["id"])["status"] == "running" and d.job(queued["id"])["status"] == "queued",
                   "nothing written while the database refuses writes")
+            # a cancel of the ended job: 409 saying its end waits to be recorded, not "already running"
+            status, _, body = d.request("DELETE", f"/v1/jobs/{timed_out['id']}")
+            check(status == 409 and "not recorded yet" in body["error"]["message"],
+                  f"DELETE of a job whose end waits to be written: {status} {body}")
         finally:
             holder.execute("ROLLBACK")
             holder.close()

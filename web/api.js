@@ -36,6 +36,14 @@ async function call(method, path, body) {
   return data;
 }
 
+// GET /v1/jobs/{id}/table's address: query {run, range, experiment} and format (md, csv, json).
+export function tableUrl(id, query, format) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(query || {})) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  q.set('format', format);
+  return `/v1/jobs/${id}/table?${q}`;
+}
+
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'interrupted']);
 export const ACTIVE = new Set(['queued', 'running']);
 
@@ -63,6 +71,21 @@ export const api = {
   submit: (spec) => call('POST', '/v1/jobs', spec),
   cancel: (id) => call('DELETE', `/v1/jobs/${id}`),
   table: (id) => call('GET', `/v1/jobs/${id}/table?format=json`),
+  // The table as the text people paste (format md or csv); query: run, range, experiment.
+  async tableText(id, query = {}, format = 'md') {
+    const url = tableUrl(id, query, format);
+    let res;
+    try { res = await fetch(url, {headers: {Accept: 'text/plain'}}); } catch (e) {
+      throw new ApiError(0, 'unreachable', `lmperfd is not reachable (${e.message})`);
+    }
+    const text = await res.text();
+    if (!res.ok) {
+      let e = null;
+      try { e = JSON.parse(text).error; } catch { /* not JSON */ }
+      throw new ApiError(res.status, e ? e.code : 'http_' + res.status, e ? e.message : text || res.statusText, e && e.field);
+    }
+    return text;
+  },
 
   // Details of many jobs, a few requests at a time; missing ids are skipped.
   async jobs(ids, parallel = 6) {

@@ -112,7 +112,7 @@ export function attentionView(job) {
       const rs = failed.filter((r) => (r.error || r.status) === why);
       return h('li', null, `${rs.length} point${rs.length > 1 ? 's' : ''} failed (${[...new Set(rs.map((r) => r.impl))].join(', ')}): ${why}`);
     })) : null,
-    endpointTable(job, {id: 'attention-table', title: 'Naive vs flash per sequence length and head dimension'}),
+    endpointTable(job, {id: 'attention-table', title: 'Naive vs flash per sequence length and head dimension', what: 'naive vs flash table'}),
     h('section', {class: 'chart-box'},
       h('div', {class: 'field inline'}, h('label', {for: 'attention-metric'}, 'Time of'), metricSel), chartBox),
     memChart,

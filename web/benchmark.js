@@ -48,12 +48,20 @@ export function phasesPresent(runs) {
   return PHASES.filter((p) => runs.some((r) => r.stats && r.stats[p.key]));
 }
 
-// A right-aligned "mean ± std" cell carrying the raw numbers for tests and export.
-export function statCell(stat, extraClass = '') {
+// Decimals of each phase's column over these runs: {forward: 2, optimizer: 3, …},
+// so that a column reads 0.763 ± 0.029 beside 6.240 ± 5.370, not beside 6.24 ± 5.37.
+export function phaseDigits(runs, phases = PHASES) {
+  return Object.fromEntries(phases.map((p) => [p.key,
+    fmt.columnDigits(runs.map((r) => r.stats && r.stats[p.key] ? r.stats[p.key].mean_ms : null), fmt.msDigits)]));
+}
+
+// A right-aligned "mean ± std" cell carrying the raw numbers for tests and export;
+// digits: the column's decimals (phaseDigits), else the mean's own.
+export function statCell(stat, extraClass = '', digits) {
   if (!stat) return h('td', {class: 'num muted ' + extraClass}, '—');
   return h('td', {class: 'num ' + extraClass, dataset: {mean: stat.mean_ms, std: stat.std_ms}, title:
     `median ${fmt.ms(stat.median_ms)} ms · min ${fmt.ms(stat.min_ms)} · max ${fmt.ms(stat.max_ms)}`},
-  fmt.msPm(stat.mean_ms, stat.std_ms));
+  fmt.msPm(stat.mean_ms, stat.std_ms, digits));
 }
 
 // One series per phase with data and the whole step; a run of one phase (the

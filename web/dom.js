@@ -64,3 +64,22 @@ export function download(name, text, type) {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
+
+// Puts text on the clipboard: the Clipboard API where the page may use it (a
+// secure context: localhost, https), else a selected hidden textarea and the
+// copy command. Resolves true when copied.
+export async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) { await navigator.clipboard.writeText(text); return true; }
+  } catch { /* denied: try the old way */ }
+  const ta = h('textarea', {readonly: true, 'aria-hidden': 'true', style: 'position:fixed;top:0;left:-9999px;opacity:0'});
+  ta.value = text;
+  document.body.append(ta);
+  const focused = document.activeElement;
+  ta.select();
+  let ok = false;
+  try { ok = document.execCommand('copy'); } catch { ok = false; }
+  ta.remove();
+  if (focused && focused.focus) focused.focus({preventScroll: true});
+  return ok;
+}

@@ -24,9 +24,14 @@ export function mibDigits(v) {
 // mibDigits) gives the column's smallest non-zero value, so a column reads
 // 0.0998 / 12.5000, never 0.100 beside 0.1000. Thousands separated.
 export function column(values, digitsOf) {
-  const nonZero = values.filter((v) => isNum(v) && v !== 0).map(Math.abs);
-  const d = digitsOf(nonZero.length ? Math.min(...nonZero) : 0);
-  return (x) => (isNum(x) ? NF[d].format(x) : '—');
+  const d = columnDigits(values, digitsOf);
+  return (x) => fixed(x, d);
+}
+
+// column() for byte counts shown in MiB (headers say MiB): one number of decimals per column.
+export function mibColumn(byteValues) {
+  const d = columnDigits(byteValues.filter(isNum).map((b) => b / 1048576), mibDigits);
+  return (x) => (isNum(x) ? fixed(x / 1048576, d) : '—');
 }
 
 // "12.34" (no unit; column headers carry "ms").
@@ -35,11 +40,35 @@ export function ms(x, digits) {
   return NF[digits ?? msDigits(x)].format(x);
 }
 
-// "12.34 ± 0.56": std uses the mean's decimals so both line up.
-export function msPm(mean, std) {
+// "12.34 ± 0.56": std uses the mean's decimals so both line up; `digits`
+// (a column's, from columnDigits) overrides the mean's own.
+export function msPm(mean, std, digits) {
   if (!isNum(mean)) return '—';
-  const d = msDigits(mean);
+  const d = digits ?? msDigits(mean);
   return isNum(std) ? `${NF[d].format(mean)} ± ${NF[d].format(std)}` : NF[d].format(mean);
+}
+
+// The decimals of a table column: `digitsOf` (msDigits, mibDigits, sigDigits)
+// of its smallest non-zero value, so every cell of the column has the same.
+export function columnDigits(values, digitsOf) {
+  const nonZero = values.filter((v) => isNum(v) && v !== 0).map(Math.abs);
+  return digitsOf(nonZero.length ? Math.min(...nonZero) : 0);
+}
+
+// Decimals that show a value to 3 significant digits (at least 2, at most 8):
+// 0.000801 → 6, 0.0221 → 4, 12.5 → 2.
+export function sigDigits(v) {
+  const a = Math.abs(v);
+  if (!(a > 0) || a >= 1) return 2;
+  return Math.min(8, Math.max(2, 2 - Math.floor(Math.log10(a))));
+}
+
+// A number with fixed decimals (any count), thousands separated; '—' when not a number.
+const FIXED = new Map();
+export function fixed(x, digits) {
+  if (!isNum(x)) return '—';
+  if (!FIXED.has(digits)) FIXED.set(digits, nf(digits));
+  return FIXED.get(digits).format(x);
 }
 
 export function int(x) {

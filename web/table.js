@@ -1,7 +1,35 @@
 // Tables shared by several pages: the job's table endpoint as HTML, and a
 // sortable table (click or Enter on a column header; aria-sort says the order).
-import {h, mount} from './dom.js';
-import {api} from './api.js';
+import {h, mount, toast, copyText} from './dom.js';
+import {api, tableUrl, TERMINAL} from './api.js';
+
+// A table's exports as people use them in reports: "Copy as Markdown" (the
+// table endpoint's md, onto the clipboard; shown to select by hand where the
+// browser refuses) and "Download CSV", plus the md and json links.
+// query: the endpoint's selectors (run, range, experiment); what: the table's
+// name for the buttons' accessible names ("summary table").
+export function tableExports(jobId, query = {}, what = 'table') {
+  const base = `job-${jobId}${Object.values(query).filter((v) => v !== undefined && v !== '').map((v) => '-' + String(v).replace(/[^\w.-]+/g, '_')).join('')}`;
+  const fallback = h('div', {class: 'copy-fallback', hidden: true});
+  const copy = h('button', {type: 'button', class: 'small', 'aria-label': `Copy the ${what} as Markdown`, dataset: {export: 'md'}, onclick: async () => {
+    try {
+      const text = await api.tableText(jobId, query, 'md');
+      if (await copyText(text)) { fallback.hidden = true; toast(`Copied the ${what} as Markdown (${text.trim().split('\n').length - 2} rows)`); return; }
+      const ta = h('textarea', {rows: Math.min(12, text.split('\n').length), readonly: true, 'aria-label': `the ${what} as Markdown`}, text);
+      mount(fallback, h('p', {class: 'muted'}, 'The browser did not allow copying: select the text below and copy it.'), ta);
+      fallback.hidden = false;
+      ta.focus();
+      ta.select();
+    } catch (e) { toast(`Could not copy the ${what}: ${e.message}`, 'error'); }
+  }}, 'Copy as Markdown');
+  return h('div', {class: 'table-exports', dataset: {query: new URLSearchParams(query).toString()}},
+    copy, ' ',
+    h('a', {class: 'button small', href: tableUrl(jobId, query, 'csv'), download: `${base}.csv`, 'aria-label': `Download the ${what} as CSV`, dataset: {export: 'csv'}}, 'Download CSV'),
+    h('span', {class: 'muted'}, ' also as ',
+      h('a', {href: tableUrl(jobId, query, 'md'), download: `${base}.md`, dataset: {export: 'md-file'}}, 'Markdown file'), ' · ',
+      h('a', {href: tableUrl(jobId, query, 'json'), dataset: {export: 'json'}}, 'JSON')),
+    fallback);
+}
 
 // A cell of the table endpoint as the md/csv forms print it: a real with its
 // column's decimals (the table's "decimals"), else to 6 significant digits;
@@ -13,7 +41,8 @@ export function endpointCell(v, decimals) {
 }
 
 // GET /v1/jobs/{id}/table?format=json drawn as is (endpointCell). Fills `box` when it arrives.
-export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|seq|^d$/}) {
+// exports: the table's tableExports (what: its name) under it, once the job has finished.
+export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|seq|^d$/, what = 'table'}) {
   const box = h('div', {id: `${id}-box`});
   api.table(job.id).then((t) => {
     if (!t || !t.columns) return;
@@ -22,7 +51,8 @@ export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|s
       h('thead', null, h('tr', null, t.columns.map((c, k) => h('th', {scope: 'col', class: numCol[k] ? 'num' : ''}, c)))),
       h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v, k) => h('td',
         {class: `${numCol[k] ? 'num' : ''}${v === 'OOM' ? ' oom' : v === 'failed' ? ' error' : ''}`, dataset: typeof v === 'number' ? {value: v} : undefined},
-        endpointCell(v, (t.decimals || [])[k])))))))));
+        endpointCell(v, (t.decimals || [])[k])))))))),
+    TERMINAL.has(job.status) ? tableExports(job.id, {}, what) : null);
   }).catch((e) => mount(box, h('p', {class: 'error'}, `table: ${e.message}`)));
   return box;
 }

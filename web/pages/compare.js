@@ -9,7 +9,7 @@ import {h, mount, download, toast} from '../dom.js';
 import {api} from '../api.js';
 import * as fmt from '../format.js';
 import {modelName} from '../kinds.js';
-import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, contextChart, precisionChart} from '../benchmark.js';
+import {CONFIG, PHASES, compareRuns, phasesPresent, phaseDigits, statCell, contextChart, precisionChart} from '../benchmark.js';
 import {replaceParams, link} from '../route.js';
 
 const RECENT_JOBS = 300; // picker: newest benchmark jobs loaded with their runs
@@ -132,7 +132,7 @@ function tableModel(runs, baseline, phase, pool) {
   const legend = !spec ? 'no baseline chosen'
     : !spec.fixed.length ? 'none: the rows differ only in model, vocab, context, batch or mode, which a speedup does not compare across'
       : `${describeBaseline(spec)}; each row against the run with these settings and the row's model, vocab, context, batch and mode (— where there is none)`;
-  return {phases, shown, varying, common, rows, legend};
+  return {phases, digits: phaseDigits(runs, phases), shown, varying, common, rows, legend};
 }
 
 function toCsv(m, phase) {
@@ -157,7 +157,7 @@ function toMarkdown(m, phase) {
   const right = head.map((_, i) => i < off || i >= m.shown.length + off || m.shown[i - off].num);
   // A failed point reads as the seeds' OOM rows: the word in every time column, the reason below the table.
   const body = m.rows.map(({run, speedup}) => [...(withRun ? [`#${run.job_id}.${run.index}`] : []), ...m.shown.map((c) => String(c.get(run))),
-    ...m.phases.map((p) => (failed(run) ? failWord(run) : run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms) : '—')),
+    ...m.phases.map((p) => (failed(run) ? failWord(run) : run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms, m.digits[p.key]) : '—')),
     fmt.rate(run.tokens_per_s), speedup === null ? '—' : fmt.ratio(speedup)]);
   const reasons = m.rows.filter(({run}) => failed(run)).map(({run}) => `#${run.job_id}.${run.index} ${failWord(run)}: ${run.error}\n`).join('');
   const widths = head.map((t, i) => Math.max(t.length, ...body.map((r) => r[i].length), 3));
@@ -293,7 +293,7 @@ export async function render(main, ctx) {
           h('td', {class: 'num'}, h('a', {href: `#/jobs/${run.job_id}`, title: run.job_label || ''}, `#${run.job_id}.${run.index}`)),
           m.shown.map((c) => h('td', {class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, String(c.get(run)))),
           failed(run) ? h('td', {colspan: m.phases.length + 1, class: `reason ${run.oom ? 'oom' : 'error'}`, dataset: {status: failWord(run)}}, `${failWord(run)}: ${run.error}`)
-            : [m.phases.map((p) => statCell(run.stats[p.key], p.key)),
+            : [m.phases.map((p) => statCell(run.stats[p.key], p.key, m.digits[p.key])),
               h('td', {class: 'num', dataset: {value: run.tokens_per_s}}, fmt.rate(run.tokens_per_s))],
           h('td', {class: `num speedup ${speedup === null ? '' : speedup > 1 + SAME ? 'faster' : speedup < 1 - SAME ? 'slower' : 'same'}`,
             dataset: {value: speedup ?? '', base: base ? ref(base) : ''}, title: base && !isBaseline ? `against #${base.job_id}.${base.index}` : null},

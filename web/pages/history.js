@@ -5,7 +5,7 @@ import {h, mount} from '../dom.js';
 import {api} from '../api.js';
 import * as fmt from '../format.js';
 import {configKey, modelName, CONFIG_FIELDS} from '../kinds.js';
-import {PHASES, statCell, phasesPresent} from '../benchmark.js';
+import {statCell, phasesPresent, phaseDigits} from '../benchmark.js';
 import {lineChart} from '../chart.js';
 import {replaceParams, link} from '../route.js';
 
@@ -38,6 +38,7 @@ export async function render(main, ctx) {
     const runs = (byConfig.get(config) || []).sort((a, b) => new Date(a.at) - new Date(b.at));
     if (!runs.length) { mount(box, config ? h('p', {class: 'muted'}, 'No runs of this configuration.') : null); return; }
     const phases = phasesPresent(runs);
+    const digits = phaseDigits(runs, phases);
     mount(box,
       lineChart({
         title: `Step time over time: ${describe(runs[0])}`,
@@ -53,7 +54,7 @@ export async function render(main, ctx) {
         h('tbody', null, [...runs].reverse().map((r) => h('tr', null,
           h('td', {class: 'num'}, h('a', {href: `#/jobs/${r.job_id}`}, `#${r.job_id}.${r.index}`)),
           h('td', null, fmt.when(r.at)),
-          phases.map((p) => statCell(r.stats[p.key])),
+          phases.map((p) => statCell(r.stats[p.key], '', digits[p.key])),
           h('td', {class: 'num'}, fmt.rate(r.tokens_per_s))))))),
       h('p', null, h('a', {href: link('/compare', {runs: runs.map((r) => `${r.job_id}:${r.index}`).join(',')})}, 'Compare these runs')));
   }

@@ -3,15 +3,15 @@
 // charts; allreduce, memory here; attention and profile in ../attention.js and
 // ../profile.js; anything else: the JSON). Polls every second while it is active.
 import {h, mount, toast} from '../dom.js';
-import {api, ACTIVE, POLL_ACTIVE_MS as POLL_MS} from '../api.js';
+import {api, ACTIVE, TERMINAL, POLL_ACTIVE_MS as POLL_MS} from '../api.js';
 import * as fmt from '../format.js';
 import {statusBadge, progressCell, cancelling, cancelledToast} from './jobs.js';
 import {modelName, configKey} from '../kinds.js';
-import {CONFIG, PHASES, compareRuns, phasesPresent, statCell, stepChart, contextChart} from '../benchmark.js';
+import {CONFIG, compareRuns, phasesPresent, phaseDigits, statCell, stepChart, contextChart} from '../benchmark.js';
 import {link} from '../route.js';
 import {lineChart, stackedAreaChart} from '../chart.js';
 import {attentionView} from '../attention.js';
-import {endpointCell} from '../table.js';
+import {endpointCell, tableExports} from '../table.js';
 import {profileView} from '../profile.js';
 
 // "1 warm-up step", "2 warm-up steps".
@@ -24,12 +24,13 @@ function dl(pairs) {
 
 // The precision report's runs (one per precision): every op of the model with
 // the formats of its inputs, output and accumulation, one collapsible table each.
-function precisionReportView(runs) {
+function precisionReportView(job, runs) {
   if (!runs.length) return [];
   const cols = [['phase', 'Phase'], ['op', 'Op'], ['inputs', 'Inputs'], ['output', 'Output'],
     ['accumulate', 'Accumulate'], ['storage', '16-bit storage']];
   return [h('h2', null, 'Precision report'),
     h('p', {class: 'muted'}, `the formats each op used in one traced train step, computed on ${runs[0].computed_on}`),
+    TERMINAL.has(job.status) ? tableExports(job.id, {experiment: 'precision_report'}, 'precision report (every precision)') : null,
     runs.map((run, i) => h('details', {open: i === 0},
       h('summary', null, `${run.precision} (${(run.rows || []).length} ops)`),
       h('div', {class: 'scroll'}, h('table', {class: 'results precision-report', dataset: {precision: run.precision}},
@@ -61,9 +62,10 @@ function numericsView(job) {
           h('td', {class: 'num', dataset: {value: r.result}}, String(+r.result.toPrecision(8))),
           h('td', {class: 'num'}, String(r.exact)),
           h('td', {class: 'num', dataset: {value: r.error}}, r.error.toExponential(3)),
-          h('td', {class: 'num', dataset: {value: r.exact ? r.error / r.exact : ''}}, r.exact ? fmt.percentSig(r.error / r.exact) : '—')))))));
+          h('td', {class: 'num', dataset: {value: r.exact ? r.error / r.exact : ''}}, r.exact ? fmt.percentSig(r.error / r.exact) : '—')))))),
+      TERMINAL.has(job.status) ? tableExports(job.id, {experiment: 'accumulation'}, 'accumulation table') : null);
   }
-  return out.concat(precisionReportView(report));
+  return out.concat(precisionReportView(job, report));
 }
 
 function benchmarkView(job) {
@@ -80,6 +82,8 @@ function benchmarkView(job) {
   // Config that is the same in every run goes above the table, not in columns.
   const shown = CONFIG.filter((c) => c.key === 'model' || c.key === 'context_length' || new Set(runs.map(c.get)).size > 1);
   const common = CONFIG.filter((c) => !shown.includes(c));
+  const digits = phaseDigits(runs, phases);
+  const tflopsF = fmt.column(runs.map((r) => r.achieved_tflops), fmt.sigDigits);
   const table = h('table', {class: 'results', id: 'bench-summary'},
     h('thead', null, h('tr', null,
       h('th', {scope: 'col', class: 'num'}, 'Run'),
@@ -91,9 +95,9 @@ function benchmarkView(job) {
     h('tbody', null, sorted.map((r) => h('tr', {dataset: {run: r.index}},
       h('td', {class: 'num'}, String(r.index)),
       shown.map((c) => h('td', {class: c.num ? 'num' : ''}, String(c.get(r)))),
-      phases.map((p) => statCell(r.stats[p.key])),
+      phases.map((p) => statCell(r.stats[p.key], '', digits[p.key])),
       h('td', {class: 'num', dataset: {value: r.tokens_per_s}}, fmt.rate(r.tokens_per_s)),
-      h('td', {class: 'num'}, fmt.tflops(r.achieved_tflops)),
+      h('td', {class: 'num', dataset: {value: r.achieved_tflops ?? ''}}, tflopsF(r.achieved_tflops)),
       h('td', {class: 'num'}, r.mfu === null || r.mfu === undefined ? '—' : fmt.percent(r.mfu)),
       h('td', {class: 'num', title: r.estimated_memory_bytes ? `estimated ${fmt.bytes(r.estimated_memory_bytes)}` : null}, fmt.bytes(r.peak_memory_bytes)),
       h('td', null, h('a', {href: link('/history', {config: configKey(r)})}, 'history'))))));
@@ -115,6 +119,7 @@ function benchmarkView(job) {
     h('p', {class: 'muted', id: 'bench-protocol'}, `mean ± std over ${plural(runs[0].measure_steps, 'measured step')} after ${new Set(runs.map((r) => r.warmup_steps)).size > 1 ? 'each run\'s warm-up steps (a column)' : plural(runs[0].warmup_steps, 'warm-up step')}; hover a time for median, min and max.`),
     runs.length && common.length ? h('p', {class: 'common'}, 'All runs: ', common.map((c, i) => [i ? ' · ' : '', h('strong', null, c.label), ' ', String(c.get(runs[0]))])) : null,
     h('div', {class: 'scroll'}, table),
+    TERMINAL.has(job.status) ? tableExports(job.id, {}, 'summary table') : null,
     failedList,
     sorted.length ? h('section', {class: 'chart-box'}, h('h2', null, 'Per-step times'),
       h('div', {class: 'field inline'}, h('label', {for: 'step-run'}, 'Run'), runSel), stepBox) : null,
@@ -185,6 +190,7 @@ function allreduceView(job) {
             .concat([algF(r.algbw_gbps), busF(r.busbw_gbps)].map((v) => h('td', {class: 'num'}, v)))
           : h('td', {colspan: 6, class: 'error'}, r.error || r.status),
         h('td', null, r.correct === false ? h('span', {class: 'error'}, 'wrong') : r.correct ? 'checked' : '—')))))),
+    TERMINAL.has(job.status) ? tableExports(job.id, {}, 'all-reduce table') : null,
     ok.length ? lineChart({title: 'All-reduce time vs size', series: series('mean_ms'), xLabel: 'bytes per rank', yLabel: 'mean time (ms)',
       logX: true, logY: true, categoricalX: false, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.ms(v)}) : null,
     worlds.length > 1 ? lineChart({title: 'All-reduce time vs number of ranks', series: pairs(sizes, 'size_bytes').map(([be, sz]) => ({name: who(be, fmt.bytesSI(sz)),
@@ -272,6 +278,10 @@ function memoryRunView(job, r) {
     ['Total peak', m.total_peak, e.total]];
   const breakdown = Object.entries(r.breakdown_at_peak || {});
   const peak = r.peak_allocated_bytes;
+  // Each MiB column with one number of decimals (86.582 beside 0.002, not 86.58).
+  const diffOf = ([, mv, ev]) => (typeof mv === 'number' && typeof ev === 'number' ? mv - ev : null);
+  const [largestF, breakdownF, measuredF, estimateF, diffF] = [(r.largest_allocations || []).map((a) => a.bytes),
+    breakdown.map(([, b]) => b), cmp.map(([, mv]) => mv), cmp.map(([, , ev]) => ev), cmp.map(diffOf)].map(fmt.mibColumn);
   return [
     r.status === 'succeeded' ? null : h('p', {class: 'error', id: 'memory-run-error'}, `Run ${r.index} ${r.status}: ${r.error || ''} — the timeline ends at the failure.`),
     h('p', {class: 'common'}, h('strong', null, 'Peak '), `${fmt.mib(peak)} MiB in ${r.peak_phase || '?'}`,
@@ -290,22 +300,22 @@ function memoryRunView(job, r) {
             h('th', {scope: 'col', class: 'num'}, 'MiB'), h('th', {scope: 'col'}, 'Phase'))),
           h('tbody', null, (r.largest_allocations || []).map((a) => h('tr', null,
             h('td', null, a.name), h('td', null, a.category),
-            h('td', {class: 'num', dataset: {value: a.bytes}, title: `${fmt.int(a.bytes)} bytes`}, fmt.mib(a.bytes)),
+            h('td', {class: 'num', dataset: {value: a.bytes}, title: `${fmt.int(a.bytes)} bytes`}, largestF(a.bytes)),
             h('td', null, a.step >= 0 ? `${a.phase} ${a.step}` : a.phase))))))),
       h('section', null, h('h3', null, `Breakdown at the peak (${r.peak_phase || '?'})`),
         h('table', {class: 'results', id: 'memory-breakdown'},
           h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Category'), h('th', {scope: 'col', class: 'num'}, 'MiB'), h('th', {scope: 'col', class: 'num'}, 'Share'))),
           h('tbody', null, breakdown.map(([c, b]) => h('tr', {class: b ? '' : 'muted'},
             h('td', null, h('span', {class: `swatch c${Math.max(0, cats.indexOf(c)) % 8}`, 'aria-hidden': 'true'}), ' ', c),
-            h('td', {class: 'num', dataset: {value: b}}, fmt.mib(b)),
+            h('td', {class: 'num', dataset: {value: b}}, breakdownF(b)),
             h('td', {class: 'num'}, peak ? fmt.percent(b / peak) : '—'))))))),
     r.measured ? h('section', null, h('h3', null, 'Measured vs estimate'),
       h('table', {class: 'results', id: 'memory-estimate'},
         h('thead', null, h('tr', null, h('th', {scope: 'col'}, ''), ['Measured (MiB)', 'Estimate (MiB)', 'Difference (MiB)', 'Difference'].map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
-        h('tbody', null, cmp.map(([k, mv, ev]) => h('tr', null, h('th', {scope: 'row'}, k),
-          h('td', {class: 'num', dataset: {value: mv}}, fmt.mib(mv)), h('td', {class: 'num', dataset: {value: ev}}, fmt.mib(ev)),
-          h('td', {class: 'num'}, typeof mv === 'number' && typeof ev === 'number' ? fmt.mib(mv - ev) : '—'),
-          h('td', {class: 'num'}, typeof mv === 'number' && ev ? fmt.percent((mv - ev) / ev) : '—'))))),
+        h('tbody', null, cmp.map((row) => { const [k, mv, ev] = row; return h('tr', null, h('th', {scope: 'row'}, k),
+          h('td', {class: 'num', dataset: {value: mv}}, measuredF(mv)), h('td', {class: 'num', dataset: {value: ev}}, estimateF(ev)),
+          h('td', {class: 'num'}, diffF(diffOf(row))),
+          h('td', {class: 'num'}, typeof mv === 'number' && ev ? fmt.percent((mv - ev) / ev) : '—')); }))),
       r.estimate_notes ? h('p', {class: 'muted'}, r.estimate_notes) : null) : null,
   ];
 }
@@ -321,7 +331,7 @@ function memoryView(job) {
       mount(seeds, h('h2', null, 'Peak memory per context'), h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'memory-table'},
         h('thead', null, h('tr', null, t.columns.map((c) => h('th', {scope: 'col', class: /MiB|batch|context/.test(c) ? 'num' : ''}, c)))),
         h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v, k) => h('td', {class: typeof v === 'number' ? 'num' : v === 'OOM' ? 'oom' : v === 'failed' ? 'error' : ''},
-          endpointCell(v, (t.decimals || [])[k])))))))));
+          endpointCell(v, (t.decimals || [])[k])))))))), tableExports(job.id, {}, 'peak memory table'));
     }).catch((e) => mount(seeds, h('p', {class: 'error'}, `seeds' table: ${e.message}`)));
   }
   // A failed point (out of memory) keeps its timeline up to the failure: it can be picked too.
@@ -345,6 +355,8 @@ function memoryView(job) {
       h('div', {class: 'field inline'}, h('label', {for: 'memory-run'}, 'Run'), runSel), box) : null,
   ];
 }
+
+const OWN_EXPORTS = new Set(['numerics', 'benchmark', 'allreduce', 'memory', 'attention']);
 
 const VIEWS = {numerics: numericsView, benchmark: benchmarkView, allreduce: allreduceView, memory: memoryView,
   attention: attentionView, profile: profileView};
@@ -384,7 +396,8 @@ export async function render(main, ctx) {
     if (key === lastKey) return;
     lastKey = key;
     const view = VIEWS[job.kind];
-    const done = job.status === 'succeeded';
+    // The kinds whose views put Copy as Markdown / Download CSV under each table; the others get the links here.
+    const done = job.status === 'succeeded' && !OWN_EXPORTS.has(job.kind);
     mount(body,
       (job.runs || []).length ? (view ? view(job) : h('pre', {class: 'code'}, JSON.stringify(job.runs, null, 2))) : h('p', {class: 'muted'}, ACTIVE.has(job.status) ? 'No results yet.' : 'No runs.'),
       done ? h('p', {class: 'downloads'}, 'Table: ', ['md', 'csv', 'json'].map((f, i) =>

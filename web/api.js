@@ -16,6 +16,20 @@ export const token = {
   set: (t) => (t ? localStorage.setItem(TOKEN_KEY, t) : localStorage.removeItem(TOKEN_KEY)),
 };
 
+// Whether lmperfd answered the last request: listeners hear each change
+// (app.js shows a banner while it does not).
+const reachListeners = new Set();
+let reachable = true;
+export const connection = {
+  get reachable() { return reachable; },
+  listen(fn) { reachListeners.add(fn); return () => reachListeners.delete(fn); },
+  set(ok) {
+    if (ok === reachable) return;
+    reachable = ok;
+    for (const fn of reachListeners) { try { fn(ok); } catch { /* a listener's own problem */ } }
+  },
+};
+
 async function call(method, path, body) {
   const headers = {Accept: 'application/json'};
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -24,8 +38,10 @@ async function call(method, path, body) {
   try {
     res = await fetch(path, {method, headers, body: body === undefined ? undefined : JSON.stringify(body)});
   } catch (e) {
+    connection.set(false);
     throw new ApiError(0, 'unreachable', `lmperfd is not reachable (${e.message})`);
   }
+  connection.set(true);
   const text = await res.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
@@ -76,6 +92,7 @@ export const api = {
     const url = tableUrl(id, query, format);
     let res;
     try { res = await fetch(url, {headers: {Accept: 'text/plain'}}); } catch (e) {
+      connection.set(false);
       throw new ApiError(0, 'unreachable', `lmperfd is not reachable (${e.message})`);
     }
     const text = await res.text();

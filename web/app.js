@@ -1,7 +1,8 @@
 // Entry point: hash router (#/jobs, #/jobs/12, #/submit, #/compare, #/history),
 // the header's daemon summary, and one error boundary for every page.
 import {h, mount} from './dom.js';
-import {api} from './api.js';
+import {api, connection} from './api.js';
+import {when} from './format.js';
 import * as jobs from './pages/jobs.js';
 import * as job from './pages/job.js';
 import * as submit from './pages/submit.js';
@@ -22,6 +23,9 @@ const main = document.getElementById('main');
 let cleanup = null;
 let system = null;
 
+// Fallback while the daemon cannot be asked: no kinds, no devices.
+const NO_SYSTEM = {kinds: [], devices: []};
+
 async function loadSystem() {
   try {
     system = await api.system();
@@ -29,7 +33,7 @@ async function loadSystem() {
     document.getElementById('sysinfo').textContent =
       `${system.hostname} · ${dev || 'no device'} · lmperf ${system.version}`;
   } catch (e) {
-    system = {kinds: [], devices: []};
+    system = NO_SYSTEM;
     document.getElementById('sysinfo').textContent = 'daemon unreachable';
   }
   return system;
@@ -61,6 +65,27 @@ async function route() {
     mount(main, h('h1', null, 'Something went wrong'), h('p', {class: 'error', role: 'alert'}, e.message || String(e)));
   }
 }
+
+// While lmperfd does not answer (stopped, restarting, network): a banner that
+// says so, and a probe every few seconds; when it answers again the banner
+// goes, the header is read again, and a page drawn without it is drawn again.
+const OFFLINE_PROBE_MS = 2000;
+const offline = document.getElementById('offline');
+let probe = null;
+connection.listen((ok) => {
+  clearTimeout(probe);
+  if (!ok) {
+    offline.textContent = `lmperfd at ${location.host} is not answering (since ${when(new Date().toISOString())}); retrying every ${OFFLINE_PROBE_MS / 1000} s. ` +
+      'Pages show what they last loaded.';
+    offline.hidden = false;
+    const again = () => { probe = setTimeout(() => api.system().catch(() => null).then(() => { if (!connection.reachable) again(); }), OFFLINE_PROBE_MS); };
+    again();
+    return;
+  }
+  offline.hidden = true;
+  const wasDown = system === NO_SYSTEM;
+  loadSystem().then(() => { if (wasDown && system !== NO_SYSTEM) route(); });
+});
 
 window.addEventListener('hashchange', () => {
   route().then(() => {

@@ -414,7 +414,9 @@ export async function render(main, ctx) {
     } catch (e) {
       if (stopped) return;
       if (e.status === 404) { mount(main, h('h1', null, `Job ${id}`), h('p', {class: 'error'}, e.message)); return; }
-      toast(`Could not refresh: ${e.message}`, 'error');
+      // Nothing drawn yet (the daemon did not answer the first time): say so until it does.
+      if (!lastKey) mount(head, h('h1', null, `Job ${id}`), h('p', {class: 'error', id: 'job-unreachable'}, `Could not load job ${id}: ${e.message}; retrying.`));
+      else toast(`Could not refresh: ${e.message}`, 'error');
       timer = setTimeout(refresh, POLL_MS * 3);
       return;
     }

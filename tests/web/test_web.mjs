@@ -136,6 +136,36 @@ function checkShown(text, value, what) {
     `${what}: page shows ${text}, API says ${value}`);
 }
 
+// Every number column of a table on the page has one number of decimals (a
+// "mean ± std" cell counts both numbers; "—", words, units and percentages are
+// not numbers here; a row with a cell spanning columns, a failed point, is left out).
+async function checkTableDecimals(selector, what) {
+  const rows = await page.$$eval(`${selector} tbody tr`, (trs) => trs.filter((tr) => ![...tr.cells].some((td) => td.colSpan > 1))
+    .map((tr) => [...tr.cells].map((td) => td.textContent.trim())));
+  const decimals = (t) => { const m = t.match(/^-?[\d,]+(?:\.(\d+))?$/); return m ? (m[1] || '').length : null; };
+  const cols = Math.max(0, ...rows.map((r) => r.length));
+  for (let k = 0; k < cols; k++) {
+    const seen = new Set(rows.flatMap((r) => String(r[k] ?? '').split(' ± ').map(decimals)).filter((d) => d !== null));
+    check(seen.size <= 1, `${what}: column ${k + 1} mixes ${[...seen].join(', ')} decimals: ${rows.map((r) => r[k]).join(' | ')}`);
+  }
+  check(rows.length, `${what}: no rows`);
+}
+
+// The table's "Copy as Markdown" (labelled `label`) puts the table endpoint's md
+// (query: its selectors) on the clipboard, and its "Download CSV" the csv.
+async function checkTableExports(base, id, query, what) {
+  const url = (format) => `${base}/v1/jobs/${id}/table?${new URLSearchParams({...query, format})}`;
+  const want = {md: await (await fetch(url('md'))).text(), csv: await (await fetch(url('csv'))).text()};
+  await page.evaluate(() => navigator.clipboard.writeText(''));
+  await page.click(`button[aria-label="Copy the ${what} as Markdown"]`);
+  await page.waitForFunction(async () => (await navigator.clipboard.readText()) !== '');
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  check(copied === want.md && /^\|.*\|\n\|[-:|]+\|\n/.test(copied), `job ${id}: "Copy the ${what} as Markdown" copied:\n${copied}\nthe API's md:\n${want.md}`);
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click(`a[aria-label="Download the ${what} as CSV"]`)]);
+  const csv = readFileSync(await dl.path(), 'utf8');
+  check(csv === want.csv && dl.suggestedFilename().endsWith('.csv'), `job ${id}: "Download the ${what} as CSV" saved ${dl.suggestedFilename()}:\n${csv}\nthe API's csv:\n${want.csv}`);
+}
+
 async function submitNumerics(base) {
   await page.goto(base + '/#/submit?kind=numerics');
   await page.waitForSelector('#f-count');
@@ -162,6 +192,9 @@ async function submitNumerics(base) {
     const rel = r.error / r.exact * 100, shown = parseFloat(cells[i][6].text);
     check(/ %$/.test(cells[i][6].text) && Math.abs(shown - rel) <= 0.005 * Math.abs(rel), `numerics row ${i}: relative error ${cells[i][6].text}, API ${rel} %`);
   });
+  // the results column with one number of decimals (bf16's 4 reads 4.000000 beside 10.000134)
+  await checkTableDecimals('#numerics-table', `numerics job ${id}`);
+  await checkTableExports(base, id, {experiment: 'accumulation'}, 'accumulation table');
   await shot('job-numerics.png');
   // an accumulator past its range (fp16 above 65504): its row says inf, the others still render
   const overflow = (await apiPost(base, {kind: 'numerics', summand: 1000, count: 100})).id;
@@ -179,6 +212,18 @@ async function submitNumerics(base) {
   const want = both.runs.filter((r) => r.experiment === 'precision_report').map((r) => [r.precision, r.rows.length]);
   check(JSON.stringify(reports) === JSON.stringify(want) && want.length === 4 && await page.$('#numerics-table'),
     `precision report tables ${JSON.stringify(reports)}, API ${JSON.stringify(want)}`);
+  await checkTableExports(base, both.id, {experiment: 'precision_report'}, 'precision report (every precision)');
+  // A browser that refuses the clipboard: the Markdown is shown, selected, to copy by hand.
+  await page.evaluate(() => {
+    Object.defineProperty(navigator, 'clipboard', {value: {writeText: () => Promise.reject(new Error('denied'))}, configurable: true});
+    document.execCommand = () => false;
+  });
+  await page.click('button[aria-label="Copy the accumulation table as Markdown"]');
+  await page.waitForSelector('.copy-fallback textarea');
+  const shown = await page.$eval('.copy-fallback textarea', (ta) => [ta.value, document.activeElement === ta, ta.selectionEnd - ta.selectionStart]);
+  const md = await (await fetch(`${base}/v1/jobs/${both.id}/table?experiment=accumulation&format=md`)).text();
+  check(shown[0] === md && shown[1] && shown[2] === md.length, `clipboard refused: the fallback shows ${JSON.stringify(shown)}, the API's md ${JSON.stringify(md)}`);
+  await page.reload();
   await shot('job-numerics-precision-report.png');
   return id;
 }
@@ -246,6 +291,8 @@ async function checkBenchmarkPage(base, id) {
   const flags = await page.$$eval('figure.chart svg rect.marker.flag', (r) => r.length);
   check(flags >= warm * 2 && flags <= warm * series, `per-step chart shows ${flags} warm-up markers, expected ${warm} per series`);
   await checkAxesHoldData(`benchmark job ${id}`);
+  await checkTableDecimals('#bench-summary', `benchmark job ${id}: summary`);
+  await checkTableExports(base, id, {}, 'summary table');
   await shot('job-benchmark.png');
 }
 
@@ -308,6 +355,7 @@ async function checkCompare(base, formJob, apiJob) {
     `the URL does not keep the baseline: ${page.url()}`);
   const charts = await page.$$eval('figure.chart svg.plot', (s) => s.length);
   check(charts >= 2, `compare page shows ${charts} charts, expected time-vs-context and precision speedup`);
+  await checkTableDecimals('#compare-table', 'compare table');
   log(`compare table: ${rows.length} rows equal the API's numbers`);
 
   // The CSV export carries the same numbers, unrounded.
@@ -358,6 +406,7 @@ async function checkAllreduce(base) {
   const cells = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
   checkDecimals(cells, [2, 3, 4, 5], `allreduce job ${id}: mean, median, min, max`, true);
   checkDecimals(cells, [6, 7], `allreduce job ${id}: bandwidths`);
+  await checkTableExports(base, id, {}, 'all-reduce table');
   const charts = await page.$$eval('figure.chart svg.plot', (s) => s.length);
   check(charts === 3, `allreduce page shows ${charts} charts, expected time vs size, time vs ranks and bus bandwidth vs size`);
   const ranksLines = await page.$$eval('figure.chart', (figs) => figs.find((f) => f.querySelector('figcaption').textContent.includes('number of ranks'))?.querySelectorAll('path.line').length);
@@ -425,7 +474,9 @@ async function checkMemory(base) {
       check(largest[i].name === a.name && largest[i].category === a.category && largest[i].bytes === a.bytes, `run ${r.index}: largest allocation ${i} differs from the API`);
       checkShown(largest[i].mib, a.bytes / 1048576, `run ${r.index} largest ${i} MiB`);
     });
+    for (const t of ['#memory-largest', '#memory-breakdown', '#memory-estimate']) await checkTableDecimals(t, `memory job ${id} run ${r.index} ${t}`);
   }
+  await checkTableExports(base, id, {}, 'peak memory table');
   // Hover names the allocation (events fetched on demand); the index axis keeps the markers.
   const r = okRuns[okRuns.length - 1];
   await page.$eval('#memory-timeline', (svg) => svg.scrollIntoView({block: 'center'}));
@@ -589,6 +640,8 @@ async function checkAttention(base) {
   }
   const axes = await page.textContent('#attention-chart svg.plot');
   check(axes.includes('sequence length (log)') && axes.includes('(ms) (log)'), 'attention chart axes are not log axes');
+  await page.waitForSelector('#attention-table-box .table-exports');
+  await checkTableExports(base, id, {}, 'naive vs flash table');
   await shot('job-attention.png');
   log(`attention job ${id}: seeds' table equals the API's, ${pts.length} points, ${wantLines} lines, flash failures shown`);
 }
@@ -921,8 +974,65 @@ async function checkNarrowJobs(base) {
     return out;
   }));
   await shot('jobs-800.png');
-  await page.setViewportSize({width: 1280, height: 900});
   check(!broken.length, `jobs list at 800 px breaks label words: ${broken.join(', ')}`);
+  // Nothing wider than the window at 800 px: wide tables scroll inside their box, long selects
+  // (history's configuration) shrink. One page per kind (the newest job of each), history, compare.
+  const newest = new Map();
+  for (const j of (await apiGet(base, '/v1/jobs?limit=1000')).jobs) if (!newest.has(j.kind) && j.status === 'succeeded') newest.set(j.kind, j.id);
+  const bench = (await apiGet(base, '/v1/jobs?kind=benchmark&status=succeeded&limit=2')).jobs.map((j) => j.id);
+  const pages = [...[...newest.values()].map((id) => `#/jobs/${id}`), '#/history', `#/compare?jobs=${bench.join(',')}`, '#/submit?kind=benchmark'];
+  for (const hash of pages) {
+    await page.goto(`${base}/${hash}`);
+    await page.waitForSelector('main h1');
+    await page.waitForLoadState('networkidle');
+    const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    check(over <= 0, `${hash} at 800 px is ${over} px wider than the window`);
+  }
+  await page.goto(`${base}/#/history`);
+  await page.waitForSelector('#history-table');
+  await shot('history-800.png');
+  await page.setViewportSize({width: 1280, height: 900});
+  log(`at 800 px: ${pages.length} pages no wider than the window`);
+}
+
+// lmperfd not answering (every API request refused, as while it restarts):
+// the page says so in a banner, keeps what it showed, and recovers on its own
+// when the daemon answers again; a page first loaded without it is drawn again.
+async function checkUnreachable(base) {
+  const before = consoleErrors.length;
+  const refuse = (route) => route.abort('connectionrefused');
+  await page.goto(`${base}/#/jobs`);
+  await page.waitForSelector('table.jobs tbody tr[data-id]');
+  await page.route('**/v1/**', refuse);
+  await page.waitForSelector('#offline:not([hidden])', {timeout: 15000});
+  check(/not answering/.test(await page.textContent('#offline')) && await page.$('table.jobs tbody tr[data-id]'),
+    'daemon unreachable: no banner, or the job list was dropped');
+  await shot('jobs-unreachable.png');
+  await page.unroute('**/v1/**', refuse);
+  await page.waitForSelector('#offline', {state: 'hidden', timeout: 10000});
+  // A fresh load while the daemon does not answer, then it comes back: header and filters filled in.
+  await page.route('**/v1/**', refuse);
+  await page.reload();
+  await page.waitForSelector('#offline:not([hidden])');
+  await page.waitForFunction(() => document.getElementById('sysinfo').textContent === 'daemon unreachable');
+  await page.unroute('**/v1/**', refuse);
+  await page.waitForSelector('#offline', {state: 'hidden', timeout: 10000});
+  await page.waitForFunction(() => document.getElementById('sysinfo').textContent !== 'daemon unreachable' &&
+    document.querySelectorAll('select[name="kind"] option').length > 1 && document.querySelector('table.jobs tbody tr[data-id]'));
+  // A job page first loaded without the daemon says so, then shows the job.
+  const id = (await apiGet(base, '/v1/jobs?limit=1')).jobs[0].id;
+  await page.goto(`${base}/#/jobs`);
+  await page.waitForSelector('table.jobs tbody tr[data-id]');
+  await page.route('**/v1/**', refuse);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.reload(); // a fresh page: no job kept from before
+  await page.waitForSelector('#job-unreachable');
+  await page.unroute('**/v1/**', refuse);
+  await page.waitForSelector('#job-status', {timeout: 10000});
+  // the refused requests' own console lines are this check's doing, not the page's
+  const refused = consoleErrors.splice(before).filter((e) => !/ERR_CONNECTION_REFUSED|ERR_FAILED/.test(e));
+  consoleErrors.push(...refused);
+  log('daemon unreachable: banner shown, page kept; recovered when it answered again');
 }
 
 async function checkKeyboard(base) {
@@ -954,6 +1064,7 @@ async function main() {
   context = await chromium.launchPersistentContext(join(tmp, 'profile'), {
     executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true, acceptDownloads: true,
     viewport: {width: 1280, height: 900}});
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], {origin: base});
   page = context.pages()[0] || await context.newPage();
   page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') consoleErrors.push(`console ${m.type()}: ${m.text()}`); });
   page.on('pageerror', (e) => consoleErrors.push(`uncaught: ${e.message}`));
@@ -985,6 +1096,7 @@ async function main() {
   await checkCancelling(base);
   await page.goto(base + '/#/history');
   await page.waitForSelector('#history-table tbody tr');
+  await checkTableDecimals('#history-table', 'history table');
   await shot('history.png');
   await checkAllreduce(base);
   await checkMemory(base);
@@ -997,6 +1109,7 @@ async function main() {
   await checkGpuFixture();
   await checkBigChart(base);
   await checkNarrowJobs(base);
+  await checkUnreachable(base);
   await checkKeyboard(base);
   check(consoleErrors.length === 0, `the page logged errors:\n  ${consoleErrors.join('\n  ')}`);
 }

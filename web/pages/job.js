@@ -39,6 +39,14 @@ function precisionReportView(job, runs) {
           h('td', {class: 'num'}, String(r.calls)))))))))];
 }
 
+// The accumulation table's results: 8 significant digits of the column's
+// largest value, every row with those decimals (4.000000 beside 10.000134, not 4).
+function resultColumn(rows) {
+  const big = Math.max(0, ...rows.map((r) => (typeof r.result === 'number' ? Math.abs(r.result) : 0)));
+  const d = Math.min(8, Math.max(0, 7 - (big > 0 ? Math.floor(Math.log10(big)) : 0)));
+  return (x) => fmt.fixed(x, d);
+}
+
 function numericsView(job) {
   const out = [];
   const runs = job.runs || [];
@@ -46,6 +54,7 @@ function numericsView(job) {
   for (const run of runs) {
     if (run.status !== 'succeeded') { out.push(h('p', {class: 'error'}, `Run ${run.index}: ${run.error || run.status}`)); continue; }
     if (run.experiment === 'precision_report') continue;
+    const resultF = resultColumn(run.rows || []);
     out.push(h('h2', null, `Accumulation: ${fmt.int(run.count)} × ${run.summand}`),
       h('p', {class: 'muted'}, `computed on ${run.computed_on}`),
       h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'numerics-table'},
@@ -59,7 +68,7 @@ function numericsView(job) {
           h('td', {class: 'num', dataset: {value: r.non_finite}}, r.non_finite),
           h('td', {class: 'num'}, '—')) : h('tr', {class: Math.abs(r.error) > 1e-3 * Math.abs(r.exact) ? 'warn' : ''},
           h('td', null, r.accumulator), h('td', null, r.summand_dtype), h('td', null, r.cast),
-          h('td', {class: 'num', dataset: {value: r.result}}, String(+r.result.toPrecision(8))),
+          h('td', {class: 'num', dataset: {value: r.result}}, resultF(r.result)),
           h('td', {class: 'num'}, String(r.exact)),
           h('td', {class: 'num', dataset: {value: r.error}}, r.error.toExponential(3)),
           h('td', {class: 'num', dataset: {value: r.exact ? r.error / r.exact : ''}}, r.exact ? fmt.percentSig(r.error / r.exact) : '—')))))),
@@ -84,13 +93,14 @@ function benchmarkView(job) {
   const common = CONFIG.filter((c) => !shown.includes(c));
   const digits = phaseDigits(runs, phases);
   const tflopsF = fmt.column(runs.map((r) => r.achieved_tflops), fmt.sigDigits);
+  const peakF = fmt.mibColumn(runs.map((r) => r.peak_memory_bytes));
   const table = h('table', {class: 'results', id: 'bench-summary'},
     h('thead', null, h('tr', null,
       h('th', {scope: 'col', class: 'num'}, 'Run'),
       shown.map((c) => h('th', {scope: 'col', class: c.num ? 'num' : ''}, c.label)),
       phases.map((p) => h('th', {scope: 'col', class: 'num'}, `${p.label} (ms)`)),
       h('th', {scope: 'col', class: 'num'}, 'Tokens/s'), h('th', {scope: 'col', class: 'num'}, 'TFLOP/s'),
-      h('th', {scope: 'col', class: 'num'}, 'MFU'), h('th', {scope: 'col', class: 'num'}, 'Peak memory'),
+      h('th', {scope: 'col', class: 'num'}, 'MFU'), h('th', {scope: 'col', class: 'num'}, 'Peak memory (MiB)'),
       h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Links')))),
     h('tbody', null, sorted.map((r) => h('tr', {dataset: {run: r.index}},
       h('td', {class: 'num'}, String(r.index)),
@@ -99,7 +109,7 @@ function benchmarkView(job) {
       h('td', {class: 'num', dataset: {value: r.tokens_per_s}}, fmt.rate(r.tokens_per_s)),
       h('td', {class: 'num', dataset: {value: r.achieved_tflops ?? ''}}, tflopsF(r.achieved_tflops)),
       h('td', {class: 'num'}, r.mfu === null || r.mfu === undefined ? '—' : fmt.percent(r.mfu)),
-      h('td', {class: 'num', title: r.estimated_memory_bytes ? `estimated ${fmt.bytes(r.estimated_memory_bytes)}` : null}, fmt.bytes(r.peak_memory_bytes)),
+      h('td', {class: 'num', dataset: {value: r.peak_memory_bytes ?? ''}, title: r.estimated_memory_bytes ? `estimated ${fmt.mib(r.estimated_memory_bytes)} MiB` : null}, peakF(r.peak_memory_bytes)),
       h('td', null, h('a', {href: link('/history', {config: configKey(r)})}, 'history'))))));
 
   // Each option names every sweep axis (mode too: forward and train_step runs of one shape are two runs).

@@ -59,6 +59,7 @@ export function attentionView(job) {
   const cell = (v, f, cls = 'num') => h('td', {class: cls, dataset: typeof v === 'number' ? {value: v} : undefined}, f(v));
 
   const pointsTable = h('table', {class: 'results', id: 'attention-runs'},
+    h('caption', {class: 'sr-only'}, 'Every attention point: times, memory before the backward, TFLOP/s'),
     h('thead', null, h('tr', null,
       h('th', {scope: 'col', class: 'num'}, 'Run'), h('th', {scope: 'col'}, 'Impl'),
       dtypes.size > 1 ? h('th', {scope: 'col'}, 'dtype') : null,

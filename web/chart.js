@@ -70,12 +70,15 @@ function timeFormat(points) {
 const defaultFmt = (v) => (Math.abs(v) >= 1000 ? v.toLocaleString('en-US') : String(+v.toPrecision(4)));
 
 // A <figure> with a title, the SVG, a legend and a <details> data table.
+let descIds = 0;
 function figure(title, svg, legend, table, desc) {
+  const descId = desc ? `chart-desc-${++descIds}` : null;
+  if (descId) svg.setAttribute('aria-describedby', descId);
   return h('figure', {class: 'chart'},
     h('figcaption', null, title),
     svg,
     legend,
-    desc ? h('p', {class: 'chart-desc'}, desc) : null,
+    desc ? h('p', {class: 'chart-desc', id: descId}, desc) : null,
     table ? h('details', {class: 'chart-data'}, h('summary', null, 'Data as a table'), table) : null);
 }
 

@@ -81,6 +81,13 @@ export function rate(x) {
   return Math.abs(x) >= 100 ? INT.format(x) : x.toPrecision(3);
 }
 
+// Decimals of a rate column (tokens/s): 3 significant digits of its smallest
+// value, whole numbers from 100 up (19,637.0 beside 67.4; 19,637 beside 137).
+export function rateDigits(v) {
+  const a = Math.abs(v);
+  return a >= 100 || a === 0 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : sigDigits(a);
+}
+
 export function ratio(x) {
   return isNum(x) ? NF[2].format(x) + '×' : '—';
 }

@@ -59,6 +59,7 @@ function rooflineTable(run) {
   // Attainable rate at this intensity: min(compute roof, intensity × bandwidth).
   const roof = (r) => (r.peak_tflops && r.peak_gbps ? Math.min(r.peak_tflops, (r.flops / r.bytes) * r.peak_gbps / 1e3) : null);
   return h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'profile-roofline'},
+    h('caption', {class: 'sr-only'}, 'Roofline per op'),
     h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Op'),
       ['Instances', 'GFLOP', 'MB moved', 'FLOP/byte', 'Time (µs)', 'TFLOP/s', 'GB/s', 'Peak TFLOP/s', 'Peak GB/s', '% of roof']
         .map((c) => h('th', {scope: 'col', class: 'num'}, c)), h('th', {scope: 'col'}, 'Bound'))),
@@ -150,6 +151,7 @@ function phaseTable(r) {
       ? "Gated (gpu_gated): the same events around each phase's graph replay, enqueued behind a blocking kernel until the host had launched it — the GPU's execution of the phase, CUPTI's GPU-side cost included, without the host's launch work."
       : (r.gpu_gated_note || 'Gated: not measured (runs stored before gpu_gated existed).')),
     h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'profile-phases'},
+      h('caption', {class: 'sr-only'}, 'Tracing overhead per phase'),
       h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Phase'),
         ['Instances', 'Untraced (ms)', 'Traced (ms)', 'Overhead', 'Gated untraced (ms)', 'Gated traced (ms)', 'Overhead gated',
           'Kernels summed (ms)', 'Kernels busy (ms)', 'GPU span (ms)', 'Busy % of traced', 'Host (ms)']

@@ -48,6 +48,7 @@ export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|s
     if (!t || !t.columns) return;
     const numCol = t.columns.map((c, k) => numeric.test(c) || t.rows.some((r) => typeof r[k] === 'number'));
     mount(box, title ? h('h2', null, title) : null, h('div', {class: 'scroll'}, h('table', {class: 'results', id},
+      h('caption', {class: 'sr-only'}, title || what),
       h('thead', null, h('tr', null, t.columns.map((c, k) => h('th', {scope: 'col', class: numCol[k] ? 'num' : ''}, c)))),
       h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v, k) => h('td',
         {class: `${numCol[k] ? 'num' : ''}${v === 'OOM' ? ' oom' : v === 'failed' ? ' error' : ''}`, dataset: typeof v === 'number' ? {value: v} : undefined},

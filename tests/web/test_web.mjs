@@ -987,6 +987,12 @@ async function checkNarrowJobs(base) {
     await page.waitForLoadState('networkidle');
     const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
     check(over <= 0, `${hash} at 800 px is ${over} px wider than the window`);
+    // Screen readers list tables by name: each has a caption (or a label), each header cell a scope.
+    const unnamed = await page.$$eval('main table:not(.data)', (ts) => ts.filter((t) => !(t.caption?.textContent.trim() || t.getAttribute('aria-label')))
+      .map((t) => t.id || t.className));
+    check(!unnamed.length, `${hash}: tables without a caption: ${unnamed.join(', ')}`);
+    const noScope = await page.$$eval('main th:not([scope])', (ths) => ths.map((th) => th.textContent));
+    check(!noScope.length, `${hash}: header cells without scope: ${noScope.join(', ')}`);
   }
   await page.goto(`${base}/#/history`);
   await page.waitForSelector('#history-table');

@@ -132,7 +132,8 @@ function tableModel(runs, baseline, phase, pool) {
   const legend = !spec ? 'no baseline chosen'
     : !spec.fixed.length ? 'none: the rows differ only in model, vocab, context, batch or mode, which a speedup does not compare across'
       : `${describeBaseline(spec)}; each row against the run with these settings and the row's model, vocab, context, batch and mode (— where there is none)`;
-  return {phases, digits: phaseDigits(runs, phases), shown, varying, common, rows, legend};
+  const rate = fmt.column(runs.filter((r) => !failed(r)).map((r) => r.tokens_per_s), fmt.rateDigits);
+  return {phases, digits: phaseDigits(runs, phases), rate, shown, varying, common, rows, legend};
 }
 
 function toCsv(m, phase) {
@@ -158,7 +159,7 @@ function toMarkdown(m, phase) {
   // A failed point reads as the seeds' OOM rows: the word in every time column, the reason below the table.
   const body = m.rows.map(({run, speedup}) => [...(withRun ? [`#${run.job_id}.${run.index}`] : []), ...m.shown.map((c) => String(c.get(run))),
     ...m.phases.map((p) => (failed(run) ? failWord(run) : run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms, m.digits[p.key]) : '—')),
-    fmt.rate(run.tokens_per_s), speedup === null ? '—' : fmt.ratio(speedup)]);
+    m.rate(run.tokens_per_s), speedup === null ? '—' : fmt.ratio(speedup)]);
   const reasons = m.rows.filter(({run}) => failed(run)).map(({run}) => `#${run.job_id}.${run.index} ${failWord(run)}: ${run.error}\n`).join('');
   const widths = head.map((t, i) => Math.max(t.length, ...body.map((r) => r[i].length), 3));
   const line = (cells) => '| ' + cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(' | ') + ' |';
@@ -294,7 +295,7 @@ export async function render(main, ctx) {
           m.shown.map((c) => h('td', {class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, String(c.get(run)))),
           failed(run) ? h('td', {colspan: m.phases.length + 1, class: `reason ${run.oom ? 'oom' : 'error'}`, dataset: {status: failWord(run)}}, `${failWord(run)}: ${run.error}`)
             : [m.phases.map((p) => statCell(run.stats[p.key], p.key, m.digits[p.key])),
-              h('td', {class: 'num', dataset: {value: run.tokens_per_s}}, fmt.rate(run.tokens_per_s))],
+              h('td', {class: 'num', dataset: {value: run.tokens_per_s}}, m.rate(run.tokens_per_s))],
           h('td', {class: `num speedup ${speedup === null ? '' : speedup > 1 + SAME ? 'faster' : speedup < 1 - SAME ? 'slower' : 'same'}`,
             dataset: {value: speedup ?? '', base: base ? ref(base) : ''}, title: base && !isBaseline ? `against #${base.job_id}.${base.index}` : null},
           isBaseline ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'baseline')) : speedup === null ? '—' : fmt.ratio(speedup)),

@@ -39,6 +39,7 @@ export async function render(main, ctx) {
     if (!runs.length) { mount(box, config ? h('p', {class: 'muted'}, 'No runs of this configuration.') : null); return; }
     const phases = phasesPresent(runs);
     const digits = phaseDigits(runs, phases);
+    const rateF = fmt.column(runs.map((r) => r.tokens_per_s), fmt.rateDigits);
     mount(box,
       lineChart({
         title: `Step time over time: ${describe(runs[0])}`,
@@ -49,13 +50,14 @@ export async function render(main, ctx) {
         desc: 'Error bars: ± one standard deviation over the measured steps.',
       }),
       h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'history-table'},
+        h('caption', {class: 'sr-only'}, `Every run of ${describe(runs[0])}, newest first`),
         h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, 'Run'), h('th', {scope: 'col'}, 'Finished'),
           phases.map((p) => h('th', {scope: 'col', class: 'num'}, `${p.label} (ms)`)), h('th', {scope: 'col', class: 'num'}, 'Tokens/s'))),
         h('tbody', null, [...runs].reverse().map((r) => h('tr', null,
           h('td', {class: 'num'}, h('a', {href: `#/jobs/${r.job_id}`}, `#${r.job_id}.${r.index}`)),
           h('td', null, fmt.when(r.at)),
           phases.map((p) => statCell(r.stats[p.key], '', digits[p.key])),
-          h('td', {class: 'num'}, fmt.rate(r.tokens_per_s))))))),
+          h('td', {class: 'num'}, rateF(r.tokens_per_s))))))),
       h('p', null, h('a', {href: link('/compare', {runs: runs.map((r) => `${r.job_id}:${r.index}`).join(',')})}, 'Compare these runs')));
   }
   draw();

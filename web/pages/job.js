@@ -34,6 +34,7 @@ function precisionReportView(job, runs) {
     runs.map((run, i) => h('details', {open: i === 0},
       h('summary', null, `${run.precision} (${(run.rows || []).length} ops)`),
       h('div', {class: 'scroll'}, h('table', {class: 'results precision-report', dataset: {precision: run.precision}},
+        h('caption', {class: 'sr-only'}, `Precision report, ${run.precision}: the formats of each op`),
         h('thead', null, h('tr', null, cols.map(([, label]) => h('th', {scope: 'col'}, label)), h('th', {scope: 'col', class: 'num'}, 'Calls'))),
         h('tbody', null, (run.rows || []).map((r) => h('tr', null, cols.map(([key]) => h('td', null, r[key])),
           h('td', {class: 'num'}, String(r.calls)))))))))];
@@ -58,6 +59,7 @@ function numericsView(job) {
     out.push(h('h2', null, `Accumulation: ${fmt.int(run.count)} × ${run.summand}`),
       h('p', {class: 'muted'}, `computed on ${run.computed_on}`),
       h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'numerics-table'},
+        h('caption', {class: 'sr-only'}, `Accumulation of ${run.summand}, ${fmt.int(run.count)} times, per accumulator and summand type`),
         h('thead', null, h('tr', null, ['Accumulator', 'Summand dtype', 'Cast'].map((c) => h('th', {scope: 'col'}, c)),
           ['Result', 'Exact', 'Error', 'Relative error'].map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
         // A result past the accumulator's range has no JSON number: result and error null, non_finite 'inf'.
@@ -94,7 +96,9 @@ function benchmarkView(job) {
   const digits = phaseDigits(runs, phases);
   const tflopsF = fmt.column(runs.map((r) => r.achieved_tflops), fmt.sigDigits);
   const peakF = fmt.mibColumn(runs.map((r) => r.peak_memory_bytes));
+  const rateF = fmt.column(runs.map((r) => r.tokens_per_s), fmt.rateDigits);
   const table = h('table', {class: 'results', id: 'bench-summary'},
+    h('caption', {class: 'sr-only'}, 'Benchmark summary: one row per run, times as mean ± std in ms'),
     h('thead', null, h('tr', null,
       h('th', {scope: 'col', class: 'num'}, 'Run'),
       shown.map((c) => h('th', {scope: 'col', class: c.num ? 'num' : ''}, c.label)),
@@ -106,7 +110,7 @@ function benchmarkView(job) {
       h('td', {class: 'num'}, String(r.index)),
       shown.map((c) => h('td', {class: c.num ? 'num' : ''}, String(c.get(r)))),
       phases.map((p) => statCell(r.stats[p.key], '', digits[p.key])),
-      h('td', {class: 'num', dataset: {value: r.tokens_per_s}}, fmt.rate(r.tokens_per_s)),
+      h('td', {class: 'num', dataset: {value: r.tokens_per_s}}, rateF(r.tokens_per_s)),
       h('td', {class: 'num', dataset: {value: r.achieved_tflops ?? ''}}, tflopsF(r.achieved_tflops)),
       h('td', {class: 'num'}, r.mfu === null || r.mfu === undefined ? '—' : fmt.percent(r.mfu)),
       h('td', {class: 'num', dataset: {value: r.peak_memory_bytes ?? ''}, title: r.estimated_memory_bytes ? `estimated ${fmt.mib(r.estimated_memory_bytes)} MiB` : null}, peakF(r.peak_memory_bytes)),
@@ -187,6 +191,7 @@ function allreduceView(job) {
   return [
     h('h2', null, `All-reduce (${backends.join(' vs ')}, ${runs[0] ? runs[0].dtype : ''})`),
     h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'allreduce-table'},
+      h('caption', {class: 'sr-only'}, 'All-reduce times and bandwidths per number of ranks and size'),
       h('thead', null, h('tr', null, several ? h('th', {scope: 'col'}, 'Backend') : null,
         h('th', {scope: 'col', class: 'num'}, 'Ranks'), h('th', {scope: 'col', class: 'num'}, 'Size per rank'),
         ['Mean (ms)', 'Median (ms)', 'Min (ms)', 'Max (ms)', 'Alg bw (GB/s)', 'Bus bw (GB/s)'].map((c) => h('th', {scope: 'col', class: 'num'}, c)),
@@ -306,6 +311,7 @@ function memoryRunView(job, r) {
     h('div', {class: 'two-col'},
       h('section', null, h('h3', null, 'Largest allocations'),
         h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'memory-largest'},
+          h('caption', {class: 'sr-only'}, 'Largest allocations'),
           h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Name'), h('th', {scope: 'col'}, 'Category'),
             h('th', {scope: 'col', class: 'num'}, 'MiB'), h('th', {scope: 'col'}, 'Phase'))),
           h('tbody', null, (r.largest_allocations || []).map((a) => h('tr', null,
@@ -314,6 +320,7 @@ function memoryRunView(job, r) {
             h('td', null, a.step >= 0 ? `${a.phase} ${a.step}` : a.phase))))))),
       h('section', null, h('h3', null, `Breakdown at the peak (${r.peak_phase || '?'})`),
         h('table', {class: 'results', id: 'memory-breakdown'},
+          h('caption', {class: 'sr-only'}, `Live memory by category at the peak (${r.peak_phase || '?'})`),
           h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Category'), h('th', {scope: 'col', class: 'num'}, 'MiB'), h('th', {scope: 'col', class: 'num'}, 'Share'))),
           h('tbody', null, breakdown.map(([c, b]) => h('tr', {class: b ? '' : 'muted'},
             h('td', null, h('span', {class: `swatch c${Math.max(0, cats.indexOf(c)) % 8}`, 'aria-hidden': 'true'}), ' ', c),
@@ -321,6 +328,7 @@ function memoryRunView(job, r) {
             h('td', {class: 'num'}, peak ? fmt.percent(b / peak) : '—'))))))),
     r.measured ? h('section', null, h('h3', null, 'Measured vs estimate'),
       h('table', {class: 'results', id: 'memory-estimate'},
+        h('caption', {class: 'sr-only'}, 'Measured memory against the estimate'),
         h('thead', null, h('tr', null, h('th', {scope: 'col'}, ''), ['Measured (MiB)', 'Estimate (MiB)', 'Difference (MiB)', 'Difference'].map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
         h('tbody', null, cmp.map((row) => { const [k, mv, ev] = row; return h('tr', null, h('th', {scope: 'row'}, k),
           h('td', {class: 'num', dataset: {value: mv}}, measuredF(mv)), h('td', {class: 'num', dataset: {value: ev}}, estimateF(ev)),
@@ -339,6 +347,7 @@ function memoryView(job) {
     api.table(job.id).then((t) => {
       if (!t || !t.columns) return;
       mount(seeds, h('h2', null, 'Peak memory per context'), h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'memory-table'},
+        h('caption', {class: 'sr-only'}, 'Peak memory per context: inference and train step'),
         h('thead', null, h('tr', null, t.columns.map((c) => h('th', {scope: 'col', class: /MiB|batch|context/.test(c) ? 'num' : ''}, c)))),
         h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v, k) => h('td', {class: typeof v === 'number' ? 'num' : v === 'OOM' ? 'oom' : v === 'failed' ? 'error' : ''},
           endpointCell(v, (t.decimals || [])[k])))))))), tableExports(job.id, {}, 'peak memory table'));

@@ -181,6 +181,12 @@ export function usFromNs(ns) {
   return Math.abs(v) >= 1e4 ? INT.format(v) : NF[Math.abs(v) >= 100 ? 1 : 2].format(v);
 }
 
+// Decimals for microseconds, as usFromNs: 2 below 100 µs, 1 up to 10,000, then none.
+export function usDigits(us) {
+  const a = Math.abs(us);
+  return a >= 1e4 ? 0 : a >= 100 ? 1 : 2;
+}
+
 // A percentage already in percent (share_pct): "12.3 %".
 export function pct(x) {
   return isNum(x) ? NF[1].format(x) + ' %' : '—';

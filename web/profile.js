@@ -58,15 +58,19 @@ function rooflineTable(run) {
   const num = (v, f) => h('td', {class: 'num', dataset: typeof v === 'number' ? {value: v} : undefined}, f(v));
   // Attainable rate at this intensity: min(compute roof, intensity × bandwidth).
   const roof = (r) => (r.peak_tflops && r.peak_gbps ? Math.min(r.peak_tflops, (r.flops / r.bytes) * r.peak_gbps / 1e3) : null);
+  // Each column with one number of decimals: 3 significant digits of its smallest value (0.101 beside 123.830).
+  const col = (f, digitsOf = fmt.sigDigits) => fmt.column(rows.map(f), digitsOf);
+  const [gflopF, mbF, intensityF, timeF, tflopsF, gbpsF, peakTF, peakGF] = [[(r) => r.flops / 1e9], [(r) => r.bytes / 1e6], [(r) => r.flops / r.bytes],
+    [(r) => r.time_ns / 1e3, fmt.usDigits], [(r) => r.tflops], [(r) => r.gbps], [(r) => r.peak_tflops], [(r) => r.peak_gbps]].map(([f, d]) => col(f, d));
   return h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'profile-roofline'},
     h('caption', {class: 'sr-only'}, 'Roofline per op'),
     h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Op'),
       ['Instances', 'GFLOP', 'MB moved', 'FLOP/byte', 'Time (µs)', 'TFLOP/s', 'GB/s', 'Peak TFLOP/s', 'Peak GB/s', '% of roof']
         .map((c) => h('th', {scope: 'col', class: 'num'}, c)), h('th', {scope: 'col'}, 'Bound'))),
     h('tbody', null, rows.map((r) => h('tr', null, h('th', {scope: 'row'}, r.op),
-      num(r.instances, fmt.int), num(r.flops, (v) => fmt.gbps(v / 1e9)), num(r.bytes, (v) => fmt.gbps(v / 1e6)),
-      num(r.flops / r.bytes, (v) => fmt.gbps(v)), num(r.time_ns, fmt.usFromNs), num(r.tflops, fmt.tflops), num(r.gbps, fmt.gbps),
-      num(r.peak_tflops, fmt.tflops), num(r.peak_gbps, fmt.gbps),
+      num(r.instances, fmt.int), num(r.flops, (v) => gflopF(v / 1e9)), num(r.bytes, (v) => mbF(v / 1e6)),
+      num(r.flops / r.bytes, intensityF), num(r.time_ns, (v) => timeF(v / 1e3)), num(r.tflops, tflopsF), num(r.gbps, gbpsF),
+      num(r.peak_tflops, peakTF), num(r.peak_gbps, peakGF),
       num(roof(r) ? r.tflops / roof(r) : null, (v) => fmt.percent(v)),
       h('td', null, r.bound || '—'))))));
 }
@@ -81,12 +85,14 @@ function kernelSection(jobId, run) {
   }));
   const filter = h('input', {type: 'search', id: 'profile-filter', placeholder: 'kernel name…'});
   const box = h('div');
+  // Each column's decimals over the range's kernels (set by draw): 8,047.40 beside 6.72, not 8,047.4.
+  let colF = {};
   const columns = [
     {key: 'instances', label: 'Instances', num: true, get: (k) => k.instances, cell: (k) => fmt.int(k.instances)},
     {key: 'per_range', label: 'Per range', num: true, get: (k) => k.instances / k.range_instances,
-      cell: (k) => String(+(k.instances / k.range_instances).toFixed(2)), title: () => 'instances per instance of the range'},
+      cell: (k) => colF.per_range(k.instances / k.range_instances), title: () => 'instances per instance of the range'},
     ...[['total_ns', 'Total (µs)'], ['avg_ns', 'Avg (µs)'], ['med_ns', 'Med (µs)'], ['min_ns', 'Min (µs)'], ['max_ns', 'Max (µs)'], ['std_ns', 'StdDev (µs)']]
-      .map(([key, label]) => ({key, label, num: true, get: (k) => k[key], cell: (k) => fmt.usFromNs(k[key]), title: (k) => `${fmt.int(k[key])} ns`})),
+      .map(([key, label]) => ({key, label, num: true, get: (k) => k[key], cell: (k) => colF[key](k[key] / 1e3), title: (k) => `${fmt.int(k[key])} ns`})),
     {key: 'share_pct', label: 'Range %', num: true, get: (k) => k.share_pct, cell: (k) => fmt.pct(k.share_pct)},
     // Last, as in nsys: the names are long.
     {key: 'kernel', label: 'Kernel', get: (k) => k.kernel, class: 'kernel', title: (k) => k.kernel,
@@ -98,6 +104,9 @@ function kernelSection(jobId, run) {
     const rows = run.kernel_summary.filter((k) => k.range === rangeSel.value && words.every((w) => k.kernel.toLowerCase().includes(w)));
     const all = run.kernel_summary.filter((k) => k.range === rangeSel.value);
     const total = all.reduce((a, k) => a + k.total_ns, 0);
+    const perRange = all.map((k) => k.instances / k.range_instances);
+    colF = {per_range: fmt.column(perRange, () => (perRange.every(Number.isInteger) ? 0 : 2)),
+      ...Object.fromEntries(['total_ns', 'avg_ns', 'med_ns', 'min_ns', 'max_ns', 'std_ns'].map((key) => [key, fmt.column(all.map((k) => k[key] / 1e3), fmt.usDigits)]))};
     const old = box.querySelector('th[aria-sort]');
     if (old) sort = {key: old.dataset.key, dir: old.getAttribute('aria-sort') === 'ascending' ? 'asc' : 'desc'};
     mount(box,
@@ -143,6 +152,10 @@ function phaseTable(r) {
   const over = (p) => (p.event_ns_unprofiled && p.event_ns_profiled ? 100 * (p.event_ns_profiled - p.event_ns_unprofiled) / p.event_ns_unprofiled : null);
   const gated = rows.some((p) => typeof p.gated_ns_unprofiled === 'number');
   const gatedOver = (p) => (p.gated_ns_unprofiled && p.gated_ns_profiled ? 100 * (p.gated_ns_profiled - p.gated_ns_unprofiled) / p.gated_ns_unprofiled : null);
+  // Each ms column with one number of decimals (0.900 beside 13.400).
+  const msCol = (key) => { const f = fmt.column(rows.map((p) => (typeof p[key] === 'number' ? p[key] / 1e6 : null)), fmt.msDigits); return (ns) => f(typeof ns === 'number' ? ns / 1e6 : null); };
+  const [unF, trF, gunF, gtrF, kerF, busyF, spanF, hostF] = ['event_ns_unprofiled', 'event_ns_profiled', 'gated_ns_unprofiled', 'gated_ns_profiled',
+    'kernel_ns', 'kernel_busy_ns', 'gpu_span_ns', 'range_wall_ns'].map(msCol);
   return h('section', null, h('h3', null, 'Tracing overhead per phase'),
     h('p', {class: 'muted'}, "CUDA events around each phase on the model's stream, mean per step: the same steps untraced (before anything was traced) and traced. ",
       'Kernels, GPU span and host time are from the trace (host: the CPU range, or for a phase replayed as a CUDA graph the graph launch call). ',
@@ -157,10 +170,10 @@ function phaseTable(r) {
           'Kernels summed (ms)', 'Kernels busy (ms)', 'GPU span (ms)', 'Busy % of traced', 'Host (ms)']
           .map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
       h('tbody', null, rows.map((p) => h('tr', {dataset: {phase: p.phase}}, h('th', {scope: 'row'}, p.phase),
-        num(p.instances, fmt.int), num(p.event_ns_unprofiled, ms), num(p.event_ns_profiled, ms), num(over(p), signedPct),
-        num(p.gated_ns_unprofiled, ms), num(p.gated_ns_profiled, ms), num(gatedOver(p), signedPct),
-        num(p.kernel_ns, ms), num(p.kernel_busy_ns, ms), num(p.gpu_span_ns, ms), num(p.kernel_pct_of_event, fmt.pct),
-        num(p.range_wall_ns, ms)))))));
+        num(p.instances, fmt.int), num(p.event_ns_unprofiled, unF), num(p.event_ns_profiled, trF), num(over(p), signedPct),
+        num(p.gated_ns_unprofiled, gunF), num(p.gated_ns_profiled, gtrF), num(gatedOver(p), signedPct),
+        num(p.kernel_ns, kerF), num(p.kernel_busy_ns, busyF), num(p.gpu_span_ns, spanF), num(p.kernel_pct_of_event, fmt.pct),
+        num(p.range_wall_ns, hostF)))))));
 }
 
 function profileRunView(job, r) {

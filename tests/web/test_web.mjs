@@ -308,8 +308,8 @@ async function checkCompare(base, formJob, apiJob) {
     keys: Object.fromEntries([...tr.querySelectorAll('td[data-key]')].map((td) => [td.dataset.key, {text: td.textContent, differs: td.classList.contains('differs')}])),
     stats: Object.fromEntries([...tr.querySelectorAll('td[data-mean]')].map((td) => [[...td.classList].find((c) => ['forward', 'backward', 'optimizer', 'total'].includes(c)),
       {mean: td.dataset.mean, std: td.dataset.std, text: td.textContent}])),
-    tokens: tr.querySelector('td[data-value]').dataset.value,
-    tokensText: tr.querySelector('td[data-value]').textContent,
+    tokens: tr.querySelector('td.tokens').dataset.value,
+    tokensText: tr.querySelector('td.tokens').textContent,
     speedup: tr.querySelector('td.speedup').dataset.value,
     speedupText: tr.querySelector('td.speedup').textContent,
   })));
@@ -782,6 +782,7 @@ async function checkGpuFixture() {
     return got;
   };
   let got = await sameRows('forward', 'forward');
+  for (const t of ['#profile-kernels', '#profile-roofline', '#profile-phases']) await checkTableDecimals(t, `profile job ${prof.id} (fixture) ${t}`);
   check(got.every((r, i) => i === 0 || Number(got[i - 1].total_ns) >= Number(r.total_ns)), 'kernel table does not start sorted by total time, descending');
   // Sorting: total ascending, then instances descending.
   await page.click('#profile-kernels th[data-key="total_ns"] button');
@@ -1183,6 +1184,9 @@ async function checkCompareSpecFields(base) {
   const [mdDl] = await Promise.all([page.waitForEvent('download'), page.click('button:text("Export Markdown")')]);
   const mdHead = readFileSync(await mdDl.path(), 'utf8').split('\n')[0];
   check(['Vocab', 'Measured steps', 'Seed'].every((c) => mdHead.includes(`| ${c} `)), `Markdown head lacks the differing fields: ${mdHead}`);
+  // The speedup, what the page is for, is in view without scrolling the table sideways (1280 px, three differing columns).
+  const [speedRight, boxRight] = await page.$eval('#compare-table', (t) => [t.querySelector('thead th.speedup').getBoundingClientRect().right, t.parentElement.getBoundingClientRect().right]);
+  check(speedRight <= boxRight + 0.5, `compare table: the speedup column ends at ${speedRight} px, past its box's ${boxRight} px`);
   await shot('compare-spec-fields.png');
   log(`compare page: vocab size, measured steps and seed shown as differing columns and exported`);
 }

@@ -153,13 +153,13 @@ function toMarkdown(m, phase) {
   const keys = m.rows.map(({run}) => m.shown.map((c) => c.get(run)).join('|'));
   const withRun = new Set(keys).size < keys.length;
   const head = [...(withRun ? ['Run'] : []), ...m.shown.map((c) => (c.key === 'context_length' ? 'Context Length' : c.label)),
-    ...m.phases.map((p) => `${p.label} (ms)`), 'Tokens/s', `Speedup (${phase})`];
+    ...m.phases.map((p) => `${p.label} (ms)`), `Speedup (${phase})`, 'Tokens/s'];
   const off = withRun ? 1 : 0;
   const right = head.map((_, i) => i < off || i >= m.shown.length + off || m.shown[i - off].num);
   // A failed point reads as the seeds' OOM rows: the word in every time column, the reason below the table.
   const body = m.rows.map(({run, speedup}) => [...(withRun ? [`#${run.job_id}.${run.index}`] : []), ...m.shown.map((c) => String(c.get(run))),
     ...m.phases.map((p) => (failed(run) ? failWord(run) : run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms, m.digits[p.key]) : '—')),
-    m.rate(run.tokens_per_s), speedup === null ? '—' : fmt.ratio(speedup)]);
+    speedup === null ? '—' : fmt.ratio(speedup), m.rate(run.tokens_per_s)]);
   const reasons = m.rows.filter(({run}) => failed(run)).map(({run}) => `#${run.job_id}.${run.index} ${failWord(run)}: ${run.error}\n`).join('');
   const widths = head.map((t, i) => Math.max(t.length, ...body.map((r) => r[i].length), 3));
   const line = (cells) => '| ' + cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(' | ') + ' |';
@@ -287,18 +287,19 @@ export async function render(main, ctx) {
           h('th', {scope: 'col', class: 'num'}, 'Run'),
           m.shown.map((c) => h('th', {scope: 'col', class: `${c.num ? 'num' : ''} ${diff(c)}`}, c.key === 'context_length' ? 'Context length' : c.label)),
           m.phases.map((p) => h('th', {scope: 'col', class: 'num', dataset: {phase: p.key}}, `${p.label} (ms)`)),
+          // the speedup beside the times (as the table endpoint and the seeds put it), where a wide table still shows it
+          h('th', {scope: 'col', class: 'num speedup'}, `Speedup (${state.phase})`),
           h('th', {scope: 'col', class: 'num'}, 'Tokens/s'),
-          h('th', {scope: 'col', class: 'num'}, `Speedup (${state.phase})`),
           h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Remove')))),
         h('tbody', null, m.rows.map(({run, base, isBaseline, speedup}) => h('tr', {class: isBaseline ? 'baseline' : '', dataset: {run: ref(run)}},
           h('td', {class: 'num'}, h('a', {href: `#/jobs/${run.job_id}`, title: run.job_label || ''}, `#${run.job_id}.${run.index}`)),
           m.shown.map((c) => h('td', {class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, String(c.get(run)))),
-          failed(run) ? h('td', {colspan: m.phases.length + 1, class: `reason ${run.oom ? 'oom' : 'error'}`, dataset: {status: failWord(run)}}, `${failWord(run)}: ${run.error}`)
-            : [m.phases.map((p) => statCell(run.stats[p.key], p.key, m.digits[p.key])),
-              h('td', {class: 'num', dataset: {value: run.tokens_per_s}}, m.rate(run.tokens_per_s))],
+          failed(run) ? h('td', {colspan: m.phases.length, class: `reason ${run.oom ? 'oom' : 'error'}`, dataset: {status: failWord(run)}}, `${failWord(run)}: ${run.error}`)
+            : m.phases.map((p) => statCell(run.stats[p.key], p.key, m.digits[p.key])),
           h('td', {class: `num speedup ${speedup === null ? '' : speedup > 1 + SAME ? 'faster' : speedup < 1 - SAME ? 'slower' : 'same'}`,
             dataset: {value: speedup ?? '', base: base ? ref(base) : ''}, title: base && !isBaseline ? `against #${base.job_id}.${base.index}` : null},
           isBaseline ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'baseline')) : speedup === null ? '—' : fmt.ratio(speedup)),
+          failed(run) ? h('td', {class: 'num tokens muted'}, '—') : h('td', {class: 'num tokens', dataset: {value: run.tokens_per_s}}, m.rate(run.tokens_per_s)),
           h('td', null, h('button', {type: 'button', class: 'small link', 'aria-label': `remove run ${ref(run)}`,
             onclick: () => removeRun(ref(run))}, '×'))))))));
   }

@@ -279,6 +279,30 @@ async function checkAxesHoldData(what) {
   check(charts.length, `${what}: no chart`);
 }
 
+// The column formatters themselves, on magnitudes a small job may or may not
+// produce (tokens/s of 19,637 and 67.4; an optimizer step of 6.24 and 0.763 ms;
+// 86.6 MiB of parameters beside 0.002 MiB of input): one number of decimals per column.
+async function checkColumnFormatters() {
+  const cols = await page.evaluate(async () => {
+    const fmt = await import('/format.js');
+    const {statCell, phaseDigits} = await import('/benchmark.js');
+    const column = (vs, digitsOf) => { const f = fmt.column(vs, digitsOf); return vs.map(f); };
+    const runs = [6.24, 0.763, 0.0912].map((m) => ({stats: {optimizer: {mean_ms: m, std_ms: m / 7}}}));
+    const digits = phaseDigits(runs);
+    return {
+      tokens: column([19637.2, 67.41, 3512.9], fmt.rateDigits),
+      tflops: column([0.00221, 0.000801, 45.5], fmt.sigDigits),
+      us: column([8047.4, 6.72, 212.2], fmt.usDigits),
+      mib: [86.58, 0.002, 10.27].map((v) => v * 1048576).map(fmt.mibColumn([86.58, 0.002, 10.27].map((v) => v * 1048576))),
+      opt: runs.map((r) => statCell(r.stats.optimizer, '', digits.optimizer).textContent.split(' ± ')).flat(),
+    };
+  });
+  for (const [what, texts] of Object.entries(cols)) {
+    const decimals = new Set(texts.map((t) => (t.split('.')[1] || '').length));
+    check(decimals.size === 1, `the ${what} column formatter mixes decimals: ${texts.join(' | ')}`);
+  }
+}
+
 async function checkBenchmarkPage(base, id) {
   const job = await apiGet(base, `/v1/jobs/${id}`);
   await page.goto(`${base}/#/jobs/${id}`);
@@ -1093,6 +1117,7 @@ async function main() {
   await waitJob(base, apiJob);
   await checkOptimizerInBackward(base, apiJob);
   await checkBenchmarkPage(base, formJob);
+  await checkColumnFormatters();
   await checkModeSweep(base);
   await checkBenchmarkAllFailed(base);
   await checkCompare(base, formJob, apiJob);

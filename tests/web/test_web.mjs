@@ -1003,8 +1003,11 @@ async function checkNarrowJobs(base) {
   // Nothing wider than the window at 800 px: wide tables scroll inside their box, long selects
   // (history's configuration) shrink. One page per kind (the newest job of each), history, compare.
   const newest = new Map();
-  for (const j of (await apiGet(base, '/v1/jobs?limit=1000')).jobs) if (!newest.has(j.kind) && j.status === 'succeeded') newest.set(j.kind, j.id);
-  const bench = (await apiGet(base, '/v1/jobs?kind=benchmark&status=succeeded&limit=2')).jobs.map((j) => j.id);
+  const jobsNow = (await apiGet(base, '/v1/jobs?limit=1000')).jobs;
+  for (const j of jobsNow) if (!newest.has(j.kind) && j.status === 'succeeded') newest.set(j.kind, j.id);
+  // compare: runs with and without warm-up steps, so that the table has its widest headers ("Warm-up steps")
+  const byLabel = (l) => (jobsNow.find((j) => j.label === l) || {}).id;
+  const bench = [byLabel('web test fp32'), byLabel('web test no warm-up'), byLabel('web test fp32+bf16')].filter(Boolean);
   const pages = [...[...newest.values()].map((id) => `#/jobs/${id}`), '#/history', `#/compare?jobs=${bench.join(',')}`, '#/submit?kind=benchmark'];
   for (const hash of pages) {
     await page.goto(`${base}/${hash}`);
@@ -1018,6 +1021,24 @@ async function checkNarrowJobs(base) {
     check(!unnamed.length, `${hash}: tables without a caption: ${unnamed.join(', ')}`);
     const noScope = await page.$$eval('main th:not([scope])', (ths) => ths.map((th) => th.textContent));
     check(!noScope.length, `${hash}: header cells without scope: ${noScope.join(', ')}`);
+    // A header that wraps does so between words ("Warm-up / steps", not "Warm- / up steps").
+    const brokenHeads = await page.$$eval('main thead th', (ths) => ths.flatMap((th) => {
+      const out = [];
+      const walk = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+      for (let t = walk.nextNode(); t; t = walk.nextNode())
+        for (const m of t.data.matchAll(/\S+/g)) {
+          const r = document.createRange();
+          r.setStart(t, m.index);
+          r.setEnd(t, m.index + m[0].length);
+          if (new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size > 1) out.push(m[0]);
+        }
+      return out;
+    }));
+    check(!brokenHeads.length, `${hash} at 800 px: header words broken across lines: ${brokenHeads.join(', ')}`);
+    if (hash.startsWith('#/compare')) {
+      const [speedRight, boxRight] = await page.$eval('#compare-table', (t) => [t.querySelector('thead th.speedup').getBoundingClientRect().right, t.parentElement.getBoundingClientRect().right]);
+      check(speedRight <= boxRight + 0.5, `compare at 800 px: the speedup column ends at ${speedRight} px, past its box's ${boxRight} px`);
+    }
   }
   await page.goto(`${base}/#/history`);
   await page.waitForSelector('#history-table');

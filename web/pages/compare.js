@@ -285,7 +285,9 @@ export async function render(main, ctx) {
         h('caption', null, `${runs.length} run${runs.length > 1 ? 's' : ''}; highlighted columns differ between rows; speedup = the baseline's ${state.phase} time ÷ this row's`),
         h('thead', null, h('tr', null,
           h('th', {scope: 'col', class: 'num'}, 'Run'),
-          m.shown.map((c) => h('th', {scope: 'col', class: `${c.num ? 'num' : ''} ${diff(c)}`}, c.key === 'context_length' ? 'Context length' : c.label)),
+          // headers wrap between words only ("Warm-up / steps", not "Warm- / up")
+          m.shown.map((c) => h('th', {scope: 'col', class: `${c.num ? 'num' : ''} ${diff(c)}`}, (c.key === 'context_length' ? 'Context length' : c.label)
+            .split(' ').map((w, i) => [i ? ' ' : '', h('span', {class: 'nowrap'}, w)]))),
           m.phases.map((p) => h('th', {scope: 'col', class: 'num', dataset: {phase: p.key}}, `${p.label} (ms)`)),
           // the speedup beside the times (as the table endpoint and the seeds put it), where a wide table still shows it
           h('th', {scope: 'col', class: 'num speedup'}, `Speedup (${state.phase})`),

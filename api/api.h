@@ -94,12 +94,17 @@ int api_server_port(const api_server *server);
 /* Stops serving, closes the socket and frees. Accepts NULL. */
 void api_server_stop(api_server *server);
 
-/* A table may carry "decimals": per column, the most decimals its reals keep
- * (what the producer rounded to), or null. Settling replaces each by the
- * decimals the whole column prints with: 2 when its smallest non-zero value
- * is 1 or more, 3 from 0.1, else 4, never more than the most. Markdown, CSV
- * and the page print that column's reals with exactly that many. Returns 0,
- * or -1 out of memory. */
+/* A table may carry "decimals": per column, the most decimals its reals
+ * need at the scale they are meant for, or null. Settling replaces each by
+ * the decimals the whole column prints with: 2 when its smallest non-zero
+ * value is 1 or more, 3 from 0.1, else 4, never more than the most, unless
+ * the smallest would then keep fewer than API_TABLE_SIGNIFICANT significant
+ * digits (0.0008 TFLOP/s on a CPU at 3 decimals): then as many as give it
+ * API_TABLE_SIGNIFICANT, at most API_TABLE_MAX_DECIMALS. Markdown, CSV and
+ * the page print that column's reals with exactly that many. Returns 0, or
+ * -1 out of memory. */
+#define API_TABLE_SIGNIFICANT 2
+#define API_TABLE_MAX_DECIMALS 8
 int api_table_settle_decimals(json_t *table);
 
 /* Renders a {"columns","rows"[,"decimals"][,"mean_sd"]} table as Markdown (a

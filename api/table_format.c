@@ -1,4 +1,5 @@
 /* Markdown and CSV renderings of a {"columns": [...], "rows": [[...]]} table. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,7 +101,14 @@ int api_table_settle_decimals(json_t *table)
         }
         /* as web/format.js msDigits: 2 decimals from 1 up, 3 from 0.1, else 4 */
         int want = smallest == 0 || smallest >= 1 ? 2 : smallest >= 0.1 ? 3 : 4;
-        if (json_array_set_new(decimals, c, json_integer(want < most ? want : most)))
+        int keep = want < most ? want : most;
+        /* a column of small values (a CPU's TFLOP/s, KiB in a MiB column): its smallest keeps
+         * API_TABLE_SIGNIFICANT digits rather than reading 0.001 or 0.0 */
+        if (smallest > 0 && smallest < pow(10.0, -keep) * pow(10.0, API_TABLE_SIGNIFICANT - 1)) {
+            int needed = API_TABLE_SIGNIFICANT - 1 - (int)floor(log10(smallest));
+            keep = needed > keep ? (needed < API_TABLE_MAX_DECIMALS ? needed : API_TABLE_MAX_DECIMALS) : keep;
+        }
+        if (json_array_set_new(decimals, c, json_integer(keep)))
             return -1;
     }
     return 0;

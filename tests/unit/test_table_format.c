@@ -1,0 +1,56 @@
+/* Unit test: api_table_settle_decimals (api.h) and the markdown it prints: a
+ * column's decimals from its smallest value, capped by the table's "decimals",
+ * except that a column of small values keeps API_TABLE_SIGNIFICANT significant
+ * digits (a CPU's TFLOP/s, a few KiB in a MiB column). */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../engine/check.h"
+#include "api.h"
+
+/* The settled decimals of a one-column table of values (JSON text) whose
+ * producer gives most (-1: null). */
+static int settled(const char *values, int most)
+{
+    json_t *rows = json_array(), *vals = json_loads(values, 0, NULL);
+    size_t i;
+    json_t *v;
+    json_array_foreach(vals, i, v) json_array_append_new(rows, json_pack("[O]", v));
+    json_t *table = json_pack("{s:[s], s:o, s:[o]}", "columns", "x", "rows", rows, "decimals",
+                              most < 0 ? json_null() : json_integer(most));
+    MUST(api_table_settle_decimals(table));
+    const json_t *d = json_array_get(json_object_get(table, "decimals"), 0);
+    int out = json_is_integer(d) ? (int)json_integer_value(d) : -1;
+    json_decref(table);
+    json_decref(vals);
+    return out;
+}
+
+int main(void)
+{
+    /* the scale the producer meant: its most, or fewer (2 from 1 up, 3 from 0.1, else 4) */
+    CHECK(settled("[150.123, 12.5]", 3) == 2, "GPU-scale TFLOP/s: 2 decimals");
+    CHECK(settled("[0.5, 0.75]", 3) == 3, "0.5: 3 decimals");
+    CHECK(settled("[59, 2074]", 0) == 0, "tokens/s: none");
+    CHECK(settled("[0, 0]", 3) == 2, "all zero: 2, within the most");
+    CHECK(settled("[1.5, 2.5]", -1) == -1, "no decimals given: none settled");
+    /* small values: enough decimals for 2 significant digits, past the most, at most 8 */
+    CHECK(settled("[0.000801, 0.003112]", 3) == 5, "CPU-scale TFLOP/s: 0.00080 (got %d)", settled("[0.000801, 0.003112]", 3));
+    CHECK(settled("[0.04, 0.3]", 1) == 3, "KiB in a MiB column: 0.040 (got %d)", settled("[0.04, 0.3]", 1));
+    CHECK(settled("[5.2, 80]", 0) == 1, "a rate under 10: one decimal (got %d)", settled("[5.2, 80]", 0));
+    CHECK(settled("[0.099, 4]", 1) == 3, "0.099 at 1 decimal would read 0.1: 0.099 (got %d)", settled("[0.099, 4]", 1));
+    CHECK(settled("[1e-12]", 3) == API_TABLE_MAX_DECIMALS, "tiny: capped at %d", API_TABLE_MAX_DECIMALS);
+
+    /* the markdown prints the settled decimals */
+    json_t *table = json_loads("{\"columns\": [\"TFLOP/s\"], \"rows\": [[0.000801], [0.003112]], \"decimals\": [3]}", 0,
+                               NULL);
+    char *md = api_table_render(table, "md");
+    CHECK(md && strstr(md, "| 0.00080 |") && strstr(md, "| 0.00311 |"), "markdown of small TFLOP/s:\n%s", md ? md : "");
+    free(md);
+    json_decref(table);
+    if (check_failures)
+        return 1;
+    printf("table_format: ok\n");
+    return 0;
+}

@@ -21,7 +21,15 @@
  * layer's update as soon as its gradients are complete, beside the rest of
  * the backward on cuda (lmk_model_optimizer_in_backward); the backward phase
  * then holds most of the optimizer's work and the optimizer phase the token
- * embeddings' update. Refused with fp16 (loss scaling). */
+ * embeddings' update. Refused with fp16 (loss scaling).
+ *
+ * Around the measured steps (outside the phase timers) the runner samples
+ * the host's CPU counters (host_load.c): host_other_cpu_pct is the share of
+ * all the host's CPUs that other processes used meanwhile (null when it
+ * cannot be known, host_other_cpu_note says why), host_cpus their number.
+ * From HOST_LOAD_NOTABLE_PCT on the run carries a warning ("warnings": its
+ * times may be inflated) and the job's table a "Host Busy (%)" column.
+ * Columns: schema/0025_host_load.sql. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +41,7 @@
 #include "clock_ms.h"
 #include "jobkind.h"
 #include "device_peaks.h"
+#include "host_load.h"
 #include "model.h"
 #include "model_point.h"
 #include "phase_graphs.h"
@@ -273,6 +282,29 @@ static void put_stats(json_t *obj, const double *times, const int *has, const be
     free(v);
 }
 
+/* The run's host load fields from the samples taken around its measured
+ * steps: host_other_cpu_pct (%, or null with host_other_cpu_note saying why),
+ * host_cpus, and from HOST_LOAD_NOTABLE_PCT on a warning appended to the
+ * run's "warnings". run: borrowed. */
+static void put_host_load(json_t *run, const host_load_sample *start, const host_load_sample *end)
+{
+    double pct = 0;
+    int cpus = end->cpus;
+    int rc = host_load_between(start, end, &pct, &cpus);
+    json_object_set_new(run, "host_other_cpu_pct", rc == HOST_LOAD_OK ? json_real(pct) : json_null());
+    json_object_set_new(run, "host_other_cpu_note", rc == HOST_LOAD_OK ? json_null()
+                                                                      : json_string(host_load_status_text(rc)));
+    json_object_set_new(run, "host_cpus", json_integer(cpus));
+    if (rc == HOST_LOAD_OK && pct >= HOST_LOAD_NOTABLE_PCT) {
+        char warning[200];
+        snprintf(warning, sizeof warning,
+                 "other processes used %.0f%% of the host's %d CPUs during the measured steps: times may be "
+                 "inflated",
+                 pct, cpus);
+        json_array_append_new(json_object_get(run, "warnings"), json_string(warning));
+    }
+}
+
 /* Runs one point; returns the run object (new; failed runs carry the reason).
  * Sets *cancelled when the job was cancelled in the middle. */
 static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int *cancelled)
@@ -285,6 +317,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
     json_object_set_new(run, "graphs_scope", json_string("none"));
     json_object_set_new(run, "graphs_note", json_null());
     json_object_set_new(run, "optimizer_in_backward", json_boolean(p->opt_in_backward));
+    json_object_set_new(run, "warnings", json_array()); /* strings: what may make the figures unreliable */
     lmk_allocator *a = NULL;
     lmk_model *m = NULL;
     int32_t *tokens = NULL;
@@ -294,6 +327,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
                 : p->mode == MODE_FORWARD_BACKWARD ? LMK_MODEL_GRADIENTS
                                                    : LMK_MODEL_TRAIN;
     size_t n = (size_t)p->base.batch * p->base.T;
+    host_load_sample load_start = {0}, load_end; /* around the measured steps */
     step_runner r = {.b = b, .mode = p->mode, .prec = p->base.prec, .opt = lmk_adamw_defaults(),
                      .has = {1, training, p->mode == MODE_TRAIN_STEP, 1}};
     int rc;
@@ -364,6 +398,8 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
             json_object_set_new(run, "graphs_note", note ? json_string(note) : json_null());
             json_object_set_new(run, "graphs_priming_steps", json_integer(priming));
         }
+        if (st == p->warmup)
+            host_load_sample_now(&load_start); /* after the warm-up and the capture, before any timer */
         double wall[PH_COUNT] = {0}, gpu[PH_COUNT] = {NAN, NAN, NAN, NAN};
         rc = LMK_OK;
         for (int ph = 0; ph < PH_TOTAL && rc == LMK_OK; ph++) {
@@ -400,6 +436,8 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
                 g[PH_TOTAL] += gpu[ph]; /* NAN when a phase has no GPU time */
         }
     }
+    host_load_sample_now(&load_end); /* after the last measured step's timers */
+    put_host_load(run, &load_start, &load_end);
     float loss = NAN;
     if (lmk_model_loss(m, &loss) == LMK_OK) {
         /* JSON has no NaN or infinity: null, and the note says which */
@@ -541,6 +579,9 @@ static const struct {
 #undef GPU_COLUMNS
     /* 0017_benchmark_opt_in_backward */
     {"optimizer_in_backward", "optimizer_in_backward"},
+    /* 0025_host_load */
+    {"host_other_cpu_pct", "host_other_cpu_pct"},
+    {"host_cpus", "host_cpus"},
 };
 #define RUN_COLUMN_COUNT (sizeof run_columns / sizeof run_columns[0])
 
@@ -648,7 +689,10 @@ static json_t *int_cell(sqlite3_stmt *st, int col)
  * — "Speedup vs fp32" (×, benchmark_summary.speedup_vs_fp32: the fp32 run's
  * mean total over this run's), then the rest of the configuration, tokens/s,
  * TFLOP/s, peak MiB and the status (with a failed point's reason). A job
- * whose runs differ in warm-up steps has "Warm-up Steps" after the context.
+ * whose runs differ in warm-up steps has "Warm-up Steps" after the context;
+ * one with a run during whose measured steps other processes used at least
+ * HOST_LOAD_NOTABLE_PCT of the host's CPUs, "Host Busy (%)" (that share,
+ * empty where unknown) before the status.
  * Rows are in run_id order (benchmark_compare_column's cells follow it).
  * warmup_always: "Warm-up Steps" even when the runs agree (the comparison's
  * table: beside another job's, one job's single warm-up count is a fact the
@@ -658,7 +702,7 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
     enum {
         C_MODEL, C_D_MODEL, C_D_FF, C_LAYERS, C_HEADS, C_CONTEXT, C_FWD, C_FWD_STD, C_BWD, C_BWD_STD, C_OPT,
         C_OPT_STD, C_TOT, C_TOT_STD, C_SPEEDUP, C_BATCH, C_PRECISION, C_MODE, C_TOKENS, C_TFLOPS, C_PEAK, C_STATUS,
-        C_ERROR, C_WARMUP
+        C_ERROR, C_WARMUP, C_HOST
     };
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
@@ -666,15 +710,17 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
                            "r.forward_mean_ms, r.forward_std_ms, r.backward_mean_ms, r.backward_std_ms, "
                            "r.optimizer_mean_ms, r.optimizer_std_ms, r.total_mean_ms, r.total_std_ms, "
                            "s.speedup_vs_fp32, r.batch_size, r.precision, r.mode, r.tokens_per_s, "
-                           "r.achieved_tflops, r.peak_memory_bytes, r.status, r.error, r.warmup_steps "
+                           "r.achieved_tflops, r.peak_memory_bytes, r.status, r.error, r.warmup_steps, "
+                           "r.host_other_cpu_pct "
                            "FROM benchmark_runs r JOIN benchmark_summary s ON s.run_id = r.run_id "
                            "WHERE r.job_id = ? ORDER BY r.run_id",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "benchmark table: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, job_id);
-    json_t *rows = json_array(), *speedups = json_array(), *warmups = json_array();
+    json_t *rows = json_array(), *speedups = json_array(), *warmups = json_array(), *host = json_array();
     int speedup_shown = 0; /* a run in another precision has an fp32 peer */
     int warmup_first = -1, warmup_shown = 0; /* the runs differ in warm-up steps */
+    int host_shown = 0; /* some run's measured steps shared the host with HOST_LOAD_NOTABLE_PCT or more */
     while (sqlite3_step(st) == SQLITE_ROW) {
         char status[300];
         const char *s = (const char *)sqlite3_column_text(st, C_STATUS);
@@ -689,6 +735,9 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
         if (warmup_first < 0)
             warmup_first = warmup;
         json_array_append_new(warmups, json_integer(warmup));
+        json_t *busy = real_cell(st, C_HOST, 1);
+        host_shown |= json_is_number(busy) && json_number_value(busy) >= HOST_LOAD_NOTABLE_PCT;
+        json_array_append_new(host, busy);
         json_t *row = json_pack("[s, o, o, o, o, i, o, o, o, o, i, s, s, o, o, o, s]",
                                 sqlite3_column_text(st, C_MODEL), int_cell(st, C_D_MODEL), int_cell(st, C_D_FF),
                                 int_cell(st, C_LAYERS), int_cell(st, C_HEADS), sqlite3_column_int(st, C_CONTEXT),
@@ -722,8 +771,16 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
         for (size_t i = 0; i < json_array_size(rows); i++)
             json_array_insert(json_array_get(rows, i), WARMUP_AT, json_array_get(warmups, i));
     }
+    if (host_shown) { /* before the status, inserted last so that the indices above count without it */
+        size_t at = json_array_size(columns) - 1;
+        json_array_insert_new(columns, at, json_string("Host Busy (%)"));
+        json_array_insert_new(decimals, at, json_integer(0));
+        for (size_t i = 0; i < json_array_size(rows); i++)
+            json_array_insert(json_array_get(rows, i), at, json_array_get(host, i));
+    }
     json_decref(speedups);
     json_decref(warmups);
+    json_decref(host);
     /* the phase times are "mean ± std" even where a job has none of a phase (forward only): csv splits them
      * alike in every job (api_table_csv) */
     json_t *mean_sd = json_pack("[s,s,s,s]", "Fwd Pass (ms)", "Bwd Pass (ms)", "Opt Step (ms)", "Total (ms)");

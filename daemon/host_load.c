@@ -121,7 +121,10 @@ void host_load_sample_now(host_load_sample *s)
     host_load_sample_from(HOST_LOAD_PROC_STAT, s);
 }
 
-int host_load_between(const host_load_sample *start, const host_load_sample *end, double *other_pct, int *cpus)
+/* The busy and total CPU seconds of all CPUs from start to end; a
+ * host_load_between code. */
+static int interval_seconds(const host_load_sample *start, const host_load_sample *end, double *busy_s,
+                            double *total_s)
 {
     if (!start->valid || !end->valid || end->ticks_per_s <= 0)
         return HOST_LOAD_UNREADABLE;
@@ -129,13 +132,41 @@ int host_load_between(const host_load_sample *start, const host_load_sample *end
     if (ticks < HOST_LOAD_MIN_TICKS || end->total_ticks <= start->total_ticks || end->busy_ticks < start->busy_ticks)
         return HOST_LOAD_TOO_SHORT;
     double tick_s = 1.0 / (double)end->ticks_per_s;
-    double busy_s = (double)(end->busy_ticks - start->busy_ticks) * tick_s;
-    double total_s = (double)(end->total_ticks - start->total_ticks) * tick_s;
+    *busy_s = (double)(end->busy_ticks - start->busy_ticks) * tick_s;
+    *total_s = (double)(end->total_ticks - start->total_ticks) * tick_s;
+    return HOST_LOAD_OK;
+}
+
+static double clamp_pct(double pct)
+{
+    return pct < 0.0 ? 0.0 : pct > 100.0 ? 100.0 : pct;
+}
+
+int host_load_between(const host_load_sample *start, const host_load_sample *end, double *other_pct, int *cpus)
+{
+    double busy_s, total_s;
+    int rc = interval_seconds(start, end, &busy_s, &total_s);
+    if (rc != HOST_LOAD_OK)
+        return rc;
     double other_s = busy_s - (end->self_cpu_s - start->self_cpu_s);
-    double pct = 100.0 * other_s / total_s;
-    *other_pct = pct < 0.0 ? 0.0 : pct > 100.0 ? 100.0 : pct;
+    *other_pct = clamp_pct(100.0 * other_s / total_s);
     *cpus = end->cpus;
     return HOST_LOAD_OK;
+}
+
+int host_load_idle_between(const host_load_sample *start, const host_load_sample *end, double *idle_pct)
+{
+    double busy_s, total_s;
+    int rc = interval_seconds(start, end, &busy_s, &total_s);
+    if (rc != HOST_LOAD_OK)
+        return rc;
+    *idle_pct = clamp_pct(100.0 * (total_s - busy_s) / total_s);
+    return HOST_LOAD_OK;
+}
+
+int host_load_disturbed(double other_pct, double idle_pct)
+{
+    return other_pct >= HOST_LOAD_NOTABLE_PCT && idle_pct < HOST_LOAD_SATURATED_IDLE_PCT;
 }
 
 const char *host_load_status_text(int rc)

@@ -25,10 +25,15 @@
  * tick over the interval: 5% here, half of HOST_LOAD_NOTABLE_PCT. */
 #define HOST_LOAD_MIN_TICKS 20
 
-/* % of the host's CPUs: from this share of other processes on, a run's
- * times may be inflated (a benchmark run then carries a warning, and its
- * job's table shows the share). */
+/* A run's times may be inflated when other processes used at least
+ * HOST_LOAD_NOTABLE_PCT % of the host's CPUs and left under
+ * HOST_LOAD_SATURATED_IDLE_PCT % of them idle: the CPUs were all taken, so
+ * threads waited for one (host_load_disturbed). Other processes on a host
+ * with idle CPUs (the other GPU workers of a large machine, each on its own
+ * core) delay no one. A benchmark run that was disturbed carries a warning,
+ * and its job's table shows the share. */
 #define HOST_LOAD_NOTABLE_PCT 10.0
+#define HOST_LOAD_SATURATED_IDLE_PCT 10.0
 
 /* What host_load_between returns. */
 enum {
@@ -70,6 +75,16 @@ void host_load_sample_from(const char *path, host_load_sample *s);
  * CPUs (end's count) into *cpus. Returns HOST_LOAD_OK, or HOST_LOAD_UNREADABLE /
  * HOST_LOAD_TOO_SHORT with the out-parameters untouched. */
 int host_load_between(const host_load_sample *start, const host_load_sample *end, double *other_pct, int *cpus);
+
+/* The share of all the host's CPUs (%, clamped to [0, 100]) that nothing
+ * used (idle and iowait) from start to end, into *idle_pct. Same returns
+ * as host_load_between. */
+int host_load_idle_between(const host_load_sample *start, const host_load_sample *end, double *idle_pct);
+
+/* 1 when shares measured over one interval say the run's threads waited
+ * for CPUs: other_pct ≥ HOST_LOAD_NOTABLE_PCT and idle_pct <
+ * HOST_LOAD_SATURATED_IDLE_PCT; else 0. */
+int host_load_disturbed(double other_pct, double idle_pct);
 
 /* Why a host_load_between code has no share, as a phrase ("" for HOST_LOAD_OK). */
 const char *host_load_status_text(int rc);

@@ -26,9 +26,11 @@
  * Around the measured steps (outside the phase timers) the runner samples
  * the host's CPU counters (host_load.c): host_other_cpu_pct is the share of
  * all the host's CPUs that other processes used meanwhile (null when it
- * cannot be known, host_other_cpu_note says why), host_cpus their number.
- * From HOST_LOAD_NOTABLE_PCT on the run carries a warning ("warnings": its
- * times may be inflated) and the job's table a "Host Busy (%)" column.
+ * cannot be known, host_other_cpu_note says why), host_idle_cpu_pct the
+ * share nothing used, host_cpus their number. A run that other processes
+ * disturbed (host_load_disturbed: they used HOST_LOAD_NOTABLE_PCT or more and
+ * left the CPUs all but busy) carries a warning ("warnings": its times may
+ * be inflated) and the job's table a "Host Busy (%)" column.
  * Columns: schema/0025_host_load.sql. */
 #include <math.h>
 #include <stdio.h>
@@ -283,24 +285,28 @@ static void put_stats(json_t *obj, const double *times, const int *has, const be
 }
 
 /* The run's host load fields from the samples taken around its measured
- * steps: host_other_cpu_pct (%, or null with host_other_cpu_note saying why),
- * host_cpus, and from HOST_LOAD_NOTABLE_PCT on a warning appended to the
- * run's "warnings". run: borrowed. */
+ * steps: host_other_cpu_pct and host_idle_cpu_pct (%, or null with
+ * host_other_cpu_note saying why), host_cpus, and when other processes
+ * disturbed the run (host_load_disturbed) a warning appended to the run's
+ * "warnings". run: borrowed. */
 static void put_host_load(json_t *run, const host_load_sample *start, const host_load_sample *end)
 {
-    double pct = 0;
+    double pct = 0, idle = 0;
     int cpus = end->cpus;
     int rc = host_load_between(start, end, &pct, &cpus);
+    if (rc == HOST_LOAD_OK)
+        rc = host_load_idle_between(start, end, &idle);
     json_object_set_new(run, "host_other_cpu_pct", rc == HOST_LOAD_OK ? json_real(pct) : json_null());
+    json_object_set_new(run, "host_idle_cpu_pct", rc == HOST_LOAD_OK ? json_real(idle) : json_null());
     json_object_set_new(run, "host_other_cpu_note", rc == HOST_LOAD_OK ? json_null()
                                                                       : json_string(host_load_status_text(rc)));
     json_object_set_new(run, "host_cpus", json_integer(cpus));
-    if (rc == HOST_LOAD_OK && pct >= HOST_LOAD_NOTABLE_PCT) {
-        char warning[200];
+    if (rc == HOST_LOAD_OK && host_load_disturbed(pct, idle)) {
+        char warning[240];
         snprintf(warning, sizeof warning,
-                 "other processes used %.0f%% of the host's %d CPUs during the measured steps: times may be "
-                 "inflated",
-                 pct, cpus);
+                 "other processes used %.0f%% of the host's %d CPUs, leaving %.0f%% idle, during the measured "
+                 "steps: times may be inflated",
+                 pct, cpus, idle);
         json_array_append_new(json_object_get(run, "warnings"), json_string(warning));
     }
 }
@@ -581,6 +587,7 @@ static const struct {
     {"optimizer_in_backward", "optimizer_in_backward"},
     /* 0025_host_load */
     {"host_other_cpu_pct", "host_other_cpu_pct"},
+    {"host_idle_cpu_pct", "host_idle_cpu_pct"},
     {"host_cpus", "host_cpus"},
 };
 #define RUN_COLUMN_COUNT (sizeof run_columns / sizeof run_columns[0])
@@ -702,7 +709,7 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
     enum {
         C_MODEL, C_D_MODEL, C_D_FF, C_LAYERS, C_HEADS, C_CONTEXT, C_FWD, C_FWD_STD, C_BWD, C_BWD_STD, C_OPT,
         C_OPT_STD, C_TOT, C_TOT_STD, C_SPEEDUP, C_BATCH, C_PRECISION, C_MODE, C_TOKENS, C_TFLOPS, C_PEAK, C_STATUS,
-        C_ERROR, C_WARMUP, C_HOST
+        C_ERROR, C_WARMUP, C_HOST, C_HOST_IDLE
     };
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
@@ -711,7 +718,7 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
                            "r.optimizer_mean_ms, r.optimizer_std_ms, r.total_mean_ms, r.total_std_ms, "
                            "s.speedup_vs_fp32, r.batch_size, r.precision, r.mode, r.tokens_per_s, "
                            "r.achieved_tflops, r.peak_memory_bytes, r.status, r.error, r.warmup_steps, "
-                           "r.host_other_cpu_pct "
+                           "r.host_other_cpu_pct, r.host_idle_cpu_pct "
                            "FROM benchmark_runs r JOIN benchmark_summary s ON s.run_id = r.run_id "
                            "WHERE r.job_id = ? ORDER BY r.run_id",
                            -1, &st, NULL) != SQLITE_OK)
@@ -720,7 +727,7 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
     json_t *rows = json_array(), *speedups = json_array(), *warmups = json_array(), *host = json_array();
     int speedup_shown = 0; /* a run in another precision has an fp32 peer */
     int warmup_first = -1, warmup_shown = 0; /* the runs differ in warm-up steps */
-    int host_shown = 0; /* some run's measured steps shared the host with HOST_LOAD_NOTABLE_PCT or more */
+    int host_shown = 0; /* other processes disturbed some run's measured steps (host_load_disturbed) */
     while (sqlite3_step(st) == SQLITE_ROW) {
         char status[300];
         const char *s = (const char *)sqlite3_column_text(st, C_STATUS);
@@ -736,7 +743,8 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
             warmup_first = warmup;
         json_array_append_new(warmups, json_integer(warmup));
         json_t *busy = real_cell(st, C_HOST, 1);
-        host_shown |= json_is_number(busy) && json_number_value(busy) >= HOST_LOAD_NOTABLE_PCT;
+        host_shown |= json_is_number(busy) && sqlite3_column_type(st, C_HOST_IDLE) != SQLITE_NULL &&
+                      host_load_disturbed(json_number_value(busy), sqlite3_column_double(st, C_HOST_IDLE));
         json_array_append_new(host, busy);
         json_t *row = json_pack("[s, o, o, o, o, i, o, o, o, o, i, s, s, o, o, o, s]",
                                 sqlite3_column_text(st, C_MODEL), int_cell(st, C_D_MODEL), int_cell(st, C_D_FF),

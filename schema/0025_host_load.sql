@@ -6,13 +6,20 @@
 --   NULL when it could not be known (/proc/stat unreadable, or measured
 --   steps shorter than HOST_LOAD_MIN_TICKS clock ticks: 200 ms at USER_HZ
 --   100), for failed runs and for rows stored before this migration. From
---   HOST_LOAD_NOTABLE_PCT (10%) on, the run's times may be inflated: its JSON
---   carries a warning and the job's table a "Host Busy (%)" column.
+--   HOST_LOAD_NOTABLE_PCT (10%) on, with the CPUs all but busy (below), the
+--   run's times may be inflated: its JSON carries a warning and the job's
+--   table a "Host Busy (%)" column.
+-- * host_idle_cpu_pct: the share of all the host's CPUs that nothing used
+--   (idle, iowait) meanwhile; NULL as host_other_cpu_pct. Other processes
+--   disturbed the run when they used HOST_LOAD_NOTABLE_PCT or more and left
+--   under HOST_LOAD_SATURATED_IDLE_PCT (10%) idle: the CPUs were all taken.
 -- * host_cpus: the host's online CPUs (NULL for older rows and failed runs).
--- benchmark_summary gains host_other_cpu_pct after tokens_per_s; the other
+-- benchmark_summary gains host_other_cpu_pct and host_idle_cpu_pct after
+-- tokens_per_s; the other
 -- columns are those of 0022.
 
 ALTER TABLE benchmark_runs ADD COLUMN host_other_cpu_pct REAL;
+ALTER TABLE benchmark_runs ADD COLUMN host_idle_cpu_pct REAL;
 ALTER TABLE benchmark_runs ADD COLUMN host_cpus INTEGER;
 
 DROP VIEW benchmark_summary;
@@ -42,6 +49,7 @@ SELECT r.job_id                                                   AS job_id,
             THEN fp32.total_mean_ms / r.total_mean_ms END                      AS speedup_vs_fp32,
        r.tokens_per_s                                             AS tokens_per_s,
        r.host_other_cpu_pct                                       AS host_other_cpu_pct,
+       r.host_idle_cpu_pct                                        AS host_idle_cpu_pct,
        r.status                                                   AS status,
        r.error                                                    AS error
 FROM benchmark_runs r

@@ -2,8 +2,8 @@
 """Black-box tests of a benchmark run's host load (daemon/host_load.c) against
 a real lmperfd on a random loopback port: a CPU benchmark whose measured steps
 run beside one busy-looping process per CPU records other processes' share
-of the host's CPUs (host_other_cpu_pct, clearly high), the host's CPU count,
-a warning, a "Host Busy (%)" column in its table and the columns in SQLite;
+of the host's CPUs (host_other_cpu_pct, clearly high) with next to none idle
+(host_idle_cpu_pct), the host's CPU count, a warning, a "Host Busy (%)" column in its table and the columns in SQLite;
 the same job once the hogs are stopped records a share in [0, 100] (other
 tests run beside this one: never a low value asserted); measured steps too
 short for /proc/stat's clock ticks record null with the reason, never 0.
@@ -31,7 +31,8 @@ SHORT = {"kind": "benchmark", "model": {"name": "s", "d_model": 16, "d_ff": 32, 
          "vocab_size": 50, "context_length": 8, "batch_size": 1, "mode": "forward", "warmup_steps": 1,
          "measure_steps": 1}
 HOGGED_ABOVE = 20   # % of the host: one hog per CPU takes about half of it beside the benchmark's own threads
-SHOWN_FROM = 10     # % (HOST_LOAD_NOTABLE_PCT): a run's warning and the table's column
+SHOWN_FROM = 10     # % (HOST_LOAD_NOTABLE_PCT) of others, and under SATURATED_BELOW % idle: a run's warning and the
+SATURATED_BELOW = 10  # table's column (HOST_LOAD_SATURATED_IDLE_PCT)
 COLUMN = "Host Busy (%)"
 JOB_TIMEOUT = 45    # s, the hogged job on a 2-core machine
 
@@ -76,9 +77,12 @@ def test_hogged(d):
           f"want > {HOGGED_ABOVE}; total {run.get('stats', {}).get('total')}")
     check(cpus == os.cpu_count(), f"host_cpus {cpus}, os.cpu_count() {os.cpu_count()}")
     check(run.get("host_other_cpu_note") is None, f"a measured share has no note: {run.get('host_other_cpu_note')}")
+    idle = run.get("host_idle_cpu_pct")
+    check(isinstance(idle, (int, float)) and 0 <= idle < SATURATED_BELOW, f"beside the hogs, idle: {idle}")
     warnings = run.get("warnings")
     check(isinstance(warnings, list) and len(warnings) == 1 and isinstance(pct, (int, float))
-          and f"other processes used {pct:.0f}% of the host's {cpus} CPUs" in warnings[0]
+          and isinstance(idle, (int, float))
+          and f"other processes used {pct:.0f}% of the host's {cpus} CPUs, leaving {idle:.0f}% idle" in warnings[0]
           and "may be inflated" in warnings[0], f"the run's warning: {warnings}")
     cells = table_column(d, job_id)
     check(isinstance(pct, (int, float)) and cells is not None and len(cells) == 1
@@ -92,9 +96,11 @@ def test_hogged(d):
           and row[head.index(COLUMN)] == f"{pct:.0f}" and head[-1] == "Status",
           f"markdown: {COLUMN} with 0 decimals before Status ({pct}): {md!r}")
     with sqlite3.connect(f"file:{d.db}?mode=ro", uri=True) as db:
-        stored = db.execute("SELECT r.host_other_cpu_pct, r.host_cpus, s.host_other_cpu_pct FROM benchmark_runs r "
-                            "JOIN benchmark_summary s ON s.run_id = r.run_id WHERE r.job_id = ?", (job_id,)).fetchall()
-    check(stored == [(pct, cpus, pct)], f"benchmark_runs / benchmark_summary: {stored}, the run's {pct}, {cpus}")
+        stored = db.execute("SELECT r.host_other_cpu_pct, r.host_cpus, s.host_other_cpu_pct, r.host_idle_cpu_pct, "
+                            "s.host_idle_cpu_pct FROM benchmark_runs r JOIN benchmark_summary s ON s.run_id = r.run_id "
+                            "WHERE r.job_id = ?", (job_id,)).fetchall()
+    check(stored == [(pct, cpus, pct, idle, idle)],
+          f"benchmark_runs / benchmark_summary: {stored}, the run's {pct}, {cpus}, {idle}")
 
 
 def test_hogs_stopped(d):
@@ -104,12 +110,16 @@ def test_hogs_stopped(d):
     check(isinstance(pct, (int, float)) and 0 <= pct <= 100,
           f"without hogs: host_other_cpu_pct {pct} ({run.get('host_other_cpu_note')})")
     check(run.get("host_cpus") == os.cpu_count(), f"host_cpus {run.get('host_cpus')}")
+    idle = run.get("host_idle_cpu_pct")
+    check(isinstance(idle, (int, float)) and 0 <= idle <= 100, f"without hogs: host_idle_cpu_pct {idle}")
+    disturbed = isinstance(pct, (int, float)) and isinstance(idle, (int, float)) and pct >= SHOWN_FROM \
+        and idle < SATURATED_BELOW
     warnings = run.get("warnings")
-    check(isinstance(warnings, list) and (len(warnings) == 1) == (isinstance(pct, (int, float)) and pct >= SHOWN_FROM),
-          f"a warning exactly from {SHOWN_FROM}%: {pct}, {warnings}")
+    check(isinstance(warnings, list) and (len(warnings) == 1) == disturbed,
+          f"a warning exactly when disturbed (others from {SHOWN_FROM}%, under {SATURATED_BELOW}% idle): "
+          f"{pct}, {idle}, {warnings}")
     cells = table_column(d, job_id)
-    check((cells is not None) == (isinstance(pct, (int, float)) and pct >= SHOWN_FROM),
-          f"the table's {COLUMN!r} column exactly from {SHOWN_FROM}%: {pct}, {cells}")
+    check((cells is not None) == disturbed, f"the table's {COLUMN!r} column exactly when disturbed: {pct}, {idle}, {cells}")
 
 
 def test_too_short(d):

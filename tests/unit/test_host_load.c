@@ -93,6 +93,22 @@ static void test_between(void)
     b.cpus = 3;
     CHECK(host_load_between(&a, &b, &pct, &cpus) == HOST_LOAD_OK && cpus == 3, "cpus of the end: %d", cpus);
 
+    /* idle: total less busy, of total; the same interval checks */
+    double idle = -1;
+    b = synthetic(1300, 5400, 5.0, 12000.0);
+    CHECK(host_load_idle_between(&a, &b, &idle) == HOST_LOAD_OK && fabs(idle - 25.0) < 1e-9, "a quarter idle: %f",
+          idle);
+    b = synthetic(1450, 5400, 4.0, 12000.0);
+    CHECK(host_load_idle_between(&a, &b, &idle) == HOST_LOAD_OK && idle == 0.0, "below 0 clamps: %f", idle);
+    idle = -1;
+    b = synthetic(1000, 5000, 4.0, 12000.0);
+    CHECK(host_load_idle_between(&a, &b, &idle) == HOST_LOAD_TOO_SHORT && idle == -1, "idle: counters unchanged");
+    /* disturbed: others took a notable share and left the CPUs all but busy */
+    CHECK(host_load_disturbed(75, 2) && host_load_disturbed(HOST_LOAD_NOTABLE_PCT, 0), "others, nothing idle");
+    CHECK(!host_load_disturbed(44, 50), "others on idle CPUs (a large host's other GPU workers) delay no one");
+    CHECK(!host_load_disturbed(5, 0), "ourselves taking the CPUs");
+    CHECK(!host_load_disturbed(50, HOST_LOAD_SATURATED_IDLE_PCT), "idle at the threshold");
+
     /* unknown: out-parameters untouched */
     pct = -1, cpus = -1;
     host_load_sample bad = b;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "jsonschema.h"
 
 #define MAX_PATH_SEGMENTS 8
 #define DEFAULT_LIST_LIMIT 50
@@ -259,26 +260,13 @@ static void handle_submit(api_server *server, struct MHD_Connection *conn, const
              MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE));
         return;
     }
-    /* a UTF-8 byte order mark (a spec file saved by an editor that adds one,
-     * sent with --data-binary) is left out, as `lmperfd run` does (RFC 8259 §8.1) */
-    static const char bom[] = "\xEF\xBB\xBF";
-    const char *body = req->body ? req->body : "";
-    size_t body_len = req->len;
-    if (body_len >= sizeof bom - 1 && memcmp(body, bom, sizeof bom - 1) == 0) {
-        body += sizeof bom - 1;
-        body_len -= sizeof bom - 1;
-    }
-    json_error_t jerr;
-    json_t *spec = json_loadb(body, body_len, JSON_REJECT_DUPLICATES, &jerr);
+    api_error err;
+    json_t *spec = jsonschema_parse_spec(req->body ? req->body : "", req->len, "request body", &err);
     if (!spec) {
-        api_error err;
-        api_fail(&err, API_ERR_MALFORMED_JSON, NULL, "request body is not valid JSON: %s (line %d, column %d)",
-                 jerr.text, jerr.line, jerr.column);
         set_error(res, &err);
         return;
     }
     json_t *job = NULL;
-    api_error err;
     int rc = server->backend.job_submit(server->backend.self, spec, &job, &err);
     json_decref(spec);
     finish_call(res, rc, job, &err, 202);

@@ -366,6 +366,27 @@ static int validate_at(schema_ctx *ctx, const json_t *schema, const json_t *valu
     return 0;
 }
 
+json_t *jsonschema_parse_spec(const char *text, size_t len, const char *what, api_error *err)
+{
+    static const char bom[] = "\xEF\xBB\xBF";
+    if (len >= sizeof bom - 1 && memcmp(text, bom, sizeof bom - 1) == 0) {
+        text += sizeof bom - 1;
+        len -= sizeof bom - 1;
+    }
+    const char *nul = memchr(text, '\0', len);
+    if (nul) {
+        api_fail(err, API_ERR_MALFORMED_JSON, NULL,
+                 "%s is not valid JSON: a NUL byte at byte %zu", what, (size_t)(nul - text));
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *value = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!value)
+        api_fail(err, API_ERR_MALFORMED_JSON, NULL, "%s is not valid JSON: %s (line %d, column %d)", what,
+                 jerr.text, jerr.line, jerr.column);
+    return value;
+}
+
 int jsonschema_validate(const json_t *schema, const json_t *instance, api_error *err)
 {
     schema_ctx ctx = {.root = schema};

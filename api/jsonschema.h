@@ -14,6 +14,16 @@
 
 #include "errors.h"
 
+/* Parses the JSON text of a job spec, text[0..len) (borrowed), as POST
+ * /v1/jobs and `lmperfd run` read it: a leading UTF-8 byte order mark left
+ * out (RFC 8259 §8.1); a duplicate key, and a NUL byte anywhere, refused (JSON
+ * text has none, and jansson skips one that follows a number or a literal:
+ * "[2\0, 4]" would read as [2, 4]). what names the text in the message
+ * ("request body", a file name). Returns the value (new; any JSON value, the
+ * caller checks it is an object), or NULL with err filled (MALFORMED_JSON,
+ * no field). */
+json_t *jsonschema_parse_spec(const char *text, size_t len, const char *what, api_error *err);
+
 /* Validates instance against schema (both borrowed). Returns 0, or -1 with
  * err filled (INVALID_SPEC, field = path of the offending value such as
  * "context_length[1]" or "model.d_model"). */

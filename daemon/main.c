@@ -18,6 +18,7 @@
 #include "client.h"
 #include "config.h"
 #include "device.h"
+#include "jsonschema.h"
 #include "log.h"
 #include "queue.h"
 #include "scheduler.h"
@@ -175,7 +176,7 @@ static int worker_command(int argc, char **argv)
 #define RUN_SPEC_MAX_BYTES (16u << 20) /* a spec file larger than this is refused unread */
 
 /* The text of the spec file at path ("-": stdin), NUL-terminated, in *text
- * (new) and its length in *len, a UTF-8 byte order mark left out. Returns 0,
+ * (new) and its length in *len (a byte order mark is still there). Returns 0,
  * or -1 with the reason in why. */
 static int read_spec_text(const char *path, char **text, size_t *len, char *why, size_t whylen)
 {
@@ -229,10 +230,8 @@ static int read_spec_text(const char *path, char **text, size_t *len, char *why,
         return -1;
     }
     buf[n] = '\0';
-    size_t skip = n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
-    memmove(buf, buf + skip, n - skip + 1);
     *text = buf;
-    *len = n - skip;
+    *len = n;
     return 0;
 }
 
@@ -381,16 +380,14 @@ static int run_command(int argc, char **argv)
         fprintf(stderr, "lmperfd run: %s %s\n", path, why);
         return 2;
     }
-    json_error_t jerr;
-    json_t *spec = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    api_error aerr;
+    json_t *spec = jsonschema_parse_spec(text, len, path, &aerr);
     free(text);
     if (!spec) {
-        fprintf(stderr, "lmperfd run: %s is not valid JSON: %s (line %d, column %d)\n", path, jerr.text, jerr.line,
-                jerr.column);
+        fprintf(stderr, "lmperfd run: %s\n", aerr.message);
         return 2;
     }
     const jobkind *kind;
-    api_error aerr;
     int gpu_count = 0;
     /* the same refusals as POST /v1/jobs on a daemon without a GPU worker (the
      * GPUs counted only: worker_run_oneshot probes the one it runs on) */

@@ -106,6 +106,9 @@ def main():
         check(rc == 2 and "larger than" in err, f"an oversized file: {rc} {err!r}")
         rc, out, err, _ = run(write(tmp, "bom.json", b'\xef\xbb\xbf{"kind": "numerics", "count": 10}', "wb"))
         check(rc == 0 and json.loads(out)["status"] == "succeeded", f"a byte order mark: {rc} {err[-300:]!r}")
+        # a NUL byte is not JSON (jansson alone would skip it after a number: count 10)
+        rc, out, err, _ = run(write(tmp, "nul.json", b'{"kind": "numerics", "count": 10\x00}', "wb"))
+        check(rc == 2 and "is not valid JSON: a NUL byte at byte 32" in err, f"a NUL byte: {rc} {err!r}")
         rc, out, err, _ = run(write(tmp, "bad.json", '{"kind": "numerics", "count": "many"}'))
         doc = json.loads(out) if out.strip() else {}
         check(rc == 2 and doc.get("error", {}).get("field") == "count", f"a spec error on stdout: {rc} {out!r}")

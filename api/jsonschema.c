@@ -374,14 +374,12 @@ json_t *jsonschema_parse_spec(const char *text, size_t len, const char *what, ap
         len -= sizeof bom - 1;
     }
     const char *nul = memchr(text, '\0', len);
-    if (nul) {
-        api_fail(err, API_ERR_MALFORMED_JSON, NULL,
-                 "%s is not valid JSON: a NUL byte at byte %zu", what, (size_t)(nul - text));
-        return NULL;
-    }
+    json_t *value = NULL;
     json_error_t jerr;
-    json_t *value = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!value)
+    if (nul)
+        api_fail(err, API_ERR_MALFORMED_JSON, NULL, "%s is not valid JSON: a NUL byte at byte %zu", what,
+                 (size_t)(nul - text));
+    else if (!(value = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr)))
         api_fail(err, API_ERR_MALFORMED_JSON, NULL, "%s is not valid JSON: %s (line %d, column %d)", what,
                  jerr.text, jerr.line, jerr.column);
     return value;

@@ -41,7 +41,7 @@ def test_attention_cpu_memory(d):
     worker = d.get("/v1/system")[2]["workers"][0]
     B, H, T, D = 1024, 63, 1 << 20, 256
     job = d.submit({"kind": "attention", "impl": "naive", "dtype": "float32", "batch": B, "heads": H,
-                    "seq_len": [T, 16], "d_head": D, "passes": 1, "warmup": 0})
+                    "seq_len": [T, 1], "d_head": D, "passes": 1, "warmup": 0})
     done = d.wait_status(job["id"], ("succeeded", "failed"), timeout=60)
     runs = {r.get("seq_len"): r for r in done.get("runs", [])}
     big = runs.get(T, {})
@@ -49,7 +49,8 @@ def test_attention_cpu_memory(d):
     check(done["status"] == "succeeded" and big.get("oom") is True and big.get("oom_request_bytes") == want,
           f"the point too large for the host: {done['status']} {big.get('oom')} {big.get('oom_request_bytes')}, "
           f"want {want}")
-    check(runs.get(16, {}).get("point_status") == "ok", f"the point after it: {runs.get(16)}")
+    # (T 1: the point after it stays small, 0.5 GB, so that it runs in seconds under the sanitizers too)
+    check(runs.get(1, {}).get("point_status") == "ok", f"the point after it: {runs.get(1)}")
     after = d.get("/v1/system")[2]["workers"][0]
     check(after["pid"] == worker["pid"] and after["restarts"] == worker["restarts"], f"worker untouched: {after}")
 

@@ -285,7 +285,8 @@ static void put_stats(json_t *obj, const double *times, const int *has, const be
 }
 
 /* The run's host load fields from the samples taken around its measured
- * steps: host_other_cpu_pct and host_idle_cpu_pct (%, or null with
+ * steps (start NULL: none began, the run failed before them):
+ * host_other_cpu_pct and host_idle_cpu_pct (%, or null with
  * host_other_cpu_note saying why), host_cpus, and when other processes
  * disturbed the run (host_load_disturbed) a warning appended to the run's
  * "warnings". run: borrowed. */
@@ -293,15 +294,17 @@ static void put_host_load(json_t *run, const host_load_sample *start, const host
 {
     double pct = 0, idle = 0;
     int cpus = end->cpus;
-    int rc = host_load_between(start, end, &pct, &cpus);
-    if (rc == HOST_LOAD_OK)
+    int rc = start ? host_load_between(start, end, &pct, &cpus) : HOST_LOAD_OK;
+    if (start && rc == HOST_LOAD_OK)
         rc = host_load_idle_between(start, end, &idle);
-    json_object_set_new(run, "host_other_cpu_pct", rc == HOST_LOAD_OK ? json_real(pct) : json_null());
-    json_object_set_new(run, "host_idle_cpu_pct", rc == HOST_LOAD_OK ? json_real(idle) : json_null());
-    json_object_set_new(run, "host_other_cpu_note", rc == HOST_LOAD_OK ? json_null()
-                                                                      : json_string(host_load_status_text(rc)));
+    int known = start && rc == HOST_LOAD_OK;
+    json_object_set_new(run, "host_other_cpu_pct", known ? json_real(pct) : json_null());
+    json_object_set_new(run, "host_idle_cpu_pct", known ? json_real(idle) : json_null());
+    json_object_set_new(run, "host_other_cpu_note", known  ? json_null()
+                                                    : start ? json_string(host_load_status_text(rc))
+                                                            : json_string("the run stopped before its measured steps"));
     json_object_set_new(run, "host_cpus", json_integer(cpus));
-    if (rc == HOST_LOAD_OK && host_load_disturbed(pct, idle)) {
+    if (known && host_load_disturbed(pct, idle)) {
         char warning[240];
         snprintf(warning, sizeof warning,
                  "other processes used %.0f%% of the host's %d CPUs, leaving %.0f%% idle, during the measured "
@@ -334,6 +337,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
                                                    : LMK_MODEL_TRAIN;
     size_t n = (size_t)p->base.batch * p->base.T;
     host_load_sample load_start = {0}, load_end; /* around the measured steps */
+    int load_sampled = 0;                        /* load_start taken: the measured steps began */
     step_runner r = {.b = b, .mode = p->mode, .prec = p->base.prec, .opt = lmk_adamw_defaults(),
                      .has = {1, training, p->mode == MODE_TRAIN_STEP, 1}};
     int rc;
@@ -404,8 +408,10 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
             json_object_set_new(run, "graphs_note", note ? json_string(note) : json_null());
             json_object_set_new(run, "graphs_priming_steps", json_integer(priming));
         }
-        if (st == p->warmup)
-            host_load_sample_now(&load_start); /* after the warm-up and the capture, before any timer */
+        if (st == p->warmup) { /* after the warm-up and the capture, before any timer */
+            host_load_sample_now(&load_start);
+            load_sampled = 1;
+        }
         double wall[PH_COUNT] = {0}, gpu[PH_COUNT] = {NAN, NAN, NAN, NAN};
         rc = LMK_OK;
         for (int ph = 0; ph < PH_TOTAL && rc == LMK_OK; ph++) {
@@ -443,7 +449,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
         }
     }
     host_load_sample_now(&load_end); /* after the last measured step's timers */
-    put_host_load(run, &load_start, &load_end);
+    put_host_load(run, load_sampled ? &load_start : NULL, &load_end);
     float loss = NAN;
     if (lmk_model_loss(m, &loss) == LMK_OK) {
         /* JSON has no NaN or infinity: null, and the note says which */
@@ -697,8 +703,8 @@ static json_t *int_cell(sqlite3_stmt *st, int col)
  * mean total over this run's), then the rest of the configuration, tokens/s,
  * TFLOP/s, peak MiB and the status (with a failed point's reason). A job
  * whose runs differ in warm-up steps has "Warm-up Steps" after the context;
- * one with a run during whose measured steps other processes used at least
- * HOST_LOAD_NOTABLE_PCT of the host's CPUs, "Host Busy (%)" (that share,
+ * one with a run whose measured steps other processes disturbed
+ * (host_load_disturbed), "Host Busy (%)" (their share of the host's CPUs,
  * empty where unknown) before the status.
  * Rows are in run_id order (benchmark_compare_column's cells follow it).
  * warmup_always: "Warm-up Steps" even when the runs agree (the comparison's

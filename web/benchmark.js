@@ -78,6 +78,53 @@ export function stepSeries(run) {
   }));
 }
 
+// Other processes on the host during a run's measured steps (the run's
+// host_other_cpu_pct and host_idle_cpu_pct, % of its host_cpus): a run counts as
+// disturbed as the daemon's host_load_disturbed decides (daemon/host_load.h: others
+// took HOST_LOAD_NOTABLE_PCT % or more and left under HOST_LOAD_SATURATED_IDLE_PCT %
+// idle), the rule by which its table gains "Host Busy (%)"; the test checks that
+// the page's column comes and goes with the API table's.
+const HOST_NOTABLE_PCT = 10, HOST_SATURATED_IDLE_PCT = 10;
+export const HOST_BUSY_LABEL = 'Host Busy (%)';
+const isNum = (x) => typeof x === 'number' && Number.isFinite(x);
+export function hostDisturbed(r) {
+  return isNum(r.host_other_cpu_pct) && isNum(r.host_idle_cpu_pct) &&
+    r.host_other_cpu_pct >= HOST_NOTABLE_PCT && r.host_idle_cpu_pct < HOST_SATURATED_IDLE_PCT;
+}
+
+// Whether a table of these runs has the Host Busy (%) column: some run was disturbed.
+export function hostBusyShown(runs) { return runs.some(hostDisturbed); }
+
+// A run's warnings (strings: what may make its figures unreliable).
+export const warningsOf = (r) => (Array.isArray(r.warnings) ? r.warnings.filter((w) => typeof w === 'string' && w) : []);
+
+// The Host Busy (%) cell: other processes' share, whole percent as the table
+// endpoint prints it; the idle share and the host's CPUs (or why unknown) on hover.
+export function hostBusyCell(r) {
+  const pct = r.host_other_cpu_pct;
+  const title = isNum(pct) ? `other processes ${fmt.fixed(pct, 1)} % of the host's ${r.host_cpus ?? '?'} CPUs, ` +
+    `${isNum(r.host_idle_cpu_pct) ? fmt.fixed(r.host_idle_cpu_pct, 1) : '?'} % idle, during the measured steps`
+    : r.host_other_cpu_note || 'not measured';
+  return h('td', {class: `num host-busy${hostDisturbed(r) ? ' disturbed' : ''}`, dataset: {key: 'host_busy', value: isNum(pct) ? pct : ''}, title},
+    isNum(pct) ? fmt.fixed(pct, 0) : '—');
+}
+
+// A ⚠ after a run's number when it has warnings (the text on hover and for screen readers).
+export function warningMark(r) {
+  const ws = warningsOf(r);
+  return ws.length ? h('span', {class: 'warn-mark', title: ws.join('\n')}, ' ⚠', h('span', {class: 'sr-only'}, ` warning: ${ws.join('; ')}`)) : null;
+}
+
+// The runs' warnings as a list above their table: which run (describe(r) names
+// it) and what each warning says. Null when no run has one.
+export function runWarnings(runs, describe, id) {
+  const warned = runs.filter((r) => warningsOf(r).length);
+  if (!warned.length) return null;
+  return h('div', {class: 'run-warnings', id, role: 'note'},
+    h('p', null, h('strong', null, `⚠ ${warned.length} of ${runs.length} run${runs.length === 1 ? '' : 's'} may have unreliable times`)),
+    h('ul', null, warned.flatMap((r) => warningsOf(r).map((w) => h('li', {dataset: {run: r.index}}, h('strong', null, describe(r)), ': ', w)))));
+}
+
 // Per-step times of one run, warm-up steps flagged and shaded.
 export function stepChart(run, title) {
   const steps = run.steps || [];

@@ -9,7 +9,7 @@ import {spawn, spawnSync} from 'node:child_process';
 import {createRequire} from 'node:module';
 import {mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync, mkdirSync} from 'node:fs';
 import {gunzipSync} from 'node:zlib';
-import {tmpdir} from 'node:os';
+import {tmpdir, availableParallelism} from 'node:os';
 import {join, dirname} from 'node:path';
 import {fileURLToPath, pathToFileURL} from 'node:url';
 
@@ -318,6 +318,71 @@ async function checkBenchmarkPage(base, id) {
   await checkTableDecimals('#bench-summary', `benchmark job ${id}: summary`);
   await checkTableExports(base, id, {}, 'summary table');
   await shot('job-benchmark.png');
+}
+
+// A run whose measured steps ran beside one busy-looping process per CPU (as
+// tests/api/test_host_load.py makes one): the API flags it (warnings, the
+// table's "Host Busy (%)" column); the job page says which run and what the
+// warning says, above the summary, and its table has the column exactly when the
+// API table has it (here, and for another job), with the API's share; the
+// compare page has it when a compared run was disturbed.
+const HOST_BUSY = 'Host Busy (%)';
+const HOGGED = {kind: 'benchmark', label: 'web test host busy', model: {name: 'hog', d_model: 128, d_ff: 512, num_layers: 2, num_heads: 4},
+  vocab_size: 1000, context_length: 256, batch_size: 8, mode: 'train_step', warmup_steps: 1, measure_steps: 4};
+async function checkHostBusy(base, otherJob) {
+  const hogs = Array.from({length: availableParallelism()}, () => spawn(process.execPath, ['-e', 'for (;;) {}'], {stdio: 'ignore'}));
+  let job;
+  try {
+    job = await waitJob(base, (await apiPost(base, HOGGED)).id);
+  } finally {
+    for (const p of hogs) p.kill('SIGKILL');
+  }
+  const run = job.runs[0];
+  check(run.warnings.length > 0 && typeof run.host_other_cpu_pct === 'number',
+    `a run beside ${hogs.length} busy processes has no warning: ${JSON.stringify(run.warnings)}, ${run.host_other_cpu_pct} % (${run.host_other_cpu_note})`);
+  for (const id of [job.id, otherJob]) {
+    const api = await apiGet(base, `/v1/jobs/${id}`);
+    const table = await apiGet(base, `/v1/jobs/${id}/table?format=json`);
+    const col = table.columns.indexOf(HOST_BUSY);
+    await page.goto(`${base}/#/jobs/${id}`);
+    await page.waitForSelector('#bench-summary tbody tr');
+    const heads = await page.$$eval('#bench-summary thead th', (ths) => ths.map((th) => th.textContent));
+    check(heads.includes(HOST_BUSY) === col >= 0, `job ${id}: the page's summary ${heads.includes(HOST_BUSY) ? 'has' : 'lacks'} "${HOST_BUSY}", the API table ${col >= 0 ? 'has' : 'lacks'} it`);
+    const warned = api.runs.filter((r) => r.warnings && r.warnings.length);
+    const items = await page.$$eval('#bench-warnings li', (lis) => lis.map((li) => ({run: Number(li.dataset.run), text: li.textContent})));
+    check(items.length === warned.reduce((a, r) => a + r.warnings.length, 0) &&
+      warned.every((r) => r.warnings.every((w) => items.some((it) => it.run === r.index && it.text.includes(w) && it.text.includes(`Run ${r.index}`)))),
+      `job ${id}: the page's warnings ${JSON.stringify(items)} are not the runs' ${JSON.stringify(warned.map((r) => [r.index, r.warnings]))}`);
+    if (col < 0) continue;
+    const cells = await page.$$eval('#bench-summary tbody tr', (trs) => trs.map((tr) => ({run: Number(tr.dataset.run),
+      text: tr.querySelector('td[data-key=host_busy]').textContent})));
+    for (const c of cells) {
+      const r = api.runs.find((x) => x.index === c.run);
+      const apiCell = table.rows[api.runs.indexOf(r)][col];
+      check(typeof r.host_other_cpu_pct === 'number' ? c.text === r.host_other_cpu_pct.toFixed(table.decimals[col]) && Math.abs(apiCell - r.host_other_cpu_pct) < 1e-9 : c.text === '—',
+        `job ${id} run ${c.run}: Host Busy shows ${c.text}, the run's ${r.host_other_cpu_pct}, the API table's ${apiCell}`);
+    }
+    const warnBox = await page.$eval('#bench-warnings', (el) => { const b = el.getBoundingClientRect(); return {top: b.top, h: b.height}; });
+    const tableTop = await page.$eval('#bench-summary', (t) => t.getBoundingClientRect().top);
+    check(warnBox.h > 0 && warnBox.top < tableTop, `job ${id}: the warnings are not shown above the summary table`);
+    await shot('job-host-busy.png', {fullPage: false});
+    await page.setViewportSize({width: 800, height: 900});
+    await shot('job-host-busy-800.png', {fullPage: false});
+    await page.setViewportSize({width: 1280, height: 900});
+  }
+  // Compare: the column when a compared run was disturbed, as the compare endpoint has it.
+  const both = await apiGet(base, `/v1/compare?jobs=${job.id},${otherJob}&format=json`);
+  await page.goto(`${base}/#/compare?jobs=${job.id},${otherJob}`);
+  await page.waitForSelector('#compare-table tbody tr');
+  const cmpHeads = await page.$$eval('#compare-table thead th', (ths) => ths.map((th) => th.textContent));
+  check(cmpHeads.includes(HOST_BUSY) === both.columns.includes(HOST_BUSY) && cmpHeads.includes(HOST_BUSY),
+    `compare: the page ${cmpHeads.includes(HOST_BUSY) ? 'has' : 'lacks'} "${HOST_BUSY}", /v1/compare ${both.columns.includes(HOST_BUSY) ? 'has' : 'lacks'} it`);
+  const hogCell = await page.$eval(`#compare-table tr[data-run="${job.id}:${run.index}"] td[data-key=host_busy]`, (td) => td.textContent);
+  check(hogCell === run.host_other_cpu_pct.toFixed(0), `compare: the disturbed run's Host Busy reads ${hogCell}, the API ${run.host_other_cpu_pct}`);
+  const cmpWarn = await page.$eval('#compare-warnings', (el) => el.textContent).catch(() => '');
+  check(cmpWarn.includes(`#${job.id}.${run.index}`) && run.warnings.every((w) => cmpWarn.includes(w)), `compare: the disturbed run's warning is not shown: ${cmpWarn}`);
+  await shot('compare-host-busy.png');
+  log(`host busy: job ${job.id} (${run.host_other_cpu_pct.toFixed(0)} % busy) shows its warning and "${HOST_BUSY}" as the API's table; job ${otherJob} as its own; compare too`);
 }
 
 async function checkCompare(base, formJob, apiJob) {
@@ -1142,6 +1207,7 @@ async function main() {
   await checkModeSweep(base);
   await checkBenchmarkAllFailed(base);
   await checkCompare(base, formJob, apiJob);
+  await checkHostBusy(base, apiJob);
   await checkCompareModes(base);
   await checkCompareSpecFields(base);
   await checkHistoryWarmup(base, apiJob);

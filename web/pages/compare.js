@@ -9,7 +9,8 @@ import {h, mount, download, toast} from '../dom.js';
 import {api} from '../api.js';
 import * as fmt from '../format.js';
 import {modelName} from '../kinds.js';
-import {CONFIG, PHASES, compareRuns, phasesPresent, phaseDigits, statCell, contextChart, precisionChart} from '../benchmark.js';
+import {CONFIG, PHASES, compareRuns, phasesPresent, phaseDigits, statCell, contextChart, precisionChart, HOST_BUSY_LABEL, hostBusyShown,
+  hostBusyCell, warningMark, runWarnings} from '../benchmark.js';
 import {replaceParams, link} from '../route.js';
 
 const RECENT_JOBS = 300; // picker: newest benchmark jobs loaded with their runs
@@ -133,18 +134,20 @@ function tableModel(runs, baseline, phase, pool) {
     : !spec.fixed.length ? 'none: the rows differ only in model, vocab, context, batch or mode, which a speedup does not compare across'
       : `${describeBaseline(spec)}; each row against the run with these settings and the row's model, vocab, context, batch and mode (— where there is none)`;
   const rate = fmt.column(runs.filter((r) => !failed(r)).map((r) => r.tokens_per_s), fmt.rateDigits);
-  return {phases, digits: phaseDigits(runs, phases), rate, shown, varying, common, rows, legend};
+  // Host Busy (%) when a compared run was disturbed by other processes (as each job's table endpoint decides).
+  return {phases, digits: phaseDigits(runs, phases), rate, shown, varying, common, rows, legend, host: hostBusyShown(runs)};
 }
 
 function toCsv(m, phase) {
   const esc = (v) => (/[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
   const head = ['job', 'run', ...m.shown.map((c) => c.key), ...m.phases.flatMap((p) => [`${p.key}_mean_ms`, `${p.key}_std_ms`]),
-    'tokens_per_s', `speedup_${phase}`, 'speedup_baseline', 'status', 'error'];
+    'tokens_per_s', `speedup_${phase}`, 'speedup_baseline', ...(m.host ? ['host_busy_pct'] : []), 'status', 'error'];
   const lines = [head.join(',')];
   for (const {run, base, speedup} of m.rows)
     lines.push([run.job_id, run.index, ...m.shown.map((c) => c.get(run)),
       ...m.phases.flatMap((p) => (run.stats && run.stats[p.key] ? [run.stats[p.key].mean_ms, run.stats[p.key].std_ms] : ['', ''])),
-      run.tokens_per_s ?? '', speedup ?? '', speedup === null ? '' : ref(base), run.status, run.error ?? ''].map(esc).join(','));
+      run.tokens_per_s ?? '', speedup ?? '', speedup === null ? '' : ref(base), ...(m.host ? [run.host_other_cpu_pct ?? ''] : []),
+      run.status, run.error ?? ''].map(esc).join(','));
   return lines.join('\n') + '\n';
 }
 
@@ -153,14 +156,16 @@ function toMarkdown(m, phase) {
   const keys = m.rows.map(({run}) => m.shown.map((c) => c.get(run)).join('|'));
   const withRun = new Set(keys).size < keys.length;
   const head = [...(withRun ? ['Run'] : []), ...m.shown.map((c) => (c.key === 'context_length' ? 'Context Length' : c.label)),
-    ...m.phases.map((p) => `${p.label} (ms)`), `Speedup (${phase})`, 'Tokens/s'];
+    ...m.phases.map((p) => `${p.label} (ms)`), `Speedup (${phase})`, 'Tokens/s', ...(m.host ? [HOST_BUSY_LABEL] : [])];
   const off = withRun ? 1 : 0;
   const right = head.map((_, i) => i < off || i >= m.shown.length + off || m.shown[i - off].num);
   // A failed point reads as the seeds' OOM rows: the word in every time column, the reason below the table.
   const body = m.rows.map(({run, speedup}) => [...(withRun ? [`#${run.job_id}.${run.index}`] : []), ...m.shown.map((c) => String(c.get(run))),
     ...m.phases.map((p) => (failed(run) ? failWord(run) : run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms, m.digits[p.key]) : '—')),
-    speedup === null ? '—' : fmt.ratio(speedup), m.rate(run.tokens_per_s)]);
-  const reasons = m.rows.filter(({run}) => failed(run)).map(({run}) => `#${run.job_id}.${run.index} ${failWord(run)}: ${run.error}\n`).join('');
+    speedup === null ? '—' : fmt.ratio(speedup), m.rate(run.tokens_per_s),
+    ...(m.host ? [typeof run.host_other_cpu_pct === 'number' ? fmt.fixed(run.host_other_cpu_pct, 0) : '—'] : [])]);
+  const reasons = m.rows.filter(({run}) => failed(run)).map(({run}) => `#${run.job_id}.${run.index} ${failWord(run)}: ${run.error}\n`).join('') +
+    m.rows.flatMap(({run}) => (run.warnings || []).map((w) => `#${run.job_id}.${run.index} warning: ${w}\n`)).join('');
   const widths = head.map((t, i) => Math.max(t.length, ...body.map((r) => r[i].length), 3));
   const line = (cells) => '| ' + cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(' | ') + ' |';
   const sep = '|' + widths.map((w, i) => (right[i] ? '-'.repeat(w + 1) + ':' : '-'.repeat(w + 2))).join('|') + '|';
@@ -281,6 +286,7 @@ export async function render(main, ctx) {
     mount(tableBox,
       m.common.length ? h('p', {class: 'common'}, 'All rows: ', m.common.map(([k, v], i) => [i ? ' · ' : '', h('strong', null, k), ' ', String(v)])) : null,
       h('p', {class: 'common', id: 'compare-baseline'}, h('strong', null, 'Speedup baseline'), ' ', m.legend),
+      runWarnings(runs, (r) => `#${r.job_id}.${r.index}`, 'compare-warnings'),
       h('div', {class: 'scroll'}, h('table', {class: 'results compare', id: 'compare-table'},
         h('caption', null, `${runs.length} run${runs.length > 1 ? 's' : ''}; highlighted columns differ between rows; speedup = the baseline's ${state.phase} time ÷ this row's`),
         h('thead', null, h('tr', null,
@@ -292,9 +298,11 @@ export async function render(main, ctx) {
           // the speedup beside the times (as the table endpoint and the seeds put it), where a wide table still shows it
           h('th', {scope: 'col', class: 'num speedup'}, `Speedup (${state.phase})`),
           h('th', {scope: 'col', class: 'num'}, 'Tokens/s'),
+          m.host ? h('th', {scope: 'col', class: 'num', title: "other processes' share of the host's CPUs during the measured steps"},
+            HOST_BUSY_LABEL.split(' ').map((w, i) => [i ? ' ' : '', h('span', {class: 'nowrap'}, w)])) : null,
           h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Remove')))),
         h('tbody', null, m.rows.map(({run, base, isBaseline, speedup}) => h('tr', {class: isBaseline ? 'baseline' : '', dataset: {run: ref(run)}},
-          h('td', {class: 'num'}, h('a', {href: `#/jobs/${run.job_id}`, title: run.job_label || ''}, `#${run.job_id}.${run.index}`)),
+          h('td', {class: 'num'}, h('a', {href: `#/jobs/${run.job_id}`, title: run.job_label || ''}, `#${run.job_id}.${run.index}`), warningMark(run)),
           m.shown.map((c) => h('td', {class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, String(c.get(run)))),
           failed(run) ? h('td', {colspan: m.phases.length, class: `reason ${run.oom ? 'oom' : 'error'}`, dataset: {status: failWord(run)}}, `${failWord(run)}: ${run.error}`)
             : m.phases.map((p) => statCell(run.stats[p.key], p.key, m.digits[p.key])),
@@ -302,6 +310,7 @@ export async function render(main, ctx) {
             dataset: {value: speedup ?? '', base: base ? ref(base) : ''}, title: base && !isBaseline ? `against #${base.job_id}.${base.index}` : null},
           isBaseline ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'baseline')) : speedup === null ? '—' : fmt.ratio(speedup)),
           failed(run) ? h('td', {class: 'num tokens muted'}, '—') : h('td', {class: 'num tokens', dataset: {value: run.tokens_per_s}}, m.rate(run.tokens_per_s)),
+          m.host ? hostBusyCell(run) : null,
           h('td', null, h('button', {type: 'button', class: 'small link', 'aria-label': `remove run ${ref(run)}`,
             onclick: () => removeRun(ref(run))}, '×'))))))));
   }

@@ -7,7 +7,8 @@ import {api, ACTIVE, TERMINAL, POLL_ACTIVE_MS as POLL_MS} from '../api.js';
 import * as fmt from '../format.js';
 import {statusBadge, progressCell, cancelling, cancelledToast} from './jobs.js';
 import {modelName, configKey} from '../kinds.js';
-import {CONFIG, compareRuns, phasesPresent, phaseDigits, statCell, stepChart, contextChart} from '../benchmark.js';
+import {CONFIG, compareRuns, phasesPresent, phaseDigits, statCell, stepChart, contextChart, HOST_BUSY_LABEL, hostBusyShown, hostBusyCell,
+  warningMark, runWarnings} from '../benchmark.js';
 import {link} from '../route.js';
 import {lineChart, stackedAreaChart} from '../chart.js';
 import {attentionView} from '../attention.js';
@@ -87,7 +88,7 @@ function benchmarkView(job) {
   if (!runs.length)
     return [h('h2', null, 'Summary'),
       h('p', {class: 'muted', id: 'bench-none'}, failed.length ? `No run succeeded: ${failed.length} of ${failed.length} failed.` : 'No runs.'),
-      failedList];
+      failedList, runWarnings(failed, (r) => `Run ${r.index}`, 'bench-warnings')];
   const phases = phasesPresent(runs);
   const sorted = [...runs].sort(compareRuns);
   // Config that is the same in every run goes above the table, not in columns.
@@ -97,6 +98,8 @@ function benchmarkView(job) {
   const tflopsF = fmt.column(runs.map((r) => r.achieved_tflops), fmt.sigDigits);
   const peakF = fmt.mibColumn(runs.map((r) => r.peak_memory_bytes));
   const rateF = fmt.column(runs.map((r) => r.tokens_per_s), fmt.rateDigits);
+  // Host Busy (%) exactly when the job's table endpoint has it: some run, failed ones too, disturbed.
+  const hostShown = hostBusyShown(job.runs || []);
   const table = h('table', {class: 'results', id: 'bench-summary'},
     h('caption', {class: 'sr-only'}, 'Benchmark summary: one row per run, times as mean ± std in ms'),
     h('thead', null, h('tr', null,
@@ -105,15 +108,17 @@ function benchmarkView(job) {
       phases.map((p) => h('th', {scope: 'col', class: 'num'}, `${p.label} (ms)`)),
       h('th', {scope: 'col', class: 'num'}, 'Tokens/s'), h('th', {scope: 'col', class: 'num'}, 'TFLOP/s'),
       h('th', {scope: 'col', class: 'num'}, 'MFU'), h('th', {scope: 'col', class: 'num'}, 'Peak memory (MiB)'),
+      hostShown ? h('th', {scope: 'col', class: 'num', title: "other processes' share of the host's CPUs during the measured steps"}, HOST_BUSY_LABEL) : null,
       h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Links')))),
     h('tbody', null, sorted.map((r) => h('tr', {dataset: {run: r.index}},
-      h('td', {class: 'num'}, String(r.index)),
+      h('td', {class: 'num'}, String(r.index), warningMark(r)),
       shown.map((c) => h('td', {class: c.num ? 'num' : ''}, String(c.get(r)))),
       phases.map((p) => statCell(r.stats[p.key], '', digits[p.key])),
       h('td', {class: 'num', dataset: {value: r.tokens_per_s}}, rateF(r.tokens_per_s)),
       h('td', {class: 'num', dataset: {value: r.achieved_tflops ?? ''}}, tflopsF(r.achieved_tflops)),
       h('td', {class: 'num'}, r.mfu === null || r.mfu === undefined ? '—' : fmt.percent(r.mfu)),
       h('td', {class: 'num', dataset: {value: r.peak_memory_bytes ?? ''}, title: r.estimated_memory_bytes ? `estimated ${fmt.mib(r.estimated_memory_bytes)} MiB` : null}, peakF(r.peak_memory_bytes)),
+      hostShown ? hostBusyCell(r) : null,
       h('td', null, h('a', {href: link('/history', {config: configKey(r)})}, 'history'))))));
 
   // Each option names every sweep axis (mode too: forward and train_step runs of one shape are two runs).
@@ -131,6 +136,7 @@ function benchmarkView(job) {
     h('div', {class: 'page-head'}, h('h2', null, 'Summary'),
       h('a', {class: 'button', href: link('/compare', {jobs: job.id})}, 'Compare these runs')),
     h('p', {class: 'muted', id: 'bench-protocol'}, `mean ± std over ${plural(runs[0].measure_steps, 'measured step')} after ${new Set(runs.map((r) => r.warmup_steps)).size > 1 ? 'each run\'s warm-up steps (a column)' : plural(runs[0].warmup_steps, 'warm-up step')}; hover a time for median, min and max.`),
+    runWarnings(job.runs || [], (r) => `Run ${r.index} (${modelName(r)}, context ${r.context_length}, batch ${r.batch_size}, ${r.precision}, ${r.mode})`, 'bench-warnings'),
     runs.length && common.length ? h('p', {class: 'common'}, 'All runs: ', common.map((c, i) => [i ? ' · ' : '', h('strong', null, c.label), ' ', String(c.get(runs[0]))])) : null,
     h('div', {class: 'scroll'}, table),
     TERMINAL.has(job.status) ? tableExports(job.id, {}, 'summary table') : null,

@@ -1065,6 +1065,33 @@ async function checkNarrowJobs(base) {
   }));
   await shot('jobs-800.png');
   check(!broken.length, `jobs list at 800 px breaks label words: ${broken.join(', ')}`);
+  // The whole list fits at 800 px (no sideways scroll hiding Created, Duration, Device), and each row
+  // still says when it was created, how long it ran and on which device; at 1440 px each has its column.
+  const listed = (await apiGet(base, '/v1/jobs?limit=50')).jobs;
+  const fitsAndSays = async (width) => {
+    await page.setViewportSize({width, height: 900});
+    await page.waitForSelector('table.jobs tbody tr[data-id]');
+    return page.$$eval('table.jobs', ([t], jobs) => ({
+      over: t.scrollWidth - t.parentElement.clientWidth,
+      heads: [...t.querySelectorAll('thead th')].filter((th) => th.offsetParent).map((th) => th.innerText.trim()),
+      missing: jobs.flatMap((j) => {
+        const tr = t.querySelector(`tr[data-id="${j.id}"]`);
+        if (!tr) return [];
+        const shown = tr.innerText;
+        const created = tr.querySelector(`[title="${j.created_at}"]`);
+        return [[j.device && !shown.includes(j.device), 'device'], [!created || !created.offsetParent || !shown.includes(created.textContent), 'created'],
+          [j.started_at && !/\d s\b|\d min\b|\d h\b/.test(shown), 'duration'], [!shown.includes(j.kind), 'kind']]
+          .filter(([bad]) => bad).map(([, what]) => `#${j.id} ${what}`);
+      })}), listed);
+  };
+  const narrow = await fitsAndSays(800);
+  check(narrow.over <= 0, `jobs list at 800 px is ${narrow.over} px wider than its box: it scrolls sideways`);
+  check(!narrow.missing.length, `jobs list at 800 px does not show: ${narrow.missing.join(', ')}`);
+  const wide = await fitsAndSays(1440);
+  check(['Model', 'Progress', 'Created', 'Duration', 'Device'].every((c) => wide.heads.includes(c)) && !wide.missing.length,
+    `jobs list at 1440 px: columns ${wide.heads.join(', ')}; not shown: ${wide.missing.join(', ')}`);
+  await shot('jobs-1440.png', {fullPage: false});
+  await page.setViewportSize({width: 800, height: 900});
   // Nothing wider than the window at 800 px: wide tables scroll inside their box, long selects
   // (history's configuration) shrink. One page per kind (the newest job of each), history, compare.
   const newest = new Map();

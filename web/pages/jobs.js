@@ -62,9 +62,12 @@ export async function render(main, ctx) {
     h('caption', {class: 'sr-only'}, 'Jobs, newest first'),
     h('thead', null, h('tr', null,
       h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Select')),
-      h('th', {scope: 'col', class: 'num'}, 'Job'), h('th', {scope: 'col'}, 'Kind'), h('th', {scope: 'col'}, 'Label'),
-      h('th', {scope: 'col'}, 'Model'), h('th', {scope: 'col'}, 'Status'), h('th', {scope: 'col'}, 'Progress'),
-      h('th', {scope: 'col'}, 'Created'), h('th', {scope: 'col', class: 'num'}, 'Duration'), h('th', {scope: 'col'}, 'Device'),
+      // In a narrow window (style.css: .wide-only / .narrow-only) the model goes under the kind, the
+      // progress under the status, the duration and device under the creation time: no column scrolls out of view.
+      h('th', {scope: 'col', class: 'num'}, 'Job'), h('th', {scope: 'col'}, 'Kind', h('span', {class: 'narrow-only'}, ' · model')), h('th', {scope: 'col'}, 'Label'),
+      h('th', {scope: 'col', class: 'wide-only'}, 'Model'), h('th', {scope: 'col'}, 'Status'), h('th', {scope: 'col', class: 'wide-only'}, 'Progress'),
+      h('th', {scope: 'col'}, 'Created', h('span', {class: 'narrow-only'}, ' · duration · device')),
+      h('th', {scope: 'col', class: 'num wide-only'}, 'Duration'), h('th', {scope: 'col', class: 'wide-only'}, 'Device'),
       h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Actions')))),
     tbody);
   const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'});
@@ -85,34 +88,43 @@ export async function render(main, ctx) {
   function cellsFor(job) {
     const cb = h('input', {type: 'checkbox', 'aria-label': `select job ${job.id}`, checked: selected.has(job.id),
       onchange: (e) => { if (e.target.checked) selected.add(job.id); else selected.delete(job.id); compareBtn.disabled = selected.size === 0; }});
+    const model = specModel(job.spec);
+    // The narrow window's second lines (hidden in a wide one, where these have their own columns).
+    const narrow = {status: h('span', {class: 'narrow-only stack'}), duration: h('span'), device: h('span')};
     const cells = {
       select: h('td', null, cb),
       id: h('td', {class: 'num'}, h('a', {href: `#/jobs/${job.id}`}, `#${job.id}`)),
-      kind: h('td', null, job.kind),
+      kind: h('td', {class: 'kind'}, job.kind, model ? h('span', {class: 'narrow-only stack muted'}, model) : null),
       label: h('td', {class: 'label'}, job.label || ''),
-      model: h('td', null, specModel(job.spec)),
+      model: h('td', {class: 'wide-only'}, model),
       status: h('td', {class: 'status'}),
-      progress: h('td'),
-      created: h('td', {title: job.created_at}, when(job.created_at)),
-      duration: h('td', {class: 'num'}),
-      device: h('td'),
+      progress: h('td', {class: 'wide-only'}),
+      created: h('td', {class: 'created'}, h('span', {title: job.created_at}, when(job.created_at)),
+        h('span', {class: 'narrow-only stack muted'}, narrow.duration, narrow.device)),
+      duration: h('td', {class: 'num wide-only'}),
+      device: h('td', {class: 'wide-only'}),
       actions: h('td'),
     };
     const tr = h('tr', {dataset: {id: job.id}}, Object.values(cells));
     if (job.id === state.highlight) tr.classList.add('highlight');
-    return {tr, cells, key: ''};
+    return {tr, cells, narrow, key: ''};
   }
 
   function update(row, job) {
     const key = `${job.status}|${job.progress && job.progress.fraction}|${job.progress && job.progress.message}|${job.device}|${cancelling(job)}`;
     row.tr.dataset.status = job.status;
-    if (ACTIVE.has(job.status) || row.key !== key)
-      mount(row.cells.duration, duration(job.started_at, job.finished_at));
+    if (ACTIVE.has(job.status) || row.key !== key) {
+      const d = duration(job.started_at, job.finished_at);
+      mount(row.cells.duration, d);
+      mount(row.narrow.duration, job.started_at ? d : 'not started');
+    }
     if (row.key === key) return;
     row.key = key;
-    mount(row.cells.status, statusBadge(job.status, job), job.error ? h('span', {class: 'muted err', title: job.error}, ' ⚠') : null);
+    mount(row.cells.status, statusBadge(job.status, job), job.error ? h('span', {class: 'muted err', title: job.error}, ' ⚠') : null, row.narrow.status);
     mount(row.cells.progress, progressCell(job));
+    mount(row.narrow.status, progressCell(job));
     mount(row.cells.device, job.device || '');
+    mount(row.narrow.device, job.device ? ` · ${job.device}` : '');
     mount(row.cells.actions, ACTIVE.has(job.status) && !cancelling(job)
       ? h('button', {type: 'button', class: 'small', onclick: () => cancel(job.id)}, 'Cancel', h('span', {class: 'sr-only'}, ` job ${job.id}`))
       : null);

@@ -20,6 +20,36 @@ export function rangeNames(run) {
   return names.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b, 'en', {numeric: true}));
 }
 
+// A demangled kernel name as the table shows it: without the return type and
+// the parameter list ("void rope_vec_kernel<float>(float*, int)" →
+// "rope_vec_kernel<float>"); the full name is one click away and in the cell's title.
+export function shortKernelName(name) {
+  let s = name.replace(/^void\s+/, '');
+  if (s.endsWith(')')) {
+    let depth = 0;
+    for (let i = s.length - 1; i >= 0; i--) {
+      if (s[i] === ')') depth++;
+      else if (s[i] === '(' && --depth === 0) { s = s.slice(0, i); break; }
+    }
+  }
+  return s.trim() || name;
+}
+
+// A long name as text pieces with <wbr> where a line may break: after "_", ",",
+// "::" and before "<" and "(" (sm80_xmma_gemm_…_tilesize64x64x8_…, template
+// arguments, parameters), never inside a word.
+function breakable(name) {
+  return name.split(/(?<=_|,|::)|(?=[<(])/).flatMap((piece, i) => (i ? [h('wbr'), piece] : [piece]));
+}
+
+// The Kernel cell's name: the short name, expanding to the full one when they differ.
+function kernelName(name) {
+  const short = shortKernelName(name);
+  if (short === name) return h('span', {class: 'kname'}, breakable(name));
+  return h('details', {class: 'kname'}, h('summary', null, breakable(short), h('span', {class: 'sr-only'}, ' (full name)')),
+    h('code', {class: 'kfull'}, breakable(name)));
+}
+
 const ms = (ns) => (typeof ns === 'number' ? fmt.ms(ns / 1e6) : '—');
 
 function answersList(a) {
@@ -96,7 +126,7 @@ function kernelSection(jobId, run) {
     {key: 'share_pct', label: 'Range %', num: true, get: (k) => k.share_pct, cell: (k) => fmt.pct(k.share_pct)},
     // Last, as in nsys: the names are long.
     {key: 'kernel', label: 'Kernel', get: (k) => k.kernel, class: 'kernel', title: (k) => k.kernel,
-      cell: (k) => [k.is_gemm ? h('span', {class: 'tag gemm'}, 'GEMM') : null, k.kernel]},
+      cell: (k) => [k.is_gemm ? h('span', {class: 'tag gemm'}, 'GEMM') : null, kernelName(k.kernel)]},
   ];
   let sort = {key: 'total_ns', dir: 'desc'};
   const draw = () => {

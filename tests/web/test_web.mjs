@@ -928,6 +928,38 @@ async function checkGpuFixture() {
   }
   await page.fill('#profile-filter', '');
   await page.selectOption('#profile-range', 'forward');
+  // Long demangled names at 1280 px: the table fits its box (no Kernel column clipped), a name wraps only at
+  // its break points (spaces, after _ , :: or before < ( : no piece of it split across lines), the full name is the
+  // cell's title and one click away; the numbers stay right-aligned.
+  const kern = await page.$eval('#profile-kernels', (t) => ({over: t.scrollWidth - t.parentElement.clientWidth,
+    split: [...t.querySelectorAll('td.kernel')].flatMap((td) => {
+      const out = [];
+      const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        if (!n.parentElement.checkVisibility()) continue;
+        for (const m of n.data.matchAll(/\S+/g)) {
+          const r = document.createRange();
+          r.setStart(n, m.index);
+          r.setEnd(n, m.index + m[0].length);
+          if (new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size > 1) out.push(m[0]);
+        }
+      }
+      return out;
+    }),
+    untitled: [...t.querySelectorAll('tbody tr')].filter((tr) => tr.querySelector('td.kernel').title !== tr.dataset.kernel).map((tr) => tr.dataset.kernel),
+    left: [...t.querySelectorAll('td.num')].filter((td) => getComputedStyle(td).textAlign !== 'right').length}));
+  check(kern.over <= 0, `profile kernel table at 1280 px is ${kern.over} px wider than its box: the Kernel column is clipped`);
+  check(!kern.split.length, `kernel names split inside a piece: ${kern.split.slice(0, 3).join(' | ')}`);
+  check(!kern.untitled.length && !kern.left, `kernel cells without their full name as title: ${kern.untitled.join(', ')}; ${kern.left} numbers not right-aligned`);
+  const longRow = run.kernel_summary.find((k) => k.range === 'forward' && /\(.*\)$/.test(k.kernel));
+  if (longRow) {
+    const cell = page.locator(`#profile-kernels tr[data-kernel="${longRow.kernel.replace(/["\\]/g, '\\$&')}"] td.kernel`);
+    const before = await cell.innerText();
+    check(!before.includes(longRow.kernel), `kernel ${longRow.kernel}: the full name is shown before it is asked for`);
+    await cell.locator('summary').click();
+    const full = await cell.locator('code.kfull').innerText();
+    check(full.replace(/\s+/g, ' ') === longRow.kernel, `kernel ${longRow.kernel}: expanded, it reads ${full}`);
+  }
   await shot('job-profile.png');
   // The range's table download: the table endpoint narrowed to this run and range, as many rows as the page's table.
   const mdHref = await page.getAttribute('#profile-range-table a[data-format="md"]', 'href');

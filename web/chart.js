@@ -322,7 +322,9 @@ export function barChart(opts) {
 // the given order; vertical markers (e.g. phase boundaries); hover shows a
 // vertical rule and a multi-line tip (hoverLines(i) → [text…]) at the nearest x.
 // opts: {title, categories:[name], xs:[x], values:[[v per category]], xLabel, yLabel,
-//        xFormat, yFormat, yUnit, markers:[{x, label}], hoverLines(i), desc, id}
+//        xFormat, yFormat, yUnit, markers:[{x, label}], hoverLines(i), desc, id, table}
+// table: the chart's "Data as a table" (a <table>, built by the caller: a timeline's
+// points are too many for one, so it knows which to show).
 // yUnit: the size of the unit yFormat shows (1048576 for MiB of byte values): ticks are round in it.
 export function stackedAreaChart(opts) {
   const {categories, xs: X, values} = opts;
@@ -414,5 +416,5 @@ export function stackedAreaChart(opts) {
   });
   svg.refreshTip = () => { if (current >= 0 && tip.getAttribute('visibility') === 'visible') show(current); };
   const legend = h('ul', {class: 'legend'}, categories.map((n, c) => used[c] ? h('li', null, h('span', {class: `swatch c${c % 8}`, 'aria-hidden': 'true'}), n) : null));
-  return figure(title, svg, legend, null, opts.desc);
+  return figure(title, svg, legend, opts.table || null, opts.desc);
 }

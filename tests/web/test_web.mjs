@@ -563,7 +563,26 @@ async function checkMemory(base) {
       check(largest[i].name === a.name && largest[i].category === a.category && largest[i].bytes === a.bytes, `run ${r.index}: largest allocation ${i} differs from the API`);
       checkShown(largest[i].mib, a.bytes / 1048576, `run ${r.index} largest ${i} MiB`);
     });
-    for (const t of ['#memory-largest', '#memory-breakdown', '#memory-estimate']) await checkTableDecimals(t, `memory job ${id} run ${r.index} ${t}`);
+    // The timeline's "Data as a table": one row per phase, its highest point (time, event, total, each
+    // non-empty category) as the API's points say.
+    check(await page.$('figure:has(#memory-timeline) details.chart-data'), `run ${r.index}: the memory timeline has no "Data as a table"`);
+    await page.click('figure:has(#memory-timeline) details.chart-data summary');
+    const tRows = await page.$$eval('#memory-timeline-table tbody tr', (trs) => trs.map((tr) => ({phase: tr.querySelector('th').textContent,
+      t: Number(tr.dataset.t), event: Number(tr.dataset.event), total: Number(tr.querySelector('td[data-value]:not([data-category])')?.dataset.value),
+      cats: Object.fromEntries([...tr.querySelectorAll('td[data-category]')].map((td) => [td.dataset.category, Number(td.dataset.value)])),
+      visible: tr.checkVisibility()})));
+    check(tRows.length === r.phases.length && tRows.every((x) => x.visible), `run ${r.index}: the timeline's data table has ${tRows.length} rows, API ${r.phases.length} phases`);
+    const sum = (p) => p.slice(2).reduce((a, b) => a + b, 0);
+    r.phases.forEach((ph, k) => {
+      const end = k + 1 < r.phases.length ? r.phases[k + 1].start_ms : Infinity;
+      const inPhase = r.timeline.points.filter((p) => (k === 0 || p[0] >= ph.start_ms) && p[0] < end);
+      const top = inPhase.reduce((a, p) => (!a || sum(p) > sum(a) ? p : a), null);
+      const row = tRows[k];
+      check(top && row.phase.startsWith(ph.name) && row.t === top[0] && row.event === top[1] && row.total === sum(top) &&
+        nonEmpty.every((c) => row.cats[c] === top[2 + r.timeline.categories.indexOf(c)]) && Object.keys(row.cats).length === nonEmpty.length,
+        `run ${r.index} phase ${ph.name} ${ph.step}: data table row ${JSON.stringify(row)}, the API's highest point ${JSON.stringify(top)}`);
+    });
+    for (const t of ['#memory-largest', '#memory-breakdown', '#memory-estimate', '#memory-timeline-table']) await checkTableDecimals(t, `memory job ${id} run ${r.index} ${t}`);
   }
   await checkTableExports(base, id, {}, 'peak memory table');
   // Hover names the allocation (events fetched on demand); the index axis keeps the markers.

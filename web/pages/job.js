@@ -235,6 +235,55 @@ const EVENTS_ON_HOVER_MAX = 50000;
 
 function phaseLabel(p) { return p.step >= 0 ? `${p.name} ${p.step}` : p.name; }
 
+// The timeline's data table: one row per phase, its highest point (time, event,
+// total and each category's live MiB); a run of more phases than this, one row
+// per equal slice of the points instead, so the table stays short.
+const TIMELINE_TABLE_ROWS = 100;
+
+function timelineTable(r, phaseAt) {
+  const tl = r.timeline || {categories: [], points: []};
+  const pts = tl.points, phases = r.phases || [];
+  if (!pts.length) return null;
+  const total = (p) => p.slice(2).reduce((a, b) => a + b, 0);
+  // buckets of point indices: per phase (the points from its start to the next's), else equal slices
+  const byPhase = phases.length > 0 && phases.length <= TIMELINE_TABLE_ROWS;
+  const buckets = [];
+  if (byPhase) {
+    let k = 0;
+    phases.forEach(() => buckets.push([]));
+    pts.forEach((p, i) => {
+      while (k + 1 < phases.length && phases[k + 1].start_ms <= p[0]) k++;
+      buckets[k].push(i);
+    });
+  } else {
+    const per = Math.ceil(pts.length / TIMELINE_TABLE_ROWS);
+    for (let i = 0; i < pts.length; i += per) buckets.push(Array.from({length: Math.min(per, pts.length - i)}, (_, j) => i + j));
+  }
+  const rows = buckets.map((b, k) => {
+    if (!b.length) return {label: byPhase ? phaseLabel(phases[k]) : '', p: null};
+    const i = b.reduce((best, j) => (total(pts[j]) > total(pts[best]) ? j : best), b[0]);
+    const ph = byPhase ? phases[k] : phaseAt(pts[i][0]);
+    return {label: ph ? phaseLabel(ph) : '—', p: pts[i]};
+  });
+  const cats = tl.categories.map((c, k) => [c, k]).filter(([, k]) => pts.some((p) => p[2 + k] > 0));
+  const shown = rows.filter((x) => x.p);
+  const timeF = fmt.column(shown.map((x) => x.p[0]), fmt.msDigits);
+  const totalF = fmt.mibColumn(shown.map((x) => total(x.p)));
+  const catF = cats.map(([, k]) => fmt.mibColumn(shown.map((x) => x.p[2 + k])));
+  return h('div', {class: 'scroll'}, h('table', {class: 'data', id: 'memory-timeline-table'},
+    h('caption', null, byPhase ? `Live memory at each phase's highest point (${phases.length} phases), MiB`
+      : `Live memory at the highest point of each of ${rows.length} equal slices of the ${fmt.int(pts.length)} points, MiB`),
+    h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Phase'), h('th', {scope: 'col', class: 'num'}, 'Time (ms)'),
+      h('th', {scope: 'col', class: 'num'}, 'Event'), h('th', {scope: 'col', class: 'num'}, 'Total (MiB)'),
+      cats.map(([c]) => h('th', {scope: 'col', class: 'num'}, c)))),
+    h('tbody', null, rows.map(({label, p}) => h('tr', {dataset: p ? {t: p[0], event: p[1]} : {}},
+      h('th', {scope: 'row'}, label),
+      p ? [h('td', {class: 'num'}, timeF(p[0])), h('td', {class: 'num'}, fmt.int(p[1])),
+        h('td', {class: 'num', dataset: {value: total(p)}}, totalF(total(p))),
+        cats.map(([c, k], j) => h('td', {class: 'num', dataset: {value: p[2 + k], category: c}}, catF[j](p[2 + k])))]
+        : h('td', {class: 'muted', colspan: 3 + cats.length}, 'no points in this phase'))))));
+}
+
 function memoryRunView(job, r) {
   const tl = r.timeline || {categories: [], points: []};
   const cats = tl.categories, pts = tl.points;
@@ -283,6 +332,7 @@ function memoryRunView(job, r) {
       markers: phases.map((p, i) => ({x: byIndex ? (indexOk ? phaseStartIdx[i] : approxIndex(p.start_ms)) : p.start_ms, label: phaseLabel(p)})),
       hoverLines,
       desc: `${fmt.int(r.event_count)} allocation events shown as ${fmt.int(pts.length)} points (each keeps its bucket's highest total); dashed lines mark where each phase starts.`,
+      table: timelineTable(r, phaseAt),
     });
     svg = fig.querySelector('svg');
     if (svg) svg.addEventListener('pointerenter', loadEvents, {once: true});

@@ -287,9 +287,9 @@ static void put_stats(json_t *obj, const double *times, const int *has, const be
 /* The run's host load fields from the samples taken around its measured
  * steps (start NULL: none began, the run failed before them):
  * host_other_cpu_pct and host_idle_cpu_pct (%, or null with
- * host_other_cpu_note saying why), host_cpus, and when other processes
- * disturbed the run (host_load_disturbed) a warning appended to the run's
- * "warnings". run: borrowed. */
+ * host_other_cpu_note saying why), host_cpus, host_disturbed (whether other
+ * processes disturbed the run: host_load_disturbed) and then a warning
+ * appended to the run's "warnings". run: borrowed. */
 static void put_host_load(json_t *run, const host_load_sample *start, const host_load_sample *end)
 {
     double pct = 0, idle = 0;
@@ -304,7 +304,9 @@ static void put_host_load(json_t *run, const host_load_sample *start, const host
                                                     : start ? json_string(host_load_status_text(rc))
                                                             : json_string("the run stopped before its measured steps"));
     json_object_set_new(run, "host_cpus", json_integer(cpus));
-    if (known && host_load_disturbed(pct, idle)) {
+    int disturbed = known && host_load_disturbed(pct, idle);
+    json_object_set_new(run, "host_disturbed", json_boolean(disturbed)); /* the page's rule too: one place */
+    if (disturbed) {
         char warning[240];
         snprintf(warning, sizeof warning,
                  "other processes used %.0f%% of the host's %d CPUs, leaving %.0f%% idle, during the measured "

@@ -79,17 +79,14 @@ export function stepSeries(run) {
 }
 
 // Other processes on the host during a run's measured steps (the run's
-// host_other_cpu_pct and host_idle_cpu_pct, % of its host_cpus): a run counts as
-// disturbed as the daemon's host_load_disturbed decides (daemon/host_load.h: others
-// took HOST_LOAD_NOTABLE_PCT % or more and left under HOST_LOAD_SATURATED_IDLE_PCT %
-// idle), the rule by which its table gains "Host Busy (%)"; the test checks that
-// the page's column comes and goes with the API table's.
-const HOST_NOTABLE_PCT = 10, HOST_SATURATED_IDLE_PCT = 10;
+// host_other_cpu_pct and host_idle_cpu_pct, % of its host_cpus): whether they
+// disturbed the run is the daemon's decision (host_disturbed: daemon/host_load.h's
+// host_load_disturbed), the rule by which its table gains "Host Busy (%)"; the
+// test checks that the page's column comes and goes with the API table's.
 export const HOST_BUSY_LABEL = 'Host Busy (%)';
 const isNum = (x) => typeof x === 'number' && Number.isFinite(x);
 export function hostDisturbed(r) {
-  return isNum(r.host_other_cpu_pct) && isNum(r.host_idle_cpu_pct) &&
-    r.host_other_cpu_pct >= HOST_NOTABLE_PCT && r.host_idle_cpu_pct < HOST_SATURATED_IDLE_PCT;
+  return r.host_disturbed === true;
 }
 
 // Whether a table of these runs has the Host Busy (%) column: some run was disturbed.

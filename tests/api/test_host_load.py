@@ -79,6 +79,7 @@ def test_hogged(d):
     check(run.get("host_other_cpu_note") is None, f"a measured share has no note: {run.get('host_other_cpu_note')}")
     idle = run.get("host_idle_cpu_pct")
     check(isinstance(idle, (int, float)) and 0 <= idle < SATURATED_BELOW, f"beside the hogs, idle: {idle}")
+    check(run.get("host_disturbed") is True, f"beside the hogs, host_disturbed: {run.get('host_disturbed')}")
     warnings = run.get("warnings")
     check(isinstance(warnings, list) and len(warnings) == 1 and isinstance(pct, (int, float))
           and isinstance(idle, (int, float))
@@ -114,6 +115,7 @@ def test_hogs_stopped(d):
     check(isinstance(idle, (int, float)) and 0 <= idle <= 100, f"without hogs: host_idle_cpu_pct {idle}")
     disturbed = isinstance(pct, (int, float)) and isinstance(idle, (int, float)) and pct >= SHOWN_FROM \
         and idle < SATURATED_BELOW
+    check(run.get("host_disturbed") is disturbed, f"host_disturbed {run.get('host_disturbed')}, want {disturbed}")
     warnings = run.get("warnings")
     check(isinstance(warnings, list) and (len(warnings) == 1) == disturbed,
           f"a warning exactly when disturbed (others from {SHOWN_FROM}%, under {SATURATED_BELOW}% idle): "
@@ -127,6 +129,7 @@ def test_too_short(d):
     run, job_id = one_run(d, SHORT)
     check("host_other_cpu_pct" in run and run.get("host_other_cpu_pct") is None and run.get("host_other_cpu_note"),
           f"too short: {run.get('host_other_cpu_pct')} ({run.get('host_other_cpu_note')})")
+    check(run.get("host_disturbed") is False, f"too short: host_disturbed {run.get('host_disturbed')}")
     check(run.get("warnings") == [] and table_column(d, job_id) is None,
           f"too short: warnings {run.get('warnings')}, column {table_column(d, job_id)}")
     with sqlite3.connect(f"file:{d.db}?mode=ro", uri=True) as db:

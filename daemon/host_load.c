@@ -169,6 +169,23 @@ int host_load_disturbed(double other_pct, double idle_pct)
     return other_pct >= HOST_LOAD_NOTABLE_PCT && idle_pct < HOST_LOAD_SATURATED_IDLE_PCT;
 }
 
+int host_load_measure(const host_load_sample *whole, const host_load_sample *start, const host_load_sample *end,
+                      host_load_result *out)
+{
+    host_load_result r = {.window = HOST_LOAD_WINDOW_STEPS};
+    int rc = host_load_between(start, end, &r.other_pct, &r.cpus);
+    if (rc == HOST_LOAD_TOO_SHORT && host_load_between(whole, end, &r.other_pct, &r.cpus) == HOST_LOAD_OK) {
+        start = whole;
+        r.window = HOST_LOAD_WINDOW_RUN;
+        rc = HOST_LOAD_OK;
+    }
+    if (rc == HOST_LOAD_OK)
+        rc = host_load_idle_between(start, end, &r.idle_pct);
+    if (rc == HOST_LOAD_OK)
+        *out = r;
+    return rc;
+}
+
 const char *host_load_status_text(int rc)
 {
     switch (rc) {

@@ -86,6 +86,25 @@ int host_load_idle_between(const host_load_sample *start, const host_load_sample
  * HOST_LOAD_SATURATED_IDLE_PCT; else 0. */
 int host_load_disturbed(double other_pct, double idle_pct);
 
+/* What a run records: the shares over the window its samples allow. */
+typedef enum host_load_window {
+    HOST_LOAD_WINDOW_STEPS, /* the measured steps (start to end) */
+    HOST_LOAD_WINDOW_RUN,   /* the whole run (whole to end): the measured steps were too short */
+} host_load_window;
+
+typedef struct host_load_result {
+    double other_pct, idle_pct; /* host_load_between, host_load_idle_between */
+    int cpus;
+    host_load_window window;
+} host_load_result;
+
+/* The shares from start to end (the measured steps), or, when that interval
+ * is HOST_LOAD_TOO_SHORT, from whole (the run's start, earlier) to end. All
+ * borrowed. Returns HOST_LOAD_OK with *out filled, or start to end's code
+ * (out untouched) when neither window has shares. */
+int host_load_measure(const host_load_sample *whole, const host_load_sample *start, const host_load_sample *end,
+                      host_load_result *out);
+
 /* Why a host_load_between code has no share, as a phrase ("" for HOST_LOAD_OK). */
 const char *host_load_status_text(int rc);
 

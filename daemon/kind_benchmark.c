@@ -27,7 +27,8 @@
  * the host's CPU counters (host_load.c): host_other_cpu_pct is the share of
  * all the host's CPUs that other processes used meanwhile (null when it
  * cannot be known, host_other_cpu_note says why), host_idle_cpu_pct the
- * share nothing used, host_cpus their number. A run that other processes
+ * share nothing used, host_cpus their number; over the whole run
+ * (host_load_window "run") when the measured steps were too short. A run that other processes
  * disturbed (host_load_disturbed: they used HOST_LOAD_NOTABLE_PCT or more and
  * left the CPUs all but busy) carries a warning ("warnings": its times may
  * be inflated) and the job's table a "Host Busy (%)" column.
@@ -284,22 +285,27 @@ static void put_stats(json_t *obj, const double *times, const int *has, const be
     free(v);
 }
 
-/* The run's host load fields from the samples taken around its measured
- * steps (start NULL: none began, the run failed before them):
- * host_other_cpu_pct and host_idle_cpu_pct (%, or null with
- * host_other_cpu_note saying why), host_cpus, host_disturbed (whether other
+/* The run's host load fields from the samples taken at the start of the run
+ * (whole) and around its measured steps (start NULL: none began, the run
+ * failed before them): host_other_cpu_pct and host_idle_cpu_pct (%, or null
+ * with host_other_cpu_note saying why) over host_load_window, the measured
+ * steps, or the whole run (set-up, warm-up and measured steps) when those
+ * were too short for the host's clock ticks (a GPU's launch-bound points: the
+ * ones a busy host slows most); host_cpus; host_disturbed (whether other
  * processes disturbed the run: host_load_disturbed) and then a warning
  * appended to the run's "warnings". run: borrowed. */
-static void put_host_load(json_t *run, const host_load_sample *start, const host_load_sample *end)
+static void put_host_load(json_t *run, const host_load_sample *whole, const host_load_sample *start,
+                          const host_load_sample *end)
 {
-    double pct = 0, idle = 0;
-    int cpus = end->cpus;
-    int rc = start ? host_load_between(start, end, &pct, &cpus) : HOST_LOAD_OK;
-    if (start && rc == HOST_LOAD_OK)
-        rc = host_load_idle_between(start, end, &idle);
+    host_load_result load = {.cpus = end->cpus};
+    int rc = start ? host_load_measure(whole, start, end, &load) : HOST_LOAD_OK;
     int known = start && rc == HOST_LOAD_OK;
+    double pct = load.other_pct, idle = load.idle_pct;
+    int cpus = load.cpus;
+    const char *window = load.window == HOST_LOAD_WINDOW_RUN ? "run" : "measured_steps";
     json_object_set_new(run, "host_other_cpu_pct", known ? json_real(pct) : json_null());
     json_object_set_new(run, "host_idle_cpu_pct", known ? json_real(idle) : json_null());
+    json_object_set_new(run, "host_load_window", known ? json_string(window) : json_null());
     json_object_set_new(run, "host_other_cpu_note", known  ? json_null()
                                                     : start ? json_string(host_load_status_text(rc))
                                                             : json_string("the run stopped before its measured steps"));
@@ -309,9 +315,9 @@ static void put_host_load(json_t *run, const host_load_sample *start, const host
     if (disturbed) {
         char warning[240];
         snprintf(warning, sizeof warning,
-                 "other processes used %.0f%% of the host's %d CPUs, leaving %.0f%% idle, during the measured "
-                 "steps: times may be inflated",
-                 pct, cpus, idle);
+                 "other processes used %.0f%% of the host's %d CPUs, leaving %.0f%% idle, during the %s: times "
+                 "may be inflated",
+                 pct, cpus, idle, load.window == HOST_LOAD_WINDOW_RUN ? "run" : "measured steps");
         json_array_append_new(json_object_get(run, "warnings"), json_string(warning));
     }
 }
@@ -338,12 +344,13 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
                 : p->mode == MODE_FORWARD_BACKWARD ? LMK_MODEL_GRADIENTS
                                                    : LMK_MODEL_TRAIN;
     size_t n = (size_t)p->base.batch * p->base.T;
-    host_load_sample load_start = {0}, load_end; /* around the measured steps */
-    int load_sampled = 0;                        /* load_start taken: the measured steps began */
+    host_load_sample load_run, load_start = {0}, load_end; /* the run's set-up; around the measured steps */
+    int load_sampled = 0;                                     /* load_start taken: the measured steps began */
     step_runner r = {.b = b, .mode = p->mode, .prec = p->base.prec, .opt = lmk_adamw_defaults(),
                      .has = {1, training, p->mode == MODE_TRAIN_STEP, 1}};
     int rc;
 
+    host_load_sample_now(&load_run);
     /* steps run: with graphs and at most one warm-up step, one priming step more (below) */
     if (model_point_preflight(&p->base, holds, steps + (p->graphs && p->warmup <= 1),
                               p->opt_in_backward, runctx_device_info(ctx), run))
@@ -451,7 +458,7 @@ static json_t *run_point(run_ctx *ctx, lmk_backend *b, const bench_point *p, int
         }
     }
     host_load_sample_now(&load_end); /* after the last measured step's timers */
-    put_host_load(run, load_sampled ? &load_start : NULL, &load_end);
+    put_host_load(run, &load_run, load_sampled ? &load_start : NULL, &load_end);
     float loss = NAN;
     if (lmk_model_loss(m, &loss) == LMK_OK) {
         /* JSON has no NaN or infinity: null, and the note says which */

@@ -149,10 +149,39 @@ static void test_files(void)
     CHECK(rc == HOST_LOAD_TOO_SHORT && pct == -1, "two samples at once: %d %f", rc, pct);
 }
 
+/* host_load_measure: the measured steps when long enough, else the whole run, else unknown */
+static void test_measure(void)
+{
+    host_load_result r = {.cpus = -1};
+    /* the run from t 10 s, its measured steps from t 12 s to 14 s (200 ticks of wall: long enough) */
+    host_load_sample whole = synthetic(400, 4000, 1.0, 10000.0), start = synthetic(1000, 5000, 4.0, 12000.0),
+                     end = synthetic(1300, 5400, 5.0, 14000.0);
+    CHECK(host_load_measure(&whole, &start, &end, &r) == HOST_LOAD_OK && r.window == HOST_LOAD_WINDOW_STEPS &&
+              fabs(r.other_pct - 50.0) < 1e-9 && fabs(r.idle_pct - 25.0) < 1e-9 && r.cpus == 2,
+          "the measured steps: %f%% others, %f%% idle, window %d", r.other_pct, r.idle_pct, (int)r.window);
+    /* measured steps of 100 ms (10 ticks): the whole run, 4.1 s: (1310-400) busy of (5420-4000), we used 4.0 s */
+    start = synthetic(1300, 5400, 5.0, 14000.0);
+    end = synthetic(1310, 5420, 5.0, 14100.0);
+    r = (host_load_result){.cpus = -1};
+    CHECK(host_load_measure(&whole, &start, &end, &r) == HOST_LOAD_OK && r.window == HOST_LOAD_WINDOW_RUN &&
+              fabs(r.other_pct - 100.0 * (910 - 400) / 1420.0) < 1e-9 &&
+              fabs(r.idle_pct - 100.0 * (1420 - 910) / 1420.0) < 1e-9,
+          "the whole run: %f%% others, %f%% idle, window %d", r.other_pct, r.idle_pct, (int)r.window);
+    /* both too short (a run of 150 ms): unknown, r untouched */
+    whole = synthetic(1290, 5380, 5.0, 13950.0);
+    r = (host_load_result){.cpus = -1};
+    CHECK(host_load_measure(&whole, &start, &end, &r) == HOST_LOAD_TOO_SHORT && r.cpus == -1, "both too short");
+    /* an unreadable measured window is not replaced by the run's */
+    start.valid = 0;
+    whole = synthetic(400, 4000, 1.0, 10000.0);
+    CHECK(host_load_measure(&whole, &start, &end, &r) == HOST_LOAD_UNREADABLE && r.cpus == -1, "unreadable");
+}
+
 int main(void)
 {
     test_parse();
     test_between();
+    test_measure();
     test_files();
     return check_report("test_host_load");
 }

@@ -1,11 +1,13 @@
 -- 0025_host_load: how busy the host's CPUs were with other processes while
 -- a benchmark run's measured steps ran (daemon/host_load.c: /proc/stat's
 -- system-wide busy time less the worker's own CPU time, over the interval
--- from just before the first measured step to just after the last).
+-- from just before the first measured step to just after the last, or over
+-- the whole run when that was too short: the run's host_load_window).
 -- * host_other_cpu_pct: that share of all the host's CPUs, % in [0, 100];
---   NULL when it could not be known (/proc/stat unreadable, or measured
---   steps shorter than HOST_LOAD_MIN_TICKS clock ticks: 200 ms at USER_HZ
---   100), for failed runs and for rows stored before this migration. From
+--   NULL when it could not be known (/proc/stat unreadable, or a run, not
+--   only its measured steps, shorter than HOST_LOAD_MIN_TICKS clock ticks:
+--   200 ms at USER_HZ 100), for failed runs and for rows stored before this
+--   migration. From
 --   HOST_LOAD_NOTABLE_PCT (10%) on, with the CPUs all but busy (below), the
 --   run's times may be inflated: its JSON carries a warning and the job's
 --   table a "Host Busy (%)" column.

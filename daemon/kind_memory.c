@@ -637,25 +637,33 @@ static int memory_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *
     return 0;
 }
 
-/* Why run_index of job_id has no stored events: no such run, a job that ran
- * with record_events false, or a run that failed before its first event.
- * Returns -1 with err (NOT_FOUND naming run). */
+/* Why run_index of job_id has no stored events: no such run (or not yet: a
+ * job still queued or running), a job that ran with record_events false, or
+ * a run that failed before its first event. Returns -1 with err (NOT_FOUND
+ * naming run). */
 static int no_events(sqlite3 *db, int64_t job_id, int run_index, api_error *err)
 {
     sqlite3_stmt *st = NULL;
     int run_exists = 1, recorded = 1;
+    char status[32] = "";
     if (sqlite3_prepare_v2(db,
                            "SELECT (SELECT count(*) FROM runs WHERE job_id = j.id AND run_index = ?), "
-                           "coalesce(json_extract(j.spec, '$.record_events'), 1) FROM jobs j WHERE j.id = ?",
+                           "coalesce(json_extract(j.spec, '$.record_events'), 1), j.status FROM jobs j WHERE j.id = ?",
                            -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int(st, 1, run_index);
         sqlite3_bind_int64(st, 2, job_id);
         if (sqlite3_step(st) == SQLITE_ROW) {
             run_exists = sqlite3_column_int(st, 0) > 0;
             recorded = sqlite3_column_int(st, 1) != 0;
+            const char *s = (const char *)sqlite3_column_text(st, 2);
+            snprintf(status, sizeof status, "%s", s ? s : "");
         }
     }
     sqlite3_finalize(st);
+    if (!run_exists && (strcmp(status, "queued") == 0 || strcmp(status, "running") == 0))
+        return api_fail(err, API_ERR_NOT_FOUND, "run",
+                        "job %lld has no run %d yet (it is %s; each run's events are stored when the run ends)",
+                        (long long)job_id, run_index, status);
     if (!run_exists)
         return api_fail(err, API_ERR_NOT_FOUND, "run", "job %lld has no run %d", (long long)job_id, run_index);
     if (!recorded)

@@ -142,7 +142,9 @@ static int svc_cancel(void *self, int64_t id, json_t **job, int *accepted, api_e
                         "job %lld has ended, but its end is not recorded yet (the database cannot be written "
                         "now); it will be once the database takes writes",
                         (long long)id);
-    return api_fail(err, API_ERR_CONFLICT, "id", "job %lld is already %s", (long long)id, status);
+    return api_fail(err, API_ERR_CONFLICT, "id",
+                    "job %lld has already ended (%s): only a queued or running job can be cancelled", (long long)id,
+                    status);
 }
 
 /* The kind of job id, for the per-kind views. Returns 0 or -1 with err. */

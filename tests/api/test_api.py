@@ -532,6 +532,17 @@ def test_memory(d):
           f"events of a record_events false job: {body}")
     _, _, body = d.get(f"/v1/jobs/{quiet['id']}/events?run=7")
     check(body.get("error", {}).get("message") == f"job {quiet['id']} has no run 7", f"events of no run: {body}")
+    # the README asks for a memory job's events right after submitting it: a job still queued has no run yet,
+    # and the 404 says so (not that the job lacks the run)
+    long_job = d.submit({"kind": "numerics", "count": LONG_COUNT})
+    waiting = d.submit({"kind": "memory", "model": "tiny", "context_length": 16, "mode": "inference"})
+    expect_error(d, "GET", f"/v1/jobs/{waiting['id']}/events?run=0", 404, "not_found", "run")
+    _, _, body = d.get(f"/v1/jobs/{waiting['id']}/events?run=0")
+    check(body.get("error", {}).get("message", "").startswith(f"job {waiting['id']} has no run 0 yet (it is queued"),
+          f"events of a queued job: {body}")
+    for queued in (waiting, long_job):
+        d.request("DELETE", f"/v1/jobs/{queued['id']}")
+        d.wait_status(queued["id"], ("cancelled", "failed", "succeeded"), timeout=40)
     db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
     n = db.execute("SELECT count(*) FROM memory_summary WHERE job_id = ?", (job["id"],)).fetchone()[0]
     check(n == 2, "memory_summary view")
@@ -576,7 +587,8 @@ def test_memory(d):
 def test_readme_queries(d):
     """Every sqlite3 query the README shows runs against a real database."""
     readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")).read()
-    queries = re.findall(r'sqlite3 -readonly -box lmperf\.db "(.*?)"', readme, re.S)
+    # (the one-shot example's runs.db has the daemon's schema: its query runs here too)
+    queries = re.findall(r'sqlite3 -readonly -box (?:lmperf|runs)\.db "(.*?)"', readme, re.S)
     check(len(queries) >= 5, f"README shows at least five sqlite3 queries ({len(queries)})")
     for q in queries:
         out = subprocess.run(["sqlite3", "-readonly", d.db, q], capture_output=True, text=True)
@@ -669,6 +681,10 @@ def test_errors(d):
     job = d.submit({"kind": "numerics"})
     d.wait_status(job["id"], ("succeeded",))
     expect_error(d, "DELETE", f"/v1/jobs/{job['id']}", 409, "conflict", "id")
+    _, _, body = d.request("DELETE", f"/v1/jobs/{job['id']}")  # the README's DELETE of a finished job
+    check(body.get("error", {}).get("message") ==
+          f"job {job['id']} has already ended (succeeded): only a queued or running job can be cancelled",
+          f"cancel of a finished job says it has ended: {body}")
     expect_error(d, "DELETE", f"/v1/jobs/{job['id']}%00zzz", 404, "not_found", "id")  # a NUL does not end the id
     check(d.get("/healthz")[0] == 200, "daemon alive after the error barrage")
 

@@ -104,7 +104,9 @@ void config_usage(const char *program)
            "              run one job in-process, print the result JSON (or its table; record it in FILE)\n"
            "       %s submit SPEC.json [--url URL] [--token TOKEN] [--table md|csv|json] [--no-wait] [--quiet]\n"
            "              post a job to a running lmperfd, follow it to its end, print its result JSON (or table);\n"
-           "              URL [LMPERF_URL] default: where --host and --port below point; Ctrl-C cancels the job\n"
+           "              URL [LMPERF_URL] default: where LMPERF_HOST and LMPERF_PORT below point (submit takes no\n"
+           "              --host or --port: a daemon started with --port 8081 is --url http://127.0.0.1:8081);\n"
+           "              Ctrl-C cancels the job\n"
            "       %s version | --version          print the version\n\n"
            "options (environment variable in brackets):\n",
            program, program, program, program);

@@ -472,7 +472,12 @@ static int submit_command(int argc, char **argv)
             o.quiet = 1;
         else if (!o.spec_path && (argv[a][0] != '-' || strcmp(argv[a], "-") == 0))
             o.spec_path = argv[a];
-        else {
+        else if (strcmp(argv[a], "--host") == 0 || strcmp(argv[a], "--port") == 0) {
+            /* the daemon's options: a newcomer who started it with --port tries them here */
+            fprintf(stderr, "lmperfd submit: %s is the daemon's option; here the daemon is --url http://HOST:PORT "
+                    "(or LMPERF_URL, or LMPERF_HOST and LMPERF_PORT)\n%s", argv[a], usage);
+            return 2;
+        } else {
             fprintf(stderr, "lmperfd submit: unexpected argument %s\n%s", argv[a], usage);
             return 2;
         }

@@ -98,6 +98,14 @@ def test_access(d):
                  (path, path)):
         rc, out, err = submit(d, *args)
         check(rc == 2 and err, f"arguments {args}: rc {rc}, {err}")
+    # the daemon's --port (or --host) given to submit: refused, pointing to --url; --help says so too
+    for flag in ("--port", "--host"):
+        rc, out, err = submit(d, path, flag, "8081")
+        check(rc == 2 and f"{flag} is the daemon's option" in err and "--url http://HOST:PORT" in err,
+              f"submit {flag}: rc {rc}, {err}")
+    p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10)
+    check("LMPERF_HOST and LMPERF_PORT" in p.stdout and "submit takes no" in p.stdout,
+          f"--help: where submit finds the daemon: {p.stdout!r}")
 
     rc, out, err = submit(d, spec_file("long.json", {"kind": "numerics", "count": LONG_COUNT}), "--no-wait")
     job = json.loads(out) if rc == 0 else {}

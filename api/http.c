@@ -830,7 +830,11 @@ int api_server_listen(const api_config *config, api_server **out, char *errbuf, 
         bind(server->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
         listen(server->listen_fd, SOMAXCONN) != 0 ||
         getsockname(server->listen_fd, (struct sockaddr *)&addr, &addr_len) != 0) {
-        snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", config->host, config->port, strerror(errno));
+        int why = errno;
+        snprintf(errbuf, errlen, "cannot listen on %s:%d: %s%s", config->host, config->port, strerror(why),
+                 why == EADDRINUSE ? " (another process, perhaps another lmperfd, holds it: start this one with "
+                                     "--port N or LMPERF_PORT=N, 0 for a free port)"
+                                   : "");
         goto fail;
     }
     server->port = ntohs(addr.sin_port);

@@ -957,6 +957,8 @@ def test_busy_port():
         holder.close()
     check(p.returncode != 0 and "cannot listen" in p.stderr and "recovered" not in p.stderr
           and "worker" not in p.stderr, f"start on a busy port: rc {p.returncode}: {p.stderr[-400:]}")
+    check("start this one with --port N or LMPERF_PORT=N" in p.stderr,
+          f"a busy port's message says how to pick another: {p.stderr[-400:]}")
     db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
     states = [db.execute("SELECT status FROM jobs WHERE id = ?", (j["id"],)).fetchone()[0] for j in (running, queued)]
     db.close()

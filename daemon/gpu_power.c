@@ -82,6 +82,7 @@ void gpu_power_accumulate(gpu_power_summary *sum, const gpu_power_sample *s)
     sum->samples++;
 }
 
+#ifdef LMPERF_HAVE_CUDA /* used by the CUDA paths alone */
 static void *watch_main(void *arg)
 {
     gpu_power_watch *w = arg;
@@ -101,6 +102,7 @@ static void *watch_main(void *arg)
         sleep_ms(GPU_POWER_SAMPLE_MS);
     }
 }
+#endif
 
 gpu_power_watch *gpu_power_open(int cuda_device)
 {

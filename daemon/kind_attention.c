@@ -193,6 +193,7 @@ out:
     return rc;
 }
 
+#ifdef LMPERF_HAVE_CUDA /* used by the CUDA paths alone */
 /* lmk_attn_bench_cuda's hook: settle, then sample while each loop runs. */
 static void loop_hook(void *watch, lmk_attn_loop next)
 {
@@ -202,6 +203,7 @@ static void loop_hook(void *watch, lmk_attn_loop next)
         gpu_power_measure(watch, 1);
     }
 }
+#endif
 
 /* Runs point i; returns the run object (new). `watch` may be NULL. */
 static json_t *run_point(run_ctx *ctx, const json_t *spec, size_t i, gpu_power_watch *watch)

@@ -217,12 +217,14 @@ static int phase_gpu_ms(step_runner *r, int ph, double *ms)
     return LMK_UNSUPPORTED;
 }
 
+#ifdef LMPERF_HAVE_CUDA /* used by the CUDA paths alone */
 /* phase_graphs' call: phase ph of the runner's model (the phases share
  * their numbering with phase_graphs.h). */
 static int runner_phase_call(void *ctx, int ph)
 {
     return phase_call(ctx, ph);
 }
+#endif
 
 /* Captures the phases of the mode into graphs. Sets *scope ("forward",
  * "forward+backward", "forward+backward+optimizer", or "none" with *note

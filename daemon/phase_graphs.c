@@ -6,7 +6,9 @@
 
 #include "status.h"
 
+#ifdef LMPERF_HAVE_CUDA /* used by the CUDA paths alone */
 static const char *const phase_graph_names[PHASE_GRAPH_COUNT] = {"forward", "backward", "optimizer"};
+#endif
 
 int phase_graphs_cuda(const lmk_backend *b)
 {

@@ -656,14 +656,25 @@ static void count_request(api_server *server, size_t route_index, int status)
 static enum MHD_Result send_response(struct MHD_Connection *conn, response *res)
 {
     const char *body = res->body ? res->body : "";
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    const char *type = res->content_type ? res->content_type : "application/json; charset=utf-8";
+    size_t len = strlen(body);
+    /* a JSON document ends with a newline, as curl users expect (the shell's prompt on its own line) */
+    int newline = strncmp(type, "application/json", strlen("application/json")) == 0 && len && body[len - 1] != '\n';
+    char *text = malloc(len + 2);
+    struct MHD_Response *r = NULL;
+    if (text) {
+        memcpy(text, body, len);
+        text[len] = '\n';
+        text[len + newline] = '\0';
+        r = MHD_create_response_from_buffer(len + (size_t)newline, text, MHD_RESPMEM_MUST_FREE);
+        if (!r)
+            free(text);
+    }
     free(res->body);
     res->body = NULL;
     if (!r)
         return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            res->content_type ? res->content_type : "application/json; charset=utf-8");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (res->allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, res->allow);
     if (res->status == 401)

@@ -446,7 +446,8 @@ int client_submit(const client_target *t, const char *spec, size_t len, const cl
         return rc;
     if (!o->wait) {
         fwrite(a.body, 1, a.len, stdout);
-        putchar('\n');
+        if (a.len && a.body[a.len - 1] != '\n')
+            putchar('\n');
         client_answer_free(&a);
         return 0;
     }

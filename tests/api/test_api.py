@@ -181,6 +181,13 @@ def expect_error(d, method, path, status, code, field=None, body=None, headers=N
 def test_endpoints(d):
     status, _, health = d.get("/healthz")
     check(status == 200 and health["status"] == "ok", f"healthz: {status} {health}")
+    # a JSON document ends with one newline (curl's output, then the prompt on its own line); errors too
+    for path in ("/healthz", "/v1/system", "/v1/jobs/999999", "/v1/compare?jobs=1"):
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        conn.request("GET", path)
+        raw = conn.getresponse().read()
+        conn.close()
+        check(raw.endswith(b"}\n") and not raw.endswith(b"\n\n"), f"{path}: the body ends {raw[-20:]!r}")
     status, _, system = d.get("/v1/system")
     check(status == 200 and "numerics" in system["kinds"], f"system kinds: {system}")
     check(system["devices"] and system["devices"][0]["gpu_index"] == -1, "CPU worker device listed")

@@ -73,24 +73,41 @@ typedef struct pending_write {
     json_t *result;       /* end, owned, may be NULL */
 } pending_write;
 
+/* DESIGN (threads): the scheduler thread alone reads and writes the fields
+ * from `workers` to `db_refusals`, with no lock: it is the only thread that
+ * touches them. It writes to SQLite, and a write can wait out the store's busy
+ * timeout (10 s) while another process holds the database's write lock; so
+ * the functions called from other threads (HTTP threads, the main thread)
+ * never touch those fields. They use only the fields under `shared`, a lock
+ * that every thread holds for memory operations alone, never across a system
+ * call that can block, SQLite or a worker's socket: what GET /v1/system shows
+ * (a copy the thread publishes before each poll), the jobs on a worker, the
+ * cancel requests, and the stop flags. */
 struct scheduler {
-    scheduler_config config;
+    scheduler_config config; /* set before the thread starts, then read-only */
     store *store;
     job_queue *queue;
     pthread_t thread;
-    pthread_mutex_t lock; /* held by the thread except while it polls */
     int wake_pipe[2];
+    /* the scheduler thread's own state */
     worker_slot workers[MAX_WORKERS];
     int worker_count;
     int gpu_count;
-    int64_t cancel_requests[MAX_CANCEL_REQUESTS];
-    int cancel_count;
-    int stopping;
-    int abort_running; /* scheduler_abort_running asked: cancel every running job now */
-    int ended;         /* the thread has left its loop and reaped the workers */
+    int stopping;      /* the thread's copy of stop_requested, taken at each loop turn */
     pending_write *pending, **pending_tail; /* oldest first; NULL: the database took every write */
     double db_retry_at;                     /* monotonic s: no write or dispatch before (0: none) */
     int db_refusals;                        /* consecutive STORE_RETRY answers, for the backoff */
+    /* shared with other threads, under `shared` */
+    pthread_mutex_t shared;
+    json_t *view;          /* owned: {"workers", "gpu_count"} as the thread last published it */
+    int has_gpu;           /* scheduler_has_gpu's answer: -1, 0 or 1 */
+    int64_t on_worker[MAX_WORKERS]; /* the jobs a BUSY worker runs, or is about to (see dispatch) */
+    int on_worker_count;
+    int64_t cancel_requests[MAX_CANCEL_REQUESTS]; /* running jobs a DELETE asked to stop */
+    int cancel_count;
+    int stop_requested;    /* scheduler_begin_stop was called */
+    int abort_running;     /* scheduler_abort_running asked: cancel every running job now */
+    int ended;             /* the thread has left its loop and reaped the workers */
 };
 
 static double now_s(void)
@@ -98,6 +115,65 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* --- state shared with other threads (the `shared` lock) --------------------------- */
+
+/* Adds job_id to the jobs on a worker (scheduler_request_cancel's answer). */
+static void on_worker_add(scheduler *s, int64_t job_id)
+{
+    pthread_mutex_lock(&s->shared);
+    if (s->on_worker_count < MAX_WORKERS)
+        s->on_worker[s->on_worker_count++] = job_id;
+    pthread_mutex_unlock(&s->shared);
+}
+
+/* Removes job_id from the jobs on a worker, if it is there. */
+static void on_worker_remove(scheduler *s, int64_t job_id)
+{
+    pthread_mutex_lock(&s->shared);
+    for (int i = 0; i < s->on_worker_count; i++)
+        if (s->on_worker[i] == job_id) {
+            s->on_worker[i] = s->on_worker[--s->on_worker_count];
+            break;
+        }
+    pthread_mutex_unlock(&s->shared);
+}
+
+/* Builds what GET /v1/system shows of the workers (new; NULL when out of
+ * memory). Shares nothing with the worker slots: other threads read it. */
+static json_t *build_view(scheduler *s)
+{
+    json_t *view = NULL;
+    json_t *workers = json_array();
+    for (int i = 0; workers && i < s->worker_count; i++) {
+        worker_slot *w = &s->workers[i];
+        json_t *o = json_pack("{s:i, s:s, s:i, s:o?, s:i, s:i, s:o}", "index", i, "state",
+                              worker_state_names[w->state], "pid", (int)w->pid, "device",
+                              w->device ? json_deep_copy(w->device) : NULL, "restarts", w->restarts, "recycled",
+                              w->recycled, "job_id", w->job_id ? json_integer(w->job_id) : json_null());
+        if (!o || json_array_append_new(workers, o)) /* steals o */
+            goto out;
+    }
+    view = json_pack("{s:O, s:i}", "workers", workers, "gpu_count", s->gpu_count);
+out:
+    json_decref(workers);
+    return view;
+}
+
+/* Publishes the workers' state for other threads (scheduler_describe,
+ * scheduler_has_gpu). Out of memory, the last view stays. */
+static void publish_view(scheduler *s)
+{
+    json_t *view = build_view(s);
+    int want = s->workers[0].want; /* DEVICE_AUTO until the first worker says hello, then its GPU or DEVICE_CPU */
+    pthread_mutex_lock(&s->shared);
+    json_t *old = view ? s->view : NULL;
+    if (view)
+        s->view = view;
+    s->has_gpu = want == DEVICE_AUTO ? -1 : want >= 0;
+    pthread_mutex_unlock(&s->shared);
+    json_decref(old);
 }
 
 /* --- worker processes ------------------------------------------------------------ */
@@ -290,16 +366,20 @@ static pending_write *end_write(int64_t job_id, const char *status, const char *
 }
 
 /* Ends the job a worker is running with status/error, and frees the workers
- * it held. Keeps the leader's state when it is dying. */
+ * it held. Keeps the leader's state when it is dying. error and result are
+ * borrowed and must not point into the worker's slot.
+ *
+ * The workers are freed, and shown freed to other threads, before the end is
+ * written, which may wait (the store's busy timeout): a thread that reads the
+ * job ended in the database then sees it on no worker, and a cancel that reads
+ * it running there meanwhile gets "not on a worker" (scheduler_request_cancel)
+ * and then the status the database has. */
 static void finish_job(scheduler *s, worker_slot *w, const char *status, const char *error,
                        const json_t *result)
 {
     int64_t job_id = w->job_id;
     if (!job_id)
         return;
-    record_write(s, job_id, end_write(job_id, status, error, result));
-    log_info("scheduler", "job %lld %s%s%s", (long long)job_id, status, error ? ": " : "",
-             error ? error : "");
     worker_state keep = w->state;
     release_job_workers(s, job_id);
     if (keep == W_DYING) { /* killed (kill_worker): release_job_workers skips it */
@@ -310,6 +390,11 @@ static void finish_job(scheduler *s, worker_slot *w, const char *status, const c
         w->spec = NULL;
         w->cancel_deadline = 0;
     }
+    on_worker_remove(s, job_id);
+    publish_view(s);
+    record_write(s, job_id, end_write(job_id, status, error, result));
+    log_info("scheduler", "job %lld %s%s%s", (long long)job_id, status, error ? ": " : "",
+             error ? error : "");
 }
 
 /* Kills a worker (it will be reaped when its socket closes). */
@@ -350,6 +435,7 @@ static void reap_worker(scheduler *s, int index)
     if (w->job_id && w->state == W_BUSY) {
         char error[256];
         snprintf(error, sizeof error, "worker crashed: %s", reason);
+        w->state = W_DYING; /* its process has ended: finish_job does not show it idle */
         finish_job(s, w, "failed", error, NULL);
     }
     w->job_id = 0;
@@ -546,7 +632,28 @@ static void dispatch(scheduler *s)
         worker_slot *leader = &s->workers[idle[0]];
         char device[32];
         device_label(leader->device, device, sizeof device);
+        /* The workers are taken, and shown taken to other threads, before the
+         * database says "running", and given back if it does not: a thread
+         * that reads the job running there then sees it on its workers, and
+         * a cancel finds it (scheduler_request_cancel; the request is sent at
+         * the next loop turn). Meanwhile the view may show a job still
+         * queued in the database on its workers. */
+        leader->state = W_BUSY;
+        leader->job_id = id;
+        leader->kind = kind;
+        leader->spec = json_incref(spec);
+        leader->cancel_deadline = 0;
+        for (int k = 1; k < need; k++) {
+            s->workers[idle[k]].state = W_RESERVED;
+            s->workers[idle[k]].job_id = id;
+        }
+        on_worker_add(s, id);
+        publish_view(s);
         int started = store_job_start(s->store, id, idle[0], device);
+        if (started != STORE_OK) {
+            release_job_workers(s, id);
+            on_worker_remove(s, id);
+        }
         if (started == STORE_RETRY) {
             log_warn("scheduler", "job %lld: the database cannot be written now; the job stays queued",
                      (long long)id);
@@ -569,20 +676,11 @@ static void dispatch(scheduler *s)
         json_t *line = json_pack("{s:s, s:I, s:O, s:O, s:o}", "type", "job", "job_id", (json_int_t)id, "kind",
                                  json_object_get(job, "kind"), "spec", spec, "gpus", gpus);
         double timeout = json_number_value(json_object_get(job, "timeout_s"));
-        leader->state = W_BUSY;
-        leader->job_id = id;
-        leader->kind = kind;
-        leader->spec = json_incref(spec);
         leader->deadline = now_s() + (timeout > 0 ? timeout : JOB_DEFAULT_TIMEOUT_S);
-        leader->cancel_deadline = 0;
-        for (int k = 1; k < need; k++) {
-            s->workers[idle[k]].state = W_RESERVED;
-            s->workers[idle[k]].job_id = id;
-        }
         log_info("scheduler", "job %lld (%s) -> worker %d (%s)", (long long)id, kind->name, idle[0], device);
         if (line_write(leader->fd, line)) {
+            kill_worker(leader); /* first: finish_job keeps it dying, not idle */
             finish_job(s, leader, "failed", "could not send the job to its worker", NULL);
-            kill_worker(leader);
         }
         json_decref(line);
         json_decref(job);
@@ -613,12 +711,21 @@ static void check_deadlines(scheduler *s)
     }
 }
 
+/* Sends the cancel requests queued by scheduler_request_cancel to the
+ * workers running those jobs; a request for a job no worker runs any more
+ * (it ended meanwhile) is dropped. */
 static void process_cancel_requests(scheduler *s)
 {
-    for (int c = 0; c < s->cancel_count; c++) {
+    int64_t requests[MAX_CANCEL_REQUESTS];
+    pthread_mutex_lock(&s->shared);
+    int count = s->cancel_count;
+    memcpy(requests, s->cancel_requests, (size_t)count * sizeof requests[0]);
+    s->cancel_count = 0;
+    pthread_mutex_unlock(&s->shared);
+    for (int c = 0; c < count; c++) {
         for (int i = 0; i < s->worker_count; i++) {
             worker_slot *w = &s->workers[i];
-            if (w->state != W_BUSY || w->job_id != s->cancel_requests[c] || w->cancel_deadline > 0)
+            if (w->state != W_BUSY || w->job_id != requests[c] || w->cancel_deadline > 0)
                 continue;
             json_t *line = json_pack("{s:s, s:I}", "type", "cancel", "job_id", (json_int_t)w->job_id);
             line_write(w->fd, line);
@@ -627,7 +734,6 @@ static void process_cancel_requests(scheduler *s)
             log_info("scheduler", "job %lld: cancel sent to worker %d", (long long)w->job_id, i);
         }
     }
-    s->cancel_count = 0;
 }
 
 /* Cancels every running job at once: its worker killed, the job 'cancelled'
@@ -657,12 +763,14 @@ static int any_busy(scheduler *s)
 static void *scheduler_thread(void *arg)
 {
     scheduler *s = arg;
-    pthread_mutex_lock(&s->lock);
     for (;;) {
-        if (s->abort_running) {
+        pthread_mutex_lock(&s->shared);
+        int abort_now = s->abort_running;
+        s->abort_running = 0;
+        s->stopping = s->stop_requested;
+        pthread_mutex_unlock(&s->shared);
+        if (abort_now)
             abort_running_jobs(s);
-            s->abort_running = 0;
-        }
         if (s->stopping && !any_busy(s))
             break;
         double now = now_s();
@@ -694,9 +802,11 @@ static void *scheduler_thread(void *arg)
         int timeout_ms = (int)((next - now) * 1000.0) + 1;
         if (timeout_ms < 0)
             timeout_ms = 0;
-        pthread_mutex_unlock(&s->lock);
+        publish_view(s);
         int ready = poll(pfds, (nfds_t)n, timeout_ms);
-        pthread_mutex_lock(&s->lock);
+        pthread_mutex_lock(&s->shared); /* a stop asked while it polled: no dispatch below */
+        s->stopping = s->stop_requested;
+        pthread_mutex_unlock(&s->shared);
         if (ready < 0 && errno != EINTR)
             log_error("scheduler", "poll: %s", strerror(errno));
         for (int k = 0; ready > 0 && k < n; k++) {
@@ -750,8 +860,10 @@ static void *scheduler_thread(void *arg)
         json_decref(w->spec);
         w->state = W_EMPTY;
     }
+    publish_view(s);
+    pthread_mutex_lock(&s->shared);
     s->ended = 1;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->shared);
     return NULL;
 }
 
@@ -766,16 +878,20 @@ int scheduler_start(const scheduler_config *config, store *st, job_queue *queue,
     s->store = st;
     s->queue = queue;
     s->pending_tail = &s->pending;
-    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->shared, NULL);
     if (pipe2(s->wake_pipe, O_CLOEXEC | O_NONBLOCK)) {
+        pthread_mutex_destroy(&s->shared);
         free(s);
         return -1;
     }
     s->workers[0] = (worker_slot){.want = config->cpu_only ? DEVICE_CPU : DEVICE_AUTO, .fd = -1};
     s->worker_count = 1;
+    publish_view(s); /* before the thread starts: nothing else runs yet */
     if (pthread_create(&s->thread, NULL, scheduler_thread, s)) {
         close(s->wake_pipe[0]);
         close(s->wake_pipe[1]);
+        json_decref(s->view);
+        pthread_mutex_destroy(&s->shared);
         free(s);
         return -1;
     }
@@ -790,16 +906,22 @@ void scheduler_wake(scheduler *s)
         log_warn("scheduler", "wake: %s", strerror(errno));
 }
 
+/* Answers from the jobs on a worker (on_worker), not from the slots: the
+ * scheduler thread may be waiting on the database. on_worker holds a job from
+ * just before the database says "running" (dispatch) until just before its
+ * end is written (finish_job), so a caller that read "running" there gets 1
+ * while a worker runs the job, and 0 once it has ended, whether or not its end
+ * is recorded yet. */
 int scheduler_request_cancel(scheduler *s, int64_t job_id)
 {
     int running = 0;
-    pthread_mutex_lock(&s->lock);
-    for (int i = 0; i < s->worker_count; i++)
-        if (s->workers[i].state == W_BUSY && s->workers[i].job_id == job_id)
+    pthread_mutex_lock(&s->shared);
+    for (int i = 0; i < s->on_worker_count; i++)
+        if (s->on_worker[i] == job_id)
             running = 1;
     if (running && s->cancel_count < MAX_CANCEL_REQUESTS)
         s->cancel_requests[s->cancel_count++] = job_id;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->shared);
     if (running)
         scheduler_wake(s);
     return running;
@@ -807,51 +929,48 @@ int scheduler_request_cancel(scheduler *s, int64_t job_id)
 
 int scheduler_has_gpu(scheduler *s)
 {
-    pthread_mutex_lock(&s->lock);
-    int want = s->workers[0].want; /* DEVICE_AUTO until the first worker says hello, then its GPU or DEVICE_CPU */
-    pthread_mutex_unlock(&s->lock);
-    return want == DEVICE_AUTO ? -1 : want >= 0;
+    pthread_mutex_lock(&s->shared);
+    int has_gpu = s->has_gpu;
+    pthread_mutex_unlock(&s->shared);
+    return has_gpu;
 }
 
+/* A copy of the view the thread published before its last poll: the
+ * workers' state at most one loop turn old. */
 json_t *scheduler_describe(scheduler *s)
 {
-    json_t *workers = json_array();
-    pthread_mutex_lock(&s->lock);
-    for (int i = 0; i < s->worker_count; i++) {
-        worker_slot *w = &s->workers[i];
-        json_t *o = json_pack("{s:i, s:s, s:i, s:O?, s:i, s:i}", "index", i, "state",
-                              worker_state_names[w->state], "pid", (int)w->pid, "device", w->device,
-                              "restarts", w->restarts, "recycled", w->recycled);
-        json_object_set_new(o, "job_id", w->job_id ? json_integer(w->job_id) : json_null());
-        json_array_append_new(workers, o);
+    pthread_mutex_lock(&s->shared);
+    json_t *out = json_deep_copy(s->view);
+    int stopping = s->stop_requested;
+    pthread_mutex_unlock(&s->shared);
+    if (out && json_object_set_new(out, "stopping", json_boolean(stopping))) {
+        json_decref(out);
+        out = NULL;
     }
-    json_t *out = json_pack("{s:o, s:i, s:b}", "workers", workers, "gpu_count", s->gpu_count,
-                            "stopping", s->stopping);
-    pthread_mutex_unlock(&s->lock);
     return out;
 }
 
 void scheduler_begin_stop(scheduler *s)
 {
-    pthread_mutex_lock(&s->lock);
-    s->stopping = 1;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&s->shared);
+    s->stop_requested = 1;
+    pthread_mutex_unlock(&s->shared);
     scheduler_wake(s);
 }
 
 int scheduler_stopped(scheduler *s)
 {
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(&s->shared);
     int ended = s->ended;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->shared);
     return ended;
 }
 
 void scheduler_abort_running(scheduler *s)
 {
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(&s->shared);
     s->abort_running = 1;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->shared);
     scheduler_wake(s);
 }
 
@@ -863,6 +982,7 @@ void scheduler_stop(scheduler *s)
     pthread_join(s->thread, NULL);
     close(s->wake_pipe[0]);
     close(s->wake_pipe[1]);
-    pthread_mutex_destroy(&s->lock);
+    json_decref(s->view);
+    pthread_mutex_destroy(&s->shared);
     free(s);
 }

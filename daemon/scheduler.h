@@ -5,8 +5,11 @@
  * `__worker` sub-command, with a socketpair), restarts them when they exit,
  * crash or pass a job's deadline, and sends them jobs from the FIFO queue.
  * HTTP threads only push to the queue and call scheduler_wake() /
- * scheduler_request_cancel(); they never block on a worker. Every state
- * change goes to the store. */
+ * scheduler_request_cancel(); they never block on a worker, nor on the
+ * thread's writes to the store (which can wait out its busy timeout while
+ * another process holds the database's lock): every function here answers
+ * from state the thread shares under a lock held for memory operations only.
+ * Every state change goes to the store. */
 #ifndef DAEMON_SCHEDULER_H
 #define DAEMON_SCHEDULER_H
 
@@ -37,7 +40,8 @@ int scheduler_request_cancel(scheduler *s, int64_t job_id);
  * or the first worker found no GPU), -1 not known yet (the first worker has
  * not reported its device). Safe from any thread. */
 int scheduler_has_gpu(scheduler *s);
-/* Workers and devices for GET /v1/system (new). */
+/* Workers and devices for GET /v1/system (new; NULL when out of memory): as
+ * the thread last published them, before it last waited for its workers. */
 json_t *scheduler_describe(scheduler *s);
 /* Starts the graceful stop and returns at once: no new dispatches; running
  * jobs finish, time out or are cancelled; then workers are told to exit and

@@ -224,6 +224,11 @@ static int svc_system(void *self, json_t **out, api_error *err)
     for (int i = 0; jobkinds[i]; i++)
         json_array_append_new(kinds, json_string(jobkinds[i]->name));
     json_t *sched = scheduler_describe(svc->scheduler);
+    /* the database's schema version is this binary's latest migration once
+     * store_open has succeeded (it applies every one up to it, and refuses a
+     * newer database); store_schema_version would wait for the store's write
+     * lock, which the scheduler can hold for the busy timeout (scheduler.h) */
+    int schema_version = store_migrations_known();
     json_t *devices = json_array();
     size_t i;
     json_t *w;
@@ -236,7 +241,7 @@ static int svc_system(void *self, json_t **out, api_error *err)
     *out = json_pack("{s:s, s:s, s:f, s:f, s:s, s:i, s:I, s:o, s:o, s:O, s:i, s:b}", "version",
                      LMPERF_VERSION, "hostname", hostname, "started_at_unix", svc->started_unix, "uptime_s",
                      unix_now() - svc->started_unix, "database", svc->db_path, "schema_version",
-                     store_schema_version(svc->store), "queue_depth", (json_int_t)queue_length(svc->queue),
+                     schema_version, "queue_depth", (json_int_t)queue_length(svc->queue),
                      "kinds", kinds, "devices", devices, "workers", json_object_get(sched, "workers"),
                      "gpu_count", (int)json_integer_value(json_object_get(sched, "gpu_count")), "accepting",
                      svc->accepting);

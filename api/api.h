@@ -125,6 +125,9 @@ char *api_table_csv(const json_t *table);
  * (µs since the trace's start) to the nanosecond over 1e7 µs. */
 #define API_REAL_DIGITS 12
 
+/* 1 when format is one api_table_render writes ("md", "csv", "json"), else 0. */
+int api_table_format_known(const char *format);
+
 /* A table as GET /v1/jobs/{id}/table answers it in format ("md", "csv" or
  * "json", indented, reals to API_REAL_DIGITS): its decimals settled first
  * (api_table_settle_decimals; table is changed), so that every form prints

@@ -323,7 +323,7 @@ static int table_format(struct MHD_Connection *conn, const char **format, respon
         return -1;
     if (!*format)
         *format = "json";
-    if (strcmp(*format, "json") != 0 && strcmp(*format, "md") != 0 && strcmp(*format, "csv") != 0) {
+    if (!api_table_format_known(*format)) {
         fail(res, API_ERR_BAD_REQUEST, "format", "format must be md, csv or json, not '%s'", *format);
         return -1;
     }
@@ -655,22 +655,23 @@ static void count_request(api_server *server, size_t route_index, int status)
 
 static enum MHD_Result send_response(struct MHD_Connection *conn, response *res)
 {
-    const char *body = res->body ? res->body : "";
     const char *type = res->content_type ? res->content_type : "application/json; charset=utf-8";
-    size_t len = strlen(body);
+    size_t len = res->body ? strlen(res->body) : 0;
     /* a JSON document ends with a newline, as curl users expect (the shell's prompt on its own line) */
-    int newline = strncmp(type, "application/json", strlen("application/json")) == 0 && len && body[len - 1] != '\n';
-    char *text = malloc(len + 2);
+    int newline = strncmp(type, "application/json", strlen("application/json")) == 0 && len &&
+                  res->body[len - 1] != '\n';
+    /* the body itself goes to libmicrohttpd, grown by the newline: no copy of a large document */
+    char *text = newline ? realloc(res->body, len + 2) : res->body ? res->body : strdup("");
     struct MHD_Response *r = NULL;
     if (text) {
-        memcpy(text, body, len);
-        text[len] = '\n';
-        text[len + newline] = '\0';
+        res->body = NULL; /* text owns it now */
+        if (newline)
+            memcpy(text + len, "\n", 2);
         r = MHD_create_response_from_buffer(len + (size_t)newline, text, MHD_RESPMEM_MUST_FREE);
         if (!r)
             free(text);
     }
-    free(res->body);
+    free(res->body); /* only when growing it failed */
     res->body = NULL;
     if (!r)
         return MHD_NO;

@@ -302,6 +302,11 @@ char *api_table_csv(const json_t *table)
     return finish(&b);
 }
 
+int api_table_format_known(const char *format)
+{
+    return strcmp(format, "md") == 0 || strcmp(format, "csv") == 0 || strcmp(format, "json") == 0;
+}
+
 char *api_table_render(json_t *table, const char *format)
 {
     if (api_table_settle_decimals(table))

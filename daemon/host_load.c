@@ -142,26 +142,39 @@ static double clamp_pct(double pct)
     return pct < 0.0 ? 0.0 : pct > 100.0 ? 100.0 : pct;
 }
 
-int host_load_between(const host_load_sample *start, const host_load_sample *end, double *other_pct, int *cpus)
+/* Both shares and the CPU count from start to end into *r (its window left as
+ * it is); a host_load_between code, r untouched unless HOST_LOAD_OK. */
+static int shares(const host_load_sample *start, const host_load_sample *end, host_load_result *r)
 {
     double busy_s, total_s;
     int rc = interval_seconds(start, end, &busy_s, &total_s);
     if (rc != HOST_LOAD_OK)
         return rc;
     double other_s = busy_s - (end->self_cpu_s - start->self_cpu_s);
-    *other_pct = clamp_pct(100.0 * other_s / total_s);
-    *cpus = end->cpus;
+    r->other_pct = clamp_pct(100.0 * other_s / total_s);
+    r->idle_pct = clamp_pct(100.0 * (total_s - busy_s) / total_s);
+    r->cpus = end->cpus;
     return HOST_LOAD_OK;
+}
+
+int host_load_between(const host_load_sample *start, const host_load_sample *end, double *other_pct, int *cpus)
+{
+    host_load_result r;
+    int rc = shares(start, end, &r);
+    if (rc == HOST_LOAD_OK) {
+        *other_pct = r.other_pct;
+        *cpus = r.cpus;
+    }
+    return rc;
 }
 
 int host_load_idle_between(const host_load_sample *start, const host_load_sample *end, double *idle_pct)
 {
-    double busy_s, total_s;
-    int rc = interval_seconds(start, end, &busy_s, &total_s);
-    if (rc != HOST_LOAD_OK)
-        return rc;
-    *idle_pct = clamp_pct(100.0 * (total_s - busy_s) / total_s);
-    return HOST_LOAD_OK;
+    host_load_result r;
+    int rc = shares(start, end, &r);
+    if (rc == HOST_LOAD_OK)
+        *idle_pct = r.idle_pct;
+    return rc;
 }
 
 int host_load_disturbed(double other_pct, double idle_pct)
@@ -173,14 +186,11 @@ int host_load_measure(const host_load_sample *whole, const host_load_sample *sta
                       host_load_result *out)
 {
     host_load_result r = {.window = HOST_LOAD_WINDOW_STEPS};
-    int rc = host_load_between(start, end, &r.other_pct, &r.cpus);
-    if (rc == HOST_LOAD_TOO_SHORT && host_load_between(whole, end, &r.other_pct, &r.cpus) == HOST_LOAD_OK) {
-        start = whole;
+    int rc = shares(start, end, &r);
+    if (rc == HOST_LOAD_TOO_SHORT && shares(whole, end, &r) == HOST_LOAD_OK) {
         r.window = HOST_LOAD_WINDOW_RUN;
         rc = HOST_LOAD_OK;
     }
-    if (rc == HOST_LOAD_OK)
-        rc = host_load_idle_between(start, end, &r.idle_pct);
     if (rc == HOST_LOAD_OK)
         *out = r;
     return rc;

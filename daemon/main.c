@@ -358,7 +358,7 @@ static int run_command(int argc, char **argv)
             db_path = argv[++a];
         else if (strcmp(argv[a], "--table") == 0) {
             table_format = argv[++a];
-            if (strcmp(table_format, "md") && strcmp(table_format, "csv") && strcmp(table_format, "json")) {
+            if (!api_table_format_known(table_format)) {
                 fprintf(stderr, "lmperfd run: --table takes md, csv or json, not '%s'\n", table_format);
                 return 2;
             }
@@ -462,7 +462,7 @@ static int submit_command(int argc, char **argv)
             token = argv[++a];
         else if (strcmp(argv[a], "--table") == 0) {
             o.table_format = argv[++a];
-            if (strcmp(o.table_format, "md") && strcmp(o.table_format, "csv") && strcmp(o.table_format, "json")) {
+            if (!api_table_format_known(o.table_format)) {
                 fprintf(stderr, "lmperfd submit: --table takes md, csv or json, not '%s'\n", o.table_format);
                 return 2;
             }

@@ -78,6 +78,25 @@ export function stepSeries(run) {
   }));
 }
 
+// Each run's speedup over the fp32 run of its job at the same point, as the
+// table endpoint's "Speedup vs fp32 (×)" (benchmark_summary.speedup_vs_fp32,
+// schema/0025_host_load.sql): the fp32 run's mean total over this run's, the peer
+// the same model and shape, context, batch, vocab, mode, attention, warm-up and
+// measured steps and optimizer placement, both succeeded. runs: one job's; a Map
+// run → speedup (null without a peer), and whether the column shows: some run in
+// another precision has a peer (as the endpoint decides).
+export const SPEEDUP_VS_FP32_LABEL = 'Speedup vs fp32 (×)';
+const FP32_PEER_KEYS = ['model', 'd_model', 'd_ff', 'num_layers', 'num_heads', 'context_length', 'batch_size', 'vocab_size',
+  'mode', 'attention', 'warmup_steps', 'measure_steps'];
+export function speedupsVsFp32(runs) {
+  const total = (r) => (r.status === 'succeeded' && r.stats && r.stats.total ? r.stats.total.mean_ms : null);
+  const point = (r) => JSON.stringify([...FP32_PEER_KEYS.map((k) => r[k] ?? null), !!r.optimizer_in_backward]);
+  const fp32 = new Map();
+  for (const r of runs) if (r.precision === 'fp32' && total(r) > 0 && !fp32.has(point(r))) fp32.set(point(r), total(r));
+  const speedups = new Map(runs.map((r) => [r, fp32.has(point(r)) && total(r) > 0 ? fp32.get(point(r)) / total(r) : null]));
+  return {speedups, shown: runs.some((r) => r.precision !== 'fp32' && speedups.get(r) !== null)};
+}
+
 // Other processes on the host during a run's measured steps (the run's
 // host_other_cpu_pct and host_idle_cpu_pct, % of its host_cpus): whether they
 // disturbed the run is the daemon's decision (host_disturbed: daemon/host_load.h's

@@ -314,6 +314,24 @@ async function checkBenchmarkPage(base, id) {
   const series = run.steps.some((s) => s.optimizer_ms !== null) ? 4 : 2;
   const flags = await page.$$eval('figure.chart svg rect.marker.flag', (r) => r.length);
   check(flags >= warm * 2 && flags <= warm * series, `per-step chart shows ${flags} warm-up markers, expected ${warm} per series`);
+  // fp32 + bf16 (seed 002's speedup analysis): the page's "Speedup vs fp32 (×)" is the table endpoint's, row by
+  // row (its rows in run order), and the speedup chart is drawn
+  const table = await apiGet(base, `/v1/jobs/${id}/table?format=json`);
+  const col = table.columns.indexOf('Speedup vs fp32 (×)');
+  check(col >= 0, `benchmark job ${id}: the API table has no speedup column: ${table.columns.join(' | ')}`);
+  const heads = await page.$$eval('#bench-summary thead th', (ths) => ths.map((th) => th.textContent));
+  check(heads.includes('Speedup vs fp32 (×)') && heads.indexOf('Speedup vs fp32 (×)') === heads.indexOf('Total (ms)') + 1,
+    `benchmark job ${id}: the page's table has no "Speedup vs fp32 (×)" after Total: ${heads.join(' | ')}`);
+  const speedups = await page.$$eval('#bench-summary tbody tr', (trs) => trs.map((tr) => {
+    const td = tr.querySelector('td[data-key="speedup_vs_fp32"]');
+    return {run: Number(tr.dataset.run), value: td.dataset.value, text: td.textContent};
+  }));
+  for (const s of speedups) {
+    const want = table.rows[job.runs.findIndex((r) => r.index === s.run)][col];
+    check(typeof want === 'number' && Math.abs(Number(s.value) - want) <= 1e-9 * want && s.text === want.toFixed(2),
+      `benchmark job ${id} run ${s.run}: the page's speedup ${s.value} (${s.text}), the API table's ${want}`);
+  }
+  check(await page.$('figure.chart svg[aria-label^="Speedup over fp32"]'), `benchmark job ${id}: no speedup chart on the job page`);
   await checkAxesHoldData(`benchmark job ${id}`);
   await checkTableDecimals('#bench-summary', `benchmark job ${id}: summary`);
   await checkTableExports(base, id, {}, 'summary table');

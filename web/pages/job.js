@@ -7,8 +7,8 @@ import {api, ACTIVE, TERMINAL, POLL_ACTIVE_MS as POLL_MS} from '../api.js';
 import * as fmt from '../format.js';
 import {statusBadge, progressCell, cancelling, cancelledToast} from './jobs.js';
 import {modelName, configKey} from '../kinds.js';
-import {CONFIG, compareRuns, phasesPresent, phaseDigits, statCell, stepChart, contextChart, HOST_BUSY_LABEL, hostBusyShown, hostBusyCell,
-  warningMark, runWarnings} from '../benchmark.js';
+import {CONFIG, compareRuns, phasesPresent, phaseDigits, statCell, stepChart, contextChart, precisionChart, HOST_BUSY_LABEL, hostBusyShown, hostBusyCell,
+  warningMark, runWarnings, SPEEDUP_VS_FP32_LABEL, speedupsVsFp32} from '../benchmark.js';
 import {link} from '../route.js';
 import {lineChart, stackedAreaChart} from '../chart.js';
 import {attentionView} from '../attention.js';
@@ -100,12 +100,15 @@ function benchmarkView(job) {
   const rateF = fmt.column(runs.map((r) => r.tokens_per_s), fmt.rateDigits);
   // Host Busy (%) exactly when the job's table endpoint has it: some run, failed ones too, disturbed.
   const hostShown = hostBusyShown(job.runs || []);
+  // "Speedup vs fp32 (×)" after Total exactly when the job's table endpoint has it (seed 002's speedup analysis).
+  const speedup = speedupsVsFp32(runs);
   const table = h('table', {class: 'results', id: 'bench-summary'},
     h('caption', {class: 'sr-only'}, 'Benchmark summary: one row per run, times as mean ± std in ms'),
     h('thead', null, h('tr', null,
       h('th', {scope: 'col', class: 'num'}, 'Run'),
       shown.map((c) => h('th', {scope: 'col', class: c.num ? 'num' : ''}, c.label)),
       phases.map((p) => h('th', {scope: 'col', class: 'num'}, `${p.label} (ms)`)),
+      speedup.shown ? h('th', {scope: 'col', class: 'num', title: "the fp32 run's mean whole-step time at the same point over this run's"}, SPEEDUP_VS_FP32_LABEL) : null,
       h('th', {scope: 'col', class: 'num'}, 'Tokens/s'), h('th', {scope: 'col', class: 'num'}, 'TFLOP/s'),
       h('th', {scope: 'col', class: 'num'}, 'MFU'), h('th', {scope: 'col', class: 'num'}, 'Peak memory (MiB)'),
       hostShown ? h('th', {scope: 'col', class: 'num', title: "other processes' share of the host's CPUs during the measured steps"}, HOST_BUSY_LABEL) : null,
@@ -114,6 +117,7 @@ function benchmarkView(job) {
       h('td', {class: 'num'}, String(r.index), warningMark(r)),
       shown.map((c) => h('td', {class: c.num ? 'num' : ''}, String(c.get(r)))),
       phases.map((p) => statCell(r.stats[p.key], '', digits[p.key])),
+      speedup.shown ? h('td', {class: 'num speedup', dataset: {key: 'speedup_vs_fp32', value: speedup.speedups.get(r) ?? ''}}, fmt.fixed(speedup.speedups.get(r), 2)) : null,
       h('td', {class: 'num', dataset: {value: r.tokens_per_s}}, rateF(r.tokens_per_s)),
       h('td', {class: 'num', dataset: {value: r.achieved_tflops ?? ''}}, tflopsF(r.achieved_tflops)),
       h('td', {class: 'num'}, r.mfu === null || r.mfu === undefined ? '—' : fmt.percent(r.mfu)),
@@ -144,6 +148,7 @@ function benchmarkView(job) {
     sorted.length ? h('section', {class: 'chart-box'}, h('h2', null, 'Per-step times'),
       h('div', {class: 'field inline'}, h('label', {for: 'step-run'}, 'Run'), runSel), stepBox) : null,
     contexts.size > 1 ? contextChart(runs) : null,
+    speedup.shown ? precisionChart(runs) : null,
   ];
 }
 

@@ -52,7 +52,18 @@ function kernelName(name) {
 
 const ms = (ns) => (typeof ns === 'number' ? fmt.ms(ns / 1e6) : '—');
 
-function answersList(a) {
+// Non-GEMM kernels above this share of a range (daemon/kind_profile.c's PROFILE_NOTEWORTHY_PCT, for the step).
+const NOTEWORTHY_PCT = 2;
+
+// The non-GEMM kernels of one range above NOTEWORTHY_PCT of its kernel time, largest first
+// ({kernel, share_pct}, as the answers' non_gemm_above_2pct): the seeds' question (c) asks it of the forward pass.
+export function nonGemmAbove(run, range) {
+  return (run.kernel_summary || []).filter((k) => k.range === range && !k.is_gemm && k.share_pct > NOTEWORTHY_PCT)
+    .sort((x, y) => y.share_pct - x.share_pct).map((k) => ({kernel: k.kernel, share_pct: k.share_pct}));
+}
+
+function answersList(run) {
+  const a = run.answers;
   if (!a) return null;
   const code = (t) => h('code', {class: 'kernel', title: t}, t);
   const items = [];
@@ -66,9 +77,13 @@ function answersList(a) {
     items.push(h('li', {dataset: {answer: 'gemm_share'}}, h('strong', null, 'GEMM share of kernel time: '),
       `forward only ${fmt.pct(a.gemm_share_forward_pct)}`,
       typeof a.gemm_share_step_pct === 'number' ? ` · whole train step ${fmt.pct(a.gemm_share_step_pct)}` : ''));
-  const nw = a.non_gemm_above_2pct || [];
-  items.push(h('li', {dataset: {answer: 'non_gemm'}}, h('strong', null, 'Non-GEMM kernels above 2 % of the step: '),
-    nw.length ? h('ul', null, nw.map((k) => h('li', null, code(k.kernel), ` ${fmt.pct(k.share_pct)}`))) : 'none'));
+  const kernelList = (ks) => (ks.length ? h('ul', null, ks.map((k) => h('li', null, code(k.kernel), ` ${fmt.pct(k.share_pct)}`))) : 'none');
+  if ((run.kernel_summary || []).some((k) => k.range === 'forward'))
+    items.push(h('li', {dataset: {answer: 'non_gemm_forward'}}, h('strong', null, `Non-GEMM kernels above ${NOTEWORTHY_PCT} % of the forward pass: `),
+      kernelList(nonGemmAbove(run, 'forward'))));
+  if (run.mode !== 'forward')
+    items.push(h('li', {dataset: {answer: 'non_gemm'}}, h('strong', null, `Non-GEMM kernels above ${NOTEWORTHY_PCT} % of the step: `),
+      kernelList([...(a.non_gemm_above_2pct || [])].sort((x, y) => y.share_pct - x.share_pct))));
   const at = a.attention;
   if (at && (at.softmax_ns || at.matmul_ns))
     items.push(h('li', {dataset: {answer: 'attention'}}, h('strong', null, 'Attention (forward, per layer): '),
@@ -228,7 +243,7 @@ function profileRunView(job, r) {
     h('p', {class: 'downloads'}, h('a', {id: 'profile-trace', href: `/v1/jobs/${job.id}/trace?run=${r.index}`, download: `job-${job.id}-run-${r.index}-trace.json`},
       'Chrome trace (JSON)'), h('span', {class: 'muted'}, ' — opens in Perfetto (ui.perfetto.dev) or chrome://tracing')),
     phaseTable(r),
-    h('section', null, h('h3', null, 'Answers'), answersList(r.answers)),
+    h('section', null, h('h3', null, 'Answers'), answersList(r)),
     kernelSection(job.id, r),
     h('section', null, h('h3', null, 'Roofline per op'), rooflineTable(r),
       r.roofline_notes ? h('p', {class: 'muted'}, r.roofline_notes) : null),

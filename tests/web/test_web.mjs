@@ -928,6 +928,17 @@ async function checkGpuFixture() {
   // Answers, roofline, trace.
   const answers = await page.textContent('#profile-answers');
   check(answers.includes(run.answers.top_forward_kernel), 'answers do not name the top forward kernel');
+  // the seeds' question (c), asked of the forward pass: its non-GEMM kernels above 2 % of the forward's kernel time,
+  // largest first, as the API's forward kernel summary has them; the step's list, largest first, as the answers have it
+  const listed = (answer) => page.$$eval(`#profile-answers li[data-answer="${answer}"] li code`, (cs) => cs.map((c) => c.textContent));
+  const fwdWant = run.kernel_summary.filter((k) => k.range === 'forward' && !k.is_gemm && k.share_pct > 2)
+    .sort((x, y) => y.share_pct - x.share_pct).map((k) => k.kernel);
+  const fwdGot = await listed('non_gemm_forward');
+  check(fwdWant.length && JSON.stringify(fwdGot) === JSON.stringify(fwdWant),
+    `non-GEMM kernels of the forward: the page lists ${JSON.stringify(fwdGot)}, the API's forward summary ${JSON.stringify(fwdWant)}`);
+  const stepWant = [...run.answers.non_gemm_above_2pct].sort((x, y) => y.share_pct - x.share_pct).map((k) => k.kernel);
+  const stepGot = await listed('non_gemm');
+  check(JSON.stringify(stepGot) === JSON.stringify(stepWant), `non-GEMM kernels of the step: the page lists ${JSON.stringify(stepGot)}, the API ${JSON.stringify(stepWant)}`);
   const roof = await page.$$eval('#profile-roofline tbody tr', (trs) => trs.map((tr) => tr.querySelector('th').textContent));
   check(JSON.stringify(roof) === JSON.stringify(run.roofline.map((r) => r.op)), `roofline ops ${roof} != API`);
   const href = await page.getAttribute('#profile-trace', 'href');

@@ -581,6 +581,11 @@ async function checkMemory(base) {
       check(largest[i].name === a.name && largest[i].category === a.category && largest[i].bytes === a.bytes, `run ${r.index}: largest allocation ${i} differs from the API`);
       checkShown(largest[i].mib, a.bytes / 1048576, `run ${r.index} largest ${i} MiB`);
     });
+    // a stacked weight block (name+N: q, k, v or w1, w3 in one allocation) is explained under the table, only then
+    const fused = r.largest_allocations.filter((a) => /\.weight\+\d+$/.test(a.name));
+    const note = await page.$eval('#memory-fused-note', (p) => p.textContent).catch(() => null);
+    check(fused.length ? note && fused.every((a) => note.includes(a.name.split('.').slice(-2).join('.'))) : note === null,
+      `run ${r.index}: stacked weights ${fused.map((a) => a.name)}, the note under the largest allocations: ${note}`);
     // The timeline's "Data as a table": one row per phase, its highest point (time, event, total, each
     // non-empty category) as the API's points say.
     check(await page.$('figure:has(#memory-timeline) details.chart-data'), `run ${r.index}: the memory timeline has no "Data as a table"`);

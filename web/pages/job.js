@@ -289,6 +289,17 @@ function timelineTable(r, phaseAt) {
         : h('td', {class: 'muted', colspan: 3 + cats.length}, 'no points in this phase'))))));
 }
 
+// A weight the model stacks with the ones after it into one allocation (kernels/model.c: q, k, v as one
+// (3d, d) block; w1, w3 as one (2·d_ff, d)) is named after the first with "+N", the N stacked after it:
+// said under the largest allocations when one of them is such a block (seed 002's "where they come from").
+const FUSED_NAME = /\.(\w+)\.weight\+(\d+)$/;
+function fusedNote(allocations) {
+  const fused = [...new Set(allocations.map((a) => (a.name.match(FUSED_NAME) || [])[0]).filter(Boolean).map((n) => n.slice(1)))];
+  if (!fused.length) return null;
+  return h('p', {class: 'muted', id: 'memory-fused-note'}, `A name ending in +N is one allocation holding that weight and the N stacked after it ` +
+    `(${fused.map((n) => (/^q_proj/.test(n) ? `${n}: q_proj, k_proj and v_proj` : /^w1\./.test(n) ? `${n}: w1 and w3` : `${n}: ${n.split('+')[0]} and ${n.split('+')[1]} more`)).join('; ')}).`);
+}
+
 function memoryRunView(job, r) {
   const tl = r.timeline || {categories: [], points: []};
   const cats = tl.categories, pts = tl.points;
@@ -378,7 +389,8 @@ function memoryRunView(job, r) {
           h('tbody', null, (r.largest_allocations || []).map((a) => h('tr', null,
             h('td', null, a.name), h('td', null, a.category),
             h('td', {class: 'num', dataset: {value: a.bytes}, title: `${fmt.int(a.bytes)} bytes`}, largestF(a.bytes)),
-            h('td', null, a.step >= 0 ? `${a.phase} ${a.step}` : a.phase))))))),
+            h('td', null, a.step >= 0 ? `${a.phase} ${a.step}` : a.phase)))))),
+        fusedNote(r.largest_allocations || [])),
       h('section', null, h('h3', null, `Breakdown at the peak (${r.peak_phase || '?'})`),
         h('table', {class: 'results', id: 'memory-breakdown'},
           h('caption', {class: 'sr-only'}, `Live memory by category at the peak (${r.peak_phase || '?'})`),

@@ -114,8 +114,22 @@ int api_table_settle_decimals(json_t *table)
     return 0;
 }
 
-/* A column is numeric when every non-null cell is a number or starts with a
- * digit or sign (e.g. "12.3 ± 0.4"). */
+/* The words a numeric column writes where a row has no number: a point that
+ * ran out of memory or failed (attention, memory), a missing figure (an em
+ * dash: allreduce's failed rows), an accumulator past its range (numerics). */
+static const char *const no_number_cells[] = {"", "—", "OOM", "failed", "inf", "-inf", "nan"};
+
+static int is_no_number(const char *s)
+{
+    for (size_t k = 0; k < sizeof no_number_cells / sizeof no_number_cells[0]; k++)
+        if (strcmp(s, no_number_cells[k]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A column is numeric (right-aligned) when it has a number and every other
+ * non-null cell is a number, starts with a digit or sign (e.g. "12.3 ± 0.4")
+ * or says why its row has none (no_number_cells). */
 static int column_numeric(const json_t *rows, size_t col)
 {
     size_t i;
@@ -126,12 +140,12 @@ static int column_numeric(const json_t *rows, size_t col)
         const json_t *cell = json_array_get(row, col);
         if (!cell || json_is_null(cell))
             continue;
-        seen = 1;
-        if (json_is_number(cell))
-            continue;
         const char *s = json_string_value(cell);
-        if (!s || !strchr("0123456789-+.", s[0]))
+        if (s && is_no_number(s))
+            continue;
+        if (!json_is_number(cell) && (!s || !strchr("0123456789-+.", s[0])))
             return 0;
+        seen = 1;
     }
     return seen;
 }

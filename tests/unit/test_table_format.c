@@ -1,7 +1,8 @@
 /* Unit test: api_table_settle_decimals (api.h) and the markdown it prints: a
  * column's decimals from its smallest value, capped by the table's "decimals",
  * except that a column of small values keeps API_TABLE_SIGNIFICANT significant
- * digits (a CPU's TFLOP/s, a few KiB in a MiB column). */
+ * digits (a CPU's TFLOP/s, a few KiB in a MiB column); a numeric column's
+ * alignment beside OOM / failed / — / inf cells. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +48,18 @@ int main(void)
                                NULL);
     char *md = api_table_render(table, "md");
     CHECK(md && strstr(md, "| 0.00080 |") && strstr(md, "| 0.00311 |"), "markdown of small TFLOP/s:\n%s", md ? md : "");
+    free(md);
+    json_decref(table);
+
+    /* a numeric column stays right-aligned where rows say why they have no number (an OOM or failed
+     * attention point, allreduce's em dash, a numerics accumulator past its range); a column of only
+     * such words, or of text, is left-aligned */
+    table = json_loads("{\"columns\": [\"naive fwd (ms)\", \"median ms\", \"result\", \"none\", \"status\"], \"rows\": ["
+                       "[0.0469, 0.0222, 10.0001, \"OOM\", \"succeeded\"], [\"OOM\", \"\u2014\", \"inf\", \"failed\", \"OOM\"],"
+                       "[\"failed\", 3.05, 9.95, null, \"failed: flash needs a GPU\"]]}",
+                       0, NULL);
+    md = api_table_render(table, "md");
+    CHECK(md && strstr(md, "\n|---:|---:|---:|---|---|\n"), "alignment with OOM, failed, \u2014 and inf cells:\n%s", md ? md : "");
     free(md);
     json_decref(table);
     if (check_failures)

@@ -251,6 +251,20 @@ def test_endpoints(d):
     pairs = [(r.get("mode"), r.get("estimated_memory_bytes"), r.get("peak_memory_bytes")) for r in done.get("runs", [])]
     check(done["status"] == "succeeded" and len(pairs) == 3 and all(e == p and e > 0 for _, e, p in pairs),
           f"benchmark estimate vs peak over 2 steps (cpu): {pairs}")
+    # its table's "mean ± std" cells: each phase column with the decimals of its smallest mean (2 from 1 ms up,
+    # as the seeds print, 3 from 0.1, else 4: these sub-millisecond steps, as a GPU's optimizer step, keep their
+    # figures, not 0.09 ± 0.00), as the job's page prints them (web/benchmark.js phaseDigits); "-" where a mode
+    # has no such phase
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    phases = {"Fwd Pass (ms)": "forward", "Bwd Pass (ms)": "backward", "Opt Step (ms)": "optimizer", "Total (ms)": "total"}
+    for column, phase in phases.items():
+        cells = table_column(table, column) if status == 200 else None
+        stats = [(r.get("stats") or {}).get(phase) for r in done.get("runs", [])]
+        means = [abs(s["mean_ms"]) for s in stats if s and s["mean_ms"]]
+        smallest = min(means) if means else 0
+        digits = 2 if smallest == 0 or smallest >= 1 else 3 if smallest >= 0.1 else 4
+        want = [f"{s['mean_ms']:.{digits}f} ± {s['std_ms']:.{digits}f}" if s else "-" for s in stats]
+        check(cells == want, f"benchmark table {column}: {cells}, expected {want} ({digits} decimals)")
     # a point that does not fit is a row of the table and of benchmark_summary with its reason (the seeds'
     # OOM rows), beside the points that ran
     job = d.submit({"kind": "benchmark", "model": "tiny", "context_length": [8, 131072], "batch_size": 1,

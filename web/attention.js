@@ -77,6 +77,8 @@ export function attentionView(job) {
             r.oom_request_bytes ? ` — an allocation of ${fmt.bytes(r.oom_request_bytes)} did not fit` : ' — did not fit in memory')
           : h('td', {colspan: 8, class: 'error'}, `failed: ${r.error || r.status}`)))));
 
+  // "1 pass", "100 passes", "1 warm-up pass"
+  const passes = (n, what = '') => `${n ?? '?'} ${what}pass${n === 1 ? '' : 'es'}`;
   const metricSel = h('select', {id: 'attention-metric'}, METRICS.map((m) => h('option', {value: m.key}, m.label)));
   const chartBox = h('div', {id: 'attention-chart'});
   const draw = () => {
@@ -86,7 +88,7 @@ export function attentionView(job) {
       series: attentionSeries(runs, m.key), xLabel: 'sequence length', yLabel: `${m.label} (ms)`,
       logX: true, xBase: 2, logY: true, xFormat: (v) => fmt.int(v), yFormat: (v) => fmt.ms(v), markLabel: 'OOM',
       marksOnlyText: 'every point ran out of memory',
-      desc: `median of ${first.passes ?? '?'} passes (each timed alone) after ${first.warmup ?? '?'} warm-up passes; batch ${first.batch}, ${first.heads} head${first.heads === 1 ? '' : 's'}; one line per implementation and head dimension; ✕ on the top edge: out of memory.`,
+      desc: `median of ${passes(first.passes)} (each timed alone) after ${passes(first.warmup, 'warm-up ')}; batch ${first.batch}, ${first.heads} head${first.heads === 1 ? '' : 's'}; one line per implementation and head dimension; ✕ on the top edge: out of memory.`,
     }));
   };
   metricSel.addEventListener('change', draw);

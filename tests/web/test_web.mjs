@@ -771,6 +771,8 @@ async function checkAttention(base) {
   }
   const axes = await page.textContent('#attention-chart svg.plot');
   check(axes.includes('sequence length (log)') && axes.includes('(ms) (log)'), 'attention chart axes are not log axes');
+  const desc = await page.textContent('#attention-chart');
+  check(desc.includes(`median of ${ATTN.passes} passes (each timed alone) after 1 warm-up pass;`), `the attention chart's note miscounts the passes: ${desc}`);
   await page.waitForSelector('#attention-table-box .table-exports');
   await checkTableExports(base, id, {}, 'naive vs flash table');
   await shot('job-attention.png');

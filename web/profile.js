@@ -230,9 +230,14 @@ function profileRunView(job, r) {
     ['Tracing overhead, gpu_gated', typeof r.overhead_gpu_gated_pct === 'number'
       ? `${signedPct(r.overhead_gpu_gated_pct)} (${fmt.ms(r.step_gpu_gated_ms_unprofiled)} → ${fmt.ms(r.step_gpu_gated_ms_profiled)} ms per step, graph replays held behind a blocking kernel: GPU execution without the host's launch work)`
       : (r.gpu_gated_note || null)],
-    ['Kernels', `${fmt.int(r.kernel_count)} launches, ${ms(r.kernel_time_ns)} ms`],
+    // kernel_count and kernel_time_ns cover every traced step (the steps above are per step)
+    ['Kernels', h('span', {id: 'profile-kernel-total'}, `${fmt.int(r.kernel_count)} launches, ${ms(r.kernel_time_ns)} ms` +
+      (r.profile_steps > 1 ? ` over the ${r.profile_steps} traced steps` : ''))],
     ['Memcpy/memset', `${fmt.int(r.memcpy_memset_count)}, ${ms(r.memcpy_memset_ns)} ms`],
-    ['Forward (per instance)', r.forward_wall_ns ? `wall ${ms(r.forward_wall_ns)} ms · on the GPU ${ms(r.forward_gpu_span_ns)} ms · kernels ${ms(r.forward_kernel_ns)} ms` : null],
+    // forward_wall_ns is the CPU's NVTX range (push to pop: the launches, not waiting for them), shorter than the
+    // forward on the GPU when the host runs ahead; the time a synchronised timer (the seeds' timeit) reads is the phase table's
+    ['Forward (per instance)', r.forward_wall_ns ? h('span', {id: 'profile-forward-times'}, `on the GPU ${ms(r.forward_gpu_span_ns)} ms (first kernel start to last kernel end) · ` +
+      `kernels ${ms(r.forward_kernel_ns)} ms · CPU range ${ms(r.forward_wall_ns)} ms (push to pop: launching, not waiting for the GPU)`) : null],
     ['NVTX ranges', fmt.int(r.range_count)],
     ['Outside every range', r.unattributed_kernels ? `${fmt.int(r.unattributed_kernels)} kernels` : null],
     ['Replayed ops without their graph node', r.graph_ops_unmapped ? h('span', {class: 'error'}, fmt.int(r.graph_ops_unmapped)) : null],

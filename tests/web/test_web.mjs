@@ -933,6 +933,14 @@ async function checkGpuFixture() {
   const gemms = run.kernel_summary.filter((k) => k.range === '(all)' && k.kernel.toLowerCase().includes('gemm'));
   check(got.length === gemms.length && got.every((r) => /gemm/i.test(r.kernel)), `filter 'gemm' shows ${got.length} rows, expected ${gemms.length}`);
   // Answers, roofline, trace.
+  // the forward's times say which clock each is (the CPU range is the launches, not the forward's duration)
+  const fwdTimes = await page.textContent('#profile-forward-times');
+  const clock = (label) => Number((fwdTimes.match(new RegExp(`${label} ([\\d.,]+) ms`)) || [])[1]?.replace(/,/g, ''));
+  check(Math.abs(clock('on the GPU') - run.forward_gpu_span_ns / 1e6) <= 0.005 && Math.abs(clock('CPU range') - run.forward_wall_ns / 1e6) <= 0.005 &&
+    fwdTimes.includes('(push to pop: launching, not waiting for the GPU)'), `the forward's times read: ${fwdTimes}`);
+  const kernelTotal = await page.textContent('#profile-kernel-total');
+  check(run.profile_steps > 1 ? kernelTotal.endsWith(`over the ${run.profile_steps} traced steps`) : !kernelTotal.includes('over'),
+    `the kernel totals of ${run.profile_steps} traced steps read: ${kernelTotal}`);
   const answers = await page.textContent('#profile-answers');
   check(answers.includes(run.answers.top_forward_kernel), 'answers do not name the top forward kernel');
   // the seeds' question (c), asked of the forward pass: its non-GEMM kernels above 2 % of the forward's kernel time,

@@ -1116,6 +1116,14 @@ async function checkTwoBackendAllreduce(base, summary) {
     `time-vs-ranks legend ${JSON.stringify(legends[ranksChart])}, expected one line per (backend, size): ${JSON.stringify(byRanks)}`);
   const md = (await (await fetch(`${base}/v1/jobs/${job.id}/table?format=md`)).text()).trim().split('\n').slice(2).map((l) => l.split('|')[1].trim());
   check(JSON.stringify(md) === JSON.stringify(want), `md table's backends ${md}, expected grouped ${want}`);
+  // the oversubscribed points (mpi, more ranks than cores; the md's "oversubscribed" column) are flagged row by row
+  // and said above the charts, as their times (and the time vs ranks trend) are inflated
+  const rowsOver = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.map((tr) => tr.children[1].dataset.oversubscribed === 'yes' && !!tr.children[1].querySelector('.warn-mark')));
+  const overWant = [...job.runs].sort((a, b) => order.indexOf(a.backend) - order.indexOf(b.backend) || a.world_size - b.world_size || a.size_bytes - b.size_bytes)
+    .map((r) => r.status === 'succeeded' && r.oversubscribed === true);
+  check(overWant.some((x) => x) && JSON.stringify(rowsOver) === JSON.stringify(overWant), `oversubscribed marks ${rowsOver}, API ${overWant}`);
+  const overNote = await page.textContent('#allreduce-oversubscribed');
+  check(overNote.includes(`${overWant.filter((x) => x).length} of ${job.runs.length} points`), `the oversubscribed note reads: ${overNote}`);
   await shot('job-allreduce-two-backends.png');
   log(`allreduce job ${job.id} (synthesized fixture rows): nccl and mpi in one table and one line per (backend, ranks)`);
 }

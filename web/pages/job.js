@@ -160,6 +160,12 @@ const BACKEND_ORDER = ['nccl', 'mpi'];
 const backendRank = (b) => { const i = BACKEND_ORDER.indexOf(b); return i < 0 ? BACKEND_ORDER.length : i; };
 const backendsOf = (runs) => [...new Set(runs.map((r) => r.backend))].sort((a, b) => backendRank(a) - backendRank(b));
 
+// The ⚠ after an oversubscribed point's ranks (its devices on hover and for screen readers).
+function oversubscribedMark(r) {
+  const text = `oversubscribed: ${r.world_size} ranks on fewer cores${r.devices ? ` (${r.devices})` : ''}`;
+  return h('span', {class: 'warn-mark', title: text}, ' ⚠', h('span', {class: 'sr-only'}, ` ${text}`));
+}
+
 function allreduceView(job) {
   const runs = [...(job.runs || [])].sort((a, b) => backendRank(a.backend) - backendRank(b.backend) || a.world_size - b.world_size || a.size_bytes - b.size_bytes);
   const ok = runs.filter((r) => r.status === 'succeeded');
@@ -167,6 +173,8 @@ function allreduceView(job) {
   const several = backends.length > 1;
   const who = (backend, rest) => (several ? `${backend}, ${rest}` : rest);
   const worlds = [...new Set(ok.map((r) => r.world_size))].sort((a, b) => a - b);
+  // mpi points with more ranks than cores (the table endpoint's "oversubscribed" column): flagged, as their times are
+  const over = ok.filter((r) => r.oversubscribed);
   const sizes = [...new Set(ok.map((r) => r.size_bytes))].sort((a, b) => a - b);
   // (backend, value) pairs that have succeeded points, backend by backend.
   const pairs = (values, key) => backends.flatMap((be) => values.filter((v) => ok.some((r) => r.backend === be && r[key] === v)).map((v) => [be, v]));
@@ -209,7 +217,7 @@ function allreduceView(job) {
         h('th', {scope: 'col'}, 'Sum'))),
       h('tbody', null, runs.map((r) => h('tr', {class: r.status === 'succeeded' ? '' : 'warn', dataset: {backend: r.backend}},
         several ? h('td', null, r.backend) : null,
-        h('td', {class: 'num'}, String(r.world_size)),
+        h('td', {class: 'num', dataset: {oversubscribed: r.oversubscribed ? 'yes' : 'no'}}, String(r.world_size), r.oversubscribed ? oversubscribedMark(r) : null),
         h('td', {class: 'num', title: `${fmt.int(r.size_bytes)} bytes`}, r.size || fmt.bytes(r.size_bytes)),
         r.status === 'succeeded'
           ? [msF(r.mean_ms), msF(r.median_ms), msF(r.min_ms), msF(r.max_ms)].map((v) => h('td', {class: 'num'}, v))
@@ -217,6 +225,8 @@ function allreduceView(job) {
           : h('td', {colspan: 6, class: 'error'}, r.error || r.status),
         h('td', null, r.correct === false ? h('span', {class: 'error'}, 'wrong') : r.correct ? 'checked' : '—')))))),
     TERMINAL.has(job.status) ? tableExports(job.id, {}, 'all-reduce table') : null,
+    over.length ? h('p', {class: 'run-warnings', id: 'allreduce-oversubscribed', role: 'note'}, `⚠ ${over.length} of ${runs.length} points ran more ranks than the host's cores ` +
+      `(${[...new Set(over.map((r) => r.devices).filter(Boolean))].join('; ') || 'oversubscribed'}): their ranks shared cores, so their times, and the time vs ranks trend, include that.`) : null,
     ok.length ? lineChart({title: 'All-reduce time vs size', series: series('mean_ms'), xLabel: 'bytes per rank', yLabel: 'mean time (ms)',
       logX: true, logY: true, categoricalX: false, xFormat: (v) => fmt.bytesSI(v), yFormat: (v) => fmt.ms(v)}) : null,
     worlds.length > 1 ? lineChart({title: 'All-reduce time vs number of ranks', series: pairs(sizes, 'size_bytes').map(([be, sz]) => ({name: who(be, fmt.bytesSI(sz)),

@@ -29,6 +29,7 @@ typedef struct api_table_query {
     const char *experiment; /* ?experiment=NAME: one experiment's table (numerics) */
     int64_t run;            /* ?run=N: one run, its 0-based index in the job as /trace?run= (profile) */
     const char *range;      /* ?range=NAME: one NVTX range by its stored name, "forward", "layer 3" (profile) */
+    const char *pivot;      /* ?pivot=precision: one row per point, a column per precision (benchmark) */
 } api_table_query;
 
 /* GET /v1/compare?jobs=: how many jobs one comparison takes, at most (2 at least). */

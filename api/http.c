@@ -347,13 +347,15 @@ static void send_table(response *res, const char *format, json_t *table)
                                                      : "application/json; charset=utf-8";
 }
 
-/* A table's selectors: ?experiment=NAME, ?range=NAME, ?run=N (-1, NULL:
- * absent). Returns 0, or -1 with res set (400 naming the argument). */
+/* A table's selectors: ?experiment=NAME, ?range=NAME, ?run=N, ?pivot=NAME
+ * (-1, NULL: absent). Returns 0, or -1 with res set (400 naming the
+ * argument). */
 static int table_selectors(struct MHD_Connection *conn, api_table_query *selectors, response *res)
 {
     *selectors = (api_table_query){.run = -1};
     return query(conn, "experiment", &selectors->experiment, res) || query(conn, "range", &selectors->range, res) ||
-                   query_int(conn, "run", -1, INT32_MAX, &selectors->run, res)
+                   query_int(conn, "run", -1, INT32_MAX, &selectors->run, res) ||
+                   query(conn, "pivot", &selectors->pivot, res)
                ? -1
                : 0;
 }

@@ -117,7 +117,7 @@ int api_table_settle_decimals(json_t *table)
 /* The words a numeric column writes where a row has no number: a point that
  * ran out of memory or failed (attention, memory), a missing figure (an em
  * dash: allreduce's failed rows), an accumulator past its range (numerics). */
-static const char *const no_number_cells[] = {"", "—", "OOM", "failed", "inf", "-inf", "nan"};
+static const char *const no_number_cells[] = {"", "—", "OOM", "failed", "N/A", "inf", "-inf", "nan"};
 
 static int is_no_number(const char *s)
 {

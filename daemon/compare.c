@@ -286,6 +286,11 @@ int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t base
     if (pending[0])
         return api_fail(err, API_ERR_CONFLICT, "jobs",
                         "%s: compare jobs once they have finished (the rows so far would be partial)", pending);
+    if (baseline_id && kind->compare_column && selected)
+        return api_fail(err, API_ERR_BAD_REQUEST, "baseline",
+                        "baseline compares %s jobs' whole tables: leave it out with a table selector "
+                        "(the selected tables carry their own ratios)",
+                        kind->name);
     if (baseline_id && !kind->compare_column) {
         char takers[128];
         baseline_kinds(takers, sizeof takers);
@@ -305,7 +310,7 @@ int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t base
         api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the comparison");
         goto out;
     }
-    if (kind->compare_column &&
+    if (kind->compare_column && !selected &&
         (kind->compare_column(db, job_ids, count, baseline_id ? baseline_id : job_ids[0], &column, err) ||
          add_compare_column(merged, tables, count, &column, err)))
         goto out;

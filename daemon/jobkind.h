@@ -65,15 +65,15 @@ typedef struct jobkind {
     /* Builds the summary table of a job from the database (reader side).
      * Sets *table (new). Returns 0 or -1 with err filled. */
     int (*table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);
-    /* GET /v1/jobs/{id}/table narrowed by selectors (?experiment=, ?run=,
-     * ?range=: api_table_query), called when one is set; the store lets
+    /* GET /v1/jobs/{id}/table narrowed or reshaped by selectors
+     * (?experiment=, ?run=, ?range=, ?pivot=: api_table_query), called when one is set; the store lets
      * through only those named in table_params (any other is a 400 naming
      * it). query borrowed; same contract as table, plus: a value that can
      * never be valid is a 400, one this job does not have a 404, naming the
      * parameter. NULL when table_params is. */
     int (*selected_table)(sqlite3 *db, int64_t job_id, const api_table_query *query, json_t **table,
                           api_error *err);
-    /* The selectors selected_table takes ("experiment", "run", "range"),
+    /* The selectors selected_table takes ("experiment", "run", "range", "pivot"),
      * NULL-terminated; NULL: none. */
     const char *const *table_params;
     /* Top-level fields of a run too large for the generic `runs` row (the
@@ -96,8 +96,9 @@ typedef struct jobkind {
      * baseline job baseline_id (one of them), e.g. benchmark's speedup. Fills
      * *column (its cells new) and returns 0, or -1 with err filled. NULL: the
      * kind's comparison has no baseline (baseline= is a 400). A kind with
-     * compare_column takes no table_params (its cells follow the unselected
-     * table's rows). */
+     * compare_column and table_params adds the column to unselected tables
+     * only (its cells follow the unselected table's rows): a comparison of
+     * selected tables takes no baseline. */
     int (*compare_column)(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t baseline_id,
                           compare_column *column, api_error *err);
 } jobkind;

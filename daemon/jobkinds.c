@@ -52,7 +52,7 @@ void jobkind_bind_real_or_null(sqlite3_stmt *st, int i, const json_t *v)
 }
 
 /* The table selectors by query parameter name (api_table_query). */
-static const char *const table_selectors[] = {"experiment", "run", "range"};
+static const char *const table_selectors[] = {"experiment", "run", "range", "pivot"};
 
 static int table_selector_set(const api_table_query *query, const char *name)
 {
@@ -62,7 +62,9 @@ static int table_selector_set(const api_table_query *query, const char *name)
         return query->experiment != NULL;
     if (strcmp(name, "run") == 0)
         return query->run >= 0;
-    return strcmp(name, "range") == 0 && query->range != NULL;
+    if (strcmp(name, "range") == 0)
+        return query->range != NULL;
+    return strcmp(name, "pivot") == 0 && query->pivot != NULL;
 }
 
 static int kind_takes_selector(const jobkind *kind, const char *name)

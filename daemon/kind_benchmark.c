@@ -855,6 +855,127 @@ static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     return benchmark_table_with(db, job_id, 0, table, err);
 }
 
+/* --- the table by precision (GET /v1/jobs/{id}/table?pivot=precision) ------------- */
+
+/* The seeds' mixed-precision tables in one (seed 002's "Total Time ... FP32
+ * BF16 FP16" beside its "Speedup Analysis: Mixed Precision vs FP32"): one row
+ * per point of the job (view benchmark_by_precision, schema/0026), Model, its
+ * shape, Context Length, Warm-up Steps where the points differ in them,
+ * Batch and Mode, then "<P> Total (ms)" for each precision the job ran (the
+ * mean whole step, "N/A" where that run failed, as the seeds print an OOM)
+ * and, when it ran fp32, "<P> Speedup vs FP32 (×)" for each other one. */
+static int benchmark_precision_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
+{
+    enum { C_MODEL, C_D_MODEL, C_D_FF, C_LAYERS, C_HEADS, C_CONTEXT, C_BATCH, C_MODE, C_WARMUP, C_TOTALS,
+           C_SPEEDUPS = C_TOTALS + LMK_PREC_COUNT /* then tf32, bf16, fp16: no fp32 speedup */ };
+    int ran[LMK_PREC_COUNT] = {0};
+    sqlite3_stmt *st = NULL;
+    json_t *columns = NULL, *decimals = NULL, *rows = json_array(), *warmups = json_array();
+    int rc = -1;
+    if (sqlite3_prepare_v2(db, "SELECT DISTINCT precision FROM benchmark_runs WHERE job_id = ?", -1, &st, NULL) !=
+        SQLITE_OK)
+        goto db_error;
+    sqlite3_bind_int64(st, 1, job_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        lmk_precision p;
+        if (lmk_precision_parse((const char *)sqlite3_column_text(st, 0), &p) == LMK_OK)
+            ran[p] = 1;
+    }
+    sqlite3_finalize(st);
+    if (sqlite3_prepare_v2(db,
+                           "SELECT model, d_model, d_ff, num_layers, num_heads, context_length, batch_size, mode, "
+                           "warmup_steps, fp32_total_ms, tf32_total_ms, bf16_total_ms, fp16_total_ms, "
+                           "tf32_speedup_vs_fp32, bf16_speedup_vs_fp32, fp16_speedup_vs_fp32 "
+                           "FROM benchmark_by_precision WHERE job_id = ? ORDER BY first_run_id",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto db_error;
+    sqlite3_bind_int64(st, 1, job_id);
+    int warmup_first = -1, warmup_shown = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *row = json_pack("[s, o, o, o, o, i, i, s]", sqlite3_column_text(st, C_MODEL), int_cell(st, C_D_MODEL),
+                                int_cell(st, C_D_FF), int_cell(st, C_LAYERS), int_cell(st, C_HEADS),
+                                sqlite3_column_int(st, C_CONTEXT), sqlite3_column_int(st, C_BATCH),
+                                sqlite3_column_text(st, C_MODE));
+        if (!row)
+            continue;
+        for (int p = 0; p < LMK_PREC_COUNT; p++)
+            if (ran[p])
+                json_array_append_new(row, sqlite3_column_type(st, C_TOTALS + p) == SQLITE_NULL
+                                               ? json_string("N/A")
+                                               : json_real(sqlite3_column_double(st, C_TOTALS + p)));
+        for (int p = LMK_PREC_FP32 + 1; ran[LMK_PREC_FP32] && p < LMK_PREC_COUNT; p++)
+            if (ran[p])
+                json_array_append_new(row, sqlite3_column_type(st, C_SPEEDUPS + p - 1) == SQLITE_NULL
+                                               ? json_string("N/A")
+                                               : json_real(sqlite3_column_double(st, C_SPEEDUPS + p - 1)));
+        json_array_append_new(rows, row);
+        int warmup = sqlite3_column_int(st, C_WARMUP);
+        warmup_shown |= warmup_first >= 0 && warmup != warmup_first;
+        if (warmup_first < 0)
+            warmup_first = warmup;
+        json_array_append_new(warmups, json_integer(warmup));
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+
+    columns = json_pack("[s,s,s,s,s,s,s,s]", "Model", "d_model", "d_ff", "Layers", "Heads", "Context Length",
+                        "Batch", "Mode");
+    decimals = json_pack("[n,n,n,n,n,n,n,n]");
+    for (int pass = 0; pass < 2; pass++) /* the totals, then the speedups */
+        for (int p = pass; p < LMK_PREC_COUNT && (pass == 0 || ran[LMK_PREC_FP32]); p++) {
+            if (!ran[p])
+                continue;
+            char upper[8], label[64];
+            const char *name = lmk_precision_name((lmk_precision)p);
+            size_t k = 0;
+            for (; name[k] && k + 1 < sizeof upper; k++)
+                upper[k] = (char)(name[k] >= 'a' && name[k] <= 'z' ? name[k] - 'a' + 'A' : name[k]);
+            upper[k] = 0;
+            if (pass == 0)
+                snprintf(label, sizeof label, "%s Total (ms)", upper);
+            else
+                snprintf(label, sizeof label, "%s Speedup vs FP32 (×)", upper);
+            json_array_append_new(columns, json_string(label));
+            json_array_append_new(decimals, json_integer(2));
+        }
+    enum { WARMUP_AT = 6 }; /* after the context, as in the job's table */
+    if (warmup_shown) {
+        json_array_insert_new(columns, WARMUP_AT, json_string("Warm-up Steps"));
+        json_array_insert_new(decimals, WARMUP_AT, json_null());
+        for (size_t i = 0; i < json_array_size(rows); i++)
+            json_array_insert(json_array_get(rows, i), WARMUP_AT, json_array_get(warmups, i));
+    }
+    *table = json_pack("{s:o, s:o, s:o}", "columns", columns, "rows", rows, "decimals", decimals);
+    columns = decimals = rows = NULL;
+    rc = *table ? 0 : api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the precision table");
+    goto out;
+db_error:
+    rc = api_fail(err, API_ERR_INTERNAL, NULL, "benchmark precision table: %s", sqlite3_errmsg(db));
+out:
+    sqlite3_finalize(st);
+    json_decref(columns);
+    json_decref(decimals);
+    json_decref(rows);
+    json_decref(warmups);
+    return rc;
+}
+
+/* The pivots ?pivot= takes. */
+static const char *const benchmark_pivots[] = {"precision"};
+
+/* GET /v1/jobs/{id}/table?pivot=NAME (the only selector the kind takes). */
+static int benchmark_selected_table(sqlite3 *db, int64_t job_id, const api_table_query *query, json_t **table,
+                                    api_error *err)
+{
+    if (strcmp(query->pivot, benchmark_pivots[0]) != 0)
+        return api_fail(err, API_ERR_BAD_REQUEST, "pivot",
+                        "pivot takes %s (one row per point, a column per precision), not '%.40s'", benchmark_pivots[0],
+                        query->pivot);
+    return benchmark_precision_table(db, job_id, table, err);
+}
+
+static const char *const benchmark_table_params[] = {"pivot", NULL};
+
 /* --- comparison (GET /v1/compare) ------------------------------------------------- */
 
 /* The table a job brings to a comparison: its own, with "Warm-up Steps"
@@ -1072,6 +1193,8 @@ const jobkind jobkind_benchmark = {
     .store_run = benchmark_store_run,
     .store_failed_runs = 1, /* a point that does not fit is a table row with its reason, as the seeds' OOM rows */
     .table = benchmark_table,
+    .selected_table = benchmark_selected_table,
+    .table_params = benchmark_table_params,
     .compare_table = benchmark_compare_table,
     .compare_column = benchmark_compare_column,
 };

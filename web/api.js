@@ -52,7 +52,7 @@ async function call(method, path, body) {
   return data;
 }
 
-// GET /v1/jobs/{id}/table's address: query {run, range, experiment} and format (md, csv, json).
+// GET /v1/jobs/{id}/table's address: query {run, range, experiment, pivot} and format (md, csv, json).
 export function tableUrl(id, query, format) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(query || {})) if (v !== undefined && v !== null && v !== '') q.set(k, v);
@@ -86,8 +86,9 @@ export const api = {
   },
   submit: (spec) => call('POST', '/v1/jobs', spec),
   cancel: (id) => call('DELETE', `/v1/jobs/${id}`),
-  table: (id) => call('GET', `/v1/jobs/${id}/table?format=json`),
-  // The table as the text people paste (format md or csv); query: run, range, experiment.
+  // query: the table's selectors (run, range, experiment, pivot).
+  table: (id, query = {}) => call('GET', tableUrl(id, query, 'json')),
+  // The table as the text people paste (format md or csv); query: run, range, experiment, pivot.
   async tableText(id, query = {}, format = 'md') {
     const url = tableUrl(id, query, format);
     let res;

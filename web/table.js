@@ -40,11 +40,12 @@ export function endpointCell(v, decimals) {
   return Number.isInteger(decimals) ? v.toFixed(decimals) : String(+v.toPrecision(6));
 }
 
-// GET /v1/jobs/{id}/table?format=json drawn as is (endpointCell). Fills `box` when it arrives.
+// GET /v1/jobs/{id}/table?format=json (narrowed or reshaped by query: the
+// endpoint's selectors) drawn as is (endpointCell). Fills `box` when it arrives.
 // exports: the table's tableExports (what: its name) under it, once the job has finished.
-export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|seq|^d$/, what = 'table'}) {
+export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|seq|^d$/, what = 'table', query = {}, note = null}) {
   const box = h('div', {id: `${id}-box`});
-  api.table(job.id).then((t) => {
+  api.table(job.id, query).then((t) => {
     if (!t || !t.columns) return;
     const numCol = t.columns.map((c, k) => numeric.test(c) || t.rows.some((r) => typeof r[k] === 'number'));
     mount(box, title ? h('h2', null, title) : null, h('div', {class: 'scroll'}, h('table', {class: 'results', id},
@@ -53,7 +54,8 @@ export function endpointTable(job, {id, title, numeric = /MiB|ms|batch|context|s
       h('tbody', null, t.rows.map((row) => h('tr', null, row.map((v, k) => h('td',
         {class: `${numCol[k] ? 'num' : ''}${v === 'OOM' ? ' oom' : v === 'failed' ? ' error' : ''}`, dataset: typeof v === 'number' ? {value: v} : undefined},
         endpointCell(v, (t.decimals || [])[k])))))))),
-    TERMINAL.has(job.status) ? tableExports(job.id, {}, what) : null);
+    note ? h('p', {class: 'muted'}, note) : null,
+    TERMINAL.has(job.status) ? tableExports(job.id, query, what) : null);
   }).catch((e) => mount(box, h('p', {class: 'error'}, `table: ${e.message}`)));
   return box;
 }

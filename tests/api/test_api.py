@@ -465,6 +465,62 @@ def test_warmup_sweep(d):
         expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", field, dict(spec, warmup_steps=bad))
 
 
+def test_precision_pivot(d):
+    """Seed 002's mixed-precision tables from one job: ?pivot=precision gives one row per point, the mean total per
+    precision and each one's speedup over fp32, equal to the job's own rows; a point that does not fit reads N/A."""
+    small = {"name": "m", "d_model": 16, "d_ff": 32, "num_layers": 1, "num_heads": 1}
+    huge = {"name": "huge", "d_model": 8192, "d_ff": 32768, "num_layers": 64, "num_heads": 64}  # ~270 GB of fp32
+    spec = {"kind": "benchmark", "model": [small, huge], "vocab_size": 50, "context_length": 8, "batch_size": 1,
+            "mode": "forward", "warmup_steps": 0, "measure_steps": 2, "precision": ["fp32", "bf16"]}
+    job = d.submit(spec)
+    done = d.wait_status(job["id"], ("succeeded", "failed"), timeout=60)
+    statuses = [(r.get("model"), r.get("precision"), r.get("status")) for r in done.get("runs", [])]
+    check([s[2] for s in statuses] == ["succeeded", "succeeded", "failed", "failed"], f"pivot job's runs: {statuses}")
+    status, _, pivot = d.get(f"/v1/jobs/{job['id']}/table?pivot=precision")
+    check(status == 200, f"pivot=precision: {status} {pivot}")
+    if status != 200:
+        return
+    want_columns = ["Model", "d_model", "d_ff", "Layers", "Heads", "Context Length", "Batch", "Mode",
+                    "FP32 Total (ms)", "BF16 Total (ms)", "BF16 Speedup vs FP32 (×)"]
+    check(pivot["columns"] == want_columns, f"pivot columns: {pivot['columns']}")
+    check([r[0] for r in pivot["rows"]] == ["m", "huge"], f"one pivot row per point: {pivot['rows']}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    totals = dict(db.execute("SELECT precision, total_mean_ms FROM benchmark_runs WHERE job_id = ? AND model = 'm'",
+                             (job["id"],)).fetchall())
+    db.close()
+    _, _, own = d.get(f"/v1/jobs/{job['id']}/table")
+    own_speedup = table_column(own, "Speedup vs fp32 (×)")[1]  # the bf16 run of m
+    m, big = pivot["rows"]
+    close = lambda a, b: isinstance(a, float) and abs(a - b) <= 1e-9 * abs(b)  # JSON reals carry 12 digits
+    check(close(m[8], totals["fp32"]) and close(m[9], totals["bf16"]) and m[10] == own_speedup,
+          f"pivot row m {m[8:]} against the runs' totals {totals} and the table's speedup {own_speedup}")
+    check(close(m[10], totals["fp32"] / totals["bf16"]), f"speedup is fp32 over bf16: {m[10]}")
+    check(big[8:] == ["N/A", "N/A", "N/A"], f"the point that does not fit: {big[8:]}")
+    status, _, md = d.get(f"/v1/jobs/{job['id']}/table?pivot=precision&format=md")
+    lines = md.strip().split("\n") if status == 200 else []
+    check(len(lines) == 4 and lines[1].split("|")[9:12] == ["---:", "---:", "---:"],
+          f"pivot md: header, rule and 2 rows, the figures right-aligned beside N/A: {lines[:2]}")
+    # the same view in sqlite3
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    view = db.execute("SELECT model, fp32_total_ms, bf16_total_ms, bf16_speedup_vs_fp32, fp16_total_ms "
+                      "FROM benchmark_by_precision WHERE job_id = ? ORDER BY first_run_id", (job["id"],)).fetchall()
+    db.close()
+    check(len(view) == 2 and view[0][0] == "m" and all(close(m[8 + k], view[0][1 + k]) for k in range(3)) and
+          view[0][4] is None and view[1] == ("huge", None, None, None, None), f"benchmark_by_precision: {view}")
+    expect_error(d, "GET", f"/v1/jobs/{job['id']}/table?pivot=model", 400, "bad_request", "pivot")
+    numerics = d.submit({"kind": "numerics"})
+    d.wait_status(numerics["id"], ("succeeded", "failed"))
+    expect_error(d, "GET", f"/v1/jobs/{numerics['id']}/table?pivot=precision", 400, "bad_request", "pivot")
+    # a comparison of pivot tables: aligned, no baseline column (each row has its own speedups)
+    other = d.submit(dict(spec, model=small))
+    d.wait_status(other["id"], ("succeeded", "failed"), timeout=60)
+    status, _, both = d.get(f"/v1/compare?jobs={job['id']},{other['id']}&pivot=precision")
+    check(status == 200 and "BF16 Speedup vs FP32 (×)" in both.get("columns", []) and len(both.get("rows", [])) == 3,
+          f"compare of pivot tables: {status} {both}")
+    expect_error(d, "GET", f"/v1/compare?jobs={job['id']},{other['id']}&pivot=precision&baseline={job['id']}", 400,
+                 "bad_request", "baseline")
+
+
 def test_allreduce_oversubscribed(d):
     """An mpi point with more ranks than cores says so in the table (its time is the scheduler's as much as
     the collective's: seed 002's duration-vs-processes chart on a small machine)."""
@@ -1103,7 +1159,7 @@ def verdict(passed):
 def main():
     d = Daemon("main")
     try:
-        for test in (test_endpoints, test_warmup_sweep, test_allreduce_oversubscribed, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_second_daemon, test_worker_killed, test_gpu_only_refused, test_timeout):
+        for test in (test_endpoints, test_warmup_sweep, test_precision_pivot, test_allreduce_oversubscribed, test_memory, test_readme_queries, test_errors, test_text_and_numbers, test_cancel, test_second_daemon, test_worker_killed, test_gpu_only_refused, test_timeout):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

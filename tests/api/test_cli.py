@@ -9,6 +9,7 @@ usage: test_cli.py LMPERFD. Exit 0 when every check passes, 1 otherwise."""
 import fcntl
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -95,6 +96,9 @@ def check_table_and_db(tmp):
 
 
 def main():
+    # lmperfd run's scratch databases go to a TMPDIR of this test's own, so that the check that none is left
+    # behind counts only this test's (another lmperfd run on the machine keeps one while it runs)
+    os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="lmperf-cli-tmp-")
     with tempfile.TemporaryDirectory() as tmp:
         rc, _, err, _ = run(tmp)
         check(rc == 2 and "is a directory" in err, f"a directory: {rc} {err!r}")
@@ -157,6 +161,7 @@ def main():
     p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10,
                        env=dict(os.environ, LMPERF_CPU_ONLY="maybe"))
     check(p.returncode == 2 and "--cpu-only: 'maybe'" in p.stderr, f"LMPERF_CPU_ONLY=maybe: {p.returncode} {p.stderr!r}")
+    shutil.rmtree(os.environ["TMPDIR"], ignore_errors=True)
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1

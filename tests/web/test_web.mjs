@@ -332,9 +332,20 @@ async function checkBenchmarkPage(base, id) {
       `benchmark job ${id} run ${s.run}: the page's speedup ${s.value} (${s.text}), the API table's ${want}`);
   }
   check(await page.$('figure.chart svg[aria-label^="Speedup over fp32"]'), `benchmark job ${id}: no speedup chart on the job page`);
+  // seed 002's tables by precision: the endpoint's ?pivot=precision as the page draws it, cell by cell, and its exports
+  const pivot = await apiGet(base, `/v1/jobs/${id}/table?pivot=precision&format=json`);
+  await page.waitForSelector('#bench-by-precision tbody tr');
+  const pivotHeads = await page.$$eval('#bench-by-precision thead th', (ths) => ths.map((th) => th.textContent));
+  check(JSON.stringify(pivotHeads) === JSON.stringify(pivot.columns) && pivot.columns.includes('BF16 Speedup vs FP32 (×)'),
+    `benchmark job ${id}: the page's table by precision has ${pivotHeads.join(' | ')}, the API's ${pivot.columns.join(' | ')}`);
+  const pivotCells = await page.$$eval('#bench-by-precision tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+  const pivotWant = pivot.rows.map((row) => row.map((v, k) => v === null ? '—' : typeof v === 'number' && Number.isInteger(pivot.decimals[k]) ? v.toFixed(pivot.decimals[k]) : String(v)));
+  check(JSON.stringify(pivotCells) === JSON.stringify(pivotWant),
+    `benchmark job ${id}: the page's table by precision ${JSON.stringify(pivotCells)}, the API's ${JSON.stringify(pivotWant)}`);
   await checkAxesHoldData(`benchmark job ${id}`);
   await checkTableDecimals('#bench-summary', `benchmark job ${id}: summary`);
   await checkTableExports(base, id, {}, 'summary table');
+  await checkTableExports(base, id, {pivot: 'precision'}, 'table by precision');
   await shot('job-benchmark.png');
 }
 

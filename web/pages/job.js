@@ -12,7 +12,7 @@ import {CONFIG, compareRuns, phasesPresent, phaseDigits, statCell, stepChart, co
 import {link} from '../route.js';
 import {lineChart, stackedAreaChart} from '../chart.js';
 import {attentionView} from '../attention.js';
-import {endpointCell, tableExports} from '../table.js';
+import {endpointCell, endpointTable, tableExports} from '../table.js';
 import {profileView} from '../profile.js';
 
 // "1 warm-up step", "2 warm-up steps".
@@ -145,6 +145,10 @@ function benchmarkView(job) {
     h('div', {class: 'scroll'}, table),
     TERMINAL.has(job.status) ? tableExports(job.id, {}, 'summary table') : null,
     failedList,
+    // Seed 002's tables by precision (Total per precision, speedups over fp32): the endpoint's ?pivot=precision.
+    new Set((job.runs || []).map((r) => r.precision)).size > 1 ? endpointTable(job, {id: 'bench-by-precision',
+      title: 'By precision', query: {pivot: 'precision'}, what: 'table by precision', numeric: /ms|×|Batch|Context|^d_|Layers|Heads/,
+      note: 'Mean whole-step time per precision at each point, and each precision\'s speedup over fp32 there; N/A: that run failed (its reason above).'}) : null,
     sorted.length ? h('section', {class: 'chart-box'}, h('h2', null, 'Per-step times'),
       h('div', {class: 'field inline'}, h('label', {for: 'step-run'}, 'Run'), runSel), stepBox) : null,
     contexts.size > 1 ? contextChart(runs) : null,

@@ -30,10 +30,10 @@ check = test_api.check
 # The query arguments each handler reads (api/http.c), by route name.
 ROUTE_ARGS = {
     "jobs_list": ["status", "kind", "limit", "offset"],
-    "job_table": ["format", "experiment", "run", "range"],
+    "job_table": ["format", "experiment", "run", "range", "pivot"],
     "job_events": ["run"],
     "job_trace": ["run"],
-    "compare": ["jobs", "baseline", "format"],
+    "compare": ["jobs", "baseline", "format", "experiment", "run", "range", "pivot"],
 }
 VALID_VALUES = {
     "status": ["queued", "running", "succeeded", "failed", "cancelled", "interrupted"],
@@ -41,7 +41,7 @@ VALID_VALUES = {
     "limit": ["0", "1", "50", "1000"], "offset": ["0", "1", "5"],
     "format": ["json", "md", "csv"], "experiment": ["accumulation", "precision_report"],
     "run": ["0", "1", "2"], "range": ["forward", "(all)", "layer%203", "step", "layer+3"],
-    "jobs": ["1,2", "2,3", "3,7", "7,3"], "baseline": ["2", "3", "7"],
+    "jobs": ["1,2", "2,3", "3,7", "7,3"], "baseline": ["2", "3", "7"], "pivot": ["precision"],
 }
 NASTY_VALUES = [
     "", "%00", "1%00", "%2500", "%", "%G0", "%0", "%%", "%FF", "%C3%28", "%ED%A0%80", "%F4%90%80%80", "%C0%AF",

@@ -3,6 +3,8 @@
  * computed in double (53 >= 2p + 2 bits, so double rounding is innocuous). */
 #include "halfprec.h"
 
+#include "round.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -35,17 +37,7 @@ lmk_fp16 lmk_fp16_from_double(double x)
 
 float lmk_fp16_to_float(lmk_fp16 h)
 {
-    int sign = (h >> 15) & 1;
-    int exp = (h >> 10) & 0x1f;
-    int frac = h & 0x3ff;
-    double v;
-    if (exp == 0)
-        v = ldexp((double)frac, -24);
-    else if (exp == 31)
-        v = frac ? NAN : INFINITY;
-    else
-        v = ldexp((double)(frac | 0x400), exp - 25);
-    return (float)(sign ? -v : v);
+    return lmk_fp16_bits_to_float(h);
 }
 
 lmk_bf16 lmk_bf16_from_double(double x)
@@ -79,8 +71,5 @@ lmk_bf16 lmk_bf16_from_double(double x)
 
 float lmk_bf16_to_float(lmk_bf16 h)
 {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
+    return lmk_bf16_bits_to_float(h);
 }

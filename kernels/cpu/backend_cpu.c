@@ -564,27 +564,55 @@ static int cpu_adamw_begin(lmk_backend *b, int64_t *t, float *alpha, const float
     return LMK_OK;
 }
 
-static int cpu_adamw(lmk_backend *b, float *p, const float *g, float *m, float *v, size_t n,
-                     const lmk_adamw_hp *hp, const float *factor)
+/* Elements [i0, i1) of one AdamW step; h (optional): the 16-bit copy of
+ * the new p in format fmt (BF16 or FP16), written while that range of p is
+ * still in cache. */
+CPU_CLONES
+static void adamw_range(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
+                        uint16_t *restrict h, lmk_round fmt, size_t i0, size_t i1, float f, float b1,
+                        float b2, float at, float decay, float eps)
+{
+    for (size_t i = i0; i < i1; i++) {
+        float gi = g[i] * f;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        float pi = p[i] - at * mi / (sqrtf(vi) + eps);
+        pi -= decay * pi;
+        m[i] = mi, v[i] = vi, p[i] = pi;
+    }
+    if (h && fmt == LMK_ROUND_BF16)
+        for (size_t i = i0; i < i1; i++)
+            h[i] = (uint16_t)(lmk_bits_of(lmk_round_drop_bits(p[i], 16)) >> 16);
+    else if (h)
+        for (size_t i = i0; i < i1; i++)
+            h[i] = lmk_fp16_bits_from_float(p[i]);
+}
+
+/* h (optional): as adamw_range; p, g, m, v, h must not overlap. */
+static int adamw_copy(lmk_backend *b, float *p, const float *g, float *m, float *v, uint16_t *h,
+                      lmk_round fmt, size_t n, const lmk_adamw_hp *hp, const float *factor)
 {
     float f = factor ? *factor : 1.0f;
     if (f == 0.0f)
         return LMK_OK;
     if (!hp->alpha && hp->t < 1)
         return LMK_INVALID;
-    float b1 = hp->beta1, b2 = hp->beta2;
     float at = hp->alpha ? *hp->alpha : adamw_alpha(hp, hp->t);
-    float decay = hp->lr * hp->weight_decay, eps = hp->eps;
-    long nn = (long)n;
-#pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
-    for (long i = 0; i < nn; i++) {
-        float gi = g[i] * f;
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        p[i] -= at * m[i] / (sqrtf(v[i]) + eps);
-        p[i] -= decay * p[i];
+    float decay = hp->lr * hp->weight_decay;
+    enum { CHUNK = 16384 }; /* elements per OpenMP task: 64 KiB of each array */
+    long chunks = (long)((n + CHUNK - 1) / CHUNK);
+#pragma omp parallel for num_threads(ST(b)->threads) if (chunks > 4)
+    for (long c = 0; c < chunks; c++) {
+        size_t i0 = (size_t)c * CHUNK, i1 = i0 + CHUNK < n ? i0 + CHUNK : n;
+        adamw_range(p, g, m, v, h, fmt, i0, i1, f, hp->beta1, hp->beta2, at, decay, hp->eps);
     }
     return LMK_OK;
+}
+
+static int cpu_adamw(lmk_backend *b, float *p, const float *g, float *m, float *v, size_t n,
+                     const lmk_adamw_hp *hp, const float *factor)
+{
+    return adamw_copy(b, p, g, m, v, NULL, LMK_ROUND_NONE, n, hp, factor);
 }
 
 static int cpu_sum_squares_multi(lmk_backend *b, float *sumsq, const lmk_opt_tensor *ts,
@@ -603,11 +631,8 @@ static int cpu_adamw_multi(lmk_backend *b, const lmk_opt_tensor *ts, size_t coun
     for (size_t i = 0; i < count; i++)
         if (ts[i].h && hp->copy_fmt != LMK_ROUND_BF16 && hp->copy_fmt != LMK_ROUND_FP16)
             return LMK_INVALID;
-    int skip = factor && *factor == 0.0f;
     for (size_t i = 0; i < count; i++) {
-        int rc = cpu_adamw(b, ts[i].p, ts[i].g, ts[i].m, ts[i].v, ts[i].n, hp, factor);
-        if (rc == LMK_OK && ts[i].h && !skip)
-            rc = cpu_cast_half(b, ts[i].h, ts[i].p, ts[i].n, hp->copy_fmt);
+        int rc = adamw_copy(b, ts[i].p, ts[i].g, ts[i].m, ts[i].v, ts[i].h, hp->copy_fmt, ts[i].n, hp, factor);
         if (rc != LMK_OK)
             return rc;
     }

@@ -6,6 +6,19 @@
 
 #include "../backend.h"
 #include "../halfprec.h"
+#include "../round.h"
+
+/* A hot loop's function built twice, for AVX2/FMA (x86-64-v3) and for
+ * baseline x86-64; the loader picks (ifunc). An OpenMP loop's body must call
+ * such a function: the outlined body itself is not cloned. Floating-point
+ * contraction stays off (ISO C), so both clones compute the same values
+ * unless a function asks otherwise (the GEMM micro-kernel). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CPU_CLONES
+#endif
+#define CPU_INLINE static inline __attribute__((always_inline))
 
 /* Element i of x of dtype dt (LMK_F32, LMK_BF16, LMK_F16) as float: exact. */
 static inline float cpu_ld(const void *x, lmk_dtype dt, size_t i)
@@ -13,7 +26,7 @@ static inline float cpu_ld(const void *x, lmk_dtype dt, size_t i)
     if (dt == LMK_F32)
         return ((const float *)x)[i];
     uint16_t h = ((const uint16_t *)x)[i];
-    return dt == LMK_BF16 ? lmk_bf16_to_float(h) : lmk_fp16_to_float(h);
+    return dt == LMK_BF16 ? lmk_bf16_bits_to_float(h) : lmk_fp16_bits_to_float(h);
 }
 
 /* Stores v into element i of x of dtype dt, rounded to nearest even. */
@@ -22,12 +35,9 @@ static inline void cpu_st(void *x, lmk_dtype dt, size_t i, float v)
     if (dt == LMK_F32) {
         ((float *)x)[i] = v;
     } else if (dt == LMK_BF16) {
-        float r = lmk_round_value(v, LMK_ROUND_BF16);
-        uint32_t u;
-        memcpy(&u, &r, sizeof u);
-        ((uint16_t *)x)[i] = (uint16_t)(u >> 16);
+        ((uint16_t *)x)[i] = (uint16_t)(lmk_bits_of(lmk_round_drop_bits(v, 16)) >> 16);
     } else {
-        ((uint16_t *)x)[i] = lmk_fp16_from_double(v);
+        ((uint16_t *)x)[i] = lmk_fp16_bits_from_float(v);
     }
 }
 
@@ -37,11 +47,13 @@ static inline int cpu_dt_ok(lmk_dtype dt)
     return dt == LMK_F32 || dt == LMK_BF16 || dt == LMK_F16;
 }
 
-/* GEMM blocking: micro-tile MR×NR, cache blocks MB×KB (A) and KB×NB (B). */
-enum { CPU_MR = 4, CPU_NR = 16, CPU_MB = 64, CPU_NB = 256, CPU_KB = 256 };
+/* GEMM blocking: micro-tile MR×NR, cache blocks MB×KB (A) and KB×NB (B);
+ * MB a multiple of MR and NB of NR. A (KB, MR) panel of A (6 KiB) stays in
+ * L1 while the B block (256 KiB) streams from L2. */
+enum { CPU_MR = 6, CPU_NR = 16, CPU_MB = 96, CPU_NB = 256, CPU_KB = 256 };
 
 /* One thread's packing and accumulation buffers: backend-private, allocated
- * once by lmk_backend_cpu_create (about 384 KiB per thread), so a GEMM never
+ * once by lmk_backend_cpu_create (448 KiB per thread), so a GEMM never
  * allocates; not counted by the tracked allocator. */
 typedef struct cpu_scratch {
     float *apack; /* (MB, KB) in MR-row panels */

@@ -2,15 +2,20 @@
  * autocast rounding of inputs (while packing) and of the output.
  *
  * Blocked for cache (MB×KB panels of A, KB×NB panels of B, packed and
- * zero-padded) with a 4×16 register micro-kernel that gcc vectorises; built
+ * zero-padded) with a 6×16 register micro-kernel (12 accumulators of 8
+ * floats: the AVX2 register file's classic shape) that gcc vectorises; built
  * for AVX2/FMA as well as baseline x86-64 (the loader picks, via
- * target_clones). Work is split over OpenMP threads by (batch, row block,
- * column block), so results do not depend on the thread count. Leading
- * dimensions (lmk_gemm.lda/ldb/ldc, 0 = packed) index the sub-matrices while
- * packing and storing. */
+ * target_clones). The AVX2 clone of the micro-kernel contracts a·b + c into
+ * one FMA (one rounding instead of two); each C element's sum still runs
+ * over k in one fixed order. Work is split over OpenMP threads by (batch, row
+ * block, column block), so results do not depend on the thread count.
+ * Leading dimensions (lmk_gemm.lda/ldb/ldc, 0 = packed) index the
+ * sub-matrices while packing and storing. The packers and the store are
+ * specialised per input / output format (in_mode, out_mode), so their inner
+ * loops carry no per-element format branch. */
 #include <string.h>
 
-#include "../halfprec.h"
+#include "../round.h"
 #include "../status.h"
 #include "cpu_internal.h"
 
@@ -19,9 +24,10 @@
 #endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+/* the micro-kernel only: a·b + c as one FMA where the target has it */
+#define CPU_CONTRACT __attribute__((optimize("fp-contract=fast")))
 #else
-#define CPU_CLONES
+#define CPU_CONTRACT
 #endif
 
 /* 8 floats, GCC/clang vector extension: one ymm register under AVX2, two
@@ -30,139 +36,229 @@ typedef float v8f __attribute__((vector_size(32)));
 
 #define LOAD8(v, p) memcpy(&(v), (p), sizeof(v8f))
 
-/* c (MR, NR; row stride ldc) += a (kb, MR packed) · b (kb, NR packed) */
-CPU_CLONES
+/* x (a plain expression, read 8 times) in all 8 lanes: one broadcast */
+#define SPLAT8(x) ((v8f){(x), (x), (x), (x), (x), (x), (x), (x)})
+
+/* c (MR, NR; row stride ldc) = (first ? 0 : c) + a (kb, MR packed) · b (kb,
+ * NR packed). */
+CPU_CLONES CPU_CONTRACT
 static void micro_kernel(int kb, const float *restrict a, const float *restrict bp,
-                         float *restrict c, int ldc)
+                         float *restrict c, int ldc, int first)
 {
-    _Static_assert(CPU_MR == 4 && CPU_NR == 16, "micro-kernel is 4x16");
-    v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
+    _Static_assert(CPU_MR == 6 && CPU_NR == 16, "micro-kernel is 6x16");
+    v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
+    v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
     for (int p = 0; p < kb; p++) {
         v8f b0, b1;
         LOAD8(b0, bp + (size_t)p * CPU_NR);
         LOAD8(b1, bp + (size_t)p * CPU_NR + 8);
         const float *ap = a + (size_t)p * CPU_MR;
-        v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-        a0 += ap[0], a1 += ap[1], a2 += ap[2], a3 += ap[3];
+        v8f a0 = SPLAT8(ap[0]), a1 = SPLAT8(ap[1]);
         c00 += a0 * b0, c01 += a0 * b1;
         c10 += a1 * b0, c11 += a1 * b1;
+        v8f a2 = SPLAT8(ap[2]), a3 = SPLAT8(ap[3]);
         c20 += a2 * b0, c21 += a2 * b1;
         c30 += a3 * b0, c31 += a3 * b1;
+        v8f a4 = SPLAT8(ap[4]), a5 = SPLAT8(ap[5]);
+        c40 += a4 * b0, c41 += a4 * b1;
+        c50 += a5 * b0, c51 += a5 * b1;
     }
-    v8f rows[CPU_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
+    v8f rows[CPU_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     for (int r = 0; r < CPU_MR; r++) {
         float *cr = c + (size_t)r * ldc;
-        v8f lo, hi;
-        LOAD8(lo, cr);
-        LOAD8(hi, cr + 8);
-        lo += rows[r][0];
-        hi += rows[r][1];
+        v8f lo = rows[r][0], hi = rows[r][1];
+        if (!first) {
+            v8f olo, ohi;
+            LOAD8(olo, cr);
+            LOAD8(ohi, cr + 8);
+            lo = olo + lo;
+            hi = ohi + hi;
+        }
         memcpy(cr, &lo, sizeof lo);
         memcpy(cr + 8, &hi, sizeof hi);
     }
 }
 
-static inline float rnd(float x, lmk_round r)
+/* How an input is read: float32 as is, float32 rounded to in_round, or raw
+ * 16-bit bits widened exactly (the same values as the rounded float32). */
+typedef enum in_mode { IN_F32, IN_F32_TF32, IN_F32_BF16, IN_F32_FP16, IN_BF16, IN_FP16 } in_mode;
+
+static in_mode input_mode(int half, lmk_round r)
 {
-    return r == LMK_ROUND_NONE ? x : lmk_round_value(x, r);
+    if (half)
+        return r == LMK_ROUND_BF16 ? IN_BF16 : IN_FP16;
+    return r == LMK_ROUND_TF32 ? IN_F32_TF32 : r == LMK_ROUND_BF16 ? IN_F32_BF16
+         : r == LMK_ROUND_FP16 ? IN_F32_FP16 : IN_F32;
 }
 
-/* Element i of an input: float32 rounded to r, or 16-bit bits of format r
- * (half != 0) widened exactly, which is the same value. */
-static inline float ld(const void *x, size_t i, int half, lmk_round r)
+/* Element i of an input read as mode (a constant after inlining). */
+CPU_INLINE float in_ld(const void *x, size_t i, in_mode mode)
 {
-    if (!half)
-        return rnd(((const float *)x)[i], r);
-    uint16_t h = ((const uint16_t *)x)[i];
-    return r == LMK_ROUND_BF16 ? lmk_bf16_to_float(h) : lmk_fp16_to_float(h);
+    const float *f = x;
+    const uint16_t *h = x;
+    switch (mode) {
+    case IN_F32: return f[i];
+    case IN_F32_TF32: return lmk_round_drop_bits(f[i], 13);
+    case IN_F32_BF16: return lmk_round_drop_bits(f[i], 16);
+    case IN_F32_FP16: return lmk_round_fp16f(f[i]);
+    case IN_BF16: return lmk_bf16_bits_to_float(h[i]);
+    case IN_FP16: break;
+    }
+    return lmk_fp16_bits_to_float(h[i]);
 }
 
-/* Packs op(A)[i0 .. i0+mb, p0 .. p0+kb] into MR-row panels, zero padded. */
-static void pack_a(float *dst, const void *a, int ah, const lmk_gemm *g, int i0, int mb, int p0,
-                   int kb)
+/* Packs op(A)[i0 .. i0+mb, p0 .. p0+kb] into MR-row panels (kb, MR), zero
+ * padded; A stored (m, k), or (k, m) when trans_a, rows lda apart. Each
+ * stored row is read once, front to back. */
+CPU_INLINE void pack_a_as(float *restrict dst, const void *a, int trans_a, size_t lda, int i0, int mb,
+                          int p0, int kb, in_mode mode)
 {
-    int panels = (mb + CPU_MR - 1) / CPU_MR;
-    for (int q = 0; q < panels; q++) {
-        float *d = dst + (size_t)q * CPU_KB * CPU_MR;
-        for (int r = 0; r < CPU_MR; r++) {
-            int i = q * CPU_MR + r;
-            if (i >= mb) {
-                for (int p = 0; p < kb; p++)
-                    d[(size_t)p * CPU_MR + r] = 0.0f;
-                continue;
-            }
-            int gi = i0 + i;
-            if (g->trans_a) { /* A stored (k, m) */
-                size_t lda = g->lda ? (size_t)g->lda : (size_t)g->m;
-                for (int p = 0; p < kb; p++)
-                    d[(size_t)p * CPU_MR + r] = ld(a, (size_t)(p0 + p) * lda + gi, ah, g->in_round);
-            } else {
-                size_t row = (size_t)gi * (g->lda ? (size_t)g->lda : (size_t)g->k) + p0;
-                for (int p = 0; p < kb; p++)
-                    d[(size_t)p * CPU_MR + r] = ld(a, row + p, ah, g->in_round);
-            }
+    int full = mb / CPU_MR, rest = mb - full * CPU_MR;
+    float *restrict tail = dst + (size_t)full * CPU_KB * CPU_MR;
+    if (trans_a) { /* stored row p0+p: op(A)[i0 .., p] */
+        for (int p = 0; p < kb; p++) {
+            size_t row = (size_t)(p0 + p) * lda + (size_t)i0;
+            for (int q = 0; q < full; q++)
+                for (int r = 0; r < CPU_MR; r++)
+                    dst[(size_t)q * CPU_KB * CPU_MR + (size_t)p * CPU_MR + r] =
+                        in_ld(a, row + (size_t)q * CPU_MR + r, mode);
+            for (int r = 0; rest && r < CPU_MR; r++)
+                tail[(size_t)p * CPU_MR + r] = r < rest ? in_ld(a, row + (size_t)full * CPU_MR + r, mode) : 0.0f;
         }
+        return;
+    }
+    for (int q = 0; q < full; q++) { /* MR stored rows at once */
+        size_t row = ((size_t)i0 + (size_t)q * CPU_MR) * lda + (size_t)p0;
+        float *restrict d = dst + (size_t)q * CPU_KB * CPU_MR;
+        for (int p = 0; p < kb; p++)
+            for (int r = 0; r < CPU_MR; r++)
+                d[(size_t)p * CPU_MR + r] = in_ld(a, row + (size_t)r * lda + p, mode);
+    }
+    if (rest) {
+        size_t row = ((size_t)i0 + (size_t)full * CPU_MR) * lda + (size_t)p0;
+        for (int p = 0; p < kb; p++)
+            for (int r = 0; r < CPU_MR; r++)
+                tail[(size_t)p * CPU_MR + r] = r < rest ? in_ld(a, row + (size_t)r * lda + p, mode) : 0.0f;
     }
 }
 
-/* Packs op(B)[p0 .. p0+kb, j0 .. j0+nb] into NR-column panels, zero padded. */
-static void pack_b(float *dst, const void *bm, int bh, const lmk_gemm *g, int p0, int kb, int j0,
-                   int nb)
+/* Packs op(B)[p0 .. p0+kb, j0 .. j0+nb] into NR-column panels (kb, NR),
+ * zero padded; B stored (k, n), or (n, k) when trans_b, rows ldb apart.
+ * Each stored row is read once, front to back. */
+CPU_INLINE void pack_b_as(float *restrict dst, const void *bm, int trans_b, size_t ldb, int p0, int kb,
+                          int j0, int nb, in_mode mode)
 {
-    int panels = (nb + CPU_NR - 1) / CPU_NR;
-    for (int q = 0; q < panels; q++) {
-        float *d = dst + (size_t)q * CPU_KB * CPU_NR;
-        int jn = nb - q * CPU_NR < CPU_NR ? nb - q * CPU_NR : CPU_NR;
-        if (g->trans_b) { /* B stored (n, k) */
-            for (int j = 0; j < CPU_NR; j++) {
-                if (j >= jn) {
-                    for (int p = 0; p < kb; p++)
-                        d[(size_t)p * CPU_NR + j] = 0.0f;
-                    continue;
-                }
-                size_t row = (size_t)(j0 + q * CPU_NR + j) * (g->ldb ? (size_t)g->ldb : (size_t)g->k) + p0;
-                for (int p = 0; p < kb; p++)
-                    d[(size_t)p * CPU_NR + j] = ld(bm, row + p, bh, g->in_round);
-            }
-        } else {
-            for (int p = 0; p < kb; p++) {
-                size_t row = (size_t)(p0 + p) * (g->ldb ? (size_t)g->ldb : (size_t)g->n) + j0 + q * CPU_NR;
-                float *dr = d + (size_t)p * CPU_NR;
-                for (int j = 0; j < jn; j++)
-                    dr[j] = ld(bm, row + j, bh, g->in_round);
-                for (int j = jn; j < CPU_NR; j++)
-                    dr[j] = 0.0f;
-            }
+    int full = nb / CPU_NR, rest = nb - full * CPU_NR;
+    float *restrict tail = dst + (size_t)full * CPU_KB * CPU_NR;
+    if (!trans_b) { /* stored row p0+p: op(B)[p, j0 ..] */
+        for (int p = 0; p < kb; p++) {
+            size_t row = (size_t)(p0 + p) * ldb + (size_t)j0;
+            for (int q = 0; q < full; q++)
+                for (int j = 0; j < CPU_NR; j++)
+                    dst[(size_t)q * CPU_KB * CPU_NR + (size_t)p * CPU_NR + j] =
+                        in_ld(bm, row + (size_t)q * CPU_NR + j, mode);
+            for (int j = 0; rest && j < CPU_NR; j++)
+                tail[(size_t)p * CPU_NR + j] = j < rest ? in_ld(bm, row + (size_t)full * CPU_NR + j, mode) : 0.0f;
         }
+        return;
+    }
+    for (int q = 0; q < full; q++) { /* NR stored rows at once */
+        size_t row = ((size_t)j0 + (size_t)q * CPU_NR) * ldb + (size_t)p0;
+        float *restrict d = dst + (size_t)q * CPU_KB * CPU_NR;
+        for (int p = 0; p < kb; p++)
+            for (int j = 0; j < CPU_NR; j++)
+                d[(size_t)p * CPU_NR + j] = in_ld(bm, row + (size_t)j * ldb + p, mode);
+    }
+    if (rest) {
+        size_t row = ((size_t)j0 + (size_t)full * CPU_NR) * ldb + (size_t)p0;
+        for (int p = 0; p < kb; p++)
+            for (int j = 0; j < CPU_NR; j++)
+                tail[(size_t)p * CPU_NR + j] = j < rest ? in_ld(bm, row + (size_t)j * ldb + p, mode) : 0.0f;
     }
 }
 
-static void gemm_block(cpu_scratch *s, const lmk_gemm *g, void *c, const void *a, int ah,
-                       const void *bm, int bh, int i0, int j0)
+/* One pack_a_as / pack_b_as instance per input mode. */
+#define PACK_DISPATCH(fn, mode, ...)                                                                   \
+    switch (mode) {                                                                                    \
+    case IN_F32: fn(__VA_ARGS__, IN_F32); break;                                                       \
+    case IN_F32_TF32: fn(__VA_ARGS__, IN_F32_TF32); break;                                             \
+    case IN_F32_BF16: fn(__VA_ARGS__, IN_F32_BF16); break;                                             \
+    case IN_F32_FP16: fn(__VA_ARGS__, IN_F32_FP16); break;                                             \
+    case IN_BF16: fn(__VA_ARGS__, IN_BF16); break;                                                     \
+    case IN_FP16: fn(__VA_ARGS__, IN_FP16); break;                                                     \
+    }
+
+/* How C is written: float32 (rounded to out_round, or not), or raw bf16 /
+ * fp16 bits (c_half). */
+typedef enum out_mode { OUT_F32, OUT_F32_TF32, OUT_F32_BF16, OUT_F32_FP16, OUT_BF16, OUT_FP16 } out_mode;
+
+static out_mode output_mode(const lmk_gemm *g)
+{
+    if (g->c_half)
+        return g->out_round == LMK_ROUND_BF16 ? OUT_BF16 : OUT_FP16;
+    return g->out_round == LMK_ROUND_TF32 ? OUT_F32_TF32 : g->out_round == LMK_ROUND_BF16 ? OUT_F32_BF16
+         : g->out_round == LMK_ROUND_FP16 ? OUT_F32_FP16 : OUT_F32;
+}
+
+/* c row (nb) = round(alpha · acc + beta · c) in mode; beta 0 reads no C
+ * (c_half implies beta 0). */
+CPU_INLINE void store_row_as(void *c, size_t crow, const float *restrict acc, int nb, float alpha,
+                             float beta, out_mode mode)
+{
+    float *cf = (float *)c + crow;
+    uint16_t *ch = (uint16_t *)c + crow;
+    for (int j = 0; j < nb; j++) {
+        float v = alpha * acc[j];
+        if (mode == OUT_BF16) {
+            ch[j] = (uint16_t)(lmk_bits_of(lmk_round_drop_bits(v, 16)) >> 16);
+            continue;
+        }
+        if (mode == OUT_FP16) {
+            ch[j] = lmk_fp16_bits_from_float(v);
+            continue;
+        }
+        if (beta != 0.0f)
+            v += beta * cf[j];
+        cf[j] = mode == OUT_F32_TF32 ? lmk_round_drop_bits(v, 13)
+              : mode == OUT_F32_BF16 ? lmk_round_drop_bits(v, 16)
+              : mode == OUT_F32_FP16 ? lmk_round_fp16f(v) : v;
+    }
+}
+
+/* One GEMM block: C[i0 .. i0+MB, j0 .. j0+NB] of one batch item, through
+ * the thread's scratch s. */
+CPU_CLONES
+static void gemm_block(cpu_scratch *s, const lmk_gemm *g, void *c, const void *a, in_mode am,
+                       const void *bm, in_mode bmode, out_mode om, int i0, int j0)
 {
     int mb = g->m - i0 < CPU_MB ? g->m - i0 : CPU_MB;
     int nb = g->n - j0 < CPU_NB ? g->n - j0 : CPU_NB;
     int mpan = (mb + CPU_MR - 1) / CPU_MR, npan = (nb + CPU_NR - 1) / CPU_NR;
-    memset(s->cacc, 0, sizeof(float) * CPU_MB * CPU_NB);
+    size_t lda = g->lda ? (size_t)g->lda : g->trans_a ? (size_t)g->m : (size_t)g->k;
+    size_t ldb = g->ldb ? (size_t)g->ldb : g->trans_b ? (size_t)g->k : (size_t)g->n;
+    if (g->k == 0)
+        memset(s->cacc, 0, sizeof(float) * CPU_MB * CPU_NB);
     for (int p0 = 0; p0 < g->k; p0 += CPU_KB) {
         int kb = g->k - p0 < CPU_KB ? g->k - p0 : CPU_KB;
-        pack_a(s->apack, a, ah, g, i0, mb, p0, kb);
-        pack_b(s->bpack, bm, bh, g, p0, kb, j0, nb);
+        PACK_DISPATCH(pack_a_as, am, s->apack, a, g->trans_a, lda, i0, mb, p0, kb)
+        PACK_DISPATCH(pack_b_as, bmode, s->bpack, bm, g->trans_b, ldb, p0, kb, j0, nb)
         for (int qi = 0; qi < mpan; qi++)
             for (int qj = 0; qj < npan; qj++)
                 micro_kernel(kb, s->apack + (size_t)qi * CPU_KB * CPU_MR,
                              s->bpack + (size_t)qj * CPU_KB * CPU_NR,
-                             s->cacc + (size_t)qi * CPU_MR * CPU_NB + qj * CPU_NR, CPU_NB);
+                             s->cacc + (size_t)qi * CPU_MR * CPU_NB + qj * CPU_NR, CPU_NB, p0 == 0);
     }
-    lmk_dtype cdt = !g->c_half ? LMK_F32 : g->out_round == LMK_ROUND_BF16 ? LMK_BF16 : LMK_F16;
+    size_t ldc = g->ldc ? (size_t)g->ldc : (size_t)g->n;
     for (int i = 0; i < mb; i++) {
-        size_t crow = (size_t)(i0 + i) * (g->ldc ? (size_t)g->ldc : (size_t)g->n) + j0;
-        const float *arow = s->cacc + (size_t)i * CPU_NB;
-        for (int j = 0; j < nb; j++) {
-            float v = g->alpha * arow[j];
-            if (g->beta != 0.0f)
-                v += g->beta * cpu_ld(c, cdt, crow + j);
-            cpu_st(c, cdt, crow + j, rnd(v, g->out_round));
+        size_t crow = (size_t)(i0 + i) * ldc + j0;
+        const float *acc = s->cacc + (size_t)i * CPU_NB;
+        switch (om) {
+        case OUT_F32: store_row_as(c, crow, acc, nb, g->alpha, g->beta, OUT_F32); break;
+        case OUT_F32_TF32: store_row_as(c, crow, acc, nb, g->alpha, g->beta, OUT_F32_TF32); break;
+        case OUT_F32_BF16: store_row_as(c, crow, acc, nb, g->alpha, g->beta, OUT_F32_BF16); break;
+        case OUT_F32_FP16: store_row_as(c, crow, acc, nb, g->alpha, g->beta, OUT_F32_FP16); break;
+        case OUT_BF16: store_row_as(c, crow, acc, nb, g->alpha, 0.0f, OUT_BF16); break;
+        case OUT_FP16: store_row_as(c, crow, acc, nb, g->alpha, 0.0f, OUT_FP16); break;
         }
     }
 }
@@ -181,9 +277,11 @@ int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, void *c, const void *a, int
     if (g->m == 0 || g->n == 0)
         return LMK_OK;
     size_t ea = a_half ? 2 : 4, eb = b_half ? 2 : 4;
+    in_mode am = input_mode(a_half, g->in_round), bmode = input_mode(b_half, g->in_round);
+    out_mode om = output_mode(g);
     long long mblocks = (g->m + CPU_MB - 1) / CPU_MB, nblocks = (g->n + CPU_NB - 1) / CPU_NB;
     long long tasks = (long long)g->batch * mblocks * nblocks;
-#pragma omp parallel for schedule(dynamic) num_threads(st->threads)
+#pragma omp parallel for schedule(dynamic) num_threads(st->threads) if (tasks > 1)
     for (long long t = 0; t < tasks; t++) {
         int tid = 0;
 #ifdef _OPENMP
@@ -192,8 +290,8 @@ int cpu_gemm_half(lmk_backend *b, const lmk_gemm *g, void *c, const void *a, int
         long long bi = t / (mblocks * nblocks), rest = t % (mblocks * nblocks);
         int i0 = (int)(rest / nblocks) * CPU_MB, j0 = (int)(rest % nblocks) * CPU_NB;
         gemm_block(&st->scratch[tid], g, (char *)c + (size_t)(bi * g->stride_c) * ec,
-                   (const char *)a + (size_t)(bi * g->stride_a) * ea, a_half,
-                   (const char *)bm + (size_t)(bi * g->stride_b) * eb, b_half, i0, j0);
+                   (const char *)a + (size_t)(bi * g->stride_a) * ea, am,
+                   (const char *)bm + (size_t)(bi * g->stride_b) * eb, bmode, om, i0, j0);
     }
     return LMK_OK;
 }

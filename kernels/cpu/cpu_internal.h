@@ -48,12 +48,13 @@ static inline int cpu_dt_ok(lmk_dtype dt)
 }
 
 /* GEMM blocking: micro-tile MR×NR, cache blocks MB×KB (A) and KB×NB (B);
- * MB a multiple of MR and NB of NR. A (KB, MR) panel of A (6 KiB) stays in
- * L1 while the B block (256 KiB) streams from L2. */
-enum { CPU_MR = 6, CPU_NR = 16, CPU_MB = 96, CPU_NB = 256, CPU_KB = 256 };
+ * MB a multiple of MR and NB of NR. A (KB, MR) panel of A (3 KiB) stays in
+ * L1 while the B block (128 KiB) streams from L2; each B block is packed
+ * once per MB rows of C (blocks measured on Zen 1: kernels/PERF.md). */
+enum { CPU_MR = 6, CPU_NR = 16, CPU_MB = 192, CPU_NB = 256, CPU_KB = 128 };
 
 /* One thread's packing and accumulation buffers: backend-private, allocated
- * once by lmk_backend_cpu_create (448 KiB per thread), so a GEMM never
+ * once by lmk_backend_cpu_create (416 KiB per thread), so a GEMM never
  * allocates; not counted by the tracked allocator. */
 typedef struct cpu_scratch {
     float *apack; /* (MB, KB) in MR-row panels */

@@ -107,6 +107,45 @@ CPU_INLINE float in_ld(const void *x, size_t i, in_mode mode)
     return lmk_fp16_bits_to_float(h[i]);
 }
 
+/* *v = elements i .. i+8 of an input read as mode. */
+CPU_INLINE void in_ld8(v8f *v, const void *x, size_t i, in_mode mode)
+{
+    if (mode == IN_F32) {
+        LOAD8(*v, (const float *)x + i);
+        return;
+    }
+    float t[8];
+    for (int l = 0; l < 8; l++)
+        t[l] = in_ld(x, i + l, mode);
+    LOAD8(*v, t);
+}
+
+typedef int v8i __attribute__((vector_size(32)));
+
+/* r[0..8] (8 rows of 8) transposed in place: r[c][l] = old r[l][c].
+ * Three rounds of two-input shuffles (unpack, pair, lane swap). */
+CPU_INLINE void transpose8(v8f r[8])
+{
+    const v8i lo1 = {0, 8, 1, 9, 4, 12, 5, 13}, hi1 = {2, 10, 3, 11, 6, 14, 7, 15};
+    const v8i lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
+    const v8i lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
+    v8f t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = __builtin_shuffle(r[i], r[i + 1], lo1);
+        t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi1);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = __builtin_shuffle(t[i], t[i + 2], lo2);
+        u[i + 1] = __builtin_shuffle(t[i], t[i + 2], hi2);
+        u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], lo2);
+        u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], hi2);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = __builtin_shuffle(u[i], u[i + 4], lo4);
+        r[i + 4] = __builtin_shuffle(u[i], u[i + 4], hi4);
+    }
+}
+
 /* Packs op(A)[i0 .. i0+mb, p0 .. p0+kb] into MR-row panels (kb, MR), zero
  * padded; A stored (m, k), or (k, m) when trans_a, rows lda apart. Each
  * stored row is read once, front to back. */
@@ -127,10 +166,22 @@ CPU_INLINE void pack_a_as(float *restrict dst, const void *a, int trans_a, size_
         }
         return;
     }
-    for (int q = 0; q < full; q++) { /* MR stored rows at once */
+    for (int q = 0; q < full; q++) { /* MR stored rows at once, 8 columns at a time */
         size_t row = ((size_t)i0 + (size_t)q * CPU_MR) * lda + (size_t)p0;
         float *restrict d = dst + (size_t)q * CPU_KB * CPU_MR;
-        for (int p = 0; p < kb; p++)
+        int p = 0;
+        for (; p + 8 <= kb; p += 8) {
+            v8f t[8] = {{0}};
+            for (int r = 0; r < CPU_MR; r++)
+                in_ld8(&t[r], a, row + (size_t)r * lda + p, mode);
+            transpose8(t);
+            /* column c's MR values; each 8-wide store's last lanes are
+             * overwritten by the next, the last one stores MR exactly */
+            for (int c = 0; c < 7; c++)
+                memcpy(d + (size_t)(p + c) * CPU_MR, &t[c], sizeof t[c]);
+            memcpy(d + (size_t)(p + 7) * CPU_MR, &t[7], sizeof(float) * CPU_MR);
+        }
+        for (; p < kb; p++)
             for (int r = 0; r < CPU_MR; r++)
                 d[(size_t)p * CPU_MR + r] = in_ld(a, row + (size_t)r * lda + p, mode);
     }
@@ -162,10 +213,20 @@ CPU_INLINE void pack_b_as(float *restrict dst, const void *bm, int trans_b, size
         }
         return;
     }
-    for (int q = 0; q < full; q++) { /* NR stored rows at once */
+    for (int q = 0; q < full; q++) { /* NR stored rows at once, 8 × 8 at a time */
         size_t row = ((size_t)j0 + (size_t)q * CPU_NR) * ldb + (size_t)p0;
         float *restrict d = dst + (size_t)q * CPU_KB * CPU_NR;
-        for (int p = 0; p < kb; p++)
+        int p = 0;
+        for (; p + 8 <= kb; p += 8)
+            for (int h = 0; h < CPU_NR; h += 8) {
+                v8f t[8];
+                for (int j = 0; j < 8; j++)
+                    in_ld8(&t[j], bm, row + (size_t)(h + j) * ldb + p, mode);
+                transpose8(t);
+                for (int c = 0; c < 8; c++)
+                    memcpy(d + (size_t)(p + c) * CPU_NR + h, &t[c], sizeof t[c]);
+            }
+        for (; p < kb; p++)
             for (int j = 0; j < CPU_NR; j++)
                 d[(size_t)p * CPU_NR + j] = in_ld(bm, row + (size_t)j * ldb + p, mode);
     }

@@ -287,7 +287,7 @@ static int cpu_swiglu_fwd(lmk_backend *b, void *out, const void *a, const void *
         float ai = cpu_ld(a, dt, k);
         float silu = ai * sigmoidf(ai);
         if (r != LMK_ROUND_NONE)
-            silu = lmk_round_value(silu, r);
+            silu = cpu_round(silu, r);
         cpu_st(out, dt, i, silu * cpu_ld(g, dt, k));
     }
     return LMK_OK;
@@ -333,12 +333,12 @@ static int cpu_cast(lmk_backend *b, float *out, const float *x, size_t n, lmk_ro
 {
     (void)b;
     for (size_t i = 0; i < n; i++)
-        out[i] = lmk_round_value(x[i], r);
+        out[i] = cpu_round(x[i], r);
     return LMK_OK;
 }
 
-/* Rounds with lmk_round_value, then stores the (exactly representable)
- * value's bits: bit-identical to what the float emulation computes. */
+/* Stores the bits of x rounded with lmk_round_value's rounding:
+ * bit-identical to what the float emulation computes. */
 static int cpu_cast_half(lmk_backend *b, void *dst16, const float *x, size_t n, lmk_round fmt)
 {
     if (fmt != LMK_ROUND_BF16 && fmt != LMK_ROUND_FP16)
@@ -346,12 +346,8 @@ static int cpu_cast_half(lmk_backend *b, void *dst16, const float *x, size_t n, 
     uint16_t *d = dst16;
     long nn = (long)n;
 #pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
-    for (long i = 0; i < nn; i++) {
-        float r = lmk_round_value(x[i], fmt);
-        uint32_t u;
-        memcpy(&u, &r, sizeof u); /* bf16: the upper half of the rounded float */
-        d[i] = fmt == LMK_ROUND_BF16 ? (uint16_t)(u >> 16) : lmk_fp16_from_double(r);
-    }
+    for (long i = 0; i < nn; i++)
+        d[i] = cpu_half_bits(x[i], fmt);
     return LMK_OK;
 }
 
@@ -387,7 +383,7 @@ static int cpu_cast_float(lmk_backend *b, float *out, const void *x16, size_t n,
     long nn = (long)n;
 #pragma omp parallel for num_threads(ST(b)->threads) if (nn > 65536)
     for (long i = 0; i < nn; i++)
-        out[i] = fmt == LMK_ROUND_BF16 ? lmk_bf16_to_float(x[i]) : lmk_fp16_to_float(x[i]);
+        out[i] = fmt == LMK_ROUND_BF16 ? lmk_bf16_bits_to_float(x[i]) : lmk_fp16_bits_to_float(x[i]);
     return LMK_OK;
 }
 
@@ -582,10 +578,10 @@ static void adamw_range(float *restrict p, const float *restrict g, float *restr
     }
     if (h && fmt == LMK_ROUND_BF16)
         for (size_t i = i0; i < i1; i++)
-            h[i] = (uint16_t)(lmk_bits_of(lmk_round_drop_bits(p[i], 16)) >> 16);
+            h[i] = cpu_half_bits(p[i], LMK_ROUND_BF16);
     else if (h)
         for (size_t i = i0; i < i1; i++)
-            h[i] = lmk_fp16_bits_from_float(p[i]);
+            h[i] = cpu_half_bits(p[i], LMK_ROUND_FP16);
 }
 
 /* h (optional): as adamw_range; p, g, m, v, h must not overlap. */

@@ -29,16 +29,34 @@ static inline float cpu_ld(const void *x, lmk_dtype dt, size_t i)
     return dt == LMK_BF16 ? lmk_bf16_bits_to_float(h) : lmk_fp16_bits_to_float(h);
 }
 
+/* x rounded to r (lmk_round_value, inlined). */
+static inline float cpu_round(float x, lmk_round r)
+{
+    switch (r) {
+    case LMK_ROUND_TF32: return lmk_round_drop_bits(x, 13);
+    case LMK_ROUND_BF16: return lmk_round_drop_bits(x, 16);
+    case LMK_ROUND_FP16: return lmk_round_fp16f(x);
+    case LMK_ROUND_NONE: break;
+    }
+    return x;
+}
+
+/* The raw bits of x rounded to nearest even in format fmt (LMK_ROUND_BF16:
+ * the upper half of the rounded float; otherwise fp16). */
+static inline uint16_t cpu_half_bits(float x, lmk_round fmt)
+{
+    if (fmt == LMK_ROUND_BF16)
+        return (uint16_t)(lmk_bits_of(lmk_round_drop_bits(x, 16)) >> 16);
+    return lmk_fp16_bits_from_float(x);
+}
+
 /* Stores v into element i of x of dtype dt, rounded to nearest even. */
 static inline void cpu_st(void *x, lmk_dtype dt, size_t i, float v)
 {
-    if (dt == LMK_F32) {
+    if (dt == LMK_F32)
         ((float *)x)[i] = v;
-    } else if (dt == LMK_BF16) {
-        ((uint16_t *)x)[i] = (uint16_t)(lmk_bits_of(lmk_round_drop_bits(v, 16)) >> 16);
-    } else {
-        ((uint16_t *)x)[i] = lmk_fp16_bits_from_float(v);
-    }
+    else
+        ((uint16_t *)x)[i] = cpu_half_bits(v, dt == LMK_BF16 ? LMK_ROUND_BF16 : LMK_ROUND_FP16);
 }
 
 /* dt is a dtype the elementwise ops take. */

@@ -270,12 +270,8 @@ CPU_INLINE void store_row_as(void *c, size_t crow, const float *restrict acc, in
     uint16_t *ch = (uint16_t *)c + crow;
     for (int j = 0; j < nb; j++) {
         float v = alpha * acc[j];
-        if (mode == OUT_BF16) {
-            ch[j] = (uint16_t)(lmk_bits_of(lmk_round_drop_bits(v, 16)) >> 16);
-            continue;
-        }
-        if (mode == OUT_FP16) {
-            ch[j] = lmk_fp16_bits_from_float(v);
+        if (mode == OUT_BF16 || mode == OUT_FP16) {
+            ch[j] = cpu_half_bits(v, mode == OUT_BF16 ? LMK_ROUND_BF16 : LMK_ROUND_FP16);
             continue;
         }
         if (beta != 0.0f)

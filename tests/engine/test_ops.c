@@ -248,6 +248,15 @@ static void test_gemm(void)
             test_gemm_shape(ta, tb, 37, 45, 300, 2, LMK_ROUND_NONE, LMK_ROUND_NONE);
             test_gemm_shape(ta, tb, 130, 270, 19, 1, LMK_ROUND_NONE, LMK_ROUND_NONE);
         }
+    /* the cpu GEMM's blocking edges (6×16 tiles, 192×128 and 128×256
+     * blocks, 8×8 transposes while packing): m, n, k past a block and off
+     * every multiple, batched */
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            test_gemm_shape(ta, tb, 197, 275, 267, 2, LMK_ROUND_NONE, LMK_ROUND_NONE);
+    test_gemm_shape(0, 1, 50, 40, 140, 1, LMK_ROUND_BF16, LMK_ROUND_BF16);
+    test_gemm_shape(0, 0, 50, 40, 140, 1, LMK_ROUND_FP16, LMK_ROUND_NONE);
+    test_gemm_shape(1, 1, 50, 40, 140, 1, LMK_ROUND_TF32, LMK_ROUND_FP16);
     test_gemm_shape(0, 1, 1, 1, 1, 3, LMK_ROUND_NONE, LMK_ROUND_NONE);
     test_gemm_shape(0, 1, 33, 17, 65, 1, LMK_ROUND_BF16, LMK_ROUND_BF16);
     test_gemm_shape(1, 0, 33, 17, 65, 1, LMK_ROUND_FP16, LMK_ROUND_FP16);

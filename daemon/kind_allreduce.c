@@ -417,6 +417,8 @@ static int mpirun_start(const job_state *js, int world, const uint64_t *bytes, i
     if (pid == 0) {
         setpgid(0, 0); /* one group: cancellation kills mpirun and its ranks */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGINT, SIG_DFL); /* the worker ignores the stop signals (worker_main); exec keeps that */
+        signal(SIGTERM, SIG_DFL);
         dup2(out_pipe[1], STDOUT_FILENO);
         dup2(err_pipe[1], STDERR_FILENO);
         int devnull = open("/dev/null", O_RDONLY);

@@ -51,9 +51,13 @@ static void send_line(int fd, json_t *line /* steals */)
 
 int worker_main(int fd, int want)
 {
-    /* die with the daemon; Ctrl-C on the daemon's terminal is the daemon's */
+    /* die with the daemon; the stop signals are the daemon's, which drains or
+     * cancels the jobs and ends its workers itself (SIGKILL, or end of file):
+     * Ctrl-C on its terminal, and a SIGTERM to its whole process group or
+     * cgroup (timeout(1), systemctl stop), reach the workers too */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
 
     runctx_device device;

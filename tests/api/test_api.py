@@ -1088,6 +1088,30 @@ def test_sigterm_graceful():
     check("waiting for running jobs" in log and "stopped" in log, "shutdown logged")
 
 
+def test_sigterm_group():
+    """A SIGTERM to the daemon's whole process group or cgroup (systemctl
+    stop, timeout(1), kill -- -PGID), its workers' too, is the daemon's: the
+    running job finishes as after a SIGTERM to the daemon alone, it is not
+    failed by its worker's death."""
+    d = Daemon("group")
+    job = d.submit({"kind": "numerics", "count": 20_000_000})
+    d.wait_status(job["id"], ("running",))
+    workers = [w["pid"] for w in d.get("/v1/system")[2]["workers"]]
+    d.proc.send_signal(signal.SIGTERM)
+    for pid in workers:
+        os.kill(pid, signal.SIGTERM)
+    try:
+        code = d.proc.wait(60)  # d.stop would send a second SIGTERM: the abort
+    except subprocess.TimeoutExpired:
+        code = "no exit within 60 s"
+    d.stop()
+    check(code == 0, f"exit status after a SIGTERM to the daemon and its workers: {code}")
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    status, error = db.execute("SELECT status, error FROM jobs WHERE id = ?", (job["id"],)).fetchone()
+    db.close()
+    check(status == "succeeded", f"the running job after a SIGTERM to the whole group: {status} {error}")
+
+
 def test_sigterm_drain():
     """While running jobs drain after SIGTERM the API still answers: healthz
     503 "stopping", submissions 503, and a cancel ends the wait."""
@@ -1165,7 +1189,8 @@ def main():
     finally:
         code = d.stop()
         check(code == 0, f"exit status after SIGTERM, after the jobs above: {code}")  # a sanitizer's report: not 0
-    for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_drain, test_second_signal):
+    for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_group,
+                 test_sigterm_drain, test_second_signal):
         print("--", test.__name__, flush=True)
         test()
     return verdict("all API tests passed")

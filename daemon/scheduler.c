@@ -839,25 +839,29 @@ static void *scheduler_thread(void *arg)
         s->pending = p->next;
         pending_free(p);
     }
-    /* stop: close sockets (workers exit on end of file), reap them */
+    /* stop: close sockets (workers exit on end of file), reap them; every
+     * slot, an empty one too (its process ended, its restart not due), gives
+     * up what it holds before the last view is built from the slots */
     for (int i = 0; i < s->worker_count; i++) {
         worker_slot *w = &s->workers[i];
-        if (w->state == W_EMPTY)
-            continue;
-        close(w->fd);
-        double give_up = now_s() + STOP_WORKER_WAIT_S;
-        int status;
-        while (waitpid(w->pid, &status, WNOHANG) == 0) {
-            if (now_s() > give_up) {
-                kill(w->pid, SIGKILL);
-                waitpid(w->pid, &status, 0);
-                break;
+        if (w->state != W_EMPTY) {
+            close(w->fd);
+            double give_up = now_s() + STOP_WORKER_WAIT_S;
+            int status;
+            while (waitpid(w->pid, &status, WNOHANG) == 0) {
+                if (now_s() > give_up) {
+                    kill(w->pid, SIGKILL);
+                    waitpid(w->pid, &status, 0);
+                    break;
+                }
+                usleep(20000);
             }
-            usleep(20000);
+            line_reader_free(&w->reader);
         }
-        line_reader_free(&w->reader);
         json_decref(w->device);
+        w->device = NULL;
         json_decref(w->spec);
+        w->spec = NULL;
         w->state = W_EMPTY;
     }
     publish_view(s);

@@ -1112,6 +1112,23 @@ def test_sigterm_group():
     check(status == "succeeded", f"the running job after a SIGTERM to the whole group: {status} {error}")
 
 
+def test_sigterm_worker_restarting():
+    """A SIGTERM while a crashed worker waits out its restart backoff (it
+    crashed soon after each start): the daemon exits 0, the empty slot holding
+    nothing (a sanitizer's leak report is not 0)."""
+    d = Daemon("restarting")
+    pid = None
+    for _ in range(4):  # each crash soon after its start doubles the backoff: 0.5, 1, 2, 4 s
+        d.wait_for(lambda: [(w["state"], w["pid"] != pid) for w in d.get("/v1/system")[2]["workers"]]
+                   == [("idle", True)], "a fresh idle worker", timeout=30)
+        pid = d.get("/v1/system")[2]["workers"][0]["pid"]
+        os.kill(pid, signal.SIGKILL)
+    d.wait_for(lambda: d.workers_state() == ["empty"], "the crashed worker's slot to wait for its restart",
+               timeout=10)
+    code = d.stop()
+    check(code == 0, f"exit status after SIGTERM while the worker waits for its restart: {code}")
+
+
 def test_sigterm_drain():
     """While running jobs drain after SIGTERM the API still answers: healthz
     503 "stopping", submissions 503, and a cancel ends the wait."""
@@ -1189,7 +1206,7 @@ def main():
     finally:
         code = d.stop()
         check(code == 0, f"exit status after SIGTERM, after the jobs above: {code}")  # a sanitizer's report: not 0
-    for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_group,
+    for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_group, test_sigterm_worker_restarting,
                  test_sigterm_drain, test_second_signal):
         print("--", test.__name__, flush=True)
         test()

@@ -19,6 +19,7 @@ them, /healthz is 200 and SIGTERM ends the daemon with status 0.
 
 usage: fuzz_specs.py LMPERFD [--seed N] [--cases M]"""
 import json
+import math
 import os
 import random
 import sys
@@ -208,8 +209,7 @@ def mutate_value(rng, spec, root):
             parent[key] = nested(rng.choice([2, 10, 64, 500, 2000]), value, rng.random() < 0.5)
             what = f"{path}: nested"
         elif op < 0.88 and isinstance(value, (int, float)) and not isinstance(value, bool):
-            parent[key] = rng.choice([value + 1, value - 1, -value, value * 1000, value + 0.5, float(value),
-                                      value * 2**40])
+            parent[key] = rng.choice(arithmetic(value))
             what = f"{path}: arithmetic"
         elif op < 0.94 and isinstance(value, str):
             parent[key] = rng.choice([value.upper(), value + " ", value + "\u0000", value * 50, value[:-1],
@@ -219,6 +219,22 @@ def mutate_value(rng, spec, root):
             parent[key] = nasty_value(rng, sub)
             what = f"{path}: nasty value"
     return spec, what
+
+
+def arithmetic(value):
+    """value one arithmetic step away, each way that stays a JSON number: a float
+    past 1.8e308 is inf, which is not JSON (dump refuses it), an int past it has no float."""
+    steps = (lambda v: v + 1, lambda v: v - 1, lambda v: -v, lambda v: v * 1000, lambda v: v + 0.5, float,
+             lambda v: v * 2**40)
+    out = []
+    for step in steps:
+        try:
+            changed = step(value)
+        except OverflowError:
+            continue
+        if not isinstance(changed, float) or math.isfinite(changed):
+            out.append(changed)
+    return out or [value]
 
 
 NON_OBJECT_BODIES = [b"null", b"true", b"0", b"-0", b"1e308", b'"kind"', b"[]", b'[{"kind":"numerics"}]', b"{}",

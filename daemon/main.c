@@ -140,13 +140,13 @@ static int serve(int argc, char **argv)
             aborted = 1;
         }
     }
-    scheduler_stop(sched); /* the thread has ended: joins and frees */
-    sched = NULL;
     status = 0;
     log_info("daemon", "stopped");
 out:
+    /* the HTTP threads first: until they are stopped a request (the page polls
+     * GET /v1/system) may reach the scheduler and the store */
     api_server_stop(server);
-    scheduler_stop(sched);
+    scheduler_stop(sched); /* its thread has ended: joins and frees */
     store_close(st);
     queue_free(queue);
     return status;

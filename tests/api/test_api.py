@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -1129,6 +1130,35 @@ def test_sigterm_worker_restarting():
     check(code == 0, f"exit status after SIGTERM while the worker waits for its restart: {code}")
 
 
+def test_sigterm_while_polled():
+    """SIGTERM while clients keep asking for /v1/system (the page polls it):
+    the HTTP threads stop before the scheduler they read is freed, the daemon
+    exits 0 (a use-after-free is a sanitizer's report, not 0)."""
+    d = Daemon("polled")
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
+                    s.sendall(b"GET /v1/system HTTP/1.1\r\nHost: lmperf\r\n\r\n" * 20)
+                    s.recv(1 << 20)  # then closed with answers still coming: many connections, many requests
+            except OSError:
+                pass  # refused or reset once the daemon has gone
+
+    pollers = [threading.Thread(target=poll) for _ in range(6)]
+    for t in pollers:
+        t.start()
+    time.sleep(0.5)
+    try:
+        code = d.stop(timeout=60)
+    finally:
+        stop.set()
+        for t in pollers:
+            t.join()
+    check(code == 0, f"exit status after SIGTERM while /v1/system is polled: {code}")
+
+
 def test_sigterm_drain():
     """While running jobs drain after SIGTERM the API still answers: healthz
     503 "stopping", submissions 503, and a cancel ends the wait."""
@@ -1207,7 +1237,7 @@ def main():
         code = d.stop()
         check(code == 0, f"exit status after SIGTERM, after the jobs above: {code}")  # a sanitizer's report: not 0
     for test in (test_token, test_queue_full, test_host_localhost, test_busy_port, test_sigkill_restart, test_sigterm_graceful, test_sigterm_group, test_sigterm_worker_restarting,
-                 test_sigterm_drain, test_second_signal):
+                 test_sigterm_while_polled, test_sigterm_drain, test_second_signal):
         print("--", test.__name__, flush=True)
         test()
     return verdict("all API tests passed")

@@ -82,7 +82,8 @@ typedef struct pending_write {
  * that every thread holds for memory operations alone, never across a system
  * call that can block, SQLite or a worker's socket: what GET /v1/system shows
  * (a copy the thread publishes before each poll), the jobs on a worker, the
- * cancel requests, and the stop flags. */
+ * cancel requests, the stop flags, and whether the database refuses the
+ * thread's writes. */
 struct scheduler {
     scheduler_config config; /* set before the thread starts, then read-only */
     store *store;
@@ -107,6 +108,7 @@ struct scheduler {
     int cancel_count;
     int stop_requested;    /* scheduler_begin_stop was called */
     int abort_running;     /* scheduler_abort_running asked: cancel every running job now */
+    int db_refusing;       /* the thread's db_retry_at is set: the database refuses its writes */
     int ended;             /* the thread has left its loop and reaped the workers */
 };
 
@@ -285,6 +287,9 @@ static void db_refused(scheduler *s)
     double wait = 0.5 * (double)(1 << n);
     s->db_refusals++;
     s->db_retry_at = now_s() + (wait < DB_RETRY_MAX_S ? wait : DB_RETRY_MAX_S);
+    pthread_mutex_lock(&s->shared);
+    s->db_refusing = 1;
+    pthread_mutex_unlock(&s->shared);
 }
 
 /* Records p (steals it): now when the database takes writes and none is
@@ -344,6 +349,9 @@ static int flush_pending(scheduler *s, int force)
     s->pending_tail = &s->pending;
     s->db_retry_at = 0;
     s->db_refusals = 0;
+    pthread_mutex_lock(&s->shared);
+    s->db_refusing = 0;
+    pthread_mutex_unlock(&s->shared);
     return 1;
 }
 
@@ -929,6 +937,14 @@ int scheduler_request_cancel(scheduler *s, int64_t job_id)
     if (running)
         scheduler_wake(s);
     return running;
+}
+
+int scheduler_db_refusing(scheduler *s)
+{
+    pthread_mutex_lock(&s->shared);
+    int refusing = s->db_refusing;
+    pthread_mutex_unlock(&s->shared);
+    return refusing;
 }
 
 int scheduler_has_gpu(scheduler *s)

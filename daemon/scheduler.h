@@ -36,6 +36,11 @@ void scheduler_wake(scheduler *s);
 /* Asks the worker running job_id to stop. Returns 1 when the job is running
  * on a worker (the request is on its way), 0 otherwise. */
 int scheduler_request_cancel(scheduler *s, int64_t job_id);
+/* Whether the database refuses the thread's writes now (the writes kept for
+ * later, scheduler.c): a job no worker runs that the database still shows
+ * running waits for that (else its end is being written at this moment).
+ * Safe from any thread. */
+int scheduler_db_refusing(scheduler *s);
 /* Whether the daemon has a GPU worker: 1 yes, 0 certainly none (--cpu-only,
  * or the first worker found no GPU), -1 not known yet (the first worker has
  * not reported its device). Safe from any thread. */

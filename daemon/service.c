@@ -137,10 +137,16 @@ static int svc_cancel(void *self, int64_t id, json_t **job, int *accepted, api_e
         return svc_get(self, id, job, err);
     }
     store_job_state(svc->store, id, kind, sizeof kind, status, sizeof status);
-    if (strcmp(status, "running") == 0) /* no worker runs it: its end waits to be written (scheduler.c) */
+    /* no worker runs it: its end waits for the database, or is being written now */
+    if (strcmp(status, "running") == 0 && scheduler_db_refusing(svc->scheduler))
         return api_fail(err, API_ERR_CONFLICT, "id",
                         "job %lld has ended, but its end is not recorded yet (the database cannot be written "
                         "now); it will be once the database takes writes",
+                        (long long)id);
+    if (strcmp(status, "running") == 0)
+        return api_fail(err, API_ERR_CONFLICT, "id",
+                        "job %lld has just ended (its end is being recorded): only a queued or running job can be "
+                        "cancelled",
                         (long long)id);
     return api_fail(err, API_ERR_CONFLICT, "id",
                     "job %lld has already ended (%s): only a queued or running job can be cancelled", (long long)id,

@@ -104,6 +104,12 @@ def test_database_refuses_writes():
             # the scheduler has ended the job (its write refused) once no worker holds it
             d.wait_for(lambda: all(w["job_id"] != timed_out["id"] for w in d.get("/v1/system")[2]["workers"]),
                        "the timed-out job to leave its worker", timeout=90)
+            # its end being written (the store's busy timeout not out yet): a DELETE is told it has just ended,
+            # not that the database cannot be written (nothing has refused the write yet)
+            status, _, body = d.request("DELETE", f"/v1/jobs/{timed_out['id']}")
+            if not log_says(d, "its end (failed) is kept"):
+                check(status == 409 and "just ended" in body["error"]["message"],
+                      f"DELETE of a job whose end is being written: {status} {body}")
             d.wait_for(lambda: log_says(d, "its end (failed) is kept"), "the database to refuse the job's end",
                        timeout=90)
             check(d.job(timed_out["id"])["status"] == "running" and d.job(queued["id"])["status"] == "queued",

@@ -31,7 +31,7 @@ failures = []
 class Daemon:
     """A running lmperfd with its own database and a free port."""
 
-    def __init__(self, name, db=None, args=()):
+    def __init__(self, name, db=None, args=(), start_timeout=20):
         self.db = db or os.path.join(TMP, name + ".db")
         self.port_file = os.path.join(TMP, name + ".port")
         self.log_path = os.path.join(TMP, name + ".log")
@@ -42,7 +42,7 @@ class Daemon:
             cmd += ["--web-root", WEB_ROOT]
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd + list(args), stdout=self.log, stderr=self.log)
-        deadline = time.time() + 20
+        deadline = time.time() + start_timeout
         while not os.path.exists(self.port_file):
             if self.proc.poll() is not None or time.time() > deadline:
                 raise RuntimeError("lmperfd did not start; log:\n" + open(self.log_path).read())

@@ -34,7 +34,8 @@ def main():
                 f'--errors-for-leak-kinds=definite --show-leak-kinds=definite "{lmperfd}" "$@"\n')
     os.chmod(wrapper, 0o755)
     test_api.LMPERFD = wrapper  # the daemon only: its workers are the real binary (/proc/self/exe)
-    d = Daemon("memcheck", db=first.db)
+    # a CUDA build's start-up under valgrind: the static CUDA runtime's registration, ≈ 30 s on a quiet 2-core host
+    d = Daemon("memcheck", db=first.db, start_timeout=240)
     try:
         job = d.submit({"kind": "numerics", "label": "memcheck"})
         done = d.wait_status(job["id"], ("succeeded", "failed", "cancelled"), timeout=120)

@@ -416,8 +416,9 @@ static int post_spec(const client_target *t, const char *spec, size_t len, const
 /* Prints the ended job's table in o->table_format; 0, or 1 when there is none. */
 static int print_table(const client_target *t, long long id, const client_submit_options *o)
 {
-    char path[96], why[512];
-    snprintf(path, sizeof path, "/v1/jobs/%lld/table?format=%s", id, o->table_format);
+    char path[160], why[512];
+    snprintf(path, sizeof path, "/v1/jobs/%lld/table?format=%s%s%.40s", id, o->table_format,
+             o->pivot ? "&pivot=" : "", o->pivot ? o->pivot : "");
     client_answer a;
     if (client_request(t, "GET", path, NULL, 0, CLIENT_REQUEST_TIMEOUT_S, &a, why, sizeof why)) {
         fprintf(stderr, "lmperfd submit: job %lld: its table: %s\n", id, why);

@@ -45,6 +45,7 @@ void client_answer_free(client_answer *answer);
 typedef struct client_submit_options {
     const char *spec_path;    /* borrowed: for messages ("-": stdin) */
     const char *table_format; /* borrowed: "md", "csv", "json", or NULL: the job's document */
+    const char *pivot;        /* borrowed: the table's ?pivot= ("precision"), or NULL */
     int wait;                 /* 0: print the accepted job and return */
     int quiet;                /* 1: no progress lines on stderr */
     double poll_s;            /* between status requests while waiting */

@@ -68,7 +68,7 @@ typedef struct jobkind {
     /* GET /v1/jobs/{id}/table narrowed or reshaped by selectors
      * (?experiment=, ?run=, ?range=, ?pivot=: api_table_query), called when one is set; the store lets
      * through only those named in table_params (any other is a 400 naming
-     * it). query borrowed; same contract as table, plus: a value that can
+     * it), and a pivot only among pivots. query borrowed; same contract as table, plus: a value that can
      * never be valid is a 400, one this job does not have a 404, naming the
      * parameter. NULL when table_params is. */
     int (*selected_table)(sqlite3 *db, int64_t job_id, const api_table_query *query, json_t **table,
@@ -76,6 +76,9 @@ typedef struct jobkind {
     /* The selectors selected_table takes ("experiment", "run", "range", "pivot"),
      * NULL-terminated; NULL: none. */
     const char *const *table_params;
+    /* The values ?pivot= takes ("precision"), NULL-terminated, when
+     * table_params has "pivot" (jobkind_check_selectors refuses others). */
+    const char *const *pivots;
     /* Top-level fields of a run too large for the generic `runs` row (the
      * kind's store_run keeps them in its own tables). NULL-terminated; may
      * be NULL. */
@@ -113,6 +116,9 @@ extern const jobkind *const jobkinds[];
  * when some are and kind takes each, or -1 with err filled: 400 naming the
  * first one kind does not take, and which kinds do. */
 int jobkind_check_selectors(const jobkind *kind, const api_table_query *query, api_error *err);
+/* Whether some kind's table pivots by name (jobkind.pivots): a client's
+ * check before it submits. */
+int jobkind_pivot_known(const char *name);
 
 /* Helpers for store_run: bind a JSON value to parameter i of a statement.
  * jobkind_bind_scalar: integer, real, string or boolean (0/1) as such,

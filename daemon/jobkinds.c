@@ -67,10 +67,24 @@ static int table_selector_set(const api_table_query *query, const char *name)
     return strcmp(name, "pivot") == 0 && query->pivot != NULL;
 }
 
+/* Whether name is in the NULL-terminated list (NULL: empty). */
+static int listed(const char *const *list, const char *name)
+{
+    for (const char *const *p = list; p && *p; p++)
+        if (strcmp(*p, name) == 0)
+            return 1;
+    return 0;
+}
+
 static int kind_takes_selector(const jobkind *kind, const char *name)
 {
-    for (const char *const *p = kind->table_params; p && *p; p++)
-        if (strcmp(*p, name) == 0)
+    return listed(kind->table_params, name);
+}
+
+int jobkind_pivot_known(const char *name)
+{
+    for (const jobkind *const *k = jobkinds; *k; k++)
+        if (listed((*k)->pivots, name))
             return 1;
     return 0;
 }
@@ -83,6 +97,16 @@ int jobkind_check_selectors(const jobkind *kind, const api_table_query *query, a
         if (!table_selector_set(query, name))
             continue;
         selected = 1;
+        if (kind_takes_selector(kind, name) && strcmp(name, "pivot") == 0 && !listed(kind->pivots, query->pivot)) {
+            char names[128] = ""; /* "precision" */
+            for (const char *const *p = kind->pivots; p && *p; p++) {
+                size_t len = strlen(names);
+                snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", *p);
+            }
+            return api_fail(err, API_ERR_BAD_REQUEST, name,
+                            "a %s job's table pivots by %s (one row per point, a column per value), not '%.40s'",
+                            kind->name, names, query->pivot);
+        }
         if (kind_takes_selector(kind, name))
             continue;
         char takers[128] = ""; /* "numerics", "profile" */

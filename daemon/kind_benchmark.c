@@ -960,21 +960,17 @@ out:
     return rc;
 }
 
-/* The pivots ?pivot= takes. */
-static const char *const benchmark_pivots[] = {"precision"};
-
-/* GET /v1/jobs/{id}/table?pivot=NAME (the only selector the kind takes). */
+/* GET /v1/jobs/{id}/table?pivot=NAME (the only selector the kind takes; NAME
+ * one of benchmark_pivots: jobkind_check_selectors). */
 static int benchmark_selected_table(sqlite3 *db, int64_t job_id, const api_table_query *query, json_t **table,
                                     api_error *err)
 {
-    if (strcmp(query->pivot, benchmark_pivots[0]) != 0)
-        return api_fail(err, API_ERR_BAD_REQUEST, "pivot",
-                        "pivot takes %s (one row per point, a column per precision), not '%.40s'", benchmark_pivots[0],
-                        query->pivot);
+    (void)query; /* pivot=precision, the one pivot */
     return benchmark_precision_table(db, job_id, table, err);
 }
 
 static const char *const benchmark_table_params[] = {"pivot", NULL};
+static const char *const benchmark_pivots[] = {"precision", NULL};
 
 /* --- comparison (GET /v1/compare) ------------------------------------------------- */
 
@@ -1195,6 +1191,7 @@ const jobkind jobkind_benchmark = {
     .table = benchmark_table,
     .selected_table = benchmark_selected_table,
     .table_params = benchmark_table_params,
+    .pivots = benchmark_pivots,
     .compare_table = benchmark_compare_table,
     .compare_column = benchmark_compare_column,
 };

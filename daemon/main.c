@@ -172,7 +172,7 @@ static int worker_command(int argc, char **argv)
     return worker_main(fd, want);
 }
 
-/* lmperfd run SPEC.json [--cpu-only] [--table md|csv|json] [--db FILE] */
+/* lmperfd run SPEC.json [--cpu-only] [--table md|csv|json [--pivot NAME]] [--db FILE] */
 #define RUN_SPEC_MAX_BYTES (16u << 20) /* a spec file larger than this is refused unread */
 
 /* The text of the spec file at path ("-": stdin), NUL-terminated, in *text
@@ -270,10 +270,10 @@ static int open_oneshot_store(const char *db_path, int quiet, store **st)
  * at db_path) as the daemon would have: the job row, its environment, each
  * run through the kind's store_run (so its tables and views), its end. Then,
  * when table_format is "md", "csv" or "json", prints the job's summary table
- * (GET /v1/jobs/{id}/table) on stdout. Returns 0, or -1 with the reason on
- * stderr. */
+ * (GET /v1/jobs/{id}/table, with ?pivot=pivot unless NULL) on stdout.
+ * Returns 0, or -1 with the reason on stderr. */
 static int record_oneshot(store *st, const char *db_path, const jobkind *kind, const json_t *spec,
-                          const json_t *doc, const char *table_format, int quiet_store)
+                          const json_t *doc, const char *table_format, const char *pivot, int quiet_store)
 {
     int64_t id = 0;
     const json_t *env = json_object_get(doc, "environment");
@@ -303,7 +303,7 @@ static int record_oneshot(store *st, const char *db_path, const jobkind *kind, c
     if (table_format) {
         json_t *table = NULL;
         api_error aerr = {0};
-        api_table_query all = {.run = -1};
+        api_table_query all = {.run = -1, .pivot = pivot};
         char *text = store_job_table(st, kind, id, &all, &table, &aerr) ? NULL : api_table_render(table, table_format);
         json_decref(table);
         if (!text) {
@@ -345,17 +345,20 @@ static void remove_scratch_database(const char *dir, const char *db)
 
 static int run_command(int argc, char **argv)
 {
-    const char *path = NULL, *db_path = NULL, *table_format = NULL;
+    const char *path = NULL, *db_path = NULL, *table_format = NULL, *pivot = NULL;
     int want = DEVICE_AUTO;
     for (int a = 2; a < argc; a++) {
         if (strcmp(argv[a], "--cpu-only") == 0)
             want = DEVICE_CPU;
-        else if ((strcmp(argv[a], "--db") == 0 || strcmp(argv[a], "--table") == 0) &&
+        else if ((strcmp(argv[a], "--db") == 0 || strcmp(argv[a], "--table") == 0 ||
+                  strcmp(argv[a], "--pivot") == 0) &&
                  (a + 1 >= argc || strncmp(argv[a + 1], "--", 2) == 0)) { /* the next flag is not its value */
             fprintf(stderr, "lmperfd run: %s needs a value\n", argv[a]);
             return 2;
         } else if (strcmp(argv[a], "--db") == 0)
             db_path = argv[++a];
+        else if (strcmp(argv[a], "--pivot") == 0)
+            pivot = argv[++a];
         else if (strcmp(argv[a], "--table") == 0) {
             table_format = argv[++a];
             if (!api_table_format_known(table_format)) {
@@ -370,8 +373,12 @@ static int run_command(int argc, char **argv)
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: lmperfd run SPEC.json [--cpu-only] [--db FILE] [--table md|csv|json]   "
-                        "(SPEC.json may be - for stdin)\n");
+        fprintf(stderr, "usage: lmperfd run SPEC.json [--cpu-only] [--db FILE] [--table md|csv|json "
+                        "[--pivot precision]]   (SPEC.json may be - for stdin)\n");
+        return 2;
+    }
+    if (pivot && !table_format) {
+        fprintf(stderr, "lmperfd run: --pivot reshapes the table: give --table md|csv|json too\n");
         return 2;
     }
     char *text = NULL, why[256];
@@ -391,8 +398,10 @@ static int run_command(int argc, char **argv)
     int gpu_count = 0;
     /* the same refusals as POST /v1/jobs on a daemon without a GPU worker (the
      * GPUs counted only: worker_run_oneshot probes the one it runs on) */
+    api_table_query pivot_query = {.run = -1, .pivot = pivot};
     if (spec_validate(spec, &kind, &aerr) ||
-        (kind->check_no_gpu && device_picks_cpu(want, &gpu_count) && kind->check_no_gpu(spec, &aerr))) {
+        (kind->check_no_gpu && device_picks_cpu(want, &gpu_count) && kind->check_no_gpu(spec, &aerr)) ||
+        jobkind_check_selectors(kind, &pivot_query, &aerr) < 0) { /* a pivot the kind's table has not */
         print_spec_error(path, &aerr);
         json_decref(spec);
         return 2;
@@ -420,7 +429,7 @@ static int run_command(int argc, char **argv)
         putchar('\n');
     }
     if (st) {
-        if (record_oneshot(st, use_scratch ? scratch : db_path, kind, spec, out, table_format, use_scratch))
+        if (record_oneshot(st, use_scratch ? scratch : db_path, kind, spec, out, table_format, pivot, use_scratch))
             rc = -1;
         store_close(st);
         if (use_scratch)
@@ -446,12 +455,13 @@ static int run_command(int argc, char **argv)
 static int submit_command(int argc, char **argv)
 {
     static const char usage[] = "usage: lmperfd submit SPEC.json [--url http://HOST:PORT] [--token TOKEN] "
-                                "[--table md|csv|json] [--no-wait] [--quiet]   (SPEC.json may be - for stdin)\n";
+                                "[--table md|csv|json [--pivot precision]] [--no-wait] [--quiet]   "
+                                "(SPEC.json may be - for stdin)\n";
     const char *url = getenv("LMPERF_URL"), *token = NULL;
     client_submit_options o = {.wait = 1, .poll_s = SUBMIT_POLL_S};
     for (int a = 2; a < argc; a++) {
         int takes_value = strcmp(argv[a], "--url") == 0 || strcmp(argv[a], "--token") == 0 ||
-                          strcmp(argv[a], "--table") == 0;
+                          strcmp(argv[a], "--table") == 0 || strcmp(argv[a], "--pivot") == 0;
         if (takes_value && (a + 1 >= argc || strncmp(argv[a + 1], "--", 2) == 0)) {
             fprintf(stderr, "lmperfd submit: %s needs a value\n", argv[a]);
             return 2;
@@ -464,6 +474,13 @@ static int submit_command(int argc, char **argv)
             o.table_format = argv[++a];
             if (!api_table_format_known(o.table_format)) {
                 fprintf(stderr, "lmperfd submit: --table takes md, csv or json, not '%s'\n", o.table_format);
+                return 2;
+            }
+        } else if (strcmp(argv[a], "--pivot") == 0) {
+            o.pivot = argv[++a];
+            if (!jobkind_pivot_known(o.pivot)) { /* the daemon would refuse it only after the job ran */
+                fprintf(stderr, "lmperfd submit: --pivot takes precision (a benchmark job's table), not '%s'\n",
+                        o.pivot);
                 return 2;
             }
         } else if (strcmp(argv[a], "--no-wait") == 0)
@@ -484,6 +501,10 @@ static int submit_command(int argc, char **argv)
     }
     if (!o.spec_path) {
         fputs(usage, stderr);
+        return 2;
+    }
+    if (o.pivot && !o.table_format) {
+        fprintf(stderr, "lmperfd submit: --pivot reshapes the table: give --table md|csv|json too\n");
         return 2;
     }
     if (o.table_format && !o.wait) {

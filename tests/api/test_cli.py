@@ -57,6 +57,18 @@ def check_table_and_db(tmp):
     check(rc == 0 and len(lines) == 6 and lines[0].startswith("| Model |") and "Speedup vs fp32" in lines[0]
           and sum(" bf16 " in line for line in lines) == 2, f"--table md: {rc} {out!r} {err[-300:]!r}")
     check("migration" not in err, f"--table alone keeps its scratch database quiet: {err[-300:]!r}")
+    # --pivot precision: seed 002's table by precision (GET /table?pivot=precision), one row per context
+    rc, out, err = run_args(spec, "--table", "md", "--pivot", "precision")
+    lines = out.splitlines()
+    check(rc == 0 and len(lines) == 4 and "| FP32 Total (ms) | BF16 Total (ms) | BF16 Speedup vs FP32 (×) |" in lines[0],
+          f"--table md --pivot precision: {rc} {out!r} {err[-300:]!r}")
+    numerics = write(tmp, "numerics.json", json.dumps({"kind": "numerics"}))
+    for args, needle in (((spec, "--table", "md", "--pivot", "model"), "pivots by precision"),
+                         ((spec, "--pivot", "precision"), "give --table"),
+                         ((numerics, "--table", "md", "--pivot", "precision"), "takes no pivot")):
+        rc, out, err = run_args(*args)
+        check(rc == 2 and needle in err and "0.0% " not in err,  # refused before the job ran
+              f"run {args[1:]}: {rc} {err[-300:]!r}")
     rc, out, err = run_args(spec, "--table", "json")
     table = json.loads(out) if rc == 0 else {}
     check(len(table.get("rows", [])) == 4 and "Tokens/s" in table.get("columns", []), f"--table json: {rc} {out[:300]!r}")

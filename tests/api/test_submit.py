@@ -61,6 +61,13 @@ def test_outcomes(d):
         check(out == table if table.endswith("\n") else out == table + "\n",
               f"--table md is GET /table?format=md's:\n{out}\n---\n{table}")
         check(len(out.splitlines()) == 2 + 2, f"two contexts, two rows: {out}")
+    rc, out, err = submit(d, spec_file("bench.json", BENCH), "--table", "md", "--pivot", "precision", "--quiet")
+    jobs = d.get("/v1/jobs?kind=benchmark")[2]["jobs"]
+    if jobs:
+        table = d.get(f"/v1/jobs/{jobs[0]['id']}/table?format=md&pivot=precision")[2]
+        check(rc == 0 and out.startswith("| Model |") and "FP32 Total (ms)" in out and
+              (out == table if table.endswith("\n") else out == table + "\n"),
+              f"--table md --pivot precision is GET /table?pivot=precision's: rc {rc}\n{out}\n---\n{table}")
 
     # a spec the daemon refuses: 2, its error document on stdout, the reason on stderr
     rc, out, err = submit(d, spec_file("bad.json", {"kind": "numerics", "count": "many"}))
@@ -95,7 +102,7 @@ def test_access(d):
     rc, out, err = submit(d, path, env={"LMPERF_URL": "http://127.0.0.1:1"})
     check(rc == 1 and "is lmperfd running" in err and time.time() - t0 < 10, f"no daemon there: rc {rc}, {err}")
     for args in ((), ("--table",), ("--table", "xml"), (path, "--no-wait", "--table", "md"), (path, "--bogus"),
-                 (path, path)):
+                 (path, path), (path, "--pivot", "precision"), (path, "--table", "md", "--pivot", "model")):
         rc, out, err = submit(d, *args)
         check(rc == 2 and err, f"arguments {args}: rc {rc}, {err}")
     # the daemon's --port (or --host) given to submit: refused, pointing to --url; --help says so too

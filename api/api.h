@@ -108,6 +108,28 @@ void api_server_stop(api_server *server);
 #define API_TABLE_MAX_DECIMALS 8
 int api_table_settle_decimals(json_t *table);
 
+/* A "mean ± sd" column (named in the table's "mean_sd") may hold its figures
+ * raw, a cell [mean, sd] (two numbers, e.g. ms), until they are written out:
+ * api_table_write_mean_sd replaces every such cell with "mean ± sd" text
+ * whose two numbers have the decimals of their column, one count for the
+ * whole column, so that it reads 12.73 ± 0.06 beside 4.44 ± 0.08. The
+ * count is api_table_mean_sd_decimals of the column's smallest non-zero
+ * |mean|. Other cells (text already written, "-", null) are left as they
+ * are. A kind's table() writes its own; GET /v1/compare writes the merged
+ * table's once its jobs' raw cells share a column. Returns 0, or -1 out of
+ * memory (the table partly written). */
+int api_table_write_mean_sd(json_t *table);
+
+/* The decimals of a "mean ± sd" column whose smallest non-zero |mean| is
+ * smallest (0: none): enough for API_MEAN_SD_SIGNIFICANT significant digits
+ * of it, at least API_MEAN_SD_MIN_DECIMALS (the seeds print ms with 2) and at
+ * most API_MEAN_SD_MAX_DECIMALS: 2 from 1 up, 3 from 0.1, else 4, as the page
+ * prints phase times (web/format.js msDigits). */
+#define API_MEAN_SD_SIGNIFICANT 3
+#define API_MEAN_SD_MIN_DECIMALS 2
+#define API_MEAN_SD_MAX_DECIMALS 4
+int api_table_mean_sd_decimals(double smallest);
+
 /* Renders a {"columns","rows"[,"decimals"][,"mean_sd"]} table as Markdown (a
  * pipe table, numbers right-aligned) or CSV (RFC 4180; a column of "mean ±
  * sd" text is two numeric fields there, "<column>" and "<column> sd", a "-"

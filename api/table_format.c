@@ -204,7 +204,7 @@ static void append_csv_field(text_buf *b, const char *s)
     append_str(b, "\"");
 }
 
-static const char MEAN_SD_SEP[] = " ± "; /* as kind_benchmark.c writes phase times */
+static const char MEAN_SD_SEP[] = " ± "; /* as api_table_write_mean_sd writes a figure */
 
 /* Splits "mean ± sd" text (a number, " ± ", a number, nothing after) into its
  * two numbers' texts. Returns 1 when cell is such text, else 0. */
@@ -225,6 +225,61 @@ static int split_mean_sd(const json_t *cell, char *mean, char *sd, size_t size)
     mean[sep - s] = '\0';
     strcpy(sd, tail);
     return 1;
+}
+
+/* Whether cell is a raw mean ± sd figure: [mean, sd], two numbers. */
+static int raw_mean_sd(const json_t *cell)
+{
+    return json_is_array(cell) && json_array_size(cell) == 2 && json_is_number(json_array_get(cell, 0)) &&
+           json_is_number(json_array_get(cell, 1));
+}
+
+int api_table_mean_sd_decimals(double smallest)
+{
+    if (!(smallest > 0))
+        return API_MEAN_SD_MIN_DECIMALS;
+    int decimals = API_MEAN_SD_SIGNIFICANT - 1 - (int)floor(log10(smallest));
+    return decimals < API_MEAN_SD_MIN_DECIMALS   ? API_MEAN_SD_MIN_DECIMALS
+           : decimals > API_MEAN_SD_MAX_DECIMALS ? API_MEAN_SD_MAX_DECIMALS
+                                                 : decimals;
+}
+
+int api_table_write_mean_sd(json_t *table)
+{
+    const json_t *columns = json_object_get(table, "columns");
+    json_t *rows = json_object_get(table, "rows");
+    size_t i;
+    const json_t *listed;
+    json_array_foreach(json_object_get(table, "mean_sd"), i, listed)
+    {
+        for (size_t c = 0; c < json_array_size(columns); c++) {
+            if (!json_equal(json_array_get(columns, c), listed))
+                continue;
+            double smallest = 0;
+            size_t r;
+            json_t *row;
+            json_array_foreach(rows, r, row)
+            {
+                const json_t *cell = json_array_get(row, c);
+                double mean = raw_mean_sd(cell) ? fabs(json_number_value(json_array_get(cell, 0))) : 0;
+                if (mean > 0 && (smallest == 0 || mean < smallest))
+                    smallest = mean;
+            }
+            int decimals = api_table_mean_sd_decimals(smallest);
+            json_array_foreach(rows, r, row)
+            {
+                const json_t *cell = json_array_get(row, c);
+                if (!raw_mean_sd(cell))
+                    continue;
+                char text[96];
+                snprintf(text, sizeof text, "%.*f%s%.*f", decimals, json_number_value(json_array_get(cell, 0)),
+                         MEAN_SD_SEP, decimals, json_number_value(json_array_get(cell, 1)));
+                if (json_array_set_new(row, c, json_string(text)))
+                    return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 /* A column is mean ± sd when the table's "mean_sd" names it (then even

@@ -314,6 +314,11 @@ int compare_jobs(sqlite3 *db, const int64_t *job_ids, size_t count, int64_t base
         (kind->compare_column(db, job_ids, count, baseline_id ? baseline_id : job_ids[0], &column, err) ||
          add_compare_column(merged, tables, count, &column, err)))
         goto out;
+    /* the jobs' raw mean ± sd cells (benchmark_compare_table), one count of decimals per column */
+    if (api_table_write_mean_sd(merged)) {
+        api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the comparison");
+        goto out;
+    }
     *table = merged;
     merged = NULL;
     rc = 0;

@@ -20,7 +20,8 @@
 
 /* A table for the table endpoint: {"columns": [str...], "rows": [[...]...]}
  * (cells are strings or numbers; already formatted the way people paste them,
- * e.g. "12.34 ± 0.05"). */
+ * e.g. "12.34 ± 0.05", with one count of decimals per column:
+ * api_table_write_mean_sd). */
 
 /* A column a kind adds to GET /v1/compare's table of several of its jobs
  * (jobkind.compare_column), e.g. each row's speedup against a baseline job. */
@@ -92,7 +93,10 @@ typedef struct jobkind {
     /* GET /v1/compare: a job's table as it enters the comparison, when it is
      * not the table hook's (e.g. with columns the job's own table leaves out
      * because its runs agree in them, which another job's may not). Same
-     * contract as table. NULL: table. */
+     * contract as table, except that the cells of its "mean_sd" columns may
+     * be raw [mean, sd] figures: the comparison writes them out over all the
+     * jobs' rows (api_table_write_mean_sd), so that a column has one count of
+     * decimals. NULL: table. */
     int (*compare_table)(sqlite3 *db, int64_t job_id, json_t **table, api_error *err);
     /* GET /v1/compare: the column the kind adds to the comparison of
      * job_ids[0..count) (borrowed; all of this kind and finished) against the

@@ -682,46 +682,14 @@ out:
 
 /* --- table ------------------------------------------------------------------------ */
 
-/* A phase's mean and std (ms) as [mean, std], or null where the column is NULL
- * (a phase the mode does not run, a failed point): the row's figures until
- * phase_cells writes them out with their column's decimals. */
+/* A phase's mean and std (ms) as a raw [mean, std] cell (api_table_write_mean_sd
+ * writes it out with its column's decimals), or "-" where the column is NULL (a
+ * phase the mode does not run, a failed point). Returns new. */
 static json_t *mean_std_raw(sqlite3_stmt *st, int col)
 {
     if (sqlite3_column_type(st, col) == SQLITE_NULL)
-        return json_null();
+        return json_string("-");
     return json_pack("[f, f]", sqlite3_column_double(st, col), sqlite3_column_double(st, col + 1));
-}
-
-/* Replaces cells first .. first + count - 1 of each row (mean_std_raw's [mean, std]) with
- * "mean ± std" text, "-" where null, every cell of a column with the decimals of its
- * smallest non-zero mean as web/format.js msDigits gives them (2 from 1 ms up, as the
- * seeds print, 3 from 0.1, else 4: a GPU's 0.094 ± 0.003 ms optimizer step, not 0.09 ±
- * 0.00), so the table reads as the job's page (web/benchmark.js phaseDigits). */
-static void phase_cells(json_t *rows, size_t first, size_t count)
-{
-    for (size_t c = first; c < first + count; c++) {
-        double smallest = 0;
-        size_t i;
-        json_t *row;
-        json_array_foreach(rows, i, row)
-        {
-            double m = fabs(json_number_value(json_array_get(json_array_get(row, c), 0)));
-            if (m > 0 && (smallest == 0 || m < smallest))
-                smallest = m;
-        }
-        int decimals = smallest == 0 || smallest >= 1 ? 2 : smallest >= 0.1 ? 3 : 4;
-        json_array_foreach(rows, i, row)
-        {
-            const json_t *raw = json_array_get(row, c);
-            char buf[96];
-            if (json_is_array(raw))
-                snprintf(buf, sizeof buf, "%.*f ± %.*f", decimals, json_number_value(json_array_get(raw, 0)), decimals,
-                         json_number_value(json_array_get(raw, 1)));
-            else
-                snprintf(buf, sizeof buf, "-");
-            json_array_set_new(row, c, json_string(buf));
-        }
-    }
 }
 
 /* A number cell: the column's value over divisor (e.g. bytes over MIB), or
@@ -742,7 +710,9 @@ static json_t *int_cell(sqlite3_stmt *st, int col)
  * the seeds' Model, shape (seed 004), Context Length, Fwd / Bwd / Opt and
  * the whole step (Total: the phases run, summed per step; seed 002's
  * "Forward + Backward" of a forward_backward run) as "mean ± std" in ms
- * (each column's decimals from its smallest mean: phase_cells),
+ * (raw [mean, std] cells here: benchmark_table writes them out, each column
+ * with the decimals of its smallest mean, api_table_write_mean_sd; GET
+ * /v1/compare once every job's rows share the columns),
  * then — only when the job ran fp32 and another precision at the same points
  * — "Speedup vs fp32" (×, benchmark_summary.speedup_vs_fp32: the fp32 run's
  * mean total over this run's), then the rest of the configuration, tokens/s,
@@ -775,7 +745,6 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "benchmark table: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, job_id);
-    enum { PHASES_AT = 6 }; /* Fwd, Bwd, Opt, Total: cells 6..9 of a row as packed below */
     json_t *rows = json_array(), *speedups = json_array(), *warmups = json_array(), *host = json_array();
     int speedup_shown = 0; /* a run in another precision has an fp32 peer */
     int warmup_first = -1, warmup_shown = 0; /* the runs differ in warm-up steps */
@@ -809,7 +778,6 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
             json_array_append_new(rows, row);
     }
     sqlite3_finalize(st);
-    phase_cells(rows, PHASES_AT, 4);
     /* the speedup goes after Total (index 10), two decimals as the seeds print it; the warm-up steps,
      * when they differ (a warmup_steps sweep: seed 001's "no warm-up" vs "1 warm-up"), after the
      * context (index 6), inserted second so that SPEEDUP_AT counts without it */
@@ -852,7 +820,15 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
 
 static int benchmark_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
 {
-    return benchmark_table_with(db, job_id, 0, table, err);
+    json_t *own = NULL;
+    if (benchmark_table_with(db, job_id, 0, &own, err))
+        return -1;
+    if (api_table_write_mean_sd(own)) {
+        json_decref(own);
+        return api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the benchmark table");
+    }
+    *table = own;
+    return 0;
 }
 
 /* --- the table by precision (GET /v1/jobs/{id}/table?pivot=precision) ------------- */
@@ -975,7 +951,9 @@ static const char *const benchmark_pivots[] = {"precision", NULL};
 /* --- comparison (GET /v1/compare) ------------------------------------------------- */
 
 /* The table a job brings to a comparison: its own, with "Warm-up Steps"
- * always (benchmark_table_with). */
+ * always and its phase times raw [mean, std] cells (benchmark_table_with):
+ * the comparison writes them out once the jobs share the columns, so that a
+ * column has one count of decimals across the jobs. */
 static int benchmark_compare_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
 {
     return benchmark_table_with(db, job_id, 1, table, err);

@@ -51,10 +51,32 @@ def settled_decimals(values, most):
     return keep
 
 
-def rows_as_own(merged, own, job_id):
-    """job_id's rows of the merged table, cut back to the job's own table's columns."""
+PHASES = {"Fwd Pass (ms)": "forward", "Bwd Pass (ms)": "backward", "Opt Step (ms)": "optimizer", "Total (ms)": "total"}
+
+
+def mean_sd_cells(jobs):
+    """{phase column: its "mean ± sd" cells over the runs of jobs (finished benchmark jobs, in order)}: every cell of
+    a column with one count of decimals, from its smallest non-zero mean over all the jobs' runs (3 significant
+    digits, 2 to 4: api_table_mean_sd_decimals), "-" where a run has no such phase."""
+    out = {}
+    for name, phase in PHASES.items():
+        stats = [(r.get("stats") or {}).get(phase) for j in jobs for r in j["runs"]]
+        small = min((abs(s["mean_ms"]) for s in stats if s and s["mean_ms"]), default=0)
+        digits = 2 if small == 0 else min(max(2 - math.floor(math.log10(small)), 2), 4)
+        out[name] = [f"{s['mean_ms']:.{digits}f} ± {s['std_ms']:.{digits}f}" if s else "-" for s in stats]
+    return out
+
+
+def rows_as_own(merged, own, job_id, skip=()):
+    """job_id's rows of the merged table, cut back to the job's own table's columns less those in skip."""
     cols = merged["columns"]
-    return [[row[cols.index(c)] for c in own["columns"]] for row in merged["rows"] if row[0] == job_id]
+    return [[row[cols.index(c)] for c in own["columns"] if c not in skip] for row in merged["rows"] if row[0] == job_id]
+
+
+def own_rows(own, skip=()):
+    """A job's own table's rows less the columns in skip."""
+    keep = [i for i, c in enumerate(own["columns"]) if c not in skip]
+    return [[row[i] for i in keep] for row in own["rows"]]
 
 
 def test_benchmark(d):
@@ -84,7 +106,11 @@ def test_benchmark(d):
     # aligned by name: each job's own table is in its rows, its columns where their names are; the fp32-only job
     # has no "Speedup vs fp32 (×)" column of its own, null there
     for j in (a, b):
-        check(rows_as_own(table, own[j], j) == own[j]["rows"], f"job {j}'s rows as its own table has them")
+        check(rows_as_own(table, own[j], j, PHASES) == own_rows(own[j], PHASES), f"job {j}'s rows as its own table has them")
+    # the phase times: one count of decimals per column over both jobs' rows (a job's own table has its own count)
+    want = mean_sd_cells([fp32, mixed])
+    for name in PHASES:
+        check(column(table, name) == want[name], f"the comparison's {name}: {column(table, name)}, want {want[name]}")
     check("Speedup vs fp32 (×)" not in own[a]["columns"] and "Speedup vs fp32 (×)" in own[b]["columns"]
           and column(table, "Speedup vs fp32 (×)")[:2] == [None, None]
           and all(isinstance(x, float) for x in column(table, "Speedup vs fp32 (×)")[2:]),

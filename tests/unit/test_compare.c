@@ -234,6 +234,69 @@ static void test_benchmark(store *s)
     json_decref(table);
 }
 
+/* The decimals of a "mean ± sd" cell's mean and sd ("12.50 ± 0.71": 2 and 2), -1 when not such text. */
+static void mean_sd_decimals(const json_t *cell, int *mean, int *sd)
+{
+    const char *s = json_string_value(cell), *sep = s ? strstr(s, " ± ") : NULL;
+    *mean = *sd = -1;
+    if (!sep)
+        return;
+    const char *dot = strchr(s, '.');
+    *mean = dot && dot < sep ? (int)(sep - dot - 1) : 0;
+    const char *tail = sep + strlen(" ± ");
+    dot = strchr(tail, '.');
+    *sd = dot ? (int)strlen(dot + 1) : 0;
+}
+
+/* A GPU job's sub-millisecond steps beside a CPU job's: the comparison's Total column has one count of decimals,
+ * that of its smallest mean over both jobs (0.094 ms: 4), not each job's own (the CPU job's 2). */
+static void test_mean_sd_decimals(store *s)
+{
+    json_t *gpu_runs[] = {bench_run(8, "fp32", 16, 0.094, 5), bench_run(16, "fp32", 16, 0.2, 5)};
+    json_object_set_new(json_object_get(json_object_get(gpu_runs[0], "stats"), "total"), "std_ms", json_real(0.003));
+    int64_t gpu = finished_job(s, "benchmark", gpu_runs, 2);
+    json_t *cpu_runs[] = {bench_run(8, "fp32", 16, 12.5, 5), bench_run(16, "fp32", 16, 30, 5)};
+    json_object_set_new(json_object_get(json_object_get(cpu_runs[0], "stats"), "total"), "std_ms", json_real(0.71));
+    int64_t cpu = finished_job(s, "benchmark", cpu_runs, 2);
+    int64_t ids[] = {cpu, gpu};
+    json_t *table = NULL;
+    api_error err = {0};
+    if (compare(s, ids, 2, 0, &table, &err)) {
+        CHECK(0, "comparison of a CPU and a GPU job: %s", err.message);
+        return;
+    }
+    json_t *totals = column_cells(table, "Total (ms)");
+    CHECK(same_json(totals, "[\"12.5000 ± 0.7100\", \"30.0000 ± 0.0000\", \"0.0940 ± 0.0030\", \"0.2000 ± 0.0000\"]"),
+          "the Total column of a CPU and a GPU job, with the decimals of 0.094");
+    json_decref(totals);
+    /* every mean ± sd cell of a column, mean and sd, with the column's one count */
+    const json_t *columns = json_object_get(table, "columns");
+    for (size_t c = 0; c < json_array_size(columns); c++) {
+        int seen = -1, mixed = 0;
+        size_t i;
+        const json_t *row;
+        json_array_foreach(json_object_get(table, "rows"), i, row)
+        {
+            int mean, sd;
+            mean_sd_decimals(json_array_get(row, c), &mean, &sd);
+            if (mean < 0)
+                continue;
+            mixed |= mean != sd || (seen >= 0 && mean != seen);
+            seen = mean;
+        }
+        CHECK(!mixed, "column %s mixes decimals", json_string_value(json_array_get(columns, c)));
+    }
+    /* the rendered forms print the cells as written: markdown as they are, csv as two numeric fields */
+    char *md = api_table_render(table, "md");
+    CHECK(md && strstr(md, "| 12.5000 ± 0.7100 |") && strstr(md, "| 0.0940 ± 0.0030 |"), "markdown:\n%s",
+          md ? md : "");
+    free(md);
+    char *csv = api_table_render(table, "csv");
+    CHECK(csv && strstr(csv, ",12.5000,0.7100,") && strstr(csv, ",0.0940,0.0030,"), "csv:\n%s", csv ? csv : "");
+    free(csv);
+    json_decref(table);
+}
+
 int main(void)
 {
     test_align();
@@ -242,6 +305,7 @@ int main(void)
     store *s = NULL;
     MUST(store_open(db_path, &s, err, sizeof err));
     test_benchmark(s);
+    test_mean_sd_decimals(s);
     store_close(s);
     char path[300];
     static const char *const suffixes[] = {"", "-wal", "-shm"};

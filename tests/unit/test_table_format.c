@@ -2,7 +2,8 @@
  * column's decimals from its smallest value, capped by the table's "decimals",
  * except that a column of small values keeps API_TABLE_SIGNIFICANT significant
  * digits (a CPU's TFLOP/s, a few KiB in a MiB column); a numeric column's
- * alignment beside OOM / failed / — / inf cells. */
+ * alignment beside OOM / failed / — / inf cells; api_table_write_mean_sd's
+ * "mean ± sd" text, one count of decimals per column. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +63,41 @@ int main(void)
     CHECK(md && strstr(md, "\n|---:|---:|---:|---|---|\n"), "alignment with OOM, failed, \u2014 and inf cells:\n%s", md ? md : "");
     free(md);
     json_decref(table);
+
+    /* a mean ± sd column's decimals: 3 significant digits of its smallest non-zero mean, 2 to 4 */
+    CHECK(api_table_mean_sd_decimals(12.73) == 2, "12.73 ms: 2");
+    CHECK(api_table_mean_sd_decimals(4.44) == 2, "4.44 ms: 2");
+    CHECK(api_table_mean_sd_decimals(1.0) == 2, "1 ms: 2");
+    CHECK(api_table_mean_sd_decimals(0.5) == 3, "0.5 ms: 3");
+    CHECK(api_table_mean_sd_decimals(0.1) == 3, "0.1 ms: 3");
+    CHECK(api_table_mean_sd_decimals(0.094) == 4, "0.094 ms: 4");
+    CHECK(api_table_mean_sd_decimals(1e-6) == API_MEAN_SD_MAX_DECIMALS, "tiny: capped at %d", API_MEAN_SD_MAX_DECIMALS);
+    CHECK(api_table_mean_sd_decimals(0) == API_MEAN_SD_MIN_DECIMALS, "no mean: %d", API_MEAN_SD_MIN_DECIMALS);
+    CHECK(api_table_mean_sd_decimals(2500) == API_MEAN_SD_MIN_DECIMALS, "seconds of step: %d", API_MEAN_SD_MIN_DECIMALS);
+
+    /* raw [mean, sd] cells of a "mean_sd" column written with one count of decimals per column, from the smallest
+     * non-zero mean (a zero mean does not count); "-", null and a column not named stay as they are */
+    table = json_loads("{\"columns\": [\"fwd\", \"opt\", \"raw\"], \"mean_sd\": [\"fwd\", \"opt\"], \"rows\": ["
+                       "[[12.734, 0.061], [0.0, 0.0], [1, 2]], [[4.4449, 0.08], [0.094, 0.0031], null],"
+                       "[\"-\", [0.25, 0.01], [3, 4]], [null, \"-\", [5, 6]]]}",
+                       0, NULL);
+    MUST(api_table_write_mean_sd(table));
+    json_t *want = json_loads("[[\"12.73 ± 0.06\", \"0.0000 ± 0.0000\", [1, 2]], [\"4.44 ± 0.08\", \"0.0940 ± 0.0031\", null],"
+                              "[\"-\", \"0.2500 ± 0.0100\", [3, 4]], [null, \"-\", [5, 6]]]",
+                              0, NULL);
+    CHECK(json_equal(json_object_get(table, "rows"), want), "mean ± sd cells written: %s",
+          json_dumps(json_object_get(table, "rows"), JSON_COMPACT));
+    json_decref(want);
+    /* written twice: the text stays */
+    MUST(api_table_write_mean_sd(table));
+    CHECK(!strcmp(json_string_value(json_array_get(json_array_get(json_object_get(table, "rows"), 0), 0)), "12.73 ± 0.06"),
+          "written again: unchanged");
+    /* csv splits what was written into two numeric fields with the column's decimals */
+    char *csv = api_table_render(table, "csv");
+    CHECK(csv && strstr(csv, "12.73,0.06,0.0000,0.0000,") && strstr(csv, ",,0.2500,0.0100,"), "csv:\n%s", csv ? csv : "");
+    free(csv);
+    json_decref(table);
+
     if (check_failures)
         return 1;
     printf("table_format: ok\n");

@@ -266,6 +266,16 @@ def test_endpoints(d):
         digits = 2 if smallest == 0 or smallest >= 1 else 3 if smallest >= 0.1 else 4
         want = [f"{s['mean_ms']:.{digits}f} ± {s['std_ms']:.{digits}f}" if s else "-" for s in stats]
         check(cells == want, f"benchmark table {column}: {cells}, expected {want} ({digits} decimals)")
+    # sqlite3 users read the same cells in benchmark_summary (NULL where the table has "-"): one count of decimals
+    # per job and phase, not 2 everywhere (0027)
+    db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    summary = db.execute("SELECT fwd_ms, bwd_ms, opt_ms, tot_ms FROM benchmark_summary WHERE job_id = ? "
+                         "ORDER BY run_id", (job["id"],)).fetchall()
+    db.close()
+    cells = [table_column(table, c) for c in phases] if status == 200 else []
+    want = [tuple(None if cells[c][r] == "-" else cells[c][r] for c in range(len(phases)))
+            for r in range(len(cells[0]) if cells else 0)]
+    check(summary == want, f"benchmark_summary's phase cells {summary}, the table's {want}")
     # a point that does not fit is a row of the table and of benchmark_summary with its reason (the seeds'
     # OOM rows), beside the points that ran
     job = d.submit({"kind": "benchmark", "model": "tiny", "context_length": [8, 131072], "batch_size": 1,

@@ -257,10 +257,112 @@ static void test_speedup(void)
     sqlite3_close(db);
 }
 
+/* Opens an in-memory database migrated with the embedded schema. */
+static sqlite3 *migrated_db(void)
+{
+    sqlite3 *db = NULL;
+    MUST(sqlite3_open(":memory:", &db));
+    for (const schema_file *f = schema_files; f->name; f++) {
+        size_t n = strlen(f->name);
+        if (n > 4 && strcmp(f->name + n - 4, ".sql") == 0)
+            MUST(sqlite3_exec(db, f->text, NULL, NULL, NULL));
+    }
+    return db;
+}
+
+/* The decimals of a "mean ± std" text's mean and std ("12.50 ± 0.71": 2, 2); -1 when it is not such text. */
+static void pm_decimals(const char *text, int *mean, int *std)
+{
+    const char *sep = text ? strstr(text, " ± ") : NULL;
+    *mean = *std = -1;
+    if (!sep)
+        return;
+    const char *dot = strchr(text, '.');
+    *mean = dot && dot < sep ? (int)(sep - dot - 1) : 0;
+    dot = strchr(sep, '.');
+    *std = dot ? (int)strlen(dot + 1) : 0;
+}
+
+/* One job's runs of very different scales (a large model's 12.7 ms forward, a tiny one's 0.094 ms; a forward
+ * that rounds to 1.00 and one of 4.44): each phase column, in the job's table and in benchmark_summary, has one
+ * count of decimals, that of its smallest mean (3 significant digits, 2 to 4), mean and std alike; another job's
+ * runs do not change it. */
+static void test_column_decimals(void)
+{
+    sqlite3 *db = migrated_db();
+    const jobkind *k = jobkind_find("benchmark");
+    json_t *spec = json_object();
+    static const double fwd[] = {12.734, 4.4449, 0.0941}, fwd_std[] = {0.061, 0.08, 0.0031};
+    static const double bwd[] = {30.5, 8.25, 2.0};
+    static const char *const want_fwd[] = {"12.7340 ± 0.0610", "4.4449 ± 0.0800", "0.0941 ± 0.0031"};
+    static const char *const want_bwd[] = {"30.50 ± 0.71", "8.25 ± 0.71", "2.00 ± 0.71"};
+    /* job 9: the three runs; job 10: one run of 0.0012 ms, which must not change job 9's decimals */
+    for (int i = 0; i < 4; i++) {
+        char sql[512];
+        int64_t job = i < 3 ? 9 : 10;
+        snprintf(sql, sizeof sql,
+                 "INSERT OR IGNORE INTO jobs (id, kind, spec, created_at, timeout_s) VALUES (%lld, 'benchmark', '{}', "
+                 "'now', 60); INSERT INTO runs (id, job_id, run_index, status, created_at, result) VALUES (%d, %lld, "
+                 "%d, 'succeeded', 'now', '{}');",
+                 (long long)job, 90 + i, (long long)job, i);
+        MUST(sqlite3_exec(db, sql, NULL, NULL, NULL));
+        json_t *run = json_loads(run_json, 0, NULL);
+        json_t *stats = json_object_get(run, "stats");
+        json_object_set_new(json_object_get(stats, "forward"), "mean_ms", json_real(i < 3 ? fwd[i] : 0.0012));
+        json_object_set_new(json_object_get(stats, "forward"), "std_ms", json_real(i < 3 ? fwd_std[i] : 0.0001));
+        json_object_set_new(json_object_get(stats, "backward"), "mean_ms", json_real(i < 3 ? bwd[i] : 0.5));
+        json_object_set_new(run, "context_length", json_integer(64 << i)); /* points of their own */
+        CHECK(k->store_run(db, job, 90 + i, spec, run) == SQLITE_OK, "store run %d: %s", i, sqlite3_errmsg(db));
+        json_decref(run);
+    }
+
+    json_t *table = NULL;
+    api_error err = {0};
+    CHECK(k->table(db, 9, &table, &err) == 0 && table, "table: %s", err.message);
+    const json_t *rows = json_object_get(table, "rows");
+    for (size_t i = 0; i < 3 && i < json_array_size(rows); i++) {
+        const json_t *row = json_array_get(rows, i);
+        CHECK(strcmp(cell_text(table_cell(table, row, "Fwd Pass (ms)")), want_fwd[i]) == 0, "table fwd of run %zu: '%s'",
+              i, cell_text(table_cell(table, row, "Fwd Pass (ms)")));
+        CHECK(strcmp(cell_text(table_cell(table, row, "Bwd Pass (ms)")), want_bwd[i]) == 0, "table bwd of run %zu: '%s'",
+              i, cell_text(table_cell(table, row, "Bwd Pass (ms)")));
+    }
+    json_decref(table);
+
+    sqlite3_stmt *st;
+    MUST(sqlite3_prepare_v2(db, "SELECT fwd_ms, bwd_ms, tot_ms FROM benchmark_summary WHERE job_id = 9 ORDER BY run_id",
+                            -1, &st, NULL));
+    int first[3] = {-1, -1, -1};
+    for (int i = 0; i < 3; i++) {
+        CHECK(sqlite3_step(st) == SQLITE_ROW, "summary row %d", i);
+        const char *f = (const char *)sqlite3_column_text(st, 0), *b = (const char *)sqlite3_column_text(st, 1);
+        CHECK(f && strcmp(f, want_fwd[i]) == 0, "summary fwd of run %d: '%s', want '%s' (the table's)", i, f ? f : "",
+              want_fwd[i]);
+        CHECK(b && strcmp(b, want_bwd[i]) == 0, "summary bwd of run %d: '%s'", i, b ? b : "");
+        for (int c = 0; c < 3; c++) { /* every phase column: one count, mean and std alike */
+            int mean, sd;
+            pm_decimals((const char *)sqlite3_column_text(st, c), &mean, &sd);
+            CHECK(mean >= 0 && mean == sd && (first[c] < 0 || mean == first[c]),
+                  "summary column %d of run %d: '%s' has other decimals than the column's %d", c, i,
+                  sqlite3_column_text(st, c), first[c]);
+            if (first[c] < 0)
+                first[c] = mean;
+        }
+    }
+    sqlite3_finalize(st);
+    MUST(sqlite3_prepare_v2(db, "SELECT fwd_ms FROM benchmark_summary WHERE job_id = 10", -1, &st, NULL));
+    CHECK(sqlite3_step(st) == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0), "0.0012 ± 0.0001") == 0,
+          "the other job's own decimals: '%s'", sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    json_decref(spec);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     test_specs();
     test_store();
     test_speedup();
+    test_column_decimals();
     return check_report("benchmark kind");
 }

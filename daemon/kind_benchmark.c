@@ -706,6 +706,34 @@ static json_t *int_cell(sqlite3_stmt *st, int col)
     return sqlite3_column_type(st, col) == SQLITE_NULL ? json_null() : json_integer(sqlite3_column_int64(st, col));
 }
 
+/* Inserts a column into a table being built: name at position at of columns,
+ * decimal (stolen: the column's "decimals" hint, an integer or null) at the
+ * same position of decimals, and cells[i] (borrowed) into row i of rows. */
+static void insert_column(json_t *columns, json_t *decimals, json_t *rows, size_t at, const char *name,
+                          json_t *decimal, const json_t *cells)
+{
+    json_array_insert_new(columns, at, json_string(name));
+    json_array_insert_new(decimals, at, decimal);
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        json_array_insert(json_array_get(rows, i), at, json_array_get(cells, i));
+}
+
+/* "Warm-up Steps" goes after the context (Model, d_model, d_ff, Layers,
+ * Heads, Context Length) in the job's table and in the table by precision. */
+enum { WARMUP_AT = 6 };
+static const char WARMUP_COLUMN[] = "Warm-up Steps";
+
+/* Whether the rows' warm-up steps (warmups: integers, one per row) differ: a
+ * warmup_steps sweep (seed 001's "no warm-up" vs "1 warm-up"), which the
+ * tables then show (WARMUP_COLUMN). */
+static int warmups_differ(const json_t *warmups)
+{
+    for (size_t i = 1; i < json_array_size(warmups); i++)
+        if (!json_equal(json_array_get(warmups, i), json_array_get(warmups, 0)))
+            return 1;
+    return 0;
+}
+
 /* The summary table of a job (GET /v1/jobs/{id}/table), one row per run:
  * the seeds' Model, shape (seed 004), Context Length, Fwd / Bwd / Opt and
  * the whole step (Total: the phases run, summed per step; seed 002's
@@ -747,7 +775,6 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
     sqlite3_bind_int64(st, 1, job_id);
     json_t *rows = json_array(), *speedups = json_array(), *warmups = json_array(), *host = json_array();
     int speedup_shown = 0; /* a run in another precision has an fp32 peer */
-    int warmup_first = -1, warmup_shown = 0; /* the runs differ in warm-up steps */
     int host_shown = 0; /* other processes disturbed some run's measured steps (host_load_disturbed) */
     while (sqlite3_step(st) == SQLITE_ROW) {
         char status[300];
@@ -758,11 +785,7 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
         int has_speedup = sqlite3_column_type(st, C_SPEEDUP) != SQLITE_NULL;
         speedup_shown |= has_speedup && precision && strcmp(precision, "fp32") != 0;
         json_array_append_new(speedups, has_speedup ? json_real(sqlite3_column_double(st, C_SPEEDUP)) : json_null());
-        int warmup = sqlite3_column_int(st, C_WARMUP);
-        warmup_shown |= warmup_first >= 0 && warmup != warmup_first;
-        if (warmup_first < 0)
-            warmup_first = warmup;
-        json_array_append_new(warmups, json_integer(warmup));
+        json_array_append_new(warmups, json_integer(sqlite3_column_int(st, C_WARMUP)));
         json_t *busy = real_cell(st, C_HOST, 1);
         host_shown |= json_is_number(busy) && sqlite3_column_type(st, C_HOST_IDLE) != SQLITE_NULL &&
                       host_load_disturbed(json_number_value(busy), sqlite3_column_double(st, C_HOST_IDLE));
@@ -779,34 +802,20 @@ static int benchmark_table_with(sqlite3 *db, int64_t job_id, int warmup_always, 
     }
     sqlite3_finalize(st);
     /* the speedup goes after Total (index 10), two decimals as the seeds print it; the warm-up steps,
-     * when they differ (a warmup_steps sweep: seed 001's "no warm-up" vs "1 warm-up"), after the
-     * context (index 6), inserted second so that SPEEDUP_AT counts without it */
-    enum { WARMUP_AT = 6, SPEEDUP_AT = 10 };
+     * when they differ, after the context (WARMUP_AT), inserted second so that SPEEDUP_AT counts without it */
+    enum { SPEEDUP_AT = 10 };
     json_t *columns = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s]", "Model", "d_model", "d_ff", "Layers",
                                 "Heads", "Context Length", "Fwd Pass (ms)", "Bwd Pass (ms)", "Opt Step (ms)",
                                 "Total (ms)", "Batch", "Precision", "Mode", "Tokens/s", "TFLOP/s",
                                 "Peak Memory (MiB)", "Status");
     /* Tokens/s, TFLOP/s and Peak Memory are numbers printed with 0, 3 and 1 decimals */
     json_t *decimals = json_pack("[n,n,n,n,n,n,n,n,n,n,n,n,n,i,i,i,n]", 0, 3, 1);
-    if (speedup_shown) {
-        json_array_insert_new(columns, SPEEDUP_AT, json_string("Speedup vs fp32 (×)"));
-        json_array_insert_new(decimals, SPEEDUP_AT, json_integer(2));
-        for (size_t i = 0; i < json_array_size(rows); i++)
-            json_array_insert(json_array_get(rows, i), SPEEDUP_AT, json_array_get(speedups, i));
-    }
-    if (warmup_shown || (warmup_always && json_array_size(warmups))) {
-        json_array_insert_new(columns, WARMUP_AT, json_string("Warm-up Steps"));
-        json_array_insert_new(decimals, WARMUP_AT, json_null());
-        for (size_t i = 0; i < json_array_size(rows); i++)
-            json_array_insert(json_array_get(rows, i), WARMUP_AT, json_array_get(warmups, i));
-    }
-    if (host_shown) { /* before the status, inserted last so that the indices above count without it */
-        size_t at = json_array_size(columns) - 1;
-        json_array_insert_new(columns, at, json_string("Host Busy (%)"));
-        json_array_insert_new(decimals, at, json_integer(0));
-        for (size_t i = 0; i < json_array_size(rows); i++)
-            json_array_insert(json_array_get(rows, i), at, json_array_get(host, i));
-    }
+    if (speedup_shown)
+        insert_column(columns, decimals, rows, SPEEDUP_AT, "Speedup vs fp32 (×)", json_integer(2), speedups);
+    if (warmups_differ(warmups) || (warmup_always && json_array_size(warmups)))
+        insert_column(columns, decimals, rows, WARMUP_AT, WARMUP_COLUMN, json_null(), warmups);
+    if (host_shown) /* before the status, inserted last so that the indices above count without it */
+        insert_column(columns, decimals, rows, json_array_size(columns) - 1, "Host Busy (%)", json_integer(0), host);
     json_decref(speedups);
     json_decref(warmups);
     json_decref(host);
@@ -866,7 +875,6 @@ static int benchmark_precision_table(sqlite3 *db, int64_t job_id, json_t **table
                            -1, &st, NULL) != SQLITE_OK)
         goto db_error;
     sqlite3_bind_int64(st, 1, job_id);
-    int warmup_first = -1, warmup_shown = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         json_t *row = json_pack("[s, o, o, o, o, i, i, s]", sqlite3_column_text(st, C_MODEL), int_cell(st, C_D_MODEL),
                                 int_cell(st, C_D_FF), int_cell(st, C_LAYERS), int_cell(st, C_HEADS),
@@ -885,11 +893,7 @@ static int benchmark_precision_table(sqlite3 *db, int64_t job_id, json_t **table
                                                ? json_string("N/A")
                                                : json_real(sqlite3_column_double(st, C_SPEEDUPS + p - 1)));
         json_array_append_new(rows, row);
-        int warmup = sqlite3_column_int(st, C_WARMUP);
-        warmup_shown |= warmup_first >= 0 && warmup != warmup_first;
-        if (warmup_first < 0)
-            warmup_first = warmup;
-        json_array_append_new(warmups, json_integer(warmup));
+        json_array_append_new(warmups, json_integer(sqlite3_column_int(st, C_WARMUP)));
     }
     sqlite3_finalize(st);
     st = NULL;
@@ -914,13 +918,8 @@ static int benchmark_precision_table(sqlite3 *db, int64_t job_id, json_t **table
             json_array_append_new(columns, json_string(label));
             json_array_append_new(decimals, json_integer(2));
         }
-    enum { WARMUP_AT = 6 }; /* after the context, as in the job's table */
-    if (warmup_shown) {
-        json_array_insert_new(columns, WARMUP_AT, json_string("Warm-up Steps"));
-        json_array_insert_new(decimals, WARMUP_AT, json_null());
-        for (size_t i = 0; i < json_array_size(rows); i++)
-            json_array_insert(json_array_get(rows, i), WARMUP_AT, json_array_get(warmups, i));
-    }
+    if (warmups_differ(warmups))
+        insert_column(columns, decimals, rows, WARMUP_AT, WARMUP_COLUMN, json_null(), warmups);
     *table = json_pack("{s:o, s:o, s:o}", "columns", columns, "rows", rows, "decimals", decimals);
     columns = decimals = rows = NULL;
     rc = *table ? 0 : api_fail(err, API_ERR_INTERNAL, NULL, "%s", "out of memory building the precision table");

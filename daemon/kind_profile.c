@@ -44,6 +44,7 @@
 #include "model_point.h"
 #include "phase_graphs.h"
 #include "profiler.h"
+#include "stats.h"
 #include "status.h"
 
 #ifdef LMPERF_HAVE_CUDA
@@ -126,13 +127,15 @@ static const char *const phase_names[PH_COUNT] = {"step", "forward", "backward",
  * synchronised wall clock of each step and, on a cuda worker, CUDA events on
  * the model's stream (event 0 before the forward, 1 after it, 2 after the
  * backward, 3 after the optimizer: the GPU's view of each phase, with no
- * synchronisation between phases). */
+ * synchronisation between phases). Each figure is kept as its mean and its
+ * spread over the steps (the seeds report mean ± std). */
 typedef struct step_clock {
-    lmk_cuda_timer *timer;   /* borrowed; NULL: no events */
-    double wall_sum_ms;      /* synchronised wall clock, summed over the steps */
-    double gpu_ms[PH_COUNT]; /* summed over the steps; NAN when a phase has no events */
+    lmk_cuda_timer *timer;            /* borrowed; NULL: no events */
+    lmk_running_stats wall;           /* ms, synchronised wall clock of each step */
+    lmk_running_stats gpu[PH_COUNT];  /* ms per step; NAN values when there are no events, none for a phase
+                                         the mode does not run */
     int steps;
-    int gate_timed_out;      /* gated steps only: the blocking kernel gave up (figures not measured) */
+    int gate_timed_out;               /* gated steps only: the blocking kernel gave up (figures not measured) */
 } step_clock;
 
 static void clock_reset(step_clock *c, lmk_cuda_timer *timer)
@@ -162,14 +165,20 @@ static int clock_add(step_clock *c, int ph, int from, int to)
     }
 #endif
     (void)from, (void)to;
-    c->gpu_ms[ph] += ms;
+    lmk_running_add(&c->gpu[ph], ms);
     return LMK_OK;
 }
 
 /* Mean ms per step of phase ph (NAN: not timed). */
 static double clock_mean(const step_clock *c, int ph)
 {
-    return c->steps ? c->gpu_ms[ph] / c->steps : NAN;
+    return c->steps ? lmk_running_mean(&c->gpu[ph]) : NAN;
+}
+
+/* The sample standard deviation (ms) of phase ph over the steps; 0 for one step, NAN: not timed. */
+static double clock_std(const step_clock *c, int ph)
+{
+    return c->steps ? lmk_running_std(&c->gpu[ph]) : NAN;
 }
 
 /* The model of one point, its step timer and, when its phases run as
@@ -231,15 +240,13 @@ static int one_step(point_model *pm, step_clock *c)
         rc = pm->b->synchronize(pm->b);
     if (rc != LMK_OK)
         return rc;
-    c->wall_sum_ms += monotonic_ms() - t0;
+    lmk_running_add(&c->wall, monotonic_ms() - t0);
     c->steps++;
     rc = clock_add(c, PH_FORWARD, 0, 1);
     if (rc == LMK_OK && training)
         rc = clock_add(c, PH_BACKWARD, 1, 2);
     if (rc == LMK_OK && training)
         rc = clock_add(c, PH_OPTIMIZER, 2, 3);
-    if (!training)
-        c->gpu_ms[PH_BACKWARD] = c->gpu_ms[PH_OPTIMIZER] = NAN;
     if (rc == LMK_OK)
         rc = clock_add(c, PH_STEP, 0, training ? 3 : 1);
     return rc;
@@ -294,20 +301,18 @@ static int gated_step(point_model *pm, step_clock *c)
         if ((rc = lmk_cuda_timer_elapsed(pm->timer, 0, 1, &ms)) != LMK_OK)
             return rc;
         /* model phases PHASE_* are the clock's PH_FORWARD.. in order */
-        c->gpu_ms[PH_FORWARD + ph] += ms;
+        lmk_running_add(&c->gpu[PH_FORWARD + ph], ms);
         step_ms += ms;
 #endif
     }
-    if (!pm->training)
-        c->gpu_ms[PH_BACKWARD] = c->gpu_ms[PH_OPTIMIZER] = NAN;
-    c->gpu_ms[PH_STEP] += step_ms;
+    lmk_running_add(&c->gpu[PH_STEP], step_ms);
     c->steps++;
     return LMK_OK;
 }
 
 /* `steps` gated steps into c (reset first) when the point's phases are graph
  * replays; none (c->steps 0: every figure NAN) when eager or after a
- * timeout. */
+ * timeout (c->gate_timed_out set). */
 static int gated_steps(point_model *pm, int steps, step_clock *c)
 {
     clock_reset(c, NULL);
@@ -316,8 +321,10 @@ static int gated_steps(point_model *pm, int steps, step_clock *c)
     int rc = LMK_OK;
     for (int st = 0; st < steps && rc == LMK_OK && !c->gate_timed_out; st++)
         rc = gated_step(pm, c);
-    if (c->gate_timed_out)
-        c->steps = 0;
+    if (c->gate_timed_out) {
+        clock_reset(c, NULL);
+        c->gate_timed_out = 1;
+    }
     return rc;
 }
 
@@ -886,10 +893,13 @@ static json_t *real_or_null(double v)
 static void add_overhead(json_t *run, const step_clock *plain, const step_clock *traced, const step_clock *gated_plain,
                          const step_clock *gated_traced, int graphs)
 {
-    double wall0 = plain->wall_sum_ms / plain->steps, wall1 = traced->wall_sum_ms / traced->steps;
+    double wall0 = lmk_running_mean(&plain->wall), wall1 = lmk_running_mean(&traced->wall);
     double gpu0 = clock_mean(plain, PH_STEP), gpu1 = clock_mean(traced, PH_STEP);
     json_object_set_new(run, "step_ms_unprofiled", json_real(wall0));
     json_object_set_new(run, "step_ms_profiled", json_real(wall1));
+    /* the spread over the steps (sample standard deviation, 0 for one step) */
+    json_object_set_new(run, "step_ms_unprofiled_std", real_or_null(lmk_running_std(&plain->wall)));
+    json_object_set_new(run, "step_ms_profiled_std", real_or_null(lmk_running_std(&traced->wall)));
     json_object_set_new(run, "overhead_pct", json_real(wall0 > 0 ? 100.0 * (wall1 - wall0) / wall0 : 0.0));
     json_object_set_new(run, "step_gpu_ms_unprofiled", real_or_null(gpu0));
     json_object_set_new(run, "step_gpu_ms_profiled", real_or_null(gpu1));
@@ -929,7 +939,9 @@ static void add_overhead(json_t *run, const step_clock *plain, const step_clock 
  * range on the GPU (first kernel start to last kernel end), the CPU range
  * (push to pop), and the CUDA-event time of the phase traced and untraced
  * (new), and the gated time of its replay traced and untraced (NULL when
- * eager). */
+ * eager); each event and gated time (mean per step) with its sample
+ * standard deviation over the steps beside it (*_std, ns; 0 for one step,
+ * null where the mean is). */
 static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, const range_times *times,
                           const step_clock *plain, const step_clock *traced, const step_clock *gated_plain,
                           const step_clock *gated_traced, int training)
@@ -950,15 +962,19 @@ static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, cons
         double kernel_busy = n ? (double)busy / (double)n : 0;
         double ev1 = clock_mean(traced, ph) * 1e6, ev0 = clock_mean(plain, ph) * 1e6;
         double g1 = clock_mean(gated_traced, ph) * 1e6, g0 = clock_mean(gated_plain, ph) * 1e6;
-        json_array_append_new(
-            rows, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}", "phase", phase_names[ph],
-                            "instances", (json_int_t)n, "kernel_ns", kernel, "kernel_busy_ns", kernel_busy,
-                            "gpu_span_ns", n ? (double)span / (double)n : 0.0, "range_wall_ns",
-                            n ? (double)wall / (double)n : 0.0, "event_ns_profiled", real_or_null(ev1),
-                            "event_ns_unprofiled", real_or_null(ev0),
-                            "kernel_pct_of_event", real_or_null(ev1 > 0 ? 100.0 * kernel_busy / ev1 : NAN),
-                            "gated_ns_profiled", real_or_null(g1), "gated_ns_unprofiled", real_or_null(g0),
-                            "overhead_gated_pct", real_or_null(g0 > 0 ? 100.0 * (g1 - g0) / g0 : NAN)));
+        json_t *row = json_pack(
+            "{s:s, s:I, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}", "phase", phase_names[ph], "instances",
+            (json_int_t)n, "kernel_ns", kernel, "kernel_busy_ns", kernel_busy, "gpu_span_ns",
+            n ? (double)span / (double)n : 0.0, "range_wall_ns", n ? (double)wall / (double)n : 0.0,
+            "event_ns_profiled", real_or_null(ev1), "event_ns_unprofiled", real_or_null(ev0), "kernel_pct_of_event",
+            real_or_null(ev1 > 0 ? 100.0 * kernel_busy / ev1 : NAN), "gated_ns_profiled", real_or_null(g1),
+            "gated_ns_unprofiled", real_or_null(g0), "overhead_gated_pct",
+            real_or_null(g0 > 0 ? 100.0 * (g1 - g0) / g0 : NAN));
+        json_object_set_new(row, "event_ns_profiled_std", real_or_null(clock_std(traced, ph) * 1e6));
+        json_object_set_new(row, "event_ns_unprofiled_std", real_or_null(clock_std(plain, ph) * 1e6));
+        json_object_set_new(row, "gated_ns_profiled_std", real_or_null(clock_std(gated_traced, ph) * 1e6));
+        json_object_set_new(row, "gated_ns_unprofiled_std", real_or_null(clock_std(gated_plain, ph) * 1e6));
+        json_array_append_new(rows, row);
     }
     return rows;
 }
@@ -1377,7 +1393,8 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
         "softmax_ns", "attention_matmul_ns", "attention_flop_ratio", "step_gpu_ms_unprofiled",
         "step_gpu_ms_profiled", "overhead_gpu_pct", "kernels_without_launch", "graphs", "graphs_scope", "graphs_note",
         "graph_nodes", "graph_ops_unmapped", "replayed_range_count", "step_gpu_gated_ms_unprofiled",
-        "step_gpu_gated_ms_profiled", "overhead_gpu_gated_pct", "gpu_gated_note", "optimizer_in_backward"};
+        "step_gpu_gated_ms_profiled", "overhead_gpu_gated_pct", "gpu_gated_note", "optimizer_in_backward",
+        "step_ms_unprofiled_std", "step_ms_profiled_std"};
     int rc = insert_row(db,
                         "INSERT INTO profile_runs (run_id, job_id, model, context_length, batch_size, precision, mode, "
                         "warmup_steps, profile_steps, kernel_count, kernel_time_ns, unattributed_kernels, range_count, "
@@ -1388,8 +1405,8 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
                         "step_gpu_ms_unprofiled, step_gpu_ms_profiled, overhead_gpu_pct, kernels_without_launch, "
                         "graphs, graphs_scope, graphs_note, graph_nodes, graph_ops_unmapped, replayed_range_count, "
                         "step_gpu_gated_ms_unprofiled, step_gpu_gated_ms_profiled, overhead_gpu_gated_pct, "
-                        "gpu_gated_note, optimizer_in_backward) "
-                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "gpu_gated_note, optimizer_in_backward, step_ms_unprofiled_std, step_ms_profiled_std) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         run_id, job_id, flat, run_keys, sizeof run_keys / sizeof run_keys[0]);
     json_decref(flat);
     static const char *const kernel_keys[] = {"range", "range_instances", "kernel", "is_gemm", "instances", "total_ns",
@@ -1403,13 +1420,17 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
     static const char *const phase_keys[] = {"phase",         "instances",         "kernel_ns",
                                              "gpu_span_ns",   "range_wall_ns",     "event_ns_profiled",
                                              "event_ns_unprofiled", "kernel_pct_of_event", "gated_ns_profiled",
-                                             "gated_ns_unprofiled", "overhead_gated_pct", "kernel_busy_ns"};
+                                             "gated_ns_unprofiled", "overhead_gated_pct", "kernel_busy_ns",
+                                             "event_ns_profiled_std", "event_ns_unprofiled_std",
+                                             "gated_ns_profiled_std", "gated_ns_unprofiled_std"};
     if (rc == SQLITE_OK)
         rc = insert_rows(db,
                          "INSERT INTO profile_phases (run_id, phase, instances, kernel_ns, gpu_span_ns, range_wall_ns, "
                          "event_ns_profiled, event_ns_unprofiled, kernel_pct_of_event, gated_ns_profiled, "
-                         "gated_ns_unprofiled, overhead_gated_pct, kernel_busy_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                         run_id, json_object_get(run, "phases"), phase_keys, 12);
+                         "gated_ns_unprofiled, overhead_gated_pct, kernel_busy_ns, event_ns_profiled_std, "
+                         "event_ns_unprofiled_std, gated_ns_profiled_std, gated_ns_unprofiled_std) "
+                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         run_id, json_object_get(run, "phases"), phase_keys, sizeof phase_keys / sizeof phase_keys[0]);
     static const char *const note_keys[] = {"kernel", "share_pct"};
     if (rc == SQLITE_OK)
         rc = insert_rows(db, "INSERT INTO profile_noteworthy (run_id, kernel, share_pct) VALUES (?,?,?)", run_id,

@@ -43,6 +43,9 @@ profile run it asserts:
     step) and its kernels average at least MIN_KERNEL_US (CUPTI's
     concurrent-kernel records cost about 1 µs per kernel: tests/profile/
     profile_launch_cost.cu); elsewhere printed, not asserted;
+  * the spread over the steps: step_ms_unprofiled_std, step_ms_profiled_std
+    and each phase's event_ns_*_std (and gated_ns_*_std where gated) exist
+    and are >= 0 (0 when profile_steps is 1);
   * the tables exist: kernel summary, answers (top forward kernel, GEMM shares,
     softmax vs matmuls), roofline; the Chrome trace is Trace Event Format
     (the rules of tests/profile/test_profile_store.c) with one kernel event per
@@ -227,6 +230,10 @@ for steps, graphs, r in profiles:
     check(sum(k["instances"] for k in ks if k["range"] == "step") == r["kernel_count"],
           f"{tag}: kernels outside the traced steps")
 
+    for key in ("step_ms_unprofiled_std", "step_ms_profiled_std"):
+        sd = r.get(key)
+        check(isinstance(sd, (int, float)) and sd >= 0 and (steps > 1 or sd == 0),
+              f"{tag}: {key} {sd!r} (want a number >= 0; 0 for one step)")
     ph = {p["phase"]: p for p in r["phases"]}
     check(sorted(ph) == sorted(want), f"{tag}: phases {sorted(ph)}")
     for name, p in ph.items():
@@ -234,6 +241,13 @@ for steps, graphs, r in profiles:
         ev, ev0 = p.get("event_ns_profiled"), p.get("event_ns_unprofiled")
         if not check(ev and ev0, f"{tag} {name}: no CUDA-event times"):
             continue
+        # each mean per step with its spread over the steps (sample std; 0 for one step); gated: where gated
+        stds = ["event_ns_profiled_std", "event_ns_unprofiled_std"]
+        stds += ["gated_ns_profiled_std", "gated_ns_unprofiled_std"] if p.get("gated_ns_profiled") is not None else []
+        for key in stds:
+            sd = p.get(key)
+            check(isinstance(sd, (int, float)) and sd >= 0 and (steps > 1 or sd == 0),
+                  f"{tag} {name}: {key} {sd!r} (want a number >= 0; 0 for one step)")
         slack = ev * (1 + EVENT_SLACK[0]) + EVENT_SLACK[1]
         # busy: the union of the kernels' intervals; the summed kernel_ns may exceed it (and the span) when an
         # eager backward's overlap GEMMs run on the second stream, never fall below it

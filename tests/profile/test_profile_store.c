@@ -5,7 +5,8 @@
  * numeric ts/dur, flow starts and ends paired by id with bp "e". The phase
  * rows and the CUDA-event overhead land in the 0012 table and columns, how
  * the steps ran (CUDA-graph replays) in the 0013 columns, the gated overhead
- * (gpu_gated) in the 0014 columns. */
+ * (gpu_gated) in the 0014 columns, the spread over the steps of the step
+ * and phase times (*_std) in the 0028 columns. */
 #include <sqlite3.h>
 #include <string.h>
 #include <unistd.h>
@@ -125,6 +126,13 @@ int main(void)
     json_object_set_new(run, "step_gpu_gated_ms_profiled", json_real(0.0043));
     json_object_set_new(run, "overhead_gpu_gated_pct", json_real(1.18));
     json_object_set_new(run, "gpu_gated_note", json_string("gpu_gated: ..."));
+    json_object_set_new(run, "step_ms_unprofiled_std", json_real(0.02));
+    json_object_set_new(run, "step_ms_profiled_std", json_real(0.03));
+    json_t *step_phase = json_array_get(json_object_get(run, "phases"), 0);
+    json_object_set_new(step_phase, "event_ns_profiled_std", json_real(45.0));
+    json_object_set_new(step_phase, "event_ns_unprofiled_std", json_real(44.0));
+    json_object_set_new(step_phase, "gated_ns_profiled_std", json_real(43.0));
+    json_object_set_new(step_phase, "gated_ns_unprofiled_std", json_real(0.0));
     CHECK(store_run_add(s, kind, id, 0, spec, run) == STORE_OK, "store a profile run");
 
     sqlite3 *db = NULL;
@@ -163,6 +171,16 @@ int main(void)
     CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'forward' AND gated_ns_profiled IS NULL "
                          "AND overhead_gated_pct IS NULL") == 1,
           "forward phase row, gated times absent as NULL");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_runs WHERE step_ms_unprofiled_std = 0.02 AND "
+                         "step_ms_profiled_std = 0.03") == 1,
+          "the steps' wall-clock spread (0028)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'step' AND event_ns_profiled_std = 45 AND "
+                         "event_ns_unprofiled_std = 44 AND gated_ns_profiled_std = 43 AND "
+                         "gated_ns_unprofiled_std = 0") == 1,
+          "step phase row with the spread of its event and gated times (0028)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'forward' AND event_ns_profiled_std IS NULL "
+                         "AND gated_ns_unprofiled_std IS NULL") == 1,
+          "forward phase row without times: no spread, NULL");
     CHECK(count_rows(db, "SELECT count(*) FROM runs WHERE instr(result, 'traceEvents') > 0") == 0,
           "the trace is not in the generic runs row");
 

@@ -188,12 +188,17 @@ function execution(r) {
 
 // Per phase: CUDA-event time untraced vs traced (the overhead per phase), the
 // same by gpu_gated (graph replays held behind a blocking kernel: the GPU's
-// execution without the host's launch work; null when eager), and how much
-// of the traced phase the kernels fill.
+// execution without the host's launch work; null when eager), each as
+// "mean ± std" over the steps where the run has the spread (`<key>_std`; runs
+// stored before it: the mean alone), and how much of the traced phase the
+// kernels fill.
 function phaseTable(r) {
   const rows = r.phases || [];
   if (!rows.length) return null;
   const num = (v, f) => h('td', {class: 'num', dataset: typeof v === 'number' ? {value: v} : undefined}, f(v));
+  // A mean and its std with the column's decimals (f, from the means): data-value the mean, data-std the std.
+  const numPm = (v, sd, f) => (typeof v === 'number' && typeof sd === 'number'
+    ? h('td', {class: 'num', dataset: {value: v, std: sd}}, `${f(v)} ± ${f(sd)}`) : num(v, f));
   const over = (p) => (p.event_ns_unprofiled && p.event_ns_profiled ? 100 * (p.event_ns_profiled - p.event_ns_unprofiled) / p.event_ns_unprofiled : null);
   const gated = rows.some((p) => typeof p.gated_ns_unprofiled === 'number');
   const gatedOver = (p) => (p.gated_ns_unprofiled && p.gated_ns_profiled ? 100 * (p.gated_ns_profiled - p.gated_ns_unprofiled) / p.gated_ns_unprofiled : null);
@@ -202,7 +207,7 @@ function phaseTable(r) {
   const [unF, trF, gunF, gtrF, kerF, busyF, spanF, hostF] = ['event_ns_unprofiled', 'event_ns_profiled', 'gated_ns_unprofiled', 'gated_ns_profiled',
     'kernel_ns', 'kernel_busy_ns', 'gpu_span_ns', 'range_wall_ns'].map(msCol);
   return h('section', null, h('h3', null, 'Tracing overhead per phase'),
-    h('p', {class: 'muted'}, "CUDA events around each phase on the model's stream, mean per step: the same steps untraced (before anything was traced) and traced. ",
+    h('p', {class: 'muted'}, "CUDA events around each phase on the model's stream, mean ± std per step: the same steps untraced (before anything was traced) and traced. ",
       'Kernels, GPU span and host time are from the trace (host: the CPU range, or for a phase replayed as a CUDA graph the graph launch call). ',
       'Kernels busy: the time at least one kernel ran; below the summed time when kernels of two streams overlap (the eager backward\'s weight-gradient GEMMs).'),
     h('p', {class: 'muted', id: 'profile-gated-note'}, gated
@@ -215,8 +220,10 @@ function phaseTable(r) {
           'Kernels summed (ms)', 'Kernels busy (ms)', 'GPU span (ms)', 'Busy % of traced', 'Host (ms)']
           .map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
       h('tbody', null, rows.map((p) => h('tr', {dataset: {phase: p.phase}}, h('th', {scope: 'row'}, p.phase),
-        num(p.instances, fmt.int), num(p.event_ns_unprofiled, unF), num(p.event_ns_profiled, trF), num(over(p), signedPct),
-        num(p.gated_ns_unprofiled, gunF), num(p.gated_ns_profiled, gtrF), num(gatedOver(p), signedPct),
+        num(p.instances, fmt.int), numPm(p.event_ns_unprofiled, p.event_ns_unprofiled_std, unF),
+        numPm(p.event_ns_profiled, p.event_ns_profiled_std, trF), num(over(p), signedPct),
+        numPm(p.gated_ns_unprofiled, p.gated_ns_unprofiled_std, gunF), numPm(p.gated_ns_profiled, p.gated_ns_profiled_std, gtrF),
+        num(gatedOver(p), signedPct),
         num(p.kernel_ns, kerF), num(p.kernel_busy_ns, busyF), num(p.gpu_span_ns, spanF), num(p.kernel_pct_of_event, fmt.pct),
         num(p.range_wall_ns, hostF)))))));
 }
@@ -224,7 +231,9 @@ function phaseTable(r) {
 function profileRunView(job, r) {
   const facts = [
     ['Execution', execution(r)],
-    ['Step, untraced', `${fmt.ms(r.step_ms_unprofiled)} ms`], ['Step, traced', `${fmt.ms(r.step_ms_profiled)} ms`],
+    // mean ± std over the steps (the std with the mean's decimals; runs stored before the std: the mean alone)
+    ['Step, untraced', h('span', {id: 'profile-step-untraced'}, `${fmt.msPm(r.step_ms_unprofiled, r.step_ms_unprofiled_std)} ms`)],
+    ['Step, traced', h('span', {id: 'profile-step-traced'}, `${fmt.msPm(r.step_ms_profiled, r.step_ms_profiled_std)} ms`)],
     ['Tracing overhead', typeof r.overhead_gpu_pct === 'number'
       ? `${signedPct(r.overhead_pct)} wall clock · ${signedPct(r.overhead_gpu_pct)} by CUDA events` : signedPct(r.overhead_pct)],
     ['Tracing overhead, gpu_gated', typeof r.overhead_gpu_gated_pct === 'number'

@@ -886,6 +886,16 @@ async function checkGpuFixture() {
   // plus a synthesized all-reduce job of both backends (fixtures/allreduce-nccl-mpi.sql says how it was made)
   const added = spawnSync('sqlite3', [db], {input: readFileSync(join(HERE, 'fixtures/allreduce-nccl-mpi.sql')), encoding: 'utf8'});
   check(added.status === 0, `sqlite3 could not add fixtures/allreduce-nccl-mpi.sql: ${added.error || added.stderr}`);
+  // the newest profile job's first run with the spread over its steps (0028's *_std fields, which the fixture,
+  // stored before them, lacks; made up here: 1 % of each mean): the page shows it "mean ± std"; the other runs
+  // stay as stored, the mean alone
+  const stdFields = ['event_ns_unprofiled', 'event_ns_profiled', 'gated_ns_unprofiled', 'gated_ns_profiled'].flatMap((key) =>
+    [0, 1, 2, 3].map((i) => `'$.phases[${i}].${key}_std', json_extract(result, '$.phases[${i}].${key}') * 0.01`));
+  const withStd = spawnSync('sqlite3', [db], {encoding: 'utf8', input: `UPDATE runs SET result = json_set(result,
+    '$.step_ms_unprofiled_std', json_extract(result, '$.step_ms_unprofiled') * 0.01,
+    '$.step_ms_profiled_std', json_extract(result, '$.step_ms_profiled') * 0.01, ${stdFields.join(', ')})
+    WHERE run_index = 0 AND job_id = (SELECT max(id) FROM jobs WHERE kind = 'profile');`});
+  check(withStd.status === 0, `sqlite3 could not add the std fields to the profile fixture: ${withStd.error || withStd.stderr}`);
   const portFile = join(tmp, 'fixture-port');
   fixtureDaemon = spawn(lmperfd, ['--port', '0', '--port-file', portFile, '--db', db, '--web-root', join(sourceRoot, 'web'), '--cpu-only'],
     {stdio: ['ignore', 'inherit', 'inherit']});
@@ -992,6 +1002,20 @@ async function checkGpuFixture() {
         ? Number(row.values[8]) === p.kernel_busy_ns : row.values[8] === undefined) &&
         Number(row.values[9]) === p.gpu_span_ns, `phase ${p.phase}: the kernel cells differ from the API (${row.values.slice(7, 10)})`);
     }
+    // mean ± std where the run has the spread (data-std the API's std, both with the column's decimals), the mean
+    // alone where it has not
+    const stdCells = await page.$$eval('#profile-phases tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')]
+      .map((td) => ({std: td.dataset.std, text: td.textContent}))));
+    for (const [i, p] of run.phases.entries()) {
+      for (const [col, key] of [[1, 'event_ns_unprofiled'], [2, 'event_ns_profiled'], [4, 'gated_ns_unprofiled'], [5, 'gated_ns_profiled']]) {
+        const cell = stdCells[i][col], sd = p[`${key}_std`];
+        check(typeof sd === 'number' ? Number(cell.std) === sd && / ± /.test(cell.text) : cell.std === undefined && !cell.text.includes('±'),
+          `phase ${p.phase} ${key}: the cell reads '${cell.text}' (data-std ${cell.std}), the API's std ${sd}`);
+      }
+    }
+    const stepText = await page.textContent('#profile-step-untraced');
+    check(typeof run.step_ms_unprofiled_std === 'number' ? / ± /.test(stepText) : !stepText.includes('±'),
+      `the untraced step reads '${stepText}', its std ${run.step_ms_unprofiled_std}`);
     const gatedNote = await page.textContent('#profile-gated-note');
     check(gatedNote && /[Gg]ated/.test(gatedNote), `the phase table does not say what gated means: ${gatedNote}`);
     const facts = await page.textContent('#profile-facts');
@@ -1048,6 +1072,11 @@ async function checkGpuFixture() {
   await page.selectOption('#profile-run', String(runs[1].index));
   const other = await rowsOf();
   check(other.length === runs[1].kernel_summary.filter((k) => k.range === 'forward').length, 'run picker does not switch the kernel table');
+  // a run stored without the spread over its steps (before 0028): its phase times are the means alone
+  if (runs[1].phases && !runs[1].phases.some((p) => typeof p.event_ns_unprofiled_std === 'number')) {
+    const texts = await page.$$eval('#profile-phases tbody td', (tds) => tds.map((td) => td.textContent));
+    check(texts.length && !texts.some((t) => t.includes('±')), `run ${runs[1].index} without std shows: ${texts.join(' | ')}`);
+  }
   log(`profile job ${prof.id} (H200 fixture): kernel table per range equals the API, sorts, filters; answers, roofline, trace link`);
 
   // Attention with OOM points.

@@ -17,7 +17,9 @@
  * Every step is timed the same way:
  * synchronised wall clock and CUDA events around forward, backward and
  * optimizer (phases: kernel time inside each range beside its GPU span and
- * its event time, schema/0012_profile_phases.sql). With graphs, right after
+ * its event time, schema/0012_profile_phases.sql), each per-step time kept
+ * as its mean and its sample std over the steps (step_clock; the *_std
+ * fields, schema/0028_profile_std.sql). With graphs, right after
  * the priming step of each pass (untraced and traced: before the discard, so
  * out of every table) profile_steps more steps are "gated": each phase's
  * replay is enqueued behind a blocking kernel until the host has launched

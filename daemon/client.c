@@ -2,6 +2,7 @@
  * end (client.h). */
 #include "client.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -19,8 +20,7 @@
 
 #include "clock_ms.h"
 
-#define CLIENT_MAX_ANSWER_BYTES ((size_t)1 << 30) /* a larger answer is not lmperfd's */
-#define CLIENT_REQUEST_TIMEOUT_S 60.0             /* connection and each read */
+#define CLIENT_REQUEST_TIMEOUT_S 60.0             /* the connection, then the whole answer */
 #define CLIENT_LOST_AFTER_S 30.0 /* no answer for this long while waiting: the daemon is gone */
 
 /* SIGINTs while client_submit waits. A request under way when one comes is
@@ -164,12 +164,307 @@ static int send_all(int fd, const char *data, size_t len, sig_atomic_t seen)
     return 0;
 }
 
-/* Everything fd sends until it closes, in *out (new, NUL-terminated). A
- * SIGINT since seen ends it ("interrupted"). */
-static int read_all(int fd, char **out, size_t *len, sig_atomic_t seen, char *why, size_t whylen)
+/* --- reading and parsing an answer ------------------------------------------------ */
+
+#define CLIENT_MAX_CHUNK_LINE 4096 /* a chunk-size line (size, extensions, CRLF) longer than this is malformed */
+#define CLIENT_MAX_INTERIM 8       /* 1xx interim answers skipped before the final one */
+#define CLIENT_MAX_HEAD_BYTES 65536 /* an answer's head (status line and headers) longer than this is malformed */
+
+/* The framing of an answer, read from its head (the final one: 1xx interim
+ * heads before it are skipped). */
+typedef struct answer_frame {
+    int status;
+    size_t body_off;  /* bytes before the body: every head, its blank line included */
+    int chunked;      /* Transfer-Encoding: chunked (it overrides a Content-Length) */
+    int has_length;   /* a valid Content-Length came */
+    size_t length;    /* bytes, when has_length */
+    int json;         /* Content-Type application/json */
+} answer_frame;
+
+/* Where a read answer stands while it comes (read_all) and once it has
+ * (client_parse_answer). */
+typedef struct answer_reader {
+    int head_done;        /* frame is valid */
+    answer_frame frame;
+    size_t chunks_seen;   /* body bytes of complete, well-formed chunks (chunked_scan's cursor) */
+} answer_reader;
+
+/* 1 when [p, p + n) is word (a header's name or a token value), case-insensitively. */
+static int same_token(const char *p, size_t n, const char *name)
+{
+    return strlen(name) == n && strncasecmp(p, name, n) == 0;
+}
+
+/* Parses the head at text[0..len) (no NUL needed), each line up to its CRLF.
+ * Returns 1 with *f filled once the final head is complete, 0 while it is not
+ * (more bytes may complete it), -1 with the reason in why when it is
+ * malformed: a head past CLIENT_MAX_HEAD_BYTES, not an HTTP/1.x status line, a header line without a name and
+ * ':' or with a stray CR, LF or NUL, a Content-Length that is not a plain
+ * decimal number (none, a sign, other characters, past CLIENT_MAX_ANSWER_BYTES)
+ * or given twice with different values, a Transfer-Encoding other than
+ * chunked, a 101 or too many 1xx answers. */
+static int parse_head(const char *text, size_t len, answer_frame *f, char *why, size_t whylen)
+{
+    size_t at = 0;
+    for (int interim = 0;; interim++) {
+        const char *head = text + at;
+        size_t avail = len - at;
+        const char *blank = memmem(head, avail < CLIENT_MAX_HEAD_BYTES ? avail : CLIENT_MAX_HEAD_BYTES, "\r\n\r\n", 4);
+        if (!blank && avail >= CLIENT_MAX_HEAD_BYTES) {
+            snprintf(why, whylen, "a head longer than %d bytes", CLIENT_MAX_HEAD_BYTES);
+            return -1;
+        }
+        if (!blank)
+            return 0;
+        const char *head_end = blank + 2; /* after the last header line's CRLF */
+        /* the status line: HTTP/1.D SSS[ reason] */
+        const char *line_end = memmem(head, (size_t)(head_end - head), "\r\n", 2);
+        size_t line_len = (size_t)(line_end - head);
+        if (line_len < 12 || memcmp(head, "HTTP/1.", 7) != 0 || !isdigit((unsigned char)head[7]) || head[8] != ' ' ||
+            !isdigit((unsigned char)head[9]) || !isdigit((unsigned char)head[10]) ||
+            !isdigit((unsigned char)head[11]) || (line_len > 12 && head[12] != ' ') ||
+            memchr(head, '\0', line_len) || memchr(head, '\n', line_len)) {
+            snprintf(why, whylen, "not an HTTP/1.x status line: '%.*s'", (int)(line_len < 60 ? line_len : 60), head);
+            return -1;
+        }
+        answer_frame out = {.status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0')};
+        if (out.status < 100 || out.status > 599) {
+            snprintf(why, whylen, "status %d is not an HTTP status", out.status);
+            return -1;
+        }
+        for (const char *line = line_end + 2; line < head_end; line = line_end + 2) {
+            line_end = memmem(line, (size_t)(head_end - line), "\r\n", 2);
+            size_t n = (size_t)(line_end - line);
+            const char *colon = memchr(line, ':', n);
+            if (!colon || colon == line || memchr(line, ' ', (size_t)(colon - line)) ||
+                memchr(line, '\t', (size_t)(colon - line)) || memchr(line, '\0', n) || memchr(line, '\r', n) ||
+                memchr(line, '\n', n)) {
+                snprintf(why, whylen, "a malformed header line: '%.*s'", (int)(n < 60 ? n : 60), line);
+                return -1;
+            }
+            const char *value = colon + 1, *value_end = line_end;
+            while (value < value_end && (*value == ' ' || *value == '\t'))
+                value++;
+            while (value_end > value && (value_end[-1] == ' ' || value_end[-1] == '\t'))
+                value_end--;
+            size_t name_len = (size_t)(colon - line), value_len = (size_t)(value_end - value);
+            if (same_token(line, name_len, "Content-Length")) {
+                size_t length = 0, digits = 0;
+                while (digits < value_len && isdigit((unsigned char)value[digits]) && length <= CLIENT_MAX_ANSWER_BYTES)
+                    length = length * 10 + (size_t)(value[digits++] - '0');
+                if (digits == 0 || digits != value_len || length > CLIENT_MAX_ANSWER_BYTES) {
+                    snprintf(why, whylen, "Content-Length '%.*s' is not a number of bytes (0 to %zu)",
+                             (int)(value_len < 40 ? value_len : 40), value, CLIENT_MAX_ANSWER_BYTES);
+                    return -1;
+                }
+                if (out.has_length && out.length != length) {
+                    snprintf(why, whylen, "two different Content-Lengths (%zu and %zu)", out.length, length);
+                    return -1;
+                }
+                out.has_length = 1;
+                out.length = length;
+            } else if (same_token(line, name_len, "Transfer-Encoding")) {
+                if (!same_token(value, value_len, "chunked")) {
+                    snprintf(why, whylen, "Transfer-Encoding '%.*s' is not supported (only chunked)",
+                             (int)(value_len < 40 ? value_len : 40), value);
+                    return -1;
+                }
+                out.chunked = 1;
+            } else if (same_token(line, name_len, "Content-Type")) {
+                out.json = value_len >= 16 && strncasecmp(value, "application/json", 16) == 0 &&
+                           (value_len == 16 || value[16] == ';' || value[16] == ' ');
+            }
+        }
+        at = (size_t)(blank + 4 - text);
+        if (out.status >= 200) {
+            out.body_off = at;
+            *f = out;
+            return 1;
+        }
+        if (out.status == 101) {
+            snprintf(why, whylen, "a 101 Switching Protocols answer");
+            return -1;
+        }
+        if (interim + 1 >= CLIENT_MAX_INTERIM) {
+            snprintf(why, whylen, "%d 1xx answers in a row", CLIENT_MAX_INTERIM);
+            return -1;
+        }
+    }
+}
+
+/* The chunk size in hex at p[0..end): *size (at most CLIENT_MAX_ANSWER_BYTES).
+ * Returns the number of hex digits (0: none), or -1 when the size passes
+ * the limit. */
+static long chunk_size(const char *p, const char *end, size_t *size)
+{
+    size_t value = 0;
+    long digits = 0;
+    for (; p + digits < end && isxdigit((unsigned char)p[digits]); digits++) {
+        int c = tolower((unsigned char)p[digits]);
+        value = value * 16 + (size_t)(isdigit(c) ? c - '0' : c - 'a' + 10);
+        if (value > CLIENT_MAX_ANSWER_BYTES)
+            return -1;
+    }
+    *size = value;
+    return digits;
+}
+
+/* chunked_scan's -1 for a chunk of size data bytes at byte at of the body
+ * whose data is not followed by CRLF. */
+static int no_crlf_after(size_t size, size_t at, char *why, size_t whylen)
+{
+    snprintf(why, whylen, "no CRLF after the chunk of %zu data bytes at byte %zu of the body", size, at);
+    return -1;
+}
+
+/* Walks the chunked body at body[0..len) from *cursor, the start of a chunk
+ * (0 at first), advancing it past every complete chunk. Each chunk is a size in hex (at most CLIENT_MAX_ANSWER_BYTES),
+ * optional extensions (';' ..., the whole line at most CLIENT_MAX_CHUNK_LINE
+ * bytes), CRLF, the data, CRLF; the last chunk has size 0, then trailer lines
+ * and an empty line. Returns 1 once the last chunk and the trailers are
+ * complete (*cursor: the bytes of the whole chunked body), 0 while more bytes
+ * are needed, -1 with the reason in why when malformed (whatever bytes may
+ * follow). Reads no byte outside body[0..len). */
+static int chunked_scan(const char *body, size_t len, size_t *cursor, char *why, size_t whylen)
+{
+    const char *end = body + len;
+    for (;;) {
+        const char *p = body + *cursor;
+        size_t size = 0, room = (size_t)(end - p) < CLIENT_MAX_CHUNK_LINE ? (size_t)(end - p) : CLIENT_MAX_CHUNK_LINE;
+        long digits = chunk_size(p, end, &size);
+        const char *q = p + (digits > 0 ? digits : 0);
+        while (digits > 0 && q < end && (*q == ' ' || *q == '\t')) /* BWS before an extension */
+            q++;
+        const char *crlf = memmem(p, room, "\r\n", 2);
+        if (digits < 0) {
+            snprintf(why, whylen, "a chunk size at byte %zu of the body past the %zu MiB limit ('%.*s')", *cursor,
+                     CLIENT_MAX_ANSWER_BYTES >> 20, (int)(room < 24 ? room : 24), p);
+            return -1;
+        }
+        if (p == end || (digits > 0 && q == end))
+            return 0; /* the size line is still coming */
+        if (digits == 0 || (*q != ';' && *q != '\r') || (*q == '\r' && q + 1 < end && q[1] != '\n') ||
+            (!crlf && room == CLIENT_MAX_CHUNK_LINE) ||
+            (crlf && (memchr(p, '\n', (size_t)(crlf - p)) || memchr(p, '\r', (size_t)(crlf - p)) ||
+                      memchr(p, '\0', (size_t)(crlf - p))))) {
+            size_t show = (size_t)((crlf ? crlf : p + room) - p);
+            snprintf(why, whylen, "a malformed chunk-size line at byte %zu of the body: '%.*s'", *cursor,
+                     (int)(show < 24 ? show : 24), p);
+            return -1;
+        }
+        if (!crlf)
+            return 0; /* its extensions or CRLF are still coming */
+        const char *data = crlf + 2;
+        if (size == 0) { /* trailer lines, then an empty one */
+            for (const char *line = data;;) {
+                const char *line_end = memmem(line, (size_t)(end - line), "\r\n", 2);
+                if (!line_end)
+                    return 0;
+                if (line_end == line) {
+                    *cursor = (size_t)(line_end + 2 - body);
+                    return 1;
+                }
+                line = line_end + 2;
+            }
+        }
+        if ((size_t)(end - data) < size + 2) {
+            if ((size_t)(end - data) > size && data[size] != '\r')
+                return no_crlf_after(size, *cursor, why, whylen);
+            return 0; /* the data, or its CRLF, is still coming */
+        }
+        if (data[size] != '\r' || data[size + 1] != '\n')
+            return no_crlf_after(size, *cursor, why, whylen);
+        *cursor = (size_t)(data + size + 2 - body);
+    }
+}
+
+/* Decodes the chunked body at body[0..len), already found whole and
+ * well-formed by chunked_scan, in place: its data at body[0..return). */
+static size_t chunked_decode(char *body, size_t len)
+{
+    const char *in = body, *end = body + len;
+    char *out = body;
+    for (;;) {
+        size_t size = 0;
+        chunk_size(in, end, &size);
+        const char *data = (const char *)memmem(in, (size_t)(end - in), "\r\n", 2) + 2;
+        if (size == 0)
+            return (size_t)(out - body);
+        memmove(out, data, size);
+        out += size;
+        in = data + size + 2;
+    }
+}
+
+/* Advances r over text[0..len), the answer read so far. Returns 1 when the
+ * answer is complete (its head, and its body as Content-Length or the chunks
+ * frame it), 0 while it is not (an answer framed by neither ends when the
+ * connection closes), -1 with the reason in why when it is malformed. */
+static int answer_advance(answer_reader *r, const char *text, size_t len, char *why, size_t whylen)
+{
+    if (!r->head_done) {
+        int got = parse_head(text, len, &r->frame, why, whylen);
+        if (got <= 0)
+            return got;
+        r->head_done = 1;
+    }
+    const answer_frame *f = &r->frame;
+    size_t avail = len - f->body_off;
+    if (f->status == 204 || f->status == 304)
+        return 1;
+    if (f->chunked)
+        return chunked_scan(text + f->body_off, avail, &r->chunks_seen, why, whylen);
+    return f->has_length && avail >= f->length;
+}
+
+int client_parse_answer(char *text, size_t len, client_answer *answer, char *why, size_t whylen)
+{
+    answer_reader r = {0};
+    int got = answer_advance(&r, text, len, why, whylen);
+    if (got < 0)
+        goto fail;
+    if (!r.head_done) {
+        snprintf(why, whylen, "%s", len ? "the answer ends inside its head (no blank line after the headers)"
+                                        : "an empty answer (the connection closed without one)");
+        goto fail;
+    }
+    const answer_frame *f = &r.frame;
+    size_t avail = len - f->body_off, body_len = avail;
+    if (f->status == 204 || f->status == 304) {
+        body_len = 0;
+    } else if (f->chunked) {
+        if (got == 0) {
+            snprintf(why, whylen, "a chunked answer cut short after %zu bytes of its body (before the end of its last chunk)", avail);
+            goto fail;
+        }
+        body_len = chunked_decode(text + f->body_off, r.chunks_seen);
+    } else if (f->has_length) {
+        if (avail < f->length) {
+            snprintf(why, whylen, "an answer cut short: Content-Length %zu, %zu bytes came", f->length, avail);
+            goto fail;
+        }
+        body_len = f->length; /* bytes past it are not this answer's */
+    }
+    memmove(text, text + f->body_off, body_len);
+    text[body_len] = '\0'; /* body_len < len: the head is at least its status line and blank line */
+    *answer = (client_answer){.status = f->status, .body = text, .len = body_len, .json = f->json};
+    return 0;
+fail:
+    free(text);
+    return -1;
+}
+
+/* What fd sends until the answer is complete (answer_advance) or malformed,
+ * or until it closes, in *out (new, len bytes and a NUL after them), within
+ * timeout_s for the whole answer. A SIGINT since seen ends it
+ * ("interrupted"). Returns 0, or -1 with the reason in why. */
+static int read_all(int fd, double timeout_s, char **out, size_t *len, sig_atomic_t seen, char *why, size_t whylen)
 {
     size_t cap = 16384, n = 0;
     char *buf = malloc(cap + 1);
+    answer_reader r = {0};
+    char ignored[8];
+    double deadline_ms = monotonic_ms() + timeout_s * 1e3;
     for (;;) {
         if (!buf) {
             snprintf(why, whylen, "out of memory reading the answer");
@@ -188,63 +483,32 @@ static int read_all(int fd, char **out, size_t *len, sig_atomic_t seen, char *wh
             buf = grown;
             continue;
         }
-        ssize_t got = recv(fd, buf + n, cap - n, 0);
+        double left_ms = deadline_ms - monotonic_ms();
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int ready = left_ms > 0 ? poll(&pfd, 1, (int)left_ms + 1) : 0;
+        if (ready < 0 && errno == EINTR && interrupts == seen)
+            continue;
+        ssize_t got = ready > 0 ? recv(fd, buf + n, cap - n, 0) : -1;
         if (got < 0 && errno == EINTR && interrupts == seen)
             continue;
         if (got < 0) {
             snprintf(why, whylen, "no answer: %s",
-                     errno == EINTR ? "interrupted" : errno == EAGAIN ? "timed out" : strerror(errno));
+                     ready == 0 ? "timed out"
+                     : errno == EINTR ? "interrupted"
+                     : errno == EAGAIN ? "timed out"
+                                       : strerror(errno));
             free(buf);
             return -1;
         }
         if (got == 0)
             break;
         n += (size_t)got;
+        if (answer_advance(&r, buf, n, ignored, sizeof ignored) != 0)
+            break; /* complete, or malformed: client_parse_answer says why */
     }
     buf[n] = '\0';
     *out = buf;
     *len = n;
-    return 0;
-}
-
-/* The value of header name in head[0..end) (borrowed, up to its CR), or NULL. */
-static const char *header_value(const char *head, const char *end, const char *name)
-{
-    size_t name_len = strlen(name);
-    for (const char *line = strstr(head, "\r\n"); line && line + 2 < end; line = strstr(line + 2, "\r\n")) {
-        const char *h = line + 2;
-        if (strncasecmp(h, name, name_len) == 0 && h[name_len] == ':') {
-            h += name_len + 1;
-            while (*h == ' ' || *h == '\t')
-                h++;
-            return h;
-        }
-    }
-    return NULL;
-}
-
-/* Decodes a chunked body in place ([body, body + *len)); -1 when malformed. */
-static int unchunk(char *body, size_t *len)
-{
-    const char *in = body, *end = body + *len;
-    char *out = body;
-    for (;;) {
-        char *after;
-        unsigned long size = strtoul(in, &after, 16);
-        const char *crlf = strstr(after, "\r\n");
-        if (after == in || !crlf)
-            return -1;
-        in = crlf + 2;
-        if (size == 0)
-            break;
-        if ((size_t)(end - in) < size + 2)
-            return -1;
-        memmove(out, in, size);
-        out += size;
-        in += size + 2;
-    }
-    *len = (size_t)(out - body);
-    body[*len] = '\0';
     return 0;
 }
 
@@ -277,40 +541,23 @@ int client_request(const client_target *t, const char *method, const char *path,
     size_t text_len = 0;
     if (send_all(fd, head, (size_t)head_len, seen) || (body && send_all(fd, body, len, seen))) {
         /* the daemon may have answered (e.g. 413) and closed before taking the whole body */
-        if (interrupts != seen || read_all(fd, &text, &text_len, seen, why, whylen) || text_len == 0) {
+        int send_errno = errno;
+        if (interrupts != seen || read_all(fd, timeout_s, &text, &text_len, seen, why, whylen) || text_len == 0) {
             free(text);
-            snprintf(why, whylen, "cannot send the request: %s", strerror(errno));
+            snprintf(why, whylen, "cannot send the request: %s", strerror(send_errno));
             close(fd);
             return -1;
         }
-    } else if (read_all(fd, &text, &text_len, seen, why, whylen)) {
+    } else if (read_all(fd, timeout_s, &text, &text_len, seen, why, whylen)) {
         close(fd);
         return -1;
     }
     close(fd);
-    int status = 0;
-    char *end_of_head = strstr(text, "\r\n\r\n");
-    if (sscanf(text, "HTTP/1.%*d %d", &status) != 1 || status < 100 || status > 599 || !end_of_head) {
-        snprintf(why, whylen, "not an HTTP answer from %s port %s", t->host, t->port);
-        free(text);
+    char reason[384];
+    if (client_parse_answer(text, text_len, answer, reason, sizeof reason)) { /* steals text */
+        snprintf(why, whylen, "a malformed HTTP answer from %s port %s: %s", t->host, t->port, reason);
         return -1;
     }
-    const char *type = header_value(text, end_of_head, "Content-Type");
-    const char *encoding = header_value(text, end_of_head, "Transfer-Encoding");
-    const char *length = header_value(text, end_of_head, "Content-Length");
-    size_t body_off = (size_t)(end_of_head + 4 - text), body_len = text_len - body_off;
-    int chunked = encoding && strncasecmp(encoding, "chunked", 7) == 0;
-    if (!chunked && length && strtoull(length, NULL, 10) < body_len)
-        body_len = (size_t)strtoull(length, NULL, 10);
-    int json = type && strncasecmp(type, "application/json", 16) == 0;
-    memmove(text, text + body_off, body_len);
-    text[body_len] = '\0';
-    if (chunked && unchunk(text, &body_len)) {
-        snprintf(why, whylen, "a malformed chunked answer from %s port %s", t->host, t->port);
-        free(text);
-        return -1;
-    }
-    *answer = (client_answer){.status = status, .body = text, .len = body_len, .json = json};
     return 0;
 }
 

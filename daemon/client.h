@@ -1,6 +1,7 @@
 /* A minimal HTTP/1.1 client of lmperfd's own API, for `lmperfd submit`:
  * plain HTTP (the daemon serves no TLS), one request per connection
- * (Connection: close), the whole answer read into memory.
+ * (Connection: close), the whole answer read into memory and checked
+ * (client_parse_answer) before any of it is used.
  *
  * DESIGN: lmperfd holds the GPUs, so a script on the same machine submits
  * to it rather than running a job in-process beside it (`lmperfd run` would
@@ -10,6 +11,8 @@
 #define DAEMON_CLIENT_H
 
 #include <stddef.h>
+
+#define CLIENT_MAX_ANSWER_BYTES ((size_t)1 << 30) /* a larger answer (or chunk) is not lmperfd's */
 
 /* Where the daemon is: http://HOST[:PORT][/PREFIX]. */
 typedef struct client_target {
@@ -33,11 +36,27 @@ int client_parse_url(const char *url, client_target *t, char *why, size_t whylen
 
 /* METHOD t's prefix + path (path starts with '/'), with body (borrowed, may
  * be NULL; sent as application/json) of len bytes. Waits at most timeout_s
- * for the connection and for each read. Fills *answer (body new). Returns
- * 0 when an HTTP answer came, whatever its status, or -1 with the reason in
- * why (no connection, a timeout, not HTTP); *answer is then untouched. */
+ * for the connection, then at most timeout_s for the whole answer (read until
+ * it is complete by its framing, or the daemon closes). Fills *answer (body
+ * new). Returns 0 when a well-formed HTTP answer came, whatever its status,
+ * or -1 with the reason in why (no connection, a timeout, an answer that
+ * client_parse_answer refuses); *answer is then untouched. */
 int client_request(const client_target *t, const char *method, const char *path, const char *body, size_t len,
                    double timeout_s, client_answer *answer, char *why, size_t whylen);
+
+/* Parses one HTTP/1.x answer as read from a connection, text[0..len) (no
+ * NUL needed; steals text: it becomes answer->body, or is freed on failure).
+ * 1xx interim answers before the final one are skipped. The body is framed by
+ * Transfer-Encoding: chunked (decoded: each hex chunk size at most
+ * CLIENT_MAX_ANSWER_BYTES, CRLF after its line and after its data, a last
+ * chunk and the end of the trailers required), else by Content-Length
+ * (decimal digits only; bytes past it ignored), else by the end of text; a
+ * 204 or 304 has none. Returns 0 with *answer filled (body NUL-terminated), or
+ * -1 with the reason in why: no status line, a malformed header line, a
+ * Content-Length that is not a number or given twice differently, or larger
+ * than the bytes that came, a Transfer-Encoding other than chunked, a
+ * malformed or cut-short chunked body. Reads no byte outside text[0..len). */
+int client_parse_answer(char *text, size_t len, client_answer *answer, char *why, size_t whylen);
 
 void client_answer_free(client_answer *answer);
 

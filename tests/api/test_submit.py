@@ -4,15 +4,18 @@ loopback port: the job followed to its end and its document or table printed
 (equal to what the API serves), the exit status of a succeeded (0), failed (1)
 and refused (2: the API's error document on stdout) job, the token (missing:
 1, saying so; from LMPERF_TOKEN), --no-wait, the URL from LMPERF_PORT, bad
-URLs, a daemon that is not there, and Ctrl-C: the first cancels the job and
-waits for its end, a second stops waiting (130).
+URLs, a daemon that is not there, Ctrl-C: the first cancels the job and
+waits for its end, a second stops waiting (130), and answers that are not
+well-formed HTTP (from a fake daemon): refused with the reason, at once.
 
 usage: test_submit.py LMPERFD [WEB_ROOT]"""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -169,10 +172,109 @@ def test_interrupt(d):
         check(done["status"] == "cancelled", f"the job is cancelled: {done['status']}")
 
 
+class FakeDaemon:
+    """A loopback server that answers each request with answers[method]
+    (bytes), then closes the connection, or keeps it open hold_s seconds (as a
+    server ignoring Connection: close would)."""
+
+    def __init__(self, answers, hold_s=0.0):
+        self.answers, self.hold_s = answers, hold_s
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stopping = False
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while not self.stopping:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
+
+    def answer(self, conn):
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                got = conn.recv(65536)
+                if not got:
+                    return
+                data += got
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while len(body) < length:
+                got = conn.recv(65536)
+                if not got:
+                    return
+                body += got
+            conn.sendall(self.answers.get(head.split(b" ")[0].decode(), b"HTTP/1.1 500 Not scripted\r\n\r\n"))
+            time.sleep(self.hold_s)
+
+    def stop(self):
+        self.stopping = True
+        self.listener.close()
+
+
+def test_malformed_answers(d):
+    """Answers that are not well-formed HTTP, from a fake daemon, to the
+    submit's POST: each refused with its reason and exit status 1 at once
+    (none crashes the client, hangs it or is taken as an answer); a complete
+    answer on a connection the server keeps open is used at once."""
+    path = spec_file("fake.json", {"kind": "numerics", "count": 10})
+    job = b'{"id": 7, "status": "queued"}'
+    chunked = b"HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    cases = (
+        ("a chunk size of 2^64 - 1", chunked + b"ffffffffffffffff\r\n" + job + b"\r\n0\r\n\r\n", "past the 1024 MiB limit"),
+        ("a chunk size that wraps", chunked + b"10000000000000001\r\n" + job + b"\r\n0\r\n\r\n", "past the 1024 MiB limit"),
+        ("a negative chunk size", chunked + b"-1\r\n" + job + b"\r\n0\r\n\r\n", "malformed chunk-size line"),
+        ("no CRLF after a chunk", chunked + b"%x\r\n" % len(job) + job + b"XX0\r\n\r\n", "no CRLF after the chunk"),
+        ("a chunked body cut short", chunked + b"%x\r\n" % (len(job) + 10) + job, "cut short"),
+        ("no last chunk", chunked + b"%x\r\n" % len(job) + job + b"\r\n", "cut short"),
+        ("Content-Length larger than the body",
+         b"HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n" + job,
+         "Content-Length 500"),
+        ("a negative Content-Length", b"HTTP/1.1 202 Accepted\r\nContent-Length: -5\r\n\r\n" + job, "not a number of bytes"),
+        ("a Content-Length that is not a number", b"HTTP/1.1 202 Accepted\r\nContent-Length: 12abc\r\n\r\n" + job,
+         "not a number of bytes"),
+        ("the head cut short", b"HTTP/1.1 202 Acc", "ends inside its head"),
+        ("not HTTP", b"SSH-2.0-OpenSSH_9.2\r\n\r\n", "not an HTTP/1.x status line"),
+        ("nothing", b"", "an empty answer"),
+    )
+    for name, answer, reason in cases:
+        fake = FakeDaemon({"POST": answer})
+        start = time.monotonic()
+        try:
+            rc, out, err = submit(fake, path, timeout=30)
+        except subprocess.TimeoutExpired:
+            rc, out, err = None, "", "(still running after 30 s)"
+        finally:
+            fake.stop()
+        took = time.monotonic() - start
+        check(rc == 1 and "malformed HTTP answer" in err and reason in err and took < 10,
+              f"{name}: rc {rc} in {took:.1f} s, want 1 naming '{reason}': {err.strip()}")
+    # complete answers (Content-Length; chunked) on connections kept open for 20 s: each used at once
+    done = b'{"id": 7, "status": "succeeded", "runs": []}'
+    fake = FakeDaemon({"POST": b"HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                               % len(job) + job,
+                       "GET": chunked.replace(b"202 Accepted", b"200 OK") + b"%X\r\n" % len(done) + done + b"\r\n0\r\n\r\n"},
+                      hold_s=20)
+    start = time.monotonic()
+    try:
+        rc, out, err = submit(fake, path, "--quiet", timeout=60)
+    except subprocess.TimeoutExpired:
+        rc, out, err = None, "", "(still running after 60 s)"
+    finally:
+        fake.stop()
+    took = time.monotonic() - start
+    check(rc == 0 and json.loads(out or "{}").get("status") == "succeeded" and took < 10,
+          f"complete answers on connections kept open: rc {rc} in {took:.1f} s: {out.strip()} {err.strip()}")
+
+
 def main():
     d = Daemon("submit", args=["--token", TOKEN])
     try:
-        for test in (test_outcomes, test_access, test_interrupt):
+        for test in (test_outcomes, test_access, test_interrupt, test_malformed_answers):
             print(f"-- {test.__name__}", flush=True)
             test(d)
     finally:

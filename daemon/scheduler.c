@@ -15,12 +15,13 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "job_set.h"
 #include "jobkind.h"
 #include "lineio.h"
 #include "log.h"
 
 #define MAX_WORKERS 16
-#define MAX_CANCEL_REQUESTS 256
+#define MAX_CANCEL_REQUESTS MAX_WORKERS /* at most one per job on a worker: a job's stays until it leaves */
 #define RESTART_BACKOFF_MAX_S 10.0
 #define STOP_WORKER_WAIT_S 5.0
 #define DB_RETRY_MAX_S 30.0 /* the longest wait between tries of a write the database refused */
@@ -102,10 +103,9 @@ struct scheduler {
     pthread_mutex_t shared;
     json_t *view;          /* owned: {"workers", "gpu_count"} as the thread last published it */
     int has_gpu;           /* scheduler_has_gpu's answer: -1, 0 or 1 */
-    int64_t on_worker[MAX_WORKERS]; /* the jobs a BUSY worker runs, or is about to (see dispatch) */
-    int on_worker_count;
-    int64_t cancel_requests[MAX_CANCEL_REQUESTS]; /* running jobs a DELETE asked to stop */
-    int cancel_count;
+    job_set *on_worker;        /* owned (MAX_WORKERS): the jobs a BUSY worker runs, or is about to (see dispatch) */
+    job_set *cancel_requested; /* owned (MAX_CANCEL_REQUESTS): jobs on a worker that a DELETE asked to stop;
+                                  each one leaves with its job (on_worker_remove), sent or not */
     int stop_requested;    /* scheduler_begin_stop was called */
     int abort_running;     /* scheduler_abort_running asked: cancel every running job now */
     int db_refusing;       /* the thread's db_retry_at is set: the database refuses its writes */
@@ -121,24 +121,25 @@ static double now_s(void)
 
 /* --- state shared with other threads (the `shared` lock) --------------------------- */
 
-/* Adds job_id to the jobs on a worker (scheduler_request_cancel's answer). */
+/* Adds job_id to the jobs on a worker (scheduler_request_cancel's answer).
+ * It fits: a job is on a worker only while it holds one of MAX_WORKERS. */
 static void on_worker_add(scheduler *s, int64_t job_id)
 {
     pthread_mutex_lock(&s->shared);
-    if (s->on_worker_count < MAX_WORKERS)
-        s->on_worker[s->on_worker_count++] = job_id;
+    int rc = job_set_add(s->on_worker, job_id);
     pthread_mutex_unlock(&s->shared);
+    if (rc)
+        log_error("scheduler", "job %lld: more jobs on workers than workers; a cancel of it will not find it",
+                  (long long)job_id);
 }
 
-/* Removes job_id from the jobs on a worker, if it is there. */
+/* Removes job_id from the jobs on a worker, and its cancel request with it
+ * (sent or not: a request never outlives its job on the worker). */
 static void on_worker_remove(scheduler *s, int64_t job_id)
 {
     pthread_mutex_lock(&s->shared);
-    for (int i = 0; i < s->on_worker_count; i++)
-        if (s->on_worker[i] == job_id) {
-            s->on_worker[i] = s->on_worker[--s->on_worker_count];
-            break;
-        }
+    job_set_remove(s->on_worker, job_id);
+    job_set_remove(s->cancel_requested, job_id);
     pthread_mutex_unlock(&s->shared);
 }
 
@@ -719,28 +720,27 @@ static void check_deadlines(scheduler *s)
     }
 }
 
-/* Sends the cancel requests queued by scheduler_request_cancel to the
- * workers running those jobs; a request for a job no worker runs any more
- * (it ended meanwhile) is dropped. */
+/* Sends the cancel requests that scheduler_request_cancel noted to the
+ * workers running those jobs, once each (cancel_deadline set). A request
+ * stays noted until its job leaves its worker (on_worker_remove). */
 static void process_cancel_requests(scheduler *s)
 {
-    int64_t requests[MAX_CANCEL_REQUESTS];
+    int asked[MAX_WORKERS];
     pthread_mutex_lock(&s->shared);
-    int count = s->cancel_count;
-    memcpy(requests, s->cancel_requests, (size_t)count * sizeof requests[0]);
-    s->cancel_count = 0;
+    for (int i = 0; i < s->worker_count; i++) {
+        const worker_slot *w = &s->workers[i];
+        asked[i] = w->state == W_BUSY && w->cancel_deadline == 0 && job_set_contains(s->cancel_requested, w->job_id);
+    }
     pthread_mutex_unlock(&s->shared);
-    for (int c = 0; c < count; c++) {
-        for (int i = 0; i < s->worker_count; i++) {
-            worker_slot *w = &s->workers[i];
-            if (w->state != W_BUSY || w->job_id != requests[c] || w->cancel_deadline > 0)
-                continue;
-            json_t *line = json_pack("{s:s, s:I}", "type", "cancel", "job_id", (json_int_t)w->job_id);
-            line_write(w->fd, line);
-            json_decref(line);
-            w->cancel_deadline = now_s() + s->config.cancel_grace_s;
-            log_info("scheduler", "job %lld: cancel sent to worker %d", (long long)w->job_id, i);
-        }
+    for (int i = 0; i < s->worker_count; i++) {
+        worker_slot *w = &s->workers[i];
+        if (!asked[i])
+            continue;
+        json_t *line = json_pack("{s:s, s:I}", "type", "cancel", "job_id", (json_int_t)w->job_id);
+        line_write(w->fd, line);
+        json_decref(line);
+        w->cancel_deadline = now_s() + s->config.cancel_grace_s;
+        log_info("scheduler", "job %lld: cancel sent to worker %d", (long long)w->job_id, i);
     }
 }
 
@@ -890,9 +890,19 @@ int scheduler_start(const scheduler_config *config, store *st, job_queue *queue,
     s->store = st;
     s->queue = queue;
     s->pending_tail = &s->pending;
+    s->on_worker = job_set_create(MAX_WORKERS);
+    s->cancel_requested = job_set_create(MAX_CANCEL_REQUESTS);
+    if (!s->on_worker || !s->cancel_requested) {
+        job_set_free(s->on_worker);
+        job_set_free(s->cancel_requested);
+        free(s);
+        return -1;
+    }
     pthread_mutex_init(&s->shared, NULL);
     if (pipe2(s->wake_pipe, O_CLOEXEC | O_NONBLOCK)) {
         pthread_mutex_destroy(&s->shared);
+        job_set_free(s->on_worker);
+        job_set_free(s->cancel_requested);
         free(s);
         return -1;
     }
@@ -904,6 +914,8 @@ int scheduler_start(const scheduler_config *config, store *st, job_queue *queue,
         close(s->wake_pipe[1]);
         json_decref(s->view);
         pthread_mutex_destroy(&s->shared);
+        job_set_free(s->on_worker);
+        job_set_free(s->cancel_requested);
         free(s);
         return -1;
     }
@@ -921,22 +933,26 @@ void scheduler_wake(scheduler *s)
 /* Answers from the jobs on a worker (on_worker), not from the slots: the
  * scheduler thread may be waiting on the database. on_worker holds a job from
  * just before the database says "running" (dispatch) until just before its
- * end is written (finish_job), so a caller that read "running" there gets 1
- * while a worker runs the job, and 0 once it has ended, whether or not its end
- * is recorded yet. */
+ * end is written (finish_job), so a caller that read "running" there gets
+ * SCHEDULER_CANCEL_SENT while a worker runs the job, and
+ * SCHEDULER_CANCEL_NOT_RUNNING once it has ended, whether or not its end is
+ * recorded yet. The request is noted in cancel_requested, under the same
+ * lock, so it leaves with the job whether or not it was sent. */
 int scheduler_request_cancel(scheduler *s, int64_t job_id)
 {
-    int running = 0;
     pthread_mutex_lock(&s->shared);
-    for (int i = 0; i < s->on_worker_count; i++)
-        if (s->on_worker[i] == job_id)
-            running = 1;
-    if (running && s->cancel_count < MAX_CANCEL_REQUESTS)
-        s->cancel_requests[s->cancel_count++] = job_id;
+    int rc = SCHEDULER_CANCEL_NOT_RUNNING;
+    if (job_set_contains(s->on_worker, job_id))
+        rc = job_set_add(s->cancel_requested, job_id) == 0 ? SCHEDULER_CANCEL_SENT : SCHEDULER_CANCEL_FULL;
     pthread_mutex_unlock(&s->shared);
-    if (running)
+    if (rc == SCHEDULER_CANCEL_SENT)
         scheduler_wake(s);
-    return running;
+    return rc;
+}
+
+int scheduler_cancel_capacity(void)
+{
+    return MAX_CANCEL_REQUESTS;
 }
 
 int scheduler_db_refusing(scheduler *s)
@@ -1004,5 +1020,7 @@ void scheduler_stop(scheduler *s)
     close(s->wake_pipe[1]);
     json_decref(s->view);
     pthread_mutex_destroy(&s->shared);
+    job_set_free(s->on_worker);
+    job_set_free(s->cancel_requested);
     free(s);
 }

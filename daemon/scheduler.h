@@ -33,9 +33,19 @@ typedef struct scheduler_config {
 int scheduler_start(const scheduler_config *config, store *st, job_queue *queue, scheduler **out);
 /* Tells the thread that the queue changed. Safe from any thread. */
 void scheduler_wake(scheduler *s);
-/* Asks the worker running job_id to stop. Returns 1 when the job is running
- * on a worker (the request is on its way), 0 otherwise. */
+/* scheduler_request_cancel's answers. */
+enum {
+    SCHEDULER_CANCEL_FULL = -1,       /* on a worker, but no room to note the request: it is not made */
+    SCHEDULER_CANCEL_NOT_RUNNING = 0, /* on no worker (not started, or ended meanwhile) */
+    SCHEDULER_CANCEL_SENT = 1,        /* on a worker: the request is on its way (asking twice is one request) */
+};
+/* Asks the worker running job_id to stop. Returns SCHEDULER_CANCEL_SENT,
+ * SCHEDULER_CANCEL_NOT_RUNNING or SCHEDULER_CANCEL_FULL. The request is
+ * kept until the job leaves its worker, whether or not it was sent by then.
+ * Safe from any thread. */
 int scheduler_request_cancel(scheduler *s, int64_t job_id);
+/* How many cancel requests the scheduler keeps at once (for messages). */
+int scheduler_cancel_capacity(void);
 /* Whether the database refuses the thread's writes now (the writes kept for
  * later, scheduler.c): a job no worker runs that the database still shows
  * running waits for that (else its end is being written at this moment).

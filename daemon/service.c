@@ -129,7 +129,14 @@ static int svc_cancel(void *self, int64_t id, json_t **job, int *accepted, api_e
         /* it started meanwhile: fall through to the running case */
         strcpy(status, "running");
     }
-    if (strcmp(status, "running") == 0 && scheduler_request_cancel(svc->scheduler, id)) {
+    int cancel = strcmp(status, "running") == 0 ? scheduler_request_cancel(svc->scheduler, id)
+                                                  : SCHEDULER_CANCEL_NOT_RUNNING;
+    if (cancel == SCHEDULER_CANCEL_FULL) /* refused, not lost: the client may ask again */
+        return api_fail(err, API_ERR_UNAVAILABLE, "id",
+                        "job %lld is running, but the daemon cannot note another cancel request now (it keeps %d "
+                        "at once, one per job on a worker); ask again",
+                        (long long)id, scheduler_cancel_capacity());
+    if (cancel == SCHEDULER_CANCEL_SENT) {
         *accepted = 1;
         rc = store_job_cancel_requested(svc->store, id);
         if (rc != STORE_OK && rc != STORE_CONFLICT) /* the cancel goes on; only the note is lost */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Black-box robustness tests beyond test_api.py's: requests that are
-ambiguous, and the daemon under conditions outside the request (a database
-that refuses writes for a while), against a real lmperfd on a random
+ambiguous, cancels repeated over and over, and the daemon under conditions
+outside the request (a database that refuses writes for a while), against a real lmperfd on a random
 loopback port with its own database. The helpers (Daemon, check,
 expect_error) are test_api.py's.
 
@@ -9,6 +9,7 @@ usage: test_robustness.py LMPERFD [WEB_ROOT]"""
 import os
 import sqlite3
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -134,10 +135,80 @@ def test_database_refuses_writes():
         check(code == 0, f"exit status after SIGTERM: {code}")  # a sanitizer's report: not 0
 
 
+def delete_many(d, job_id, threads=4, each=25):
+    """DELETE job_id threads x each times, from threads at once: the statuses."""
+    statuses, lock = [], threading.Lock()
+
+    def send():
+        for _ in range(each):
+            status, _, _ = d.request("DELETE", f"/v1/jobs/{job_id}")
+            with lock:
+                statuses.append(status)
+
+    workers = [threading.Thread(target=send) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return statuses
+
+
+def test_repeated_cancels(d):
+    """Cancels over and over, of running, queued and just-ending jobs: each
+    DELETE is a 200 (queued), 202 (running) or 409 (ended), never another
+    status nor a lost request; each job cancelled while running ends cancelled
+    (by its worker at a safe point: no worker killed), one cancelled while
+    queued never runs, one that ended first keeps its end, and none of it
+    touches the jobs after them: they run to success. Afterwards the worker is
+    idle, the queue empty, and nothing is left running or queued."""
+    restarts = d.get("/v1/system")[2]["workers"][0]["restarts"]
+    for round_ in range(6):
+        running = d.submit({"kind": "numerics", "count": LONG_COUNT, "label": f"cancel round {round_}"})
+        queued = d.submit({"kind": "numerics", "count": 10})
+        after = d.submit({"kind": "numerics", "count": 10})
+        d.wait_status(running["id"], ("running",))
+        statuses = delete_many(d, queued["id"], threads=2, each=10)  # first: it runs once the other has stopped
+        check(statuses.count(200) == 1 and set(statuses) <= {200, 409},
+              f"round {round_}: DELETEs of a queued job: one 200, the rest 409: {statuses}")
+        statuses = delete_many(d, running["id"])
+        check(set(statuses) <= {202, 409} and 202 in statuses,
+              f"round {round_}: 100 DELETEs of a running job: {sorted(set(statuses))}")
+        done = d.wait_status(running["id"], ("cancelled", "failed", "succeeded"), timeout=60)
+        check(done["status"] == "cancelled" and done.get("cancel_requested_at"),
+              f"round {round_}: the running job after its cancels: {done['status']} {done.get('error')}")
+        check(d.job(queued["id"])["status"] == "cancelled" and not d.job(queued["id"]).get("runs"),
+              f"round {round_}: the job cancelled while queued: {d.job(queued['id'])['status']}")
+        ended = d.wait_status(after["id"], ("succeeded", "failed", "cancelled"), timeout=60)
+        check(ended["status"] == "succeeded" and not ended.get("cancel_requested_at"),
+              f"round {round_}: the job after the cancelled ones: {ended['status']}")
+    # short jobs cancelled as they start and end: whatever the moment, an answer of the three, and an end that
+    # agrees with it (a 202 before its end: cancelled, or succeeded when it ended before the worker saw the request)
+    for k in range(10):
+        job = d.submit({"kind": "numerics", "count": 1000 * (k + 1)})
+        statuses = delete_many(d, job["id"], threads=2, each=5)
+        done = d.wait_status(job["id"], ("succeeded", "failed", "cancelled"), timeout=60)
+        ok = set(statuses) <= {200, 202, 409} and (done["status"] == "cancelled" or
+                                                    (done["status"] == "succeeded" and 200 not in statuses))
+        check(ok, f"a short job cancelled as it runs: {sorted(set(statuses))}, ended {done['status']}")
+    d.wait_for(lambda: d.workers_state() == ["idle"], "the worker to be idle")
+    system = d.get("/v1/system")[2]
+    worker = system["workers"][0]
+    check(worker["job_id"] is None and worker["restarts"] == restarts,
+          f"the worker after the cancels: job {worker['job_id']}, restarts {worker['restarts']} (before {restarts})")
+    for status in ("running", "queued"):
+        left = d.get(f"/v1/jobs?status={status}")[2]["total"]
+        check(left == 0, f"{left} job(s) left {status}")
+    # the daemon still takes and runs jobs, and a DELETE of an ended one is a 409
+    last = d.submit({"kind": "numerics", "count": 10})
+    check(d.wait_status(last["id"], ("succeeded", "failed"), timeout=60)["status"] == "succeeded",
+          "a job after the cancels")
+    expect_error(d, "DELETE", f"/v1/jobs/{last['id']}", 409, "conflict", "id")
+
+
 def main():
     d = Daemon("robust")
     try:
-        for test in (test_repeated_query_arguments, test_attention_cpu_memory):
+        for test in (test_repeated_query_arguments, test_attention_cpu_memory, test_repeated_cancels):
             print("--", test.__name__, flush=True)
             test(d)
     finally:

@@ -30,6 +30,20 @@ export const CONFIG = [
   {key: 'seed', label: 'Seed', get: (r) => r.seed, num: true},
 ];
 
+// The model's shape, as the seeds' tables (and the table endpoint) list it right
+// after the model's name: a preset's too, so a table says what "small" is.
+export const SHAPE = [
+  {key: 'd_model', label: 'd_model', get: (r) => r.d_model, num: true},
+  {key: 'd_ff', label: 'd_ff', get: (r) => r.d_ff, num: true},
+  {key: 'num_layers', label: 'Layers', get: (r) => r.num_layers, num: true},
+  {key: 'num_heads', label: 'Heads', get: (r) => r.num_heads, num: true},
+];
+
+// Config columns with the shape's after Model: columns, a subset of CONFIG in its order.
+export function withShape(columns) {
+  return columns.flatMap((c) => (c.key === 'model' ? [c, ...SHAPE] : [c]));
+}
+
 const PRESET_ORDER = new Map(MODEL_PRESETS.map((p, i) => [p.name, i]));
 const PRECISION_ORDER = ['fp32', 'tf32', 'bf16', 'fp16'];
 

@@ -303,6 +303,29 @@ async function checkColumnFormatters() {
   }
 }
 
+// The model's shape on the job page's summary, as in the seeds' tables: d_model,
+// d_ff, Layers and Heads right after Model (named as the table endpoint names
+// them, in its order), each row's the API run's.
+const SHAPE_COLUMNS = [['d_model', 'd_model'], ['d_ff', 'd_ff'], ['Layers', 'num_layers'], ['Heads', 'num_heads']];
+async function checkShapeColumns(id, job, table, heads) {
+  const labels = SHAPE_COLUMNS.map(([label]) => label);
+  const at = heads.indexOf('Model');
+  check(at >= 0 && JSON.stringify(heads.slice(at + 1, at + 5)) === JSON.stringify(labels),
+    `benchmark job ${id}: the summary's columns after Model are not ${labels.join(' | ')}: ${heads.join(' | ')}`);
+  const apiAt = table.columns.indexOf('Model');
+  check(JSON.stringify(table.columns.slice(apiAt + 1, apiAt + 5)) === JSON.stringify(labels),
+    `benchmark job ${id}: the table endpoint's columns after Model are ${table.columns.join(' | ')}, the page's ${labels.join(' | ')}`);
+  const rows = await page.$$eval('#bench-summary tbody tr', (trs, keys) => trs.map((tr) => ({run: Number(tr.dataset.run),
+    cells: keys.map((k) => { const td = tr.querySelector(`td[data-key="${k}"]`); return td ? td.textContent : null; }),
+    after: tr.querySelector('td[data-key="model"]')?.nextElementSibling?.dataset.key})), SHAPE_COLUMNS.map(([, key]) => key));
+  for (const row of rows) {
+    const r = job.runs.find((x) => x.index === row.run);
+    const want = SHAPE_COLUMNS.map(([, key]) => String(r[key]));
+    check(JSON.stringify(row.cells) === JSON.stringify(want) && row.after === 'd_model' && want.every((v) => /^\d+$/.test(v)),
+      `benchmark job ${id} run ${row.run}: the shape cells ${JSON.stringify(row.cells)}, the API run's ${JSON.stringify(want)}`);
+  }
+}
+
 async function checkBenchmarkPage(base, id) {
   const job = await apiGet(base, `/v1/jobs/${id}`);
   await page.goto(`${base}/#/jobs/${id}`);
@@ -320,6 +343,7 @@ async function checkBenchmarkPage(base, id) {
   const col = table.columns.indexOf('Speedup vs fp32 (×)');
   check(col >= 0, `benchmark job ${id}: the API table has no speedup column: ${table.columns.join(' | ')}`);
   const heads = await page.$$eval('#bench-summary thead th', (ths) => ths.map((th) => th.textContent));
+  await checkShapeColumns(id, job, table, heads);
   check(heads.includes('Speedup vs fp32 (×)') && heads.indexOf('Speedup vs fp32 (×)') === heads.indexOf('Total (ms)') + 1,
     `benchmark job ${id}: the page's table has no "Speedup vs fp32 (×)" after Total: ${heads.join(' | ')}`);
   const speedups = await page.$$eval('#bench-summary tbody tr', (trs) => trs.map((tr) => {

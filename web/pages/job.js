@@ -7,7 +7,7 @@ import {api, ACTIVE, TERMINAL, POLL_ACTIVE_MS as POLL_MS} from '../api.js';
 import * as fmt from '../format.js';
 import {statusBadge, progressCell, cancelling, cancelledToast} from './jobs.js';
 import {modelName, configKey} from '../kinds.js';
-import {CONFIG, compareRuns, phasesPresent, phaseDigits, statCell, stepChart, contextChart, precisionChart, HOST_BUSY_LABEL, hostBusyShown, hostBusyCell,
+import {CONFIG, withShape, compareRuns, phasesPresent, phaseDigits, statCell, stepChart, contextChart, precisionChart, HOST_BUSY_LABEL, hostBusyShown, hostBusyCell,
   warningMark, runWarnings, SPEEDUP_VS_FP32_LABEL, speedupsVsFp32} from '../benchmark.js';
 import {link} from '../route.js';
 import {lineChart, stackedAreaChart} from '../chart.js';
@@ -91,9 +91,11 @@ function benchmarkView(job) {
       failedList, runWarnings(failed, (r) => `Run ${r.index}`, 'bench-warnings')];
   const phases = phasesPresent(runs);
   const sorted = [...runs].sort(compareRuns);
-  // Config that is the same in every run goes above the table, not in columns.
+  // Config that is the same in every run goes above the table, not in columns; the model's
+  // shape (d_model, d_ff, Layers, Heads) always follows Model, as in the seeds' tables.
   const shown = CONFIG.filter((c) => c.key === 'model' || c.key === 'context_length' || new Set(runs.map(c.get)).size > 1);
   const common = CONFIG.filter((c) => !shown.includes(c));
+  const columns = withShape(shown);
   const digits = phaseDigits(runs, phases);
   const tflopsF = fmt.column(runs.map((r) => r.achieved_tflops), fmt.sigDigits);
   const peakF = fmt.mibColumn(runs.map((r) => r.peak_memory_bytes));
@@ -106,7 +108,7 @@ function benchmarkView(job) {
     h('caption', {class: 'sr-only'}, 'Benchmark summary: one row per run, times as mean ± std in ms'),
     h('thead', null, h('tr', null,
       h('th', {scope: 'col', class: 'num'}, 'Run'),
-      shown.map((c) => h('th', {scope: 'col', class: c.num ? 'num' : ''}, c.label)),
+      columns.map((c) => h('th', {scope: 'col', class: c.num ? 'num' : '', dataset: {key: c.key}}, c.label)),
       phases.map((p) => h('th', {scope: 'col', class: 'num'}, `${p.label} (ms)`)),
       speedup.shown ? h('th', {scope: 'col', class: 'num', title: "the fp32 run's mean whole-step time at the same point over this run's"}, SPEEDUP_VS_FP32_LABEL) : null,
       h('th', {scope: 'col', class: 'num'}, 'Tokens/s'), h('th', {scope: 'col', class: 'num'}, 'TFLOP/s'),
@@ -115,7 +117,7 @@ function benchmarkView(job) {
       h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Links')))),
     h('tbody', null, sorted.map((r) => h('tr', {dataset: {run: r.index}},
       h('td', {class: 'num'}, String(r.index), warningMark(r)),
-      shown.map((c) => h('td', {class: c.num ? 'num' : ''}, String(c.get(r)))),
+      columns.map((c) => h('td', {class: c.num ? 'num' : '', dataset: {key: c.key}}, String(c.get(r) ?? '—'))),
       phases.map((p) => statCell(r.stats[p.key], '', digits[p.key])),
       speedup.shown ? h('td', {class: 'num speedup', dataset: {key: 'speedup_vs_fp32', value: speedup.speedups.get(r) ?? ''}}, fmt.fixed(speedup.speedups.get(r), 2)) : null,
       h('td', {class: 'num', dataset: {value: r.tokens_per_s}}, rateF(r.tokens_per_s)),

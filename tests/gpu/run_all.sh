@@ -12,6 +12,8 @@
 #                           through it: each precision and attention, estimate = peak;
 #      seed_jobs_check.py   the daemon's seed-shaped sweeps: precision x warm-up,
 #                           allreduce nccl + mpi, the profile table by run and range
+#      cancel_check.py      DELETE of a running and a queued job on the GPU worker,
+#                           then lmperfd submit --table md (the daemon's client)
 #   5. bench_train_step     train-step timing (small, medium × T × fp32/tf32)
 #   6. torch_lm.py          the PyTorch peer on the same grid (fp32, then --tf32)
 # Switches (1 = run): OPS GRAPH MODEL DAEMON BENCH TORCH (all 1 by default).
@@ -79,6 +81,8 @@ if [ "$DAEMON" = 1 ]; then
     r=$?; note "edge_shapes rc=$r"; [ $r = 0 ] || RC=1
     timeout 400 python3 "$HERE/seed_jobs_check.py" "$CARRY/lmperfd" "$OUT/seed" >"$OUT/seed_jobs_check.log" 2>&1
     r=$?; note "seed_jobs_check rc=$r"; [ $r = 0 ] || RC=1
+    timeout 200 python3 "$HERE/cancel_check.py" "$CARRY/lmperfd" "$OUT/cancel" >"$OUT/cancel_check.log" 2>&1
+    r=$?; note "cancel_check rc=$r"; [ $r = 0 ] || RC=1
 fi
 if [ "$BENCH" = 1 ]; then
     timeout 30 "$CARRY/bench_train_step" adamw 134217728 >"$OUT/bench.log" 2>&1

@@ -251,8 +251,13 @@ static int check_array(schema_ctx *ctx, const json_t *schema, const json_t *v, c
         if (items && validate_at(ctx, items, json_array_get(v, i), sub, err))
             return -1;
         for (size_t j = 0; unique && j < i; j++)
-            if (json_equal(json_array_get(v, i), json_array_get(v, j)))
-                return api_fail(err, API_ERR_INVALID_SPEC, sub, "%s repeats an earlier item", sub);
+            if (json_equal(json_array_get(v, i), json_array_get(v, j))) {
+                /* a sweep's point twice: one row twice in its tables and views */
+                char value[96];
+                describe_value(json_array_get(v, i), value, sizeof value);
+                return api_fail(err, API_ERR_INVALID_SPEC, sub, "%s repeats %s[%zu] (%s): list each value once",
+                                sub, field_or_root(path), j, value);
+            }
     }
     return 0;
 }

@@ -818,6 +818,29 @@ def test_text_and_numbers(d):
                  body={"kind": "allreduce", "backend": "mpi", "sizes": [1024], "world_sizes": [2, 2]})
     expect_error(d, "POST", "/v1/jobs", 400, "invalid_spec", "sizes[1]",
                  body={"kind": "allreduce", "backend": "mpi", "sizes": ["1MB", "1MB"], "world_sizes": [2]})
+    # the message names the repeated value and where it was first, whatever the kind and the list
+    for spec, field, needle in (
+            ({"kind": "benchmark", "model": "tiny", "context_length": [128, 128]}, "context_length[1]",
+             "context_length[1] repeats context_length[0] (128)"),
+            ({"kind": "benchmark", "model": "tiny", "context_length": 16, "precision": ["fp32", "bf16", "fp32"]},
+             "precision[2]", 'precision[2] repeats precision[0] ("fp32")'),
+            ({"kind": "memory", "model": ["small", "small"], "context_length": 16}, "model[1]",
+             'model[1] repeats model[0] ("small")'),
+            ({"kind": "profile", "model": "tiny", "context_length": 16, "mode": ["forward", "forward"]}, "mode[1]",
+             'mode[1] repeats mode[0] ("forward")'),
+            ({"kind": "benchmark", "model": "tiny", "context_length": 16, "warmup_steps": [0, 5, 0]},
+             "warmup_steps[2]", "warmup_steps[2] repeats warmup_steps[0] (0)"),
+            ({"kind": "attention", "seq_len": [64, 64]}, "seq_len[1]", "seq_len[1] repeats seq_len[0] (64)"),
+            ({"kind": "attention", "seq_len": 64, "d_head": [16, 32, 16]}, "d_head[2]",
+             "d_head[2] repeats d_head[0] (16)"),
+            ({"kind": "allreduce", "backend": ["mpi", "mpi"], "sizes": [1024]}, "backend[1]",
+             'backend[1] repeats backend[0] ("mpi")'),
+            ({"kind": "allreduce", "backend": "mpi", "sizes": [1024], "world_sizes": [2, 4, 2]}, "world_sizes[2]",
+             "world_sizes[2] repeats world_sizes[0] (2)")):
+        got, _, body = d.request("POST", "/v1/jobs", spec)
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        check(got == 400 and error.get("field") == field and needle in error.get("message", ""),
+              f"{spec}: {got} {body}, want {field}: {needle}")
     # client text that is not UTF-8 (%ff), and UTF-8 cut by a fixed-size message buffer: JSON bodies
     for path in ("/v1/jobs/%ff", "/v1/jobs?kind=%ff", "/v1/schemas/%ff"):
         got, resp, body = d.request("GET", path)

@@ -52,6 +52,33 @@ int main(void)
     expect_field("{\"kind\":\"numerics\",\"timeout_s\":0}", "timeout_s");
     expect_field("{\"kind\":\"numerics\",\"timeout_s\":\"1\"}", "timeout_s");
 
+    /* a sweep list that repeats a value is refused at its second occurrence,
+     * naming the value and where it first was (every kind's lists) */
+    static const struct {
+        const char *spec, *field, *message;
+    } repeats[] = {
+        {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":[128,256,128]}", "context_length[2]",
+         "context_length[2] repeats context_length[0] (128): list each value once"},
+        {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":8,\"precision\":[\"fp32\",\"fp32\"]}",
+         "precision[1]", "precision[1] repeats precision[0] (\"fp32\"): list each value once"},
+        {"{\"kind\":\"memory\",\"model\":[{\"d_model\":16,\"d_ff\":32,\"num_layers\":1,\"num_heads\":2},"
+         "{\"num_heads\":2,\"d_ff\":32,\"d_model\":16,\"num_layers\":1}],\"context_length\":8}",
+         "model[1]", "model[1] repeats model[0] ({\"num_heads\":2,\"d_ff\":32,\"d_model\":16,\"num_layers\":1})"},
+        {"{\"kind\":\"attention\",\"seq_len\":8,\"dtype\":[\"float16\",\"float16\"]}", "dtype[1]",
+         "dtype[1] repeats dtype[0] (\"float16\")"},
+        {"{\"kind\":\"allreduce\",\"backend\":\"mpi\",\"sizes\":[1024,1024]}", "sizes[1]",
+         "sizes[1] repeats sizes[0] (1024)"},
+        {"{\"kind\":\"numerics\",\"experiments\":[\"accumulation\",\"accumulation\"]}", "experiments[1]",
+         "experiments[1] repeats experiments[0] (\"accumulation\")"},
+    };
+    for (size_t i = 0; i < sizeof repeats / sizeof repeats[0]; i++) {
+        char field[128], message[512];
+        int rc = validate_text(repeats[i].spec, field, sizeof field, message, sizeof message);
+        CHECK(rc != 0 && strcmp(field, repeats[i].field) == 0 && strstr(message, repeats[i].message),
+              "%s: field '%s' (want '%s'), message '%s' (want '%s' in it)", repeats[i].spec, field, repeats[i].field,
+              message, repeats[i].message);
+    }
+
     /* defaults are filled in */
     json_t *spec = json_pack("{s:s}", "kind", "numerics");
     const jobkind *kind = NULL;

@@ -140,6 +140,26 @@ static size_t backends_used(const json_t *spec)
     return n;
 }
 
+/* Entry i of "sizes" (parsed as p) is refused when an earlier entry is the
+ * same number of bytes written otherwise ("1MB" and "1000KB", 1048576 and
+ * "1MiB", "1MB" and "1 mb"): the two would be one point twice, alike in
+ * every table and view (which tell points apart by their bytes). Returns 0,
+ * or -1 with err naming "sizes[i]". */
+static int check_size_repeat(const json_t *sizes, size_t i, const size_point *p, api_error *err)
+{
+    for (size_t k = 0; k < i; k++) {
+        size_point earlier;
+        char why[160], field[32];
+        if (parse_size(json_array_get(sizes, k), &earlier, why, sizeof why) || earlier.bytes != p->bytes)
+            continue;
+        snprintf(field, sizeof field, "sizes[%zu]", i);
+        return api_fail(err, API_ERR_INVALID_SPEC, field,
+                        "%s (%s) is sizes[%zu] (%s) again: both are %llu bytes; list each size once", field,
+                        p->label, k, earlier.label, (unsigned long long)p->bytes);
+    }
+    return 0;
+}
+
 static int allreduce_check(json_t *spec, api_error *err)
 {
     const json_t *sizes = json_object_get(spec, "sizes"), *worlds = json_object_get(spec, "world_sizes");
@@ -152,6 +172,8 @@ static int allreduce_check(json_t *spec, api_error *err)
         snprintf(field, sizeof field, "sizes[%zu]", i);
         if (parse_size(v, &p, why, sizeof why))
             return api_fail(err, API_ERR_INVALID_SPEC, field, "%s", why);
+        if (check_size_repeat(sizes, i, &p, err))
+            return -1;
         if (uses_backend(spec, "mpi") && p.bytes > MPI_MAX_BYTES)
             return api_fail(err, API_ERR_INVALID_SPEC, field, "the mpi backend takes at most %llu bytes per rank",
                             (unsigned long long)MPI_MAX_BYTES);

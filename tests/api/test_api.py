@@ -841,6 +841,15 @@ def test_text_and_numbers(d):
         error = body.get("error", {}) if isinstance(body, dict) else {}
         check(got == 400 and error.get("field") == field and needle in error.get("message", ""),
               f"{spec}: {got} {body}, want {field}: {needle}")
+    # one size written twice otherwise (the same bytes): one point twice, refused naming both spellings
+    for sizes, field, needle in ((["4KB", "1MB", "1000KB"], "sizes[2]",
+                                  "sizes[2] (1000KB) is sizes[1] (1MB) again: both are 1000000 bytes"),
+                                 (["1MiB", 1048576], "sizes[1]", "sizes[1] (1048576) is sizes[0] (1MiB) again"),
+                                 (["1MB", "1 mb"], "sizes[1]", "sizes[1] (1 mb) is sizes[0] (1MB) again")):
+        got, _, body = d.request("POST", "/v1/jobs", {"kind": "allreduce", "backend": "mpi", "sizes": sizes})
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        check(got == 400 and error.get("field") == field and needle in error.get("message", ""),
+              f"sizes {sizes}: {got} {body}, want {field}: {needle}")
     # client text that is not UTF-8 (%ff), and UTF-8 cut by a fixed-size message buffer: JSON bodies
     for path in ("/v1/jobs/%ff", "/v1/jobs?kind=%ff", "/v1/schemas/%ff"):
         got, resp, body = d.request("GET", path)

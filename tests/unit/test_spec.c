@@ -68,6 +68,11 @@ int main(void)
          "dtype[1] repeats dtype[0] (\"float16\")"},
         {"{\"kind\":\"allreduce\",\"backend\":\"mpi\",\"sizes\":[1024,1024]}", "sizes[1]",
          "sizes[1] repeats sizes[0] (1024)"},
+        /* the same bytes written otherwise: the kind's own check */
+        {"{\"kind\":\"allreduce\",\"backend\":\"mpi\",\"sizes\":[\"1KiB\",\"1MB\",1000000]}", "sizes[2]",
+         "sizes[2] (1000000) is sizes[1] (1MB) again: both are 1000000 bytes; list each size once"},
+        {"{\"kind\":\"allreduce\",\"backend\":\"mpi\",\"sizes\":[\"4KB\",\"4 kb\"]}", "sizes[1]",
+         "sizes[1] (4 kb) is sizes[0] (4KB) again: both are 4000 bytes"},
         {"{\"kind\":\"numerics\",\"experiments\":[\"accumulation\",\"accumulation\"]}", "experiments[1]",
          "experiments[1] repeats experiments[0] (\"accumulation\")"},
     };
@@ -78,6 +83,7 @@ int main(void)
               "%s: field '%s' (want '%s'), message '%s' (want '%s' in it)", repeats[i].spec, field, repeats[i].field,
               message, repeats[i].message);
     }
+    expect_field("{\"kind\":\"allreduce\",\"backend\":\"mpi\",\"sizes\":[\"1MB\",\"1MiB\",1000]}", NULL);
 
     /* defaults are filled in */
     json_t *spec = json_pack("{s:s}", "kind", "numerics");

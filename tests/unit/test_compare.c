@@ -297,6 +297,60 @@ static void test_mean_sd_decimals(store *s)
     json_decref(table);
 }
 
+typedef struct summary_rows {
+    int64_t job_id;
+    int rows, runs;        /* benchmark_summary's rows of the job, and its distinct runs */
+    double speedups[8];    /* speedup_vs_fp32 per row in run_id order; -1: NULL */
+} summary_rows;
+
+static int read_summary(sqlite3 *db, void *arg, api_error *err)
+{
+    summary_rows *got = arg;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT speedup_vs_fp32, (SELECT COUNT(DISTINCT run_id) FROM benchmark_summary "
+                           "WHERE job_id = ?1) FROM benchmark_summary WHERE job_id = ?1 ORDER BY run_id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return api_fail(err, API_ERR_INTERNAL, NULL, "benchmark_summary: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, got->job_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (got->rows < (int)(sizeof got->speedups / sizeof got->speedups[0]))
+            got->speedups[got->rows] = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 0);
+        got->rows++;
+        got->runs = sqlite3_column_int(st, 1);
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* A job holding one point twice in fp32 (a sweep list that named a value
+ * twice, which earlier lmperfd versions stored): still one benchmark_summary
+ * row per run, each other run's speedup against the first fp32 run, and one
+ * table and comparison row per run. */
+static void test_repeated_point(store *s)
+{
+    json_t *runs[] = {bench_run(8, "fp32", 16, 10, 5), bench_run(8, "fp32", 16, 8, 5), bench_run(8, "bf16", 16, 5, 5)};
+    int64_t job = finished_job(s, "benchmark", runs, 3);
+    summary_rows got = {.job_id = job};
+    api_error err = {0};
+    MUST(store_read_snapshot(s, read_summary, &got, &err));
+    CHECK(got.rows == 3 && got.runs == 3, "benchmark_summary of a job with a point twice: %d rows for %d runs",
+          got.rows, got.runs);
+    CHECK(got.rows == 3 && got.speedups[0] == 1.0 && got.speedups[1] == 1.25 && got.speedups[2] == 2.0,
+          "speedups against the first fp32 run: %g %g %g", got.speedups[0], got.speedups[1], got.speedups[2]);
+    json_t *other_runs[] = {bench_run(8, "fp32", 16, 20, 5)};
+    int64_t other = finished_job(s, "benchmark", other_runs, 1);
+    int64_t ids[] = {job, other};
+    json_t *table = NULL;
+    if (compare(s, ids, 2, 0, &table, &err)) {
+        CHECK(0, "comparison with a job holding a point twice: %s", err.message);
+        return;
+    }
+    CHECK(json_array_size(json_object_get(table, "rows")) == 4, "the comparison has %zu rows, not 4 (one per run)",
+          json_array_size(json_object_get(table, "rows")));
+    json_decref(table);
+}
+
 int main(void)
 {
     test_align();
@@ -306,6 +360,7 @@ int main(void)
     MUST(store_open(db_path, &s, err, sizeof err));
     test_benchmark(s);
     test_mean_sd_decimals(s);
+    test_repeated_point(s);
     store_close(s);
     char path[300];
     static const char *const suffixes[] = {"", "-wal", "-shm"};

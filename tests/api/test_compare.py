@@ -124,6 +124,18 @@ def test_benchmark(d):
     check(len(cols) == 1 + len(names) + ("Warm-up Steps" not in names) + 1 and len(set(cols)) == len(cols),
           f"one column per name: {cols}")
 
+    # the model's shape right after Model, as on the job page's summary and in each job's own table: every run's
+    shape = ["d_model", "d_ff", "Layers", "Heads"]
+    at = cols.index("Model")
+    runs = [r for j in (fp32, mixed) for r in j["runs"]]
+    check(cols[at + 1:at + 5] == shape and cols[at + 5] == "Context Length"
+          and all(c[c.index("Model") + 1:c.index("Model") + 5] == shape for c in (own[a]["columns"], own[b]["columns"])),
+          f"the shape after Model: {cols}")
+    check([row[at + 1:at + 5] for row in table["rows"]] ==
+          [[r["d_model"], r["d_ff"], r["num_layers"], r["num_heads"]] for r in runs]
+          and all(row[at + 1:at + 5] == [16, 32, 1, 1] for row in table["rows"]),
+          f"each row's shape is its run's: {[row[at + 1:at + 5] for row in table['rows']]}")
+
     keys = list(zip(column(table, "Context Length"), column(table, "Precision")))
     want = [1.0, 1.0, t_a[(8, "fp32")] / t_b[(8, "fp32")], t_a[(8, "fp32")] / t_b[(8, "bf16")], None, None]
     check(keys == [(8, "fp32"), (16, "fp32"), (8, "fp32"), (8, "bf16"), (32, "fp32"), (32, "bf16")],
@@ -140,7 +152,7 @@ def test_benchmark(d):
     at = header.index(speedup_name) if speedup_name in header else -1
     want_md = [f"{x:.{digits}f}" if x is not None else "" for x in got]
     check(status == 200 and resp.getheader("Content-Type", "").startswith("text/markdown") and len(lines) == 8
-          and header[:2] == ["Job", "Model"] and at >= 0 and [c[at] for c in cells] == want_md
+          and header[:7] == ["Job", "Model", "d_model", "d_ff", "Layers", "Heads", "Context Length"] and at >= 0 and [c[at] for c in cells] == want_md
           and [c[0] for c in cells] == [str(a)] * 2 + [str(b)] * 4, f"md comparison: {md}")
     # csv: "mean ± sd" columns are two fields, the speedup one
     status, resp, text = d.get(f"/v1/compare?jobs={a},{b}&format=csv")
@@ -148,7 +160,8 @@ def test_benchmark(d):
     header = records[0] if records else []
     at = header.index(speedup_name) if speedup_name in header else -1
     check(status == 200 and resp.getheader("Content-Type", "").startswith("text/csv") and len(records) == 7
-          and header[0] == "Job" and "Total (ms) sd" in header and at >= 0
+          and header[:7] == ["Job", "Model", "d_model", "d_ff", "Layers", "Heads", "Context Length"]
+          and "Total (ms) sd" in header and at >= 0
           and [r[at] for r in records[1:]] == want_md and [r[0] for r in records[1:]] == [str(a)] * 2 + [str(b)] * 4,
           f"csv comparison: {text}")
 

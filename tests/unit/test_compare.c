@@ -297,6 +297,53 @@ static void test_mean_sd_decimals(store *s)
     json_decref(table);
 }
 
+/* The position of column name in table's columns; -1 when there is none. */
+static long column_at(const json_t *table, const char *name)
+{
+    const json_t *columns = json_object_get(table, "columns");
+    for (size_t c = 0; c < json_array_size(columns); c++)
+        if (strcmp(json_string_value(json_array_get(columns, c)), name) == 0)
+            return (long)c;
+    return -1;
+}
+
+/* The comparison reads as the job page's summary: Job, Model, then the
+ * model's shape (d_model, d_ff, Layers, Heads), each row its run's. */
+static void test_shape_columns(store *s)
+{
+    json_t *first_runs[] = {bench_run(8, "fp32", 16, 10, 5)};
+    int64_t first = finished_job(s, "benchmark", first_runs, 1);
+    json_t *second_runs[] = {bench_run(8, "fp32", 32, 12, 5), bench_run(16, "fp32", 64, 30, 5)};
+    json_object_set_new(second_runs[1], "num_layers", json_integer(3));
+    json_object_set_new(second_runs[1], "num_heads", json_integer(4));
+    int64_t second = finished_job(s, "benchmark", second_runs, 2);
+    int64_t ids[] = {first, second};
+    json_t *table = NULL;
+    api_error err = {0};
+    if (compare(s, ids, 2, 0, &table, &err)) {
+        CHECK(0, "comparison of two benchmark jobs: %s", err.message);
+        return;
+    }
+    long model = column_at(table, "Model");
+    CHECK(model == 1 && column_at(table, "d_model") == 2 && column_at(table, "d_ff") == 3 &&
+              column_at(table, "Layers") == 4 && column_at(table, "Heads") == 5 &&
+              column_at(table, "Context Length") == 6,
+          "Job, Model, d_model, d_ff, Layers, Heads, Context Length lead the comparison");
+    json_t *shapes = json_array();
+    size_t i;
+    const json_t *row;
+    json_array_foreach(json_object_get(table, "rows"), i, row)
+        json_array_append_new(shapes, json_pack("[O, O, O, O, O]", json_array_get(row, 0), json_array_get(row, 2),
+                                                json_array_get(row, 3), json_array_get(row, 4),
+                                                json_array_get(row, 5)));
+    char want[160];
+    snprintf(want, sizeof want, "[[%lld, 16, 32, 1, 1], [%lld, 32, 32, 1, 1], [%lld, 64, 32, 3, 4]]",
+             (long long)first, (long long)second, (long long)second);
+    CHECK(same_json(shapes, want), "each row's shape cells are its run's");
+    json_decref(shapes);
+    json_decref(table);
+}
+
 typedef struct summary_rows {
     int64_t job_id;
     int rows, runs;        /* benchmark_summary's rows of the job, and its distinct runs */
@@ -360,6 +407,7 @@ int main(void)
     MUST(store_open(db_path, &s, err, sizeof err));
     test_benchmark(s);
     test_mean_sd_decimals(s);
+    test_shape_columns(s);
     test_repeated_point(s);
     store_close(s);
     char path[300];

@@ -438,6 +438,35 @@ async function checkHostBusy(base, otherJob) {
   log(`host busy: job ${job.id} (${run.host_other_cpu_pct.toFixed(0)} % busy) shows its warning and "${HOST_BUSY}" as the API's table; job ${otherJob} as its own; compare too`);
 }
 
+// The compare page's table reads as the job page's summary and /v1/compare: the model's
+// shape (d_model, d_ff, Layers, Heads) right after Model, each cell the API run's.
+async function checkCompareShape(base, jobs, rows) {
+  const labels = SHAPE_COLUMNS.map(([label]) => label);
+  const heads = await page.$$eval('#compare-table thead th', (ths) => ths.map((th) => th.textContent));
+  const at = heads.indexOf('Model');
+  check(at >= 0 && JSON.stringify(heads.slice(at + 1, at + 5)) === JSON.stringify(labels),
+    `compare: the table's columns after Model are not ${labels.join(' | ')}: ${heads.join(' | ')}`);
+  const ids = [...jobs.keys()];
+  const api = await apiGet(base, `/v1/compare?jobs=${ids.join(',')}&format=json`);
+  const apiAt = api.columns.indexOf('Model');
+  check(apiAt >= 0 && JSON.stringify(api.columns.slice(apiAt + 1, apiAt + 5)) === JSON.stringify(labels),
+    `/v1/compare's columns after Model are ${api.columns.join(' | ')}, the page's ${labels.join(' | ')}`);
+  for (const row of rows) {
+    const [jid, idx] = row.run.split(':').map(Number);
+    const r = jobs.get(jid).runs.find((x) => x.index === idx);
+    const got = SHAPE_COLUMNS.map(([, key]) => row.keys[key] && row.keys[key].text);
+    const want = SHAPE_COLUMNS.map(([, key]) => String(r[key]));
+    check(JSON.stringify(got) === JSON.stringify(want) && want.every((v) => /^\d+$/.test(v)),
+      `compare row ${row.run}: the shape cells ${JSON.stringify(got)}, the API run's ${JSON.stringify(want)}`);
+  }
+  // /v1/compare's rows carry the same shape (Job, Model, then the shape)
+  for (const apiRow of api.rows) {
+    const shape = apiRow.slice(apiAt + 1, apiAt + 5).map(String);
+    const own = jobs.get(apiRow[0]).runs.some((r) => JSON.stringify(SHAPE_COLUMNS.map(([, key]) => String(r[key]))) === JSON.stringify(shape));
+    check(own, `/v1/compare row ${JSON.stringify(apiRow.slice(0, 6))}: its shape is no run's of job ${apiRow[0]}`);
+  }
+}
+
 async function checkCompare(base, formJob, apiJob) {
   const jobs = new Map();
   for (const id of [formJob, apiJob]) jobs.set(id, await apiGet(base, `/v1/jobs/${id}`));
@@ -498,6 +527,7 @@ async function checkCompare(base, formJob, apiJob) {
   const charts = await page.$$eval('figure.chart svg.plot', (s) => s.length);
   check(charts >= 2, `compare page shows ${charts} charts, expected time-vs-context and precision speedup`);
   await checkTableDecimals('#compare-table', 'compare table');
+  await checkCompareShape(base, jobs, rows);
   log(`compare table: ${rows.length} rows equal the API's numbers`);
 
   // The CSV export carries the same numbers, unrounded.
@@ -511,8 +541,22 @@ async function checkCompare(base, formJob, apiJob) {
   }
   const [md] = await Promise.all([page.waitForEvent('download'), page.click('button:text("Export Markdown")')]);
   const mdText = readFileSync(await md.path(), 'utf8');
-  check(/^\|[^\n]*\bModel\s*\|\s*Context Length\s*\|[^\n]*\|\s*Fwd \(ms\)\s*\|/.test(mdText) && mdText.split('\n').filter((l) => l.startsWith('|')).length === refs.length + 2,
-    `Markdown export is not the seeds' table:\n${mdText}`);
+  check(/^\|[^\n]*\bModel\s*\|\s*d_model\s*\|\s*d_ff\s*\|\s*Layers\s*\|\s*Heads\s*\|\s*Context Length\s*\|[^\n]*\|\s*Fwd \(ms\)\s*\|/.test(mdText) && mdText.split('\n').filter((l) => l.startsWith('|')).length === refs.length + 2,
+    `Markdown export is not the seeds' table (Model, its shape, Context Length, ..., Fwd):\n${mdText}`);
+  const mdRows = mdText.split('\n').filter((l) => l.startsWith('|')).slice(2).map((l) => l.split('|').slice(1, -1).map((c) => c.trim()));
+  const mdHead = mdText.split('\n')[0].split('|').slice(1, -1).map((c) => c.trim());
+  const mdAt = mdHead.indexOf('Model');
+  const shapes = new Set([...jobs.values()].flatMap((j) => j.runs.map((r) => SHAPE_COLUMNS.map(([, key]) => r[key]).join(' '))));
+  check(mdRows.every((cells) => shapes.has(cells.slice(mdAt + 1, mdAt + 5).join(' '))),
+    `Markdown export's shape cells are not the API runs' (${[...shapes].join('; ')}):\n${mdText}`);
+  const csvAt = head.indexOf('model');
+  check(JSON.stringify(head.slice(csvAt + 1, csvAt + 5)) === JSON.stringify(SHAPE_COLUMNS.map(([, key]) => key)),
+    `CSV export: the columns after model are ${head.join(',')}, not d_model, d_ff, num_layers, num_heads`);
+  for (const line of csv.slice(1)) {
+    const r = jobs.get(Number(line[0])).runs.find((x) => x.index === Number(line[1]));
+    check(JSON.stringify(line.slice(csvAt + 1, csvAt + 5)) === JSON.stringify(SHAPE_COLUMNS.map(([, key]) => String(r[key]))),
+      `CSV shape of ${line[0]}:${line[1]} is ${line.slice(csvAt + 1, csvAt + 5)}, the API run's ${SHAPE_COLUMNS.map(([, key]) => r[key])}`);
+  }
   await shot('compare.png');
   await page.emulateMedia({colorScheme: 'dark'});
   await shot('compare-dark.png');

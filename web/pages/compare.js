@@ -9,7 +9,7 @@ import {h, mount, download, toast} from '../dom.js';
 import {api} from '../api.js';
 import * as fmt from '../format.js';
 import {modelName} from '../kinds.js';
-import {CONFIG, PHASES, compareRuns, phasesPresent, phaseDigits, statCell, contextChart, precisionChart, HOST_BUSY_LABEL, hostBusyShown,
+import {CONFIG, SHAPE, withShape, PHASES, compareRuns, phasesPresent, phaseDigits, statCell, contextChart, precisionChart, HOST_BUSY_LABEL, hostBusyShown,
   hostBusyCell, warningMark, runWarnings} from '../benchmark.js';
 import {replaceParams, link} from '../route.js';
 
@@ -108,21 +108,24 @@ function describeBaseline(spec) {
   return spec.fixed.map(([c, v]) => (c === JOB ? `job #${v}` : `${c.label.toLowerCase()} ${v}`)).join(' · ');
 }
 
-// A row's baseline run: the fixed values, and the row's own on every other field; null when none ran the phase.
+// A row's baseline run: the fixed values, and the row's own on every other field (the model by name
+// and shape, as /v1/compare matches it); null when none ran the phase.
 function baselineFor(row, spec, phase) {
   if (!spec || !spec.fixed.length) return null;
   const fixed = new Set(spec.fixed.map(([c]) => c));
-  const same = CONFIG.filter((c) => !fixed.has(c));
+  const same = [...CONFIG, ...SHAPE].filter((c) => !fixed.has(c));
   const b = spec.candidates.find((r) => spec.fixed.every(([c, v]) => c.get(r) === v) && same.every((c) => c.get(r) === c.get(row)));
   return b && b.stats && b.stats[phase] ? b : null;
 }
 
-// The table's rows as data, shared by the HTML table and the exports.
+// The table's rows as data, shared by the HTML table and the exports. shown: the config columns,
+// Model's shape (d_model, d_ff, Layers, Heads) always right after it, as on the job page and in /v1/compare.
 function tableModel(runs, baseline, phase, pool) {
   const phases = phasesPresent(runs);
-  const varying = CONFIG.filter((c) => new Set(runs.map(c.get)).size > 1);
-  const shown = CONFIG.filter((c) => c.key === 'model' || c.key === 'context_length' || varying.includes(c));
-  const common = CONFIG.filter((c) => !shown.includes(c)).map((c) => [c.label, runs.length ? c.get(runs[0]) : '']);
+  const varying = [...CONFIG, ...SHAPE].filter((c) => new Set(runs.map(c.get)).size > 1);
+  const config = CONFIG.filter((c) => c.key === 'model' || c.key === 'context_length' || varying.includes(c));
+  const shown = withShape(config);
+  const common = CONFIG.filter((c) => !config.includes(c)).map((c) => [c.label, runs.length ? c.get(runs[0]) : '']);
   const spec = baselineSpec(baseline, runs, pool);
   const rows = [...runs].sort(compareRuns).map((r) => {
     const b = baselineFor(r, spec, phase);
@@ -144,7 +147,7 @@ function toCsv(m, phase) {
     'tokens_per_s', `speedup_${phase}`, 'speedup_baseline', ...(m.host ? ['host_busy_pct'] : []), 'status', 'error'];
   const lines = [head.join(',')];
   for (const {run, base, speedup} of m.rows)
-    lines.push([run.job_id, run.index, ...m.shown.map((c) => c.get(run)),
+    lines.push([run.job_id, run.index, ...m.shown.map((c) => c.get(run) ?? ''),
       ...m.phases.flatMap((p) => (run.stats && run.stats[p.key] ? [run.stats[p.key].mean_ms, run.stats[p.key].std_ms] : ['', ''])),
       run.tokens_per_s ?? '', speedup ?? '', speedup === null ? '' : ref(base), ...(m.host ? [run.host_other_cpu_pct ?? ''] : []),
       run.status, run.error ?? ''].map(esc).join(','));
@@ -160,7 +163,7 @@ function toMarkdown(m, phase) {
   const off = withRun ? 1 : 0;
   const right = head.map((_, i) => i < off || i >= m.shown.length + off || m.shown[i - off].num);
   // A failed point reads as the seeds' OOM rows: the word in every time column, the reason below the table.
-  const body = m.rows.map(({run, speedup}) => [...(withRun ? [`#${run.job_id}.${run.index}`] : []), ...m.shown.map((c) => String(c.get(run))),
+  const body = m.rows.map(({run, speedup}) => [...(withRun ? [`#${run.job_id}.${run.index}`] : []), ...m.shown.map((c) => String(c.get(run) ?? '—')),
     ...m.phases.map((p) => (failed(run) ? failWord(run) : run.stats[p.key] ? fmt.msPm(run.stats[p.key].mean_ms, run.stats[p.key].std_ms, m.digits[p.key]) : '—')),
     speedup === null ? '—' : fmt.ratio(speedup), m.rate(run.tokens_per_s),
     ...(m.host ? [typeof run.host_other_cpu_pct === 'number' ? fmt.fixed(run.host_other_cpu_pct, 0) : '—'] : [])]);
@@ -292,7 +295,7 @@ export async function render(main, ctx) {
         h('thead', null, h('tr', null,
           h('th', {scope: 'col', class: 'num'}, 'Run'),
           // headers wrap between words only ("Warm-up / steps", not "Warm- / up")
-          m.shown.map((c) => h('th', {scope: 'col', class: `${c.num ? 'num' : ''} ${diff(c)}`}, (c.key === 'context_length' ? 'Context length' : c.label)
+          m.shown.map((c) => h('th', {scope: 'col', class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, (c.key === 'context_length' ? 'Context length' : c.label)
             .split(' ').map((w, i) => [i ? ' ' : '', h('span', {class: 'nowrap'}, w)]))),
           m.phases.map((p) => h('th', {scope: 'col', class: 'num', dataset: {phase: p.key}}, `${p.label} (ms)`)),
           // the speedup beside the times (as the table endpoint and the seeds put it), where a wide table still shows it
@@ -303,7 +306,7 @@ export async function render(main, ctx) {
           h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Remove')))),
         h('tbody', null, m.rows.map(({run, base, isBaseline, speedup}) => h('tr', {class: isBaseline ? 'baseline' : '', dataset: {run: ref(run)}},
           h('td', {class: 'num'}, h('a', {href: `#/jobs/${run.job_id}`, title: run.job_label || ''}, `#${run.job_id}.${run.index}`), warningMark(run)),
-          m.shown.map((c) => h('td', {class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, String(c.get(run)))),
+          m.shown.map((c) => h('td', {class: `${c.num ? 'num' : ''} ${diff(c)}`, dataset: {key: c.key}}, String(c.get(run) ?? '—'))),
           failed(run) ? h('td', {colspan: m.phases.length, class: `reason ${run.oom ? 'oom' : 'error'}`, dataset: {status: failWord(run)}}, `${failWord(run)}: ${run.error}`)
             : m.phases.map((p) => statCell(run.stats[p.key], p.key, m.digits[p.key])),
           h('td', {class: `num speedup ${speedup === null ? '' : speedup > 1 + SAME ? 'faster' : speedup < 1 - SAME ? 'slower' : 'same'}`,

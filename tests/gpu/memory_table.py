@@ -88,8 +88,8 @@ def main():
     prof = load(os.path.join(out, "profile_flash.json"))
     if prof:
         runs = prof.get("runs", [])
-        print(f"\nprofile flash: {prof.get('status')} {prof.get('error')}; runs: "
-              + ", ".join(f"{r['status']} {r.get('error') or ''}" for r in runs))
+        print(f"\nprofile flash: {prof.get('status')} {prof.get('error') or ''}".rstrip() + "; runs: "
+              + ", ".join(f"{r['status']} {r.get('error') or ''}".rstrip() for r in runs))
 
 
 if __name__ == "__main__":

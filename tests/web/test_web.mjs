@@ -1451,6 +1451,7 @@ async function main() {
   await checkHistoryWarmup(base, apiJob);
   await checkOddUrls(base, formJob);
   await checkCancelling(base);
+  await checkRunningJobFits(base);
   await page.goto(base + '/#/history');
   await page.waitForSelector('#history-table tbody tr');
   await checkTableDecimals('#history-table', 'history table');
@@ -1654,6 +1655,46 @@ async function checkCancelling(base) {
     check(await page.isVisible('#job-cancelling') && !(await page.isVisible('button:text("Cancel job")')), 'a cancelling job does not say so, or offers Cancel again');
   await waitJob(base, id, {mustSucceed: false});
   log(`job ${id}: cancel asked from its page, shown as cancelling until it stopped`);
+}
+
+// A running job's progress message ("tiny, context 64, batch 2, fp32, train_step, 1000 warm-up")
+// wraps under its bar: at 1440, 1280 and 800 px the job list does not scroll sideways and the
+// row's Cancel button is in view (it was pushed out of the box by the unbroken message).
+async function checkRunningJobFits(base) {
+  const id = (await apiPost(base, {kind: 'benchmark', model: 'tiny', context_length: 64, batch_size: 2,
+    warmup_steps: 1000, measure_steps: 1000, label: 'web test progress'})).id;
+  try {
+    await runningJobFits(base, id);
+  } finally { /* a failed check leaves no 1000-step job for the daemon's SIGTERM drain to wait on */
+    await fetch(`${base}/v1/jobs/${id}`, {method: 'DELETE'}).catch(() => {});
+  }
+  await waitJob(base, id, {mustSucceed: false});
+  log(`job ${id} running: the job list fits at 1440, 1280 and 800 px with its Cancel button in view`);
+}
+
+async function runningJobFits(base, id) {
+  let job;
+  for (let i = 0; i < 400; i++) {
+    job = await apiGet(base, `/v1/jobs/${id}`);
+    if (job.status === 'running' && job.progress && job.progress.message) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  check(job.status === 'running' && job.progress.message && job.progress.message.length > 40,
+    `job ${id} did not run with a long progress message: ${JSON.stringify(job.progress)}`);
+  for (const width of [1440, 1280, 800]) {
+    await page.setViewportSize({width, height: 900});
+    await page.goto(base + '/#/jobs');
+    await page.waitForSelector(`table.jobs tr[data-id="${id}"] button`);
+    const fit = await page.$eval('table.jobs', (t, jobId) => {
+      const box = t.parentElement.getBoundingClientRect();
+      const button = t.querySelector(`tr[data-id="${jobId}"] button`).getBoundingClientRect();
+      return {over: t.scrollWidth - t.parentElement.clientWidth, buttonRight: button.right, boxRight: box.right};
+    }, id);
+    check(fit.over <= 0 && fit.buttonRight <= fit.boxRight + 0.5,
+      `jobs list at ${width} px with job ${id} running: ${fit.over} px wider than its box, Cancel ends at ${fit.buttonRight} of ${fit.boxRight}`);
+  }
+  await shot('jobs-running-800.png', {fullPage: false});
+  await page.setViewportSize({width: 1280, height: 900}); /* the context's size, which later checks assume */
 }
 
 // Hand-edited URLs: a phase the compare page does not know falls back to the

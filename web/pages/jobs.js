@@ -96,7 +96,7 @@ export async function render(main, ctx) {
       id: h('td', {class: 'num'}, h('a', {href: `#/jobs/${job.id}`}, `#${job.id}`)),
       kind: h('td', {class: 'kind'}, job.kind, model ? h('span', {class: 'narrow-only stack muted'}, model) : null),
       label: h('td', {class: 'label'}, job.label || ''),
-      model: h('td', {class: 'wide-only'}, model),
+      model: h('td', {class: 'wide-only model'}, model),
       status: h('td', {class: 'status'}),
       progress: h('td', {class: 'wide-only'}),
       created: h('td', {class: 'created'}, h('span', {title: job.created_at}, when(job.created_at)),

@@ -12,7 +12,7 @@
 #        COMPILE "small:1024 large:1024" (before our fp32)  COMPILE2 "small:512 large:512" (after; "" = none)
 #        BUDGET_S 540   CHECKS 1   EAGER 1 (torch eager peer)   FP32_SIZES $SIZES   FP32_CTX 128,1024
 #        FLASH "small:512,1024 large:512,1024" (ours with attention flash, after COMPILE; "" = none)
-#        ATTENTION naive (the grid's attention: naive or naive_fused)
+#        ATTENTION naive (the grid's attention: naive or naive_fused)   GRAPHS false (true: the grid's runs as CUDA graphs)
 set -u
 CARRY=$1
 OUT=$2
@@ -30,6 +30,7 @@ FP32_SIZES=${FP32_SIZES:-$SIZES}
 FP32_CTX=${FP32_CTX:-128,1024}
 FLASH=${FLASH-"small:512,1024 large:512,1024"}
 ATTENTION=${ATTENTION:-naive}
+GRAPHS=${GRAPHS:-false}
 mkdir -p "$OUT"
 start=$(date +%s)
 left() { echo $((BUDGET_S - ($(date +%s) - start))); }
@@ -70,7 +71,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"
 for size in ${SIZES//,/ }; do
     lmperf "${size}_bf16" "{\"kind\":\"benchmark\",\"model\":\"$size\",\"context_length\":[$CTX],\
 \"batch_size\":4,\"precision\":\"bf16\",\"mode\":\"train_step\",\"attention\":\"$ATTENTION\",\
-\"warmup_steps\":$WARMUP,\"measure_steps\":$STEPS}"
+\"warmup_steps\":$WARMUP,\"measure_steps\":$STEPS,\"graphs\":$GRAPHS}"
 done
 [ "$EAGER" = 1 ] && torch_peer "$SIZES" "$CTX" torch_bf16.jsonl
 for point in $COMPILE; do

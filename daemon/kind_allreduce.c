@@ -160,6 +160,19 @@ static int check_size_repeat(const json_t *sizes, size_t i, const size_point *p,
     return 0;
 }
 
+/* Non-zero when every world size listed is above MPI_MAX_RANKS: without a
+ * hostfile no mpi point could run (run_mpi_world would fail each), so the
+ * job is refused at submit instead. */
+static int mpi_worlds_too_large(const json_t *worlds)
+{
+    size_t i;
+    const json_t *v;
+    json_array_foreach(worlds, i, v)
+    if (json_integer_value(v) <= MPI_MAX_RANKS)
+        return 0;
+    return json_array_size(worlds) > 0;
+}
+
 static int allreduce_check(json_t *spec, api_error *err)
 {
     const json_t *sizes = json_object_get(spec, "sizes"), *worlds = json_object_get(spec, "world_sizes");
@@ -184,6 +197,11 @@ static int allreduce_check(json_t *spec, api_error *err)
     if (hostfile && access(json_string_value(hostfile), R_OK) != 0)
         return api_fail(err, API_ERR_INVALID_SPEC, "hostfile", "cannot read %s: %s", json_string_value(hostfile),
                         strerror(errno));
+    if (uses_backend(spec, "mpi") && !hostfile && mpi_worlds_too_large(worlds))
+        return api_fail(err, API_ERR_INVALID_SPEC, "world_sizes",
+                        "the mpi backend runs at most %d ranks on one machine and every world size listed is more: "
+                        "list one of 1 to %d, or give a hostfile to spread the ranks over machines",
+                        MPI_MAX_RANKS, MPI_MAX_RANKS);
     size_t backends = backends_used(spec);
     if (backends * json_array_size(sizes) * json_array_size(worlds) > MAX_POINTS)
         return api_fail(err, API_ERR_INVALID_SPEC, "world_sizes",

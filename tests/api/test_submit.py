@@ -85,6 +85,33 @@ def test_outcomes(d):
           f"a failed job: rc {rc}, {out[:200]} {err}")
 
 
+def test_refused_at_submit(d):
+    """Specs that could only fail once run are refused when posted, by the API and by `lmperfd submit` alike
+    (2, the API's error document on stdout, the field on stderr), and no job is made."""
+    before = d.get("/v1/jobs")[2]["total"]
+    for name, spec, field, needle in (
+            ("mpi-worlds", {"kind": "allreduce", "backend": "mpi", "sizes": [1024], "world_sizes": [65, 128]},
+             "world_sizes", "at most 64 ranks"),
+            ("both-worlds", {"kind": "allreduce", "backend": ["nccl", "mpi"], "sizes": [1024], "world_sizes": [100]},
+             "world_sizes", "give a hostfile")):
+        got, _, body = d.request("POST", "/v1/jobs", spec, headers={"Authorization": f"Bearer {TOKEN}"})
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        check(got == 400 and error.get("field") == field and needle in error.get("message", ""),
+              f"POST {name}: {got} {body}, want 400 naming {field}: {needle}")
+        rc, out, err = submit(d, spec_file(name + ".json", spec))
+        doc = json.loads(out) if out.strip().startswith("{") else {}
+        check(rc == 2 and doc.get("error", {}).get("field") == field and f"(field {field})" in err
+              and needle in err, f"submit {name}: rc {rc}, {out} {err}")
+    # mpi world sizes up to 64 beside larger ones: the larger ones are failed points, the others run
+    got, _, body = d.request("POST", "/v1/jobs", {"kind": "allreduce", "backend": "mpi", "sizes": [1024],
+                                                  "world_sizes": [1, 65], "warmup": 0, "iterations": 1},
+                             headers={"Authorization": f"Bearer {TOKEN}"})
+    check(got == 202, f"world sizes 1 and 65 are accepted: {got} {body}")
+    if got == 202:
+        d.wait_status(body["id"], ("succeeded",), timeout=60)
+    check(d.get("/v1/jobs")[2]["total"] == before + (got == 202), "no job made for a refused spec")
+
+
 def test_access(d):
     path = spec_file("numerics.json", {"kind": "numerics", "count": 10})
     rc, out, err = submit(d, path, token=None)
@@ -274,7 +301,7 @@ def test_malformed_answers(d):
 def main():
     d = Daemon("submit", args=["--token", TOKEN])
     try:
-        for test in (test_outcomes, test_access, test_interrupt, test_malformed_answers):
+        for test in (test_outcomes, test_refused_at_submit, test_access, test_interrupt, test_malformed_answers):
             print(f"-- {test.__name__}", flush=True)
             test(d)
     finally:

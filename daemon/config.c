@@ -100,13 +100,16 @@ static void default_web_root(daemon_config *config)
 void config_usage(const char *program)
 {
     printf("usage: %s [options]            serve the HTTP API and run jobs\n"
-           "       %s run SPEC.json [--cpu-only] [--table md|csv|json] [--db FILE]\n"
+           "       %s run " CONFIG_RUN_ARGS "\n"
            "              run one job in-process, print the result JSON (or its table; record it in FILE)\n"
-           "       %s submit SPEC.json [--url URL] [--token TOKEN] [--table md|csv|json] [--no-wait] [--quiet]\n"
+           "       %s submit " CONFIG_SUBMIT_ARGS "\n"
            "              post a job to a running lmperfd, follow it to its end, print its result JSON (or table);\n"
            "              URL [LMPERF_URL] default: where LMPERF_HOST and LMPERF_PORT below point (submit takes no\n"
            "              --host or --port: a daemon started with --port 8081 is --url http://127.0.0.1:8081);\n"
            "              Ctrl-C cancels the job\n"
+           "       run and submit: --table prints the job's summary table, --pivot precision a benchmark job's\n"
+           "              by precision (a row per point, a total and a speedup column per precision);\n"
+           "              " CONFIG_SPEC_STDIN "; run --help, submit --help: their usage alone\n"
            "       %s version | --version          print the version\n\n"
            "options (environment variable in brackets):\n",
            program, program, program, program);

@@ -29,4 +29,12 @@ typedef struct daemon_config {
 int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, size_t errlen);
 void config_usage(const char *program);
 
+/* The arguments of the sub-commands, for their usage lines and --help
+ * (--pivot: the pivots of jobkinds.c, a benchmark job's "precision"). */
+#define CONFIG_RUN_ARGS "SPEC.json [--cpu-only] [--db FILE] [--table md|csv|json [--pivot precision]]"
+#define CONFIG_SUBMIT_ARGS                                                                                           \
+    "SPEC.json [--url http://HOST:PORT] [--token TOKEN] [--table md|csv|json [--pivot precision]] [--no-wait] "      \
+    "[--quiet]"
+#define CONFIG_SPEC_STDIN "(SPEC.json may be - for stdin)"
+
 #endif

@@ -343,11 +343,20 @@ static void remove_scratch_database(const char *dir, const char *db)
     rmdir(dir);
 }
 
+/* Whether arg asks for a sub-command's usage. */
+static int asks_help(const char *arg)
+{
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
 static int run_command(int argc, char **argv)
 {
+    static const char run_usage[] = "usage: lmperfd run " CONFIG_RUN_ARGS "   " CONFIG_SPEC_STDIN "\n";
     const char *path = NULL, *db_path = NULL, *table_format = NULL, *pivot = NULL;
     int want = DEVICE_AUTO;
     for (int a = 2; a < argc; a++) {
+        if (asks_help(argv[a]))
+            return fputs(run_usage, stdout) < 0;
         if (strcmp(argv[a], "--cpu-only") == 0)
             want = DEVICE_CPU;
         else if ((strcmp(argv[a], "--db") == 0 || strcmp(argv[a], "--table") == 0 ||
@@ -365,16 +374,16 @@ static int run_command(int argc, char **argv)
                 fprintf(stderr, "lmperfd run: --table takes md, csv or json, not '%s'\n", table_format);
                 return 2;
             }
-        } else if (!path)
+        } else if (!path && (argv[a][0] != '-' || strcmp(argv[a], "-") == 0))
             path = argv[a];
         else {
-            fprintf(stderr, "lmperfd run: unexpected argument %s\n", argv[a]);
+            fprintf(stderr, "lmperfd run: %s %s\n%s", argv[a][0] == '-' ? "unknown option" : "unexpected argument",
+                    argv[a], run_usage);
             return 2;
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: lmperfd run SPEC.json [--cpu-only] [--db FILE] [--table md|csv|json "
-                        "[--pivot precision]]   (SPEC.json may be - for stdin)\n");
+        fputs(run_usage, stderr);
         return 2;
     }
     if (pivot && !table_format) {
@@ -454,12 +463,12 @@ static int run_command(int argc, char **argv)
  * LMPERF_TOKEN. */
 static int submit_command(int argc, char **argv)
 {
-    static const char usage[] = "usage: lmperfd submit SPEC.json [--url http://HOST:PORT] [--token TOKEN] "
-                                "[--table md|csv|json [--pivot precision]] [--no-wait] [--quiet]   "
-                                "(SPEC.json may be - for stdin)\n";
+    static const char usage[] = "usage: lmperfd submit " CONFIG_SUBMIT_ARGS "   " CONFIG_SPEC_STDIN "\n";
     const char *url = getenv("LMPERF_URL"), *token = NULL;
     client_submit_options o = {.wait = 1, .poll_s = SUBMIT_POLL_S};
     for (int a = 2; a < argc; a++) {
+        if (asks_help(argv[a]))
+            return fputs(usage, stdout) < 0;
         int takes_value = strcmp(argv[a], "--url") == 0 || strcmp(argv[a], "--token") == 0 ||
                           strcmp(argv[a], "--table") == 0 || strcmp(argv[a], "--pivot") == 0;
         if (takes_value && (a + 1 >= argc || strncmp(argv[a + 1], "--", 2) == 0)) {
@@ -495,7 +504,8 @@ static int submit_command(int argc, char **argv)
                     "(or LMPERF_URL, or LMPERF_HOST and LMPERF_PORT)\n%s", argv[a], usage);
             return 2;
         } else {
-            fprintf(stderr, "lmperfd submit: unexpected argument %s\n%s", argv[a], usage);
+            fprintf(stderr, "lmperfd submit: %s %s\n%s", argv[a][0] == '-' ? "unknown option" : "unexpected argument",
+                    argv[a], usage);
             return 2;
         }
     }

@@ -165,6 +165,17 @@ def main():
     p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10)
     check(p.returncode == 0 and "--version" in p.stdout, f"--help lists --version: {p.stdout!r}")
     check("default: \n" not in p.stdout and "default: 8080" in p.stdout, f"--help shows defaults, no empty ones: {p.stdout!r}")
+    check(p.stdout.count("[--pivot precision]") == 2, f"--help lists run's and submit's --pivot precision: {p.stdout!r}")
+    # a sub-command's --help is its usage on stdout (exit 0), not a spec file named --help
+    for sub in ("run", "submit"):
+        for flag in ("--help", "-h"):
+            p = subprocess.run([LMPERFD, sub, flag], capture_output=True, text=True, timeout=10)
+            check(p.returncode == 0 and p.stdout.startswith(f"usage: lmperfd {sub} SPEC.json")
+                  and "--pivot precision" in p.stdout and not p.stderr, f"{sub} {flag}: {p.returncode} {p}")
+        # a misspelt option is an unknown option (not the spec's path), with the usage
+        p = subprocess.run([LMPERFD, sub, "--tabel", "md", "spec.json"], capture_output=True, text=True, timeout=10)
+        check(p.returncode == 2 and f"lmperfd {sub}: unknown option --tabel\nusage:" in p.stderr,
+              f"{sub} --tabel: {p.returncode} {p.stderr!r}")
     # a flag's environment variable reads as people write it, either way (parsed before --help)
     for value in ("false", "no", "off", "0", "true", "Yes", "on", "1"):
         p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10,

@@ -456,6 +456,25 @@ static int run_command(int argc, char **argv)
 
 #define SUBMIT_POLL_S 0.5 /* between status requests while waiting for the job */
 
+/* Whether submit's --pivot (borrowed) is one the table of the spec's kind
+ * (text[0..len), at path) cannot take: then the reason is on stderr and the
+ * job is not posted (it would run to its end and only then have no table).
+ * A spec that does not parse, or of no known kind, is the daemon's to
+ * refuse: 0. */
+static int submit_pivot_refused(const char *path, const char *text, size_t len, const char *pivot)
+{
+    api_error aerr = {0};
+    json_t *spec = jsonschema_parse_spec(text, len, path, &aerr);
+    const jobkind *kind = jobkind_find(json_string_value(json_object_get(spec, "kind")));
+    api_table_query query = {.run = -1, .pivot = pivot};
+    int refused = kind && jobkind_check_selectors(kind, &query, &aerr) < 0;
+    if (refused)
+        fprintf(stderr, "lmperfd submit: %s: --pivot %s: %s; the job was not submitted\n", path, pivot,
+                aerr.message);
+    json_decref(spec);
+    return refused;
+}
+
 /* lmperfd submit SPEC.json [--url URL] [--token TOKEN] [--table md|csv|json] [--no-wait] [--quiet]:
  * the job posted to a running lmperfd (client_submit). The URL defaults to
  * LMPERF_URL, else to where a daemon started with the same environment
@@ -547,6 +566,10 @@ static int submit_command(int argc, char **argv)
     size_t len = 0;
     if (read_spec_text(o.spec_path, &text, &len, why, sizeof why)) {
         fprintf(stderr, "lmperfd submit: %s %s\n", o.spec_path, why);
+        return 2;
+    }
+    if (o.pivot && submit_pivot_refused(o.spec_path, text, len, o.pivot)) {
+        free(text);
         return 2;
     }
     int rc = client_submit(&target, text, len, &o);

@@ -102,6 +102,14 @@ def test_refused_at_submit(d):
         doc = json.loads(out) if out.strip().startswith("{") else {}
         check(rc == 2 and doc.get("error", {}).get("field") == field and f"(field {field})" in err
               and needle in err, f"submit {name}: rc {rc}, {out} {err}")
+    # --pivot for a kind whose table has none: refused before the job is posted (not once it has run)
+    for spec in ({"kind": "attention", "impl": "naive", "seq_len": 16, "d_head": 16, "passes": 1, "warmup": 0},
+                 {"kind": "allreduce", "backend": "mpi", "sizes": [1024], "world_sizes": [1]},
+                 {"kind": "numerics", "count": 10}):
+        rc, out, err = submit(d, spec_file("nopivot.json", spec), "--table", "md", "--pivot", "precision")
+        check(rc == 2 and not out and f"{spec['kind']} job's table takes no pivot" in err
+              and "the job was not submitted" in err and "queued" not in err,
+              f"submit --pivot precision of a {spec['kind']} job: rc {rc}, {out} {err}")
     # mpi world sizes up to 64 beside larger ones: the larger ones are failed points, the others run
     got, _, body = d.request("POST", "/v1/jobs", {"kind": "allreduce", "backend": "mpi", "sizes": [1024],
                                                   "world_sizes": [1, 65], "warmup": 0, "iterations": 1},

@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -69,8 +71,8 @@ static int migrate(sqlite3 *db, char *errbuf, size_t errlen)
         return -1;
     }
     if (have > known) {
-        snprintf(errbuf, errlen, "database schema version %d is newer than this lmperfd (%d)", have,
-                 known);
+        snprintf(errbuf, errlen, "its schema version %d is newer than this lmperfd's (%d): a newer lmperfd made it",
+                 have, known);
         return -1;
     }
     /* apply every migration numbered above user_version, lowest first */
@@ -106,7 +108,7 @@ static int open_connection(const char *path, int flags, sqlite3 **out, char *err
 {
     sqlite3 *db = NULL;
     if (sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-        snprintf(errbuf, errlen, "opening %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        snprintf(errbuf, errlen, "%s", db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
         return -1;
     }
@@ -116,10 +118,27 @@ static int open_connection(const char *path, int flags, sqlite3 **out, char *err
     return 0;
 }
 
+/* Why the file at path, which open() refused with err, cannot be a
+ * database, in why. */
+static void open_refused(const char *path, int err, char *why, size_t whylen)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1, slash ? path : ".");
+    struct stat st;
+    if (err == ENOENT && stat(dir, &st) != 0) {
+        snprintf(why, whylen, "its directory %.300s does not exist", dir);
+    } else if (err == EISDIR) {
+        snprintf(why, whylen, "it is a directory: a database is a file (e.g. %s/lmperf.db)", path);
+    } else {
+        snprintf(why, whylen, "%s", strerror(err));
+    }
+}
+
 int store_open(const char *path, store **out, char *errbuf, size_t errlen)
 {
     store *s = calloc(1, sizeof *s);
-    char *msg = NULL;
+    char *msg = NULL, why[400];
     if (!s) {
         snprintf(errbuf, errlen, "out of memory");
         return -1;
@@ -134,35 +153,41 @@ int store_open(const char *path, store **out, char *errbuf, size_t errlen)
      * a descriptor of the file would drop SQLite's fcntl() locks). */
     s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (s->lock_fd < 0) {
-        snprintf(errbuf, errlen, "opening %s: %s", path, strerror(errno));
+        open_refused(path, errno, why, sizeof why);
         goto fail;
     }
     if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK)
-            snprintf(errbuf, errlen, "%s is in use by another lmperfd (stop it, or give this one its own --db)",
-                     path);
+            snprintf(why, sizeof why, "it is in use by another lmperfd (stop it, or give this one its own --db)");
         else
-            snprintf(errbuf, errlen, "locking %s: %s", path, strerror(errno));
+            snprintf(why, sizeof why, "it cannot be locked: %s", strerror(errno));
         goto fail;
     }
-    if (open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->writer, errbuf, errlen))
+    if (open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->writer, why, sizeof why))
         goto fail;
     if (sqlite3_exec(s->writer, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", NULL, NULL,
                      &msg) != SQLITE_OK) {
-        snprintf(errbuf, errlen, "enabling WAL on %s: %s", path, msg);
+        int code = sqlite3_errcode(s->writer);
+        snprintf(why, sizeof why, "%s (SQLite: %s)",
+                 code == SQLITE_NOTADB ? "it is not an SQLite database"
+                 : code == SQLITE_READONLY || code == SQLITE_CANTOPEN ? "its journal (the -wal and -shm files beside "
+                                                                        "it) cannot be written"
+                                                                      : "its journal cannot be set up",
+                 msg ? msg : sqlite3_errmsg(s->writer));
         sqlite3_free(msg);
         goto fail;
     }
     /* keep the -wal and -shm files after close so read-only clients can open */
     int persist = 1;
     sqlite3_file_control(s->writer, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
-    if (migrate(s->writer, errbuf, errlen))
+    if (migrate(s->writer, why, sizeof why))
         goto fail;
-    if (open_connection(path, SQLITE_OPEN_READONLY, &s->reader, errbuf, errlen))
+    if (open_connection(path, SQLITE_OPEN_READONLY, &s->reader, why, sizeof why))
         goto fail;
     *out = s;
     return 0;
 fail:
+    snprintf(errbuf, errlen, "the database %s cannot be opened: %s", path, why);
     store_close(s);
     return -1;
 }

@@ -103,8 +103,38 @@ def check_table_and_db(tmp):
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     check(con.execute("SELECT count(*) FROM jobs").fetchone() == (3,), "a held database is left as it was")
     con.close()
+    check_unopenable_databases(tmp, spec)
     left = [n for n in os.listdir(os.environ.get("TMPDIR") or "/tmp") if n.startswith("lmperfd-run-")]
     check(not left, f"scratch databases left behind: {left}")
+
+
+def check_unopenable_databases(tmp, spec):
+    """A --db that cannot be a database (no such directory, a directory, a file that is not SQLite's, one newer
+    than this lmperfd, one it may not write) is refused before the job runs, by lmperfd run and by the daemon at
+    its start: "the database PATH cannot be opened: REASON", never SQLite's text alone."""
+    os.mkdir(os.path.join(tmp, "a-directory"))
+    newer = os.path.join(tmp, "newer.db")
+    con = sqlite3.connect(newer)
+    con.execute("PRAGMA user_version = 9999")
+    con.close()
+    cases = [(os.path.join(tmp, "missing", "x.db"), "its directory " + os.path.join(tmp, "missing") + " does not exist"),
+             (os.path.join(tmp, "a-directory"), "it is a directory"),
+             (write(tmp, "text.db", "not a database\n" * 100), "it is not an SQLite database"),
+             (newer, "its schema version 9999 is newer than this lmperfd's")]
+    if os.geteuid() != 0:  # root may write any file
+        locked = write(tmp, "locked.db", "")
+        os.chmod(locked, 0)
+        cases.append((locked, "Permission denied"))
+    if os.path.isdir("/sys"):  # where not even root may make a file
+        cases.append(("/sys/lmperf-test.db", ""))  # the reason: EACCES, or EROFS where /sys is mounted read-only
+    for path, reason in cases:
+        want = f"the database {path} cannot be opened: {reason}"
+        rc, out, err = run_args(spec, "--db", path)
+        check(rc == 1 and not out and want in err and "the job was not run" in err and "0.0% " not in err,
+              f"run --db {path}: {rc} {err[-300:]!r}, want {want!r}")
+        p = subprocess.run([LMPERFD, "--port", "0", "--cpu-only", "--db", path], capture_output=True, text=True,
+                           timeout=30)
+        check(p.returncode == 1 and want in p.stderr, f"lmperfd --db {path}: {p.returncode} {p.stderr[-300:]!r}")
 
 
 def main():

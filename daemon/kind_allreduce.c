@@ -12,6 +12,7 @@
  * failed run with its reason; the others go on. The job fails only when no
  * point succeeded. NVLink multicast (NVLS) is always disabled: on shared
  * machines it can take every GPU of the host out of service. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -62,7 +63,24 @@ static const struct {
     {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
 };
 
-/* Parses one entry of "sizes". Returns 0, or -1 with a reason in why. */
+/* What "sizes" takes, ending each of its refusals. */
+#define SIZE_SPELLINGS                                                                                               \
+    "a size is a whole number of bytes (4096) or a decimal number and a unit (\"1MB\", \"1.5 GiB\"): B, KB, "        \
+    "MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), a multiple of 4 bytes up to %llu GiB"
+
+/* The length of the decimal number at the start of s (digits, then a
+ * fraction: "12", "1.5", ".5"; no sign, exponent, hex or white space first), 0 when
+ * there is none. */
+static size_t decimal_prefix(const char *s)
+{
+    size_t n = strspn(s, "0123456789");
+    if (s[n] == '.' && isdigit((unsigned char)s[n + 1]))
+        n += 1 + strspn(s + n + 1, "0123456789");
+    return n;
+}
+
+/* Parses one entry of "sizes". Returns 0, or -1 with the reason in why
+ * (the value quoted; allreduce_check adds the field and SIZE_SPELLINGS). */
 static int parse_size(const json_t *v, size_point *out, char *why, size_t whylen)
 {
     memset(out, 0, sizeof *out);
@@ -75,24 +93,25 @@ static int parse_size(const json_t *v, size_point *out, char *why, size_t whylen
         out->bytes = d > 0 ? (uint64_t)d : 0;
         snprintf(out->label, sizeof out->label, "%llu", (unsigned long long)out->bytes);
     } else if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        char *end;
-        errno = 0;
-        double x = strtod(s, &end);
-        while (*end == ' ')
-            end++;
+        const char *s = json_string_value(v), *end = s + decimal_prefix(s);
         uint64_t scale = 0;
-        for (size_t u = 0; u < sizeof size_units / sizeof size_units[0]; u++)
+        while (end > s && *end == ' ')
+            end++;
+        for (size_t u = 0; end > s && u < sizeof size_units / sizeof size_units[0]; u++)
             if (strcasecmp(end, size_units[u].unit) == 0)
                 scale = size_units[u].scale;
-        if (end == s || errno || !scale || !(x > 0)) {
-            snprintf(why, whylen, "\"%s\" is not a size: a number and a unit (B, KB, MB, GB, KiB, MiB, GiB)", s);
+        if (!scale) {
+            snprintf(why, whylen, "\"%s\" is not a size", s);
             return -1;
         }
-        double bytes = x * (double)scale;
+        double bytes = strtod(s, NULL) * (double)scale;
+        if (bytes > (double)MAX_SIZE_BYTES) {
+            snprintf(why, whylen, "\"%s\" is more than %llu GiB", s, MAX_SIZE_BYTES >> 30);
+            return -1;
+        }
         /* relative: "0.1MB" is 100000 up to rounding, "4.0000001B" is not 4 */
-        if (bytes > (double)MAX_SIZE_BYTES || fabs(bytes - round(bytes)) > 1e-9 * bytes) {
-            snprintf(why, whylen, "\"%s\" is not a whole number of bytes up to 16 GiB", s);
+        if (fabs(bytes - round(bytes)) > 1e-9 * bytes) {
+            snprintf(why, whylen, "\"%s\" is not a whole number of bytes", s);
             return -1;
         }
         out->bytes = (uint64_t)llround(bytes);
@@ -101,9 +120,16 @@ static int parse_size(const json_t *v, size_point *out, char *why, size_t whylen
         snprintf(why, whylen, "a size is a number of bytes or a string like \"1MB\"");
         return -1;
     }
-    if (out->bytes == 0 || out->bytes % sizeof(float) || out->bytes > MAX_SIZE_BYTES) {
-        snprintf(why, whylen, "%s bytes: a size must be a positive multiple of 4 bytes (float32), at most 16 GiB",
-                 out->label);
+    if (out->bytes == 0 || out->bytes % sizeof(float)) {
+        if (json_is_string(v))
+            snprintf(why, whylen, "\"%s\" is %llu byte%s%s", out->label, (unsigned long long)out->bytes,
+                     out->bytes == 1 ? "" : "s", out->bytes ? ", not a multiple of 4 (float32 elements)" : "");
+        else
+            snprintf(why, whylen, "%s bytes is not a multiple of 4 (float32 elements)", out->label);
+        return -1;
+    }
+    if (out->bytes > MAX_SIZE_BYTES) {
+        snprintf(why, whylen, "%s bytes is more than %llu GiB", out->label, MAX_SIZE_BYTES >> 30);
         return -1;
     }
     return 0;
@@ -184,12 +210,13 @@ static int allreduce_check(json_t *spec, api_error *err)
         char why[160], field[32];
         snprintf(field, sizeof field, "sizes[%zu]", i);
         if (parse_size(v, &p, why, sizeof why))
-            return api_fail(err, API_ERR_INVALID_SPEC, field, "%s", why);
+            return api_fail(err, API_ERR_INVALID_SPEC, field, "%s: %s; " SIZE_SPELLINGS, field, why,
+                            MAX_SIZE_BYTES >> 30);
         if (check_size_repeat(sizes, i, &p, err))
             return -1;
         if (uses_backend(spec, "mpi") && p.bytes > MPI_MAX_BYTES)
-            return api_fail(err, API_ERR_INVALID_SPEC, field, "the mpi backend takes at most %llu bytes per rank",
-                            (unsigned long long)MPI_MAX_BYTES);
+            return api_fail(err, API_ERR_INVALID_SPEC, field, "%s: %s is more than the mpi backend takes: at most %llu bytes per rank",
+                            field, p.label, (unsigned long long)MPI_MAX_BYTES);
     }
     const json_t *hostfile = json_object_get(spec, "hostfile");
     if (hostfile && !uses_backend(spec, "mpi")) /* with a list: the mpi points use it, nccl's not */

@@ -85,6 +85,42 @@ int main(void)
     }
     expect_field("{\"kind\":\"allreduce\",\"backend\":\"mpi\",\"sizes\":[\"1MB\",\"1MiB\",1000]}", NULL);
 
+    /* an allreduce size refused names sizes[i], quotes it, says why and what is accepted; the spellings
+     * accepted are a decimal number (digits, a fraction) and a unit, nothing strtod would read besides */
+    static const struct {
+        const char *size, *why; /* why: NULL where the size is accepted */
+    } sizes[] = {
+        {"\"3B\"", "sizes[1]: \"3B\" is 3 bytes, not a multiple of 4 (float32 elements)"},
+        {"6", "sizes[1]: 6 bytes is not a multiple of 4"},
+        {"\"0B\"", "sizes[1]: \"0B\" is 0 bytes"},
+        {"\"3 bytes\"", "sizes[1]: \"3 bytes\" is not a size"},
+        {"\"1e3B\"", "sizes[1]: \"1e3B\" is not a size"},
+        {"\"0x10 B\"", "sizes[1]: \"0x10 B\" is not a size"},
+        {"\"inf MB\"", "sizes[1]: \"inf MB\" is not a size"},
+        {"\"-4B\"", "sizes[1]: \"-4B\" is not a size"},
+        {"\" 4KB\"", "sizes[1]: \" 4KB\" is not a size"},
+        {"\"1.KB\"", "sizes[1]: \"1.KB\" is not a size"},
+        {"\"1.5B\"", "sizes[1]: \"1.5B\" is not a whole number of bytes"},
+        {"\"20GB\"", "sizes[1]: \"20GB\" is more than 16 GiB"},
+        {"\".5KB\"", NULL},
+        {"\"4 kb\"", NULL},
+        {"\"1.5 GiB\"", NULL},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char text[256], field[128], message[512];
+        snprintf(text, sizeof text, "{\"kind\":\"allreduce\",\"backend\":\"mpi\",\"sizes\":[1024,%s]}", sizes[i].size);
+        int rc = validate_text(text, field, sizeof field, message, sizeof message);
+        if (!sizes[i].why) {
+            CHECK(rc == 0, "size %s should be accepted: %s", sizes[i].size, message);
+            continue;
+        }
+        CHECK(rc != 0 && strcmp(field, "sizes[1]") == 0 && strstr(message, sizes[i].why) == message &&
+                  strstr(message, "; a size is a whole number of bytes (4096) or a decimal number and a unit") &&
+                  strstr(message, "KiB, MiB, GiB (powers of 1024), a multiple of 4 bytes up to 16 GiB"),
+              "size %s: field '%s', message '%s' (want it to start '%s' and list the spellings)", sizes[i].size, field,
+              message, sizes[i].why);
+    }
+
     /* defaults are filled in */
     json_t *spec = json_pack("{s:s}", "kind", "numerics");
     const jobkind *kind = NULL;

@@ -97,6 +97,30 @@ static void describe_value(const json_t *v, char *buf, size_t len)
     free(text);
 }
 
+static void format_number(const json_t *v, char *buf, size_t len);
+
+#define VALUE_TEXT_MAX 48 /* bytes of a value's JSON quoted in a message; a longer one is named by its type */
+
+/* The value given, as a refusal quotes it after "not": a number or literal
+ * as written back (64.5, true, null), a string quoted with its type
+ * ("\"64\" (a string)"), an array or object by its type and, when short,
+ * its text ("an array ([])"). */
+static void value_text(const json_t *v, char *buf, size_t len)
+{
+    char text[VALUE_TEXT_MAX + 1];
+    if (json_is_number(v)) {
+        format_number(v, buf, len);
+        return;
+    }
+    describe_value(v, text, sizeof text);
+    if (json_is_boolean(v) || json_is_null(v))
+        snprintf(buf, len, "%s", text);
+    else if (strlen(text) < VALUE_TEXT_MAX)
+        snprintf(buf, len, "%s (%s)", text, json_type_name(v));
+    else
+        snprintf(buf, len, "%s", json_type_name(v));
+}
+
 static int check_type(const json_t *schema, const json_t *v, const char *path, api_error *err)
 {
     const json_t *type = json_object_get(schema, "type");
@@ -118,18 +142,18 @@ static int check_type(const json_t *schema, const json_t *v, const char *path, a
                         "%s must be an integer written without a decimal point or exponent, not %s",
                         field_or_root(path), text);
     }
+    char given[VALUE_TEXT_MAX + 32];
+    value_text(v, given, sizeof given);
     if (json_is_string(type))
         return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s %s, not %s", field_or_root(path),
-                        strchr("aeiou", json_string_value(type)[0]) ? "an" : "a", json_string_value(type),
-                        json_type_name(v));
+                        strchr("aeiou", json_string_value(type)[0]) ? "an" : "a", json_string_value(type), given);
     char names[160] = "";
     json_array_foreach(type, i, t)
     {
         size_t len = strlen(names);
         snprintf(names + len, sizeof names - len, "%s%s", i ? " or " : "", json_string_value(t));
     }
-    return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s, not %s", field_or_root(path), names,
-                    json_type_name(v));
+    return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s, not %s", field_or_root(path), names, given);
 }
 
 static int check_enum(const json_t *schema, const json_t *v, const char *path, api_error *err)
@@ -153,6 +177,11 @@ static int check_enum(const json_t *schema, const json_t *v, const char *path, a
     char got[96], allowed[256];
     describe_value(v, got, sizeof got);
     describe_value(options, allowed, sizeof allowed);
+    if (json_is_array(v) || json_is_object(v)) { /* no option is one: a list where one value goes */
+        value_text(v, got, sizeof got);
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s takes one value, one of %s, not %s",
+                        field_or_root(path), allowed, got);
+    }
     return api_fail(err, API_ERR_INVALID_SPEC, path, "%s: %s is not one of %s", field_or_root(path),
                     got, allowed);
 }
@@ -220,9 +249,14 @@ static int check_string(const json_t *schema, const json_t *v, const char *path,
     for (size_t i = 0; i < bytes; i++)
         len += (text[i] & 0xC0) != 0x80;
     const json_t *bound;
-    if ((bound = json_object_get(schema, "minLength")) && (json_int_t)len < json_integer_value(bound))
+    if ((bound = json_object_get(schema, "minLength")) && (json_int_t)len < json_integer_value(bound)) {
+        if (len == 0)
+            return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must not be empty (at least %lld character%s)",
+                            field_or_root(path), (long long)json_integer_value(bound),
+                            json_integer_value(bound) == 1 ? "" : "s");
         return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at least %lld characters",
                         field_or_root(path), (long long)json_integer_value(bound));
+    }
     if ((bound = json_object_get(schema, "maxLength")) && (json_int_t)len > json_integer_value(bound))
         return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at most %lld characters",
                         field_or_root(path), (long long)json_integer_value(bound));
@@ -235,6 +269,13 @@ static int check_array(schema_ctx *ctx, const json_t *schema, const json_t *v, c
         return 0;
     size_t n = json_array_size(v);
     const json_t *bound;
+    if ((bound = json_object_get(schema, "minItems")) && (json_int_t)n < json_integer_value(bound) && n == 0) {
+        char least[24] = "one";
+        if (json_integer_value(bound) != 1)
+            snprintf(least, sizeof least, "%lld", (long long)json_integer_value(bound));
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s is an empty list: it must list at least %s value%s",
+                        field_or_root(path), least, json_integer_value(bound) == 1 ? "" : "s");
+    }
     if ((bound = json_object_get(schema, "minItems")) && (json_int_t)n < json_integer_value(bound))
         return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at least %lld item%s",
                         field_or_root(path), (long long)json_integer_value(bound),
@@ -296,8 +337,83 @@ static int check_object(schema_ctx *ctx, const json_t *schema, const json_t *v, 
     return 0;
 }
 
+/* Resolves "#/$defs/<name>" against the root; NULL when unresolvable. */
+static const json_t *resolve_ref(schema_ctx *ctx, const char *ref)
+{
+    static const char prefix[] = "#/$defs/";
+    if (!ref || strncmp(ref, prefix, sizeof prefix - 1) != 0)
+        return NULL;
+    return json_object_get(json_object_get(ctx->root, "$defs"), ref + sizeof prefix - 1);
+}
+
+/* The JSON type a branch of oneOf or anyOf takes: its "type" (one name),
+ * an enum's when its values are all strings, its "$ref" target's; NULL when
+ * it says none. */
+static const char *branch_type(schema_ctx *ctx, const json_t *branch, int depth)
+{
+    const json_t *type = json_object_get(branch, "type"), *options = json_object_get(branch, "enum");
+    if (json_is_string(type))
+        return json_string_value(type);
+    if (json_is_array(options) && json_array_size(options)) {
+        size_t i;
+        const json_t *o;
+        json_array_foreach(options, i, o)
+        if (!json_is_string(o))
+            return NULL;
+        return "string";
+    }
+    const json_t *target = resolve_ref(ctx, json_string_value(json_object_get(branch, "$ref")));
+    return target && depth < REF_DEPTH_MAX ? branch_type(ctx, target, depth + 1) : NULL;
+}
+
+static void append_forms(schema_ctx *ctx, const json_t *branch, int depth, char *buf, size_t len);
+
+/* Appends to buf (len bytes) the forms of the branches of a oneOf or anyOf
+ * (append_forms'), "A, B or C". */
+static void append_branch_forms(schema_ctx *ctx, const json_t *branches, int depth, char *buf, size_t len)
+{
+    size_t i;
+    const json_t *b;
+    json_array_foreach(branches, i, b)
+    {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, "%s", i == 0 ? "" : i + 1 == json_array_size(branches) ? " or " : ", ");
+        append_forms(ctx, b, depth + 1, buf, len);
+    }
+}
+
+/* Appends to buf (len bytes) what branch accepts, as a refusal lists it:
+ * "an integer", "an array", "one of [\"fp32\",\"bf16\"]", a $ref's or a
+ * nested oneOf's forms. */
+static void append_forms(schema_ctx *ctx, const json_t *branch, int depth, char *buf, size_t len)
+{
+    size_t at = strlen(buf);
+    const json_t *type = json_object_get(branch, "type"), *options = json_object_get(branch, "enum");
+    const json_t *target = resolve_ref(ctx, json_string_value(json_object_get(branch, "$ref")));
+    const json_t *nested = json_object_get(branch, "oneOf") ? json_object_get(branch, "oneOf")
+                                                             : json_object_get(branch, "anyOf");
+    if (json_is_string(type)) {
+        snprintf(buf + at, len - at, "%s %s", strchr("aeiou", json_string_value(type)[0]) ? "an" : "a",
+                 json_string_value(type));
+    } else if (options) {
+        char allowed[256];
+        describe_value(options, allowed, sizeof allowed);
+        snprintf(buf + at, len - at, "one of %s", allowed);
+    } else if (target && depth < REF_DEPTH_MAX) {
+        append_forms(ctx, target, depth + 1, buf, len);
+    } else if (json_is_array(nested) && depth < REF_DEPTH_MAX) {
+        append_branch_forms(ctx, nested, depth, buf, len);
+    } else {
+        snprintf(buf + at, len - at, "a value of another form");
+    }
+}
+
 /* oneOf: exactly one branch; anyOf: at least one. The error reported is the
- * one of the branch whose "type" matches the value, when there is one. */
+ * one of the branch whose type (branch_type) is the value's, when there is
+ * one (a string against the preset names, an array against the list's
+ * items); a whole number written as a real, the integer branch's (how to
+ * write it); else one that lists every form the field takes ("model must be
+ * a string, an object or an array, not 5"). */
 static int check_alternatives(schema_ctx *ctx, const json_t *schema, const json_t *v, const char *path, api_error *err)
 {
     static const char *const keywords[] = {"oneOf", "anyOf"};
@@ -307,8 +423,8 @@ static int check_alternatives(schema_ctx *ctx, const json_t *schema, const json_
             continue;
         size_t i, matches = 0;
         const json_t *branch;
-        api_error first = {0}, typed = {0};
-        int have_typed = 0;
+        api_error typed = {0}, integer = {0};
+        int have_typed = 0, have_integer = 0;
         json_array_foreach(branches, i, branch)
         {
             api_error e = {0};
@@ -316,32 +432,32 @@ static int check_alternatives(schema_ctx *ctx, const json_t *schema, const json_
                 matches++;
                 continue;
             }
-            if (i == 0)
-                first = e;
-            const json_t *t = json_object_get(branch, "type");
-            if (!have_typed && json_is_string(t) && type_matches(json_string_value(t), v)) {
+            const char *t = branch_type(ctx, branch, 0);
+            if (!have_typed && t && type_matches(t, v)) {
                 typed = e;
                 have_typed = 1;
             }
+            if (!have_integer && t && strcmp(t, "integer") == 0 && is_whole_real(v)) {
+                integer = e;
+                have_integer = 1;
+            }
+        }
+        if (matches == 0 && (have_typed || have_integer)) {
+            *err = have_typed ? typed : integer;
+            return -1;
         }
         if (matches == 0) {
-            *err = have_typed ? typed : first;
-            return -1;
+            char forms[512] = "", given[VALUE_TEXT_MAX + 32];
+            append_branch_forms(ctx, branches, 0, forms, sizeof forms);
+            value_text(v, given, sizeof given);
+            return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must be %s, not %s", field_or_root(path), forms,
+                            given);
         }
         if (k == 0 && matches > 1)
             return api_fail(err, API_ERR_INVALID_SPEC, path, "%s matches more than one alternative",
                             field_or_root(path));
     }
     return 0;
-}
-
-/* Resolves "#/$defs/<name>" against the root; NULL when unresolvable. */
-static const json_t *resolve_ref(schema_ctx *ctx, const char *ref)
-{
-    static const char prefix[] = "#/$defs/";
-    if (!ref || strncmp(ref, prefix, sizeof prefix - 1) != 0)
-        return NULL;
-    return json_object_get(json_object_get(ctx->root, "$defs"), ref + sizeof prefix - 1);
 }
 
 static int validate_at(schema_ctx *ctx, const json_t *schema, const json_t *value, const char *path,

@@ -6,7 +6,9 @@
  * maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength, items,
  * minItems, maxItems, uniqueItems, oneOf, anyOf, default, and "$ref" to
  * "#/$defs/<name>" (common.json's $defs are visible to every kind). Annotation keywords
- * ($schema, $id, title, description, examples) are ignored. */
+ * ($schema, $id, title, description, examples) are ignored. A refusal quotes
+ * the value given ("not 64.5"); one of a oneOf or anyOf whose branches all
+ * take another type lists each form ("a string, an object or an array"). */
 #ifndef API_JSONSCHEMA_H
 #define API_JSONSCHEMA_H
 

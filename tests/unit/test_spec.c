@@ -121,6 +121,47 @@ int main(void)
               message, sizes[i].why);
     }
 
+    /* a value of the wrong form: the message quotes the value given and, where a field takes several
+     * forms (a preset name or a shape or a list of them; one value or a list), names every one */
+    static const struct {
+        const char *spec, *field, *message;
+    } forms[] = {
+        {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64.5}", "context_length",
+         "context_length must be an integer or an array, not 64.5"},
+        {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":\"64\"}", "context_length",
+         "context_length must be an integer or an array, not \"64\" (a string)"},
+        {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64.0}", "context_length",
+         "context_length must be an integer written without a decimal point or exponent, not 64.0"},
+        {"{\"kind\":\"benchmark\",\"model\":5,\"context_length\":64}", "model",
+         "model must be a string, an object or an array, not 5"},
+        {"{\"kind\":\"memory\",\"model\":[true],\"context_length\":64}", "model[0]",
+         "model[0] must be a string or an object, not true"},
+        {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"precision\":5}", "precision",
+         "precision must be one of [\"fp32\",\"tf32\",\"bf16\",\"fp16\"] or an array, not 5"},
+        {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"precision\":\"fp8\"}", "precision",
+         "precision: \"fp8\" is not one of [\"fp32\",\"tf32\",\"bf16\",\"fp16\"]"},
+        {"{\"kind\":\"allreduce\",\"backend\":\"mpi\",\"sizes\":[null]}", "sizes[0]",
+         "sizes[0] must be an integer or a string, not null"},
+        {"{\"kind\":\"numerics\",\"count\":\"many\"}", "count", "count must be an integer, not \"many\" (a string)"},
+        {"{\"kind\":\"numerics\",\"label\":[\"x\"]}", "label", "label must be a string, not [\"x\"] (an array)"},
+        /* an empty list, or a list where one value goes */
+        {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"attention\":[]}", "attention",
+         "attention takes one value, one of [\"naive\",\"flash\",\"naive_fused\"], not [] (an array)"},
+        {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":[]}", "context_length",
+         "context_length is an empty list: it must list at least one value"},
+        {"{\"kind\":\"attention\",\"seq_len\":64,\"dtype\":[]}", "dtype",
+         "dtype is an empty list: it must list at least one value"},
+        {"{\"kind\":\"benchmark\",\"model\":\"\",\"context_length\":64}", "model",
+         "model must not be empty (at least 1 character)"},
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char field[128], message[512];
+        int rc = validate_text(forms[i].spec, field, sizeof field, message, sizeof message);
+        CHECK(rc != 0 && strcmp(field, forms[i].field) == 0 && strcmp(message, forms[i].message) == 0,
+              "%s: field '%s' (want '%s'), message '%s' (want '%s')", forms[i].spec, field, forms[i].field, message,
+              forms[i].message);
+    }
+
     /* defaults are filled in */
     json_t *spec = json_pack("{s:s}", "kind", "numerics");
     const jobkind *kind = NULL;

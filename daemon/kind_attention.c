@@ -65,6 +65,18 @@ static size_t point_count(const json_t *spec)
            list_len(json_object_get(spec, "d_head")) * list_len(json_object_get(spec, "seq_len"));
 }
 
+/* The swept field with the most values (seq_len, d_head or dtype; seq_len
+ * on a tie): the one a sweep past the limit names. */
+static const char *largest_list(const json_t *spec)
+{
+    static const char *const swept[] = {"seq_len", "d_head", "dtype"};
+    const char *largest = swept[0];
+    for (size_t i = 1; i < sizeof swept / sizeof swept[0]; i++)
+        if (list_len(json_object_get(spec, swept[i])) > list_len(json_object_get(spec, largest)))
+            largest = swept[i];
+    return largest;
+}
+
 static int attention_check(json_t *spec, api_error *err)
 {
     int first;
@@ -73,9 +85,14 @@ static int attention_check(json_t *spec, api_error *err)
     const json_t *ds = json_object_get(spec, "d_head");
     for (size_t i = 0; flash && i < list_len(ds); i++) {
         int d = (int)json_integer_value(list_at(ds, i));
+        char field[32] = "d_head";
+        if (json_is_array(ds))
+            snprintf(field, sizeof field, "d_head[%zu]", i);
         if (!lmk_attn_head_dim_supported(d))
-            return api_fail(err, API_ERR_INVALID_SPEC, "d_head",
-                            "flash supports d_head 16, 32, 64, 80 and 128, not %d", d);
+            return api_fail(err, API_ERR_INVALID_SPEC, field,
+                            "%s is %d: flash (impl \"%s\") supports d_head 16, 32, 64, 80 and 128; impl \"naive\" "
+                            "takes any",
+                            field, d, impls == 2 ? "both" : "flash");
     }
     json_int_t B = json_integer_value(json_object_get(spec, "batch"));
     json_int_t H = json_integer_value(json_object_get(spec, "heads"));
@@ -84,8 +101,11 @@ static int attention_check(json_t *spec, api_error *err)
                         "batch × heads must be at most 65535 (got %lld)", (long long)(B * H));
     size_t n = point_count(spec);
     if (n > ATTN_MAX_POINTS)
-        return api_fail(err, API_ERR_INVALID_SPEC, "seq_len",
-                        "the sweep has %zu points; at most %d", n, ATTN_MAX_POINTS);
+        return api_fail(err, API_ERR_INVALID_SPEC, largest_list(spec),
+                        "the sweep has %zu points (impl × dtype × d_head × seq_len: %d × %zu × %zu × %zu); the limit "
+                        "is %d",
+                        n, impls, list_len(json_object_get(spec, "dtype")), list_len(ds),
+                        list_len(json_object_get(spec, "seq_len")), ATTN_MAX_POINTS);
     return 0;
 }
 

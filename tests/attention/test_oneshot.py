@@ -51,7 +51,7 @@ rc, out = run({"kind": "attention", "impl": "naive", "seq_len": [17], "d_head": 
 expect(rc == 0 and out.get("status") == "succeeded", f"deterministic: true accepted: rc {rc} {str(out)[:300]}")
 
 for spec, field in [
-    ({"kind": "attention", "seq_len": [37], "d_head": [24]}, "d_head"),
+    ({"kind": "attention", "seq_len": [37], "d_head": [24]}, "d_head[0]"),  # the entry, as seq_len[0] below
     ({"kind": "attention", "seq_len": [37], "impl": "fast"}, "impl"),
     ({"kind": "attention", "seq_len": [37], "dtype": "float8"}, "dtype"),
     ({"kind": "attention", "seq_len": [0]}, "seq_len[0]"),

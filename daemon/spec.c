@@ -2,6 +2,7 @@
 #include "spec.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jsonschema.h"
@@ -54,16 +55,19 @@ int spec_validate(json_t *spec, const jobkind **kind_out, api_error *err)
     if (!json_is_object(spec))
         return api_fail(err, API_ERR_INVALID_SPEC, NULL, "the job spec must be a JSON object");
     json_t *kind_value = json_object_get(spec, "kind");
-    if (!kind_value)
-        return api_fail(err, API_ERR_INVALID_SPEC, "kind", "kind is required (one of the job kinds)");
     const jobkind *kind = jobkind_find(json_string_value(kind_value));
     if (!kind) {
-        char known[256] = "";
+        char known[256] = "", *given = kind_value ? json_dumps(kind_value, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
         for (int i = 0; jobkinds[i]; i++) {
             size_t len = strlen(known);
             snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", jobkinds[i]->name);
         }
-        return api_fail(err, API_ERR_INVALID_SPEC, "kind", "kind must be one of %s", known);
+        if (!kind_value)
+            return api_fail(err, API_ERR_INVALID_SPEC, "kind", "kind is required: one of %s", known);
+        api_fail(err, API_ERR_INVALID_SPEC, "kind", "kind must be one of %s, not %.60s%s", known, given ? given : "?",
+                 given && strlen(given) > 60 ? "..." : "");
+        free(given);
+        return -1;
     }
     char name[96];
     snprintf(name, sizeof name, "jobs/%s.json", kind->name);

@@ -144,6 +144,11 @@ int main(void)
          "sizes[0] must be an integer or a string, not null"},
         {"{\"kind\":\"numerics\",\"count\":\"many\"}", "count", "count must be an integer, not \"many\" (a string)"},
         {"{\"kind\":\"numerics\",\"label\":[\"x\"]}", "label", "label must be a string, not [\"x\"] (an array)"},
+        {"{\"kind\":\"Benchmark\"}", "kind",
+         "kind must be one of benchmark, numerics, memory, allreduce, attention, profile, not \"Benchmark\""},
+        {"{\"kind\":null}", "kind",
+         "kind must be one of benchmark, numerics, memory, allreduce, attention, profile, not null"},
+        {"{\"label\":\"x\"}", "kind", "kind is required: one of benchmark, numerics, memory, allreduce, attention, profile"},
         /* an empty list, or a list where one value goes */
         {"{\"kind\":\"benchmark\",\"model\":\"tiny\",\"context_length\":64,\"attention\":[]}", "attention",
          "attention takes one value, one of [\"naive\",\"flash\",\"naive_fused\"], not [] (an array)"},

@@ -92,6 +92,9 @@ typedef struct route {
                     response *res);
     int needs_auth;
     const char *name; /* label for /metrics */
+    const char *const *args; /* the query arguments the handler reads, NULL-terminated; any other is a 400
+                                naming it (a misspelt ?fromat=md would answer as if not given). NULL: the
+                                route reads none, and ignores any */
 } route;
 
 /* A body jansson could not build or write (value NULL: text that is not
@@ -143,6 +146,59 @@ static enum MHD_Result count_arg(void *cls, enum MHD_ValueKind kind, const char 
     arg_count *c = cls;
     c->n += key && strcmp(key, c->name) == 0;
     return MHD_YES;
+}
+
+/* The first query argument not among a route's (route.args), for
+ * find_unknown_arg. */
+typedef struct unknown_arg {
+    const char *const *known;
+    int found;
+    int exact; /* name is the argument's whole name, as text (find_unknown_arg) */
+    char name[64]; /* its name ("": ?=x), cut to fit */
+} unknown_arg;
+
+static enum MHD_Result find_unknown_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind, (void)value;
+    unknown_arg *u = cls;
+    for (const char *const *k = u->known; key && *k; k++)
+        if (strcmp(*k, key) == 0)
+            return MHD_YES;
+    snprintf(u->name, sizeof u->name, "%s", key ? key : "");
+    u->found = 1;
+    /* named as the field only when it reads back as sent: whole, UTF-8 text, no control characters */
+    char repaired[sizeof u->name];
+    memcpy(repaired, u->name, sizeof repaired);
+    utf8_repair(repaired);
+    u->exact = key && strlen(key) < sizeof u->name && strcmp(repaired, u->name) == 0;
+    for (const char *c = u->name; u->exact && *c; c++)
+        u->exact = (unsigned char)*c >= 0x20 && *c != 0x7f;
+    return MHD_NO; /* the first is enough */
+}
+
+/* Whether a query argument of r's request is not one of r->args (NULL: any
+ * is ignored): then res is set, a 400 naming it and what r takes. */
+static int refuses_unknown_arg(const route *r, struct MHD_Connection *conn, response *res)
+{
+    unknown_arg u = {.known = r->args};
+    if (r->args)
+        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, find_unknown_arg, &u);
+    if (!u.found)
+        return 0;
+    char takes[160] = "";
+    for (const char *const *k = r->args; *k; k++) {
+        size_t len = strlen(takes);
+        snprintf(takes + len, sizeof takes - len, "%s%s", len ? ", " : "", *k);
+    }
+    api_error err;
+    if (u.name[0])
+        api_fail(&err, API_ERR_BAD_REQUEST, u.exact ? u.name : NULL, "unknown query argument '%s%s': %s %s takes %s",
+                 u.name, u.exact ? "" : "...", r->method, r->pattern, takes);
+    else
+        api_fail(&err, API_ERR_BAD_REQUEST, NULL, "a query argument without a name (?=value): %s %s takes %s",
+                 r->method, r->pattern, takes);
+    set_error(res, &err);
+    return 1;
 }
 
 /* The value of query argument name in *value (borrowed; NULL when absent).
@@ -516,20 +572,26 @@ static void handle_schema(api_server *server, struct MHD_Connection *conn, const
     finish_call(res, rc, out, &err, 200);
 }
 
+/* The query arguments of the routes that read some (route.args). */
+static const char *const list_args[] = {"kind", "status", "limit", "offset", NULL};
+static const char *const table_args[] = {"format", "experiment", "run", "range", "pivot", NULL};
+static const char *const run_args[] = {"run", NULL};
+static const char *const compare_args[] = {"jobs", "baseline", "format", "experiment", "run", "range", "pivot", NULL};
+
 static const route routes[] = {
-    {"GET", "/healthz", handle_health, 0, "healthz"},
-    {"GET", "/metrics", handle_metrics, 0, "metrics"},
-    {"GET", "/v1/system", handle_system, 0, "system"},
-    {"GET", "/v1/models", handle_models, 0, "models"},
-    {"GET", "/v1/schemas/{id}", handle_schema, 0, "schema"},
-    {"POST", "/v1/jobs", handle_submit, 1, "jobs_submit"},
-    {"GET", "/v1/jobs", handle_list, 0, "jobs_list"},
-    {"GET", "/v1/jobs/{id}", handle_get, 0, "job_get"},
-    {"DELETE", "/v1/jobs/{id}", handle_cancel, 1, "job_cancel"},
-    {"GET", "/v1/jobs/{id}/table", handle_table, 0, "job_table"},
-    {"GET", "/v1/jobs/{id}/events", handle_events, 0, "job_events"},
-    {"GET", "/v1/jobs/{id}/trace", handle_trace, 0, "job_trace"}, /* profile jobs */
-    {"GET", "/v1/compare", handle_compare, 0, "compare"},
+    {"GET", "/healthz", handle_health, 0, "healthz", NULL},
+    {"GET", "/metrics", handle_metrics, 0, "metrics", NULL},
+    {"GET", "/v1/system", handle_system, 0, "system", NULL},
+    {"GET", "/v1/models", handle_models, 0, "models", NULL},
+    {"GET", "/v1/schemas/{id}", handle_schema, 0, "schema", NULL},
+    {"POST", "/v1/jobs", handle_submit, 1, "jobs_submit", NULL},
+    {"GET", "/v1/jobs", handle_list, 0, "jobs_list", list_args},
+    {"GET", "/v1/jobs/{id}", handle_get, 0, "job_get", NULL},
+    {"DELETE", "/v1/jobs/{id}", handle_cancel, 1, "job_cancel", NULL},
+    {"GET", "/v1/jobs/{id}/table", handle_table, 0, "job_table", table_args},
+    {"GET", "/v1/jobs/{id}/events", handle_events, 0, "job_events", run_args},
+    {"GET", "/v1/jobs/{id}/trace", handle_trace, 0, "job_trace", run_args}, /* profile jobs */
+    {"GET", "/v1/compare", handle_compare, 0, "compare", compare_args},
 };
 #define ROUTE_COUNT (sizeof routes / sizeof routes[0])
 #define ROUTE_STATIC ROUTE_COUNT         /* counters index for static files */
@@ -784,7 +846,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (routes[route_index].needs_auth && !token_ok(server, conn))
             fail(&res, API_ERR_UNAUTHORIZED, NULL, "%s",
                  "this endpoint needs 'Authorization: Bearer <token>' (the daemon's --token)");
-        else
+        else if (!refuses_unknown_arg(&routes[route_index], conn, &res))
             routes[route_index].handler(server, conn, id, req, &res);
     } else if (path_known) {
         res.allow = allow;

@@ -709,6 +709,24 @@ def test_errors(d):
     expect_error(d, "GET", "/v1/jobs/%201", 404, "not_found", "id")
     expect_error(d, "GET", "/v1/jobs?limit=%2B5", 400, "bad_request", "limit")
     expect_error(d, "GET", "/v1/jobs?limit=%205", 400, "bad_request", "limit")
+    # a query argument the route does not read (a misspelt one) is refused naming it and what the route takes,
+    # not answered as if it had not been given (?fromat=md: JSON; ?stauts=failed: every job)
+    for path, name, takes in (("/v1/jobs?stauts=failed", "stauts", "GET /v1/jobs takes kind, status, limit, offset"),
+                              (f"/v1/jobs/{job['id']}/table?fromat=md", "fromat",
+                               "GET /v1/jobs/{id}/table takes format, experiment, run, range, pivot"),
+                              (f"/v1/jobs/{job['id']}/events?runs=0", "runs", "GET /v1/jobs/{id}/events takes run"),
+                              ("/v1/compare?jobs=1,2&basline=1", "basline", "GET /v1/compare takes jobs, baseline"),
+                              ("/v1/jobs?kind=numerics&Kind=benchmark", "Kind", "GET /v1/jobs takes kind, status")):
+        got, _, body = d.request("GET", path)
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        check(got == 400 and error.get("field") == name and
+              error.get("message", "").startswith(f"unknown query argument '{name}': {takes}"),
+              f"GET {path}: {got} {body}, want 400 naming {name}")
+    got, _, body = d.request("GET", "/v1/jobs?=x")
+    check(got == 400 and body["error"]["field"] is None and "without a name" in body["error"]["message"],
+          f"GET /v1/jobs?=x: {got} {body}")
+    for path in ("/healthz?_=1", "/v1/system?x=1", f"/v1/jobs/{job['id']}?format=md"):  # routes that read none
+        check(d.request("GET", path)[0] == 200, f"GET {path} ignores an argument it does not read")
     # a custom model name of 31 characters, each 2 bytes in UTF-8: the job runs and keeps the whole name
     name = "\u00e9" * 31
     job = d.submit({"kind": "benchmark", "model": {"name": name, "d_model": 8, "d_ff": 8, "num_layers": 1,

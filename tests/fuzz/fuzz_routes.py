@@ -27,14 +27,8 @@ ARGS = fuzzlib.parse_args(__doc__.splitlines()[0], default_cases=1500)
 test_api = fuzzlib.import_test_api(ARGS.lmperfd)
 check = test_api.check
 
-# The query arguments each handler reads (api/http.c), by route name.
-ROUTE_ARGS = {
-    "jobs_list": ["status", "kind", "limit", "offset"],
-    "job_table": ["format", "experiment", "run", "range", "pivot"],
-    "job_events": ["run"],
-    "job_trace": ["run"],
-    "compare": ["jobs", "baseline", "format", "experiment", "run", "range", "pivot"],
-}
+# The query arguments each handler reads, by route name: its route.args in api/http.c (read_routes).
+ROUTE_ARGS = {}
 VALID_VALUES = {
     "status": ["queued", "running", "succeeded", "failed", "cancelled", "interrupted"],
     "kind": ["numerics", "benchmark", "memory", "attention", "allreduce", "profile"],
@@ -68,14 +62,21 @@ STATIC_PATHS = ["/", "/index.html", "/../README.md", "/%2e%2e/README.md", "/..%2
 
 
 def read_routes():
-    """[(method, pattern, name)] from api/http.c's route table."""
+    """[(method, pattern, name)] from api/http.c's route table; ROUTE_ARGS from its routes' args lists."""
     with open(os.path.join(fuzzlib.SOURCE_ROOT, "api", "http.c")) as f:
         text = f.read()
+    lists = {name: re.findall(r'"(\w+)"', items)
+             for name, items in re.findall(r'static const char \*const (\w+)\[\] = \{([^}]*)\};', text)}
     table = text[text.index("static const route routes[]"):]
     table = table[:table.index("};")]
-    routes = re.findall(r'\{"([A-Z]+)", "([^"]+)", \w+, \d, "(\w+)"\}', table)
-    check(len(routes) >= 10, f"api/http.c's route table read as {routes}")
-    return routes
+    rows = re.findall(r'\{"([A-Z]+)", "([^"]+)", \w+, \d, "(\w+)", (\w+)\}', table)
+    check(len(rows) >= 10, f"api/http.c's route table read as {rows}")
+    for _, _, name, args in rows:
+        if args != "NULL":
+            check(args in lists, f"route {name}'s args {args} not found in api/http.c")
+            ROUTE_ARGS[name] = lists.get(args, [])
+    check(ROUTE_ARGS.get("job_table") and ROUTE_ARGS.get("jobs_list"), f"routes' args read as {ROUTE_ARGS}")
+    return [(method, pattern, name) for method, pattern, name, _ in rows]
 
 
 def setup_jobs(d):
@@ -129,6 +130,12 @@ def random_query(rng, names, ids):
         sent.add(urllib.parse.unquote(extra, errors="replace"))
     rng.shuffle(parts)
     sep = rng.choice(["&"] * 8 + ["&&", ";"])
+    # the names as the daemon reads them (an unknown one is refused naming it): "&"-separated, so that with ";"
+    # "run;run=1" is one name; percent-decoded but for %00, which it keeps as it is
+    for chunk in sep.join(parts).split("&"):
+        name = chunk.split("=", 1)[0]
+        sent |= {urllib.parse.unquote(name, errors="replace"),
+                 urllib.parse.unquote(name.replace("%00", "%2500"), errors="replace")}
     return ("?" + sep.join(parts)) if parts or rng.random() < 0.1 else "", sent
 
 

@@ -163,8 +163,14 @@ int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, siz
                 value = argv[a][len] == '=' ? argv[a] + len + 1 : NULL;
             }
         }
+        if (!o && a == 1 && argv[a][0] != '-') {
+            snprintf(errbuf, errlen, "unknown command %s: the commands are run, submit and version; the daemon "
+                     "itself takes options only (see --help)", argv[a]);
+            return -1;
+        }
         if (!o) {
-            snprintf(errbuf, errlen, "unknown option %s (see --help)", argv[a]);
+            snprintf(errbuf, errlen, "%s %s (see --help)", argv[a][0] == '-' ? "unknown option" : "unexpected argument",
+                     argv[a]);
             return -1;
         }
         if (!value && o->type == OPT_FLAG)

@@ -206,6 +206,11 @@ def main():
         p = subprocess.run([LMPERFD, sub, "--tabel", "md", "spec.json"], capture_output=True, text=True, timeout=10)
         check(p.returncode == 2 and f"lmperfd {sub}: unknown option --tabel\nusage:" in p.stderr,
               f"{sub} --tabel: {p.returncode} {p.stderr!r}")
+    # a misspelt command is one (not an "unknown option"), a word after the options an unexpected argument
+    for args, needle in ((("sumbit", "spec.json"), "lmperfd: unknown command sumbit: the commands are run, submit and "
+                          "version"), (("--port", "0", "extra"), "lmperfd: unexpected argument extra")):
+        p = subprocess.run([LMPERFD, *args], capture_output=True, text=True, timeout=10)
+        check(p.returncode == 2 and p.stderr.startswith(needle), f"lmperfd {args}: {p.returncode} {p.stderr!r}")
     # a flag's environment variable reads as people write it, either way (parsed before --help)
     for value in ("false", "no", "off", "0", "true", "Yes", "on", "1"):
         p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef enum option_type { OPT_STRING, OPT_INT, OPT_UINT, OPT_SIZE, OPT_FLAG } option_type;
@@ -132,6 +133,21 @@ static int config_check(daemon_config *config, char *errbuf, size_t errlen)
     if (inet_pton(AF_INET, config->host, &addr) != 1) {
         snprintf(errbuf, errlen, "--host: '%s' is not an IPv4 address (e.g. 127.0.0.1, 0.0.0.0) or localhost",
                  config->host);
+        return -1;
+    }
+    return 0;
+}
+
+int config_check_web_root(const daemon_config *config, char *errbuf, size_t errlen)
+{
+    struct stat st;
+    const char *why = !config->web_root[0]                 ? NULL /* none: no web page */
+                      : stat(config->web_root, &st) != 0 ? strerror(errno)
+                      : !S_ISDIR(st.st_mode)             ? "not a directory"
+                                                         : NULL;
+    if (why) {
+        snprintf(errbuf, errlen, "--web-root: %s: %s (the web/ directory of the source tree, or \"\" for none)",
+                 config->web_root, why);
         return -1;
     }
     return 0;

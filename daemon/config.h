@@ -28,6 +28,10 @@ typedef struct daemon_config {
  * errbuf. */
 int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, size_t errlen);
 void config_usage(const char *program);
+/* The daemon's check of what it serves: the web root, when one is set, is a
+ * directory (a missing one would leave the web page a 404). Returns 0 or -1
+ * with a message in errbuf. */
+int config_check_web_root(const daemon_config *config, char *errbuf, size_t errlen);
 
 /* The arguments of the sub-commands, for their usage lines and --help
  * (--pivot: the pivots of jobkinds.c, a benchmark job's "precision"). */

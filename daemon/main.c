@@ -47,6 +47,8 @@ static int serve(int argc, char **argv)
     int rc = config_parse(&config, argc, argv, err, sizeof err);
     if (rc)
         return rc > 0 ? 0 : (fprintf(stderr, "lmperfd: %s\n", err), 2);
+    if (config_check_web_root(&config, err, sizeof err))
+        return fprintf(stderr, "lmperfd: %s\n", err), 2;
     if (config.verbose)
         log_set_level(LOG_DEBUG);
 

@@ -211,6 +211,19 @@ def main():
                           "version"), (("--port", "0", "extra"), "lmperfd: unexpected argument extra")):
         p = subprocess.run([LMPERFD, *args], capture_output=True, text=True, timeout=10)
         check(p.returncode == 2 and p.stderr.startswith(needle), f"lmperfd {args}: {p.returncode} {p.stderr!r}")
+    # a web root that is not a directory is refused at the start (the page would be a 404), but not by submit,
+    # which serves nothing
+    with tempfile.TemporaryDirectory() as tmp:
+        for root, reason in ((os.path.join(tmp, "missing"), "No such file or directory"),
+                             (write(tmp, "file", "x"), "not a directory")):
+            p = subprocess.run([LMPERFD, "--port", "0", "--db", os.path.join(tmp, "d.db"), "--web-root", root],
+                               capture_output=True, text=True, timeout=10)
+            check(p.returncode == 2 and p.stderr.startswith(f"lmperfd: --web-root: {root}: {reason}")
+                  and not os.path.exists(os.path.join(tmp, "d.db")), f"--web-root {root}: {p.returncode} {p.stderr!r}")
+        p = subprocess.run([LMPERFD, "submit", "--url", "http://127.0.0.1:1", write(tmp, "n.json", "{}")],
+                           capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, LMPERF_WEB_ROOT=os.path.join(tmp, "missing")))
+        check(p.returncode == 1 and "cannot connect" in p.stderr, f"submit with LMPERF_WEB_ROOT missing: {p.stderr!r}")
     # a flag's environment variable reads as people write it, either way (parsed before --help)
     for value in ("false", "no", "off", "0", "true", "Yes", "on", "1"):
         p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10,

@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import test_api as t  # noqa: E402  (reads LMPERFD from argv[1], as this script does)
 
 FIXTURE = sys.argv[2]
+t.WEB_ROOT = None  # test_api reads argv[2] as the web root: here it is the fixture
 
 
 def table(d, job, query, fmt="json"):

@@ -232,8 +232,8 @@ static int query_int(struct MHD_Connection *conn, const char *name, int64_t fall
     long long v = strtoll(text, &end, 10);
     if (errno || !isdigit((unsigned char)text[0]) || *end || v < 0 || v > max) { /* digits only: no sign, no space */
         api_error err;
-        api_fail(&err, API_ERR_BAD_REQUEST, name, "%s must be an integer from 0 to %lld", name,
-                 (long long)max);
+        api_fail(&err, API_ERR_BAD_REQUEST, name, "%s must be an integer from 0 to %lld, not '%.40s'", name,
+                 (long long)max, text);
         set_error(res, &err);
         return -1;
     }

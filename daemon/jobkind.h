@@ -112,6 +112,9 @@ typedef struct jobkind {
 
 /* Looks a kind up by name; NULL when unknown. Returned pointer is static. */
 const jobkind *jobkind_find(const char *name);
+/* The kinds' names, comma-separated ("benchmark, numerics, ..."), in buf
+ * (len bytes), for messages that list them. */
+void jobkind_names(char *buf, size_t len);
 /* The table of kinds, terminated by NULL. */
 extern const jobkind *const jobkinds[];
 

@@ -21,6 +21,15 @@ const jobkind *const jobkinds[] = {
     NULL,
 };
 
+void jobkind_names(char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int i = 0; jobkinds[i]; i++) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, "%s%s", i ? ", " : "", jobkinds[i]->name);
+    }
+}
+
 const jobkind *jobkind_find(const char *name)
 {
     for (int i = 0; name && jobkinds[i]; i++)

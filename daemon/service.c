@@ -85,24 +85,20 @@ static int svc_get(void *self, int64_t id, json_t **job, api_error *err)
     return rc == STORE_OK ? 0 : store_failed(err, rc, id);
 }
 
-static int is_status(const char *s)
-{
-    static const char *const statuses[] = {"queued", "running", "succeeded", "failed", "cancelled",
-                                           "interrupted"};
-    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
-        if (strcmp(s, statuses[i]) == 0)
-            return 1;
-    return 0;
-}
-
 static int svc_list(void *self, const api_job_filter *filter, json_t **list, api_error *err)
 {
     service *svc = self;
-    if (filter->status && !is_status(filter->status))
-        return api_fail(err, API_ERR_BAD_REQUEST, "status",
-                        "status must be queued, running, succeeded, failed, cancelled or interrupted");
-    if (filter->kind && !jobkind_find(filter->kind))
-        return api_fail(err, API_ERR_BAD_REQUEST, "kind", "no job kind named '%s'", filter->kind);
+    char names[160];
+    if (filter->status && !store_status_known(filter->status)) {
+        store_status_names(names, sizeof names);
+        return api_fail(err, API_ERR_BAD_REQUEST, "status", "status must be one of %s, not '%.40s'", names,
+                        filter->status);
+    }
+    if (filter->kind && !jobkind_find(filter->kind)) {
+        jobkind_names(names, sizeof names);
+        return api_fail(err, API_ERR_BAD_REQUEST, "kind", "no job kind named '%.40s' (the kinds: %s)", filter->kind,
+                        names);
+    }
     int rc = store_job_list(svc->store, filter->kind, filter->status, filter->limit, filter->offset, list);
     return rc == STORE_OK ? 0 : store_failed(err, rc, 0);
 }

@@ -21,8 +21,11 @@ static json_t *load_schema(const char *name, api_error *err)
 int spec_schema(const char *kind_name, json_t **schema_out, api_error *err)
 {
     const jobkind *kind = jobkind_find(kind_name);
-    if (!kind)
-        return api_fail(err, API_ERR_NOT_FOUND, "kind", "no job kind named '%s'", kind_name);
+    if (!kind) {
+        char known[256];
+        jobkind_names(known, sizeof known);
+        return api_fail(err, API_ERR_NOT_FOUND, "kind", "no job kind named '%.40s' (the kinds: %s)", kind_name, known);
+    }
     char name[96];
     snprintf(name, sizeof name, "jobs/%s.json", kind->name);
     json_t *common = load_schema("jobs/common.json", err);
@@ -57,11 +60,8 @@ int spec_validate(json_t *spec, const jobkind **kind_out, api_error *err)
     json_t *kind_value = json_object_get(spec, "kind");
     const jobkind *kind = jobkind_find(json_string_value(kind_value));
     if (!kind) {
-        char known[256] = "", *given = kind_value ? json_dumps(kind_value, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-        for (int i = 0; jobkinds[i]; i++) {
-            size_t len = strlen(known);
-            snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", jobkinds[i]->name);
-        }
+        char known[256], *given = kind_value ? json_dumps(kind_value, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        jobkind_names(known, sizeof known);
         if (!kind_value)
             return api_fail(err, API_ERR_INVALID_SPEC, "kind", "kind is required: one of %s", known);
         api_fail(err, API_ERR_INVALID_SPEC, "kind", "kind must be one of %s, not %.60s%s", known, given ? given : "?",

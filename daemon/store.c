@@ -29,6 +29,23 @@ struct store {
 static const char *const job_statuses[] = {"queued", "running", "succeeded", "failed",
                                            "cancelled", "interrupted", NULL};
 
+int store_status_known(const char *status)
+{
+    for (int i = 0; status && job_statuses[i]; i++)
+        if (strcmp(job_statuses[i], status) == 0)
+            return 1;
+    return 0;
+}
+
+void store_status_names(char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int i = 0; job_statuses[i]; i++) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, "%s%s", i ? ", " : "", job_statuses[i]);
+    }
+}
+
 /* --- migrations -------------------------------------------------------------- */
 
 /* Migration files are the embedded names matching NNNN_*.sql; returns NNNN,

@@ -41,6 +41,11 @@ void store_close(store *s);
 int store_schema_version(store *s);
 /* The highest migration number embedded in this binary. */
 int store_migrations_known(void);
+/* Whether status is a job status (queued, running, succeeded, failed,
+ * cancelled, interrupted), and those names, comma-separated, in buf (len
+ * bytes), for messages that list them. */
+int store_status_known(const char *status);
+void store_status_names(char *buf, size_t len);
 
 /* --- writes ---------------------------------------------------------------- */
 

@@ -722,6 +722,19 @@ def test_errors(d):
         check(got == 400 and error.get("field") == name and
               error.get("message", "").startswith(f"unknown query argument '{name}': {takes}"),
               f"GET {path}: {got} {body}, want 400 naming {name}")
+    # a value refused is quoted, beside the values taken
+    kinds = "benchmark, numerics, memory, allreduce, attention, profile"
+    for path, field, message in (
+            ("/v1/jobs?status=done", "status",
+             "status must be one of queued, running, succeeded, failed, cancelled, interrupted, not 'done'"),
+            ("/v1/jobs?kind=bench", "kind", f"no job kind named 'bench' (the kinds: {kinds})"),
+            ("/v1/schemas/bench", "kind", f"no job kind named 'bench' (the kinds: {kinds})"),
+            ("/v1/jobs?limit=ten", "limit", "limit must be an integer from 0 to 1000, not 'ten'"),
+            (f"/v1/jobs/{job['id']}/table?run=-1", "run", "run must be an integer from 0 to 2147483647, not '-1'")):
+        got, _, body = d.request("GET", path)
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        check(got in (400, 404) and error.get("field") == field and error.get("message") == message,
+              f"GET {path}: {got} {body}, want {field}: {message}")
     got, _, body = d.request("GET", "/v1/jobs?=x")
     check(got == 400 and body["error"]["field"] is None and "without a name" in body["error"]["message"],
           f"GET /v1/jobs?=x: {got} {body}")

@@ -47,13 +47,20 @@ static const option_row options[] = {
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])
 
-static int set_option(daemon_config *config, const option_row *o, const char *value, char *errbuf,
+/* Sets o from value, given by the flag or, when from_env, by o's
+ * environment variable (which the message names then, beside the flag).
+ * Returns 0 or -1 with a message in errbuf. */
+static int set_option(daemon_config *config, const option_row *o, const char *value, int from_env, char *errbuf,
                       size_t errlen)
 {
-    char *field = (char *)config + o->offset;
+    char *field = (char *)config + o->offset, source[64];
+    if (from_env)
+        snprintf(source, sizeof source, "%s (%s)", o->env, o->flag);
+    else
+        snprintf(source, sizeof source, "%s", o->flag);
     if (o->type == OPT_STRING) {
         if (strlen(value) >= o->size) {
-            snprintf(errbuf, errlen, "%s: value too long", o->flag);
+            snprintf(errbuf, errlen, "%s: value too long (at most %zu bytes)", source, o->size - 1);
             return -1;
         }
         memcpy(field, value, strlen(value) + 1);
@@ -69,11 +76,11 @@ static int set_option(daemon_config *config, const option_row *o, const char *va
             if (strcasecmp(value, flag_words[w][on]) == 0)
                 v = on, end = "", errno = 0;
     if (o->type == OPT_FLAG && (errno || end == value || *end || v < o->min || v > o->max)) {
-        snprintf(errbuf, errlen, "%s: '%s' is not 0, 1, true, false, yes, no, on or off", o->flag, value);
+        snprintf(errbuf, errlen, "%s: '%s' is not 0, 1, true, false, yes, no, on or off", source, value);
         return -1;
     }
     if (errno || end == value || *end || v < o->min || v > o->max) {
-        snprintf(errbuf, errlen, "%s: '%s' is not an integer from %lld to %lld", o->flag, value, o->min, o->max);
+        snprintf(errbuf, errlen, "%s: '%s' is not an integer from %lld to %lld", source, value, o->min, o->max);
         return -1;
     }
     if (o->type == OPT_SIZE)
@@ -157,12 +164,12 @@ int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, siz
 {
     memset(config, 0, sizeof *config);
     for (size_t i = 0; i < OPTION_COUNT; i++)
-        if (options[i].default_text && set_option(config, &options[i], options[i].default_text, errbuf, errlen))
+        if (options[i].default_text && set_option(config, &options[i], options[i].default_text, 0, errbuf, errlen))
             return -1;
     default_web_root(config);
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         const char *env = getenv(options[i].env);
-        if (env && env[0] && set_option(config, &options[i], env, errbuf, errlen))
+        if (env && env[0] && set_option(config, &options[i], env, 1, errbuf, errlen))
             return -1;
     }
     for (int a = 1; a < argc; a++) {
@@ -197,7 +204,7 @@ int config_parse(daemon_config *config, int argc, char **argv, char *errbuf, siz
             snprintf(errbuf, errlen, "%s needs a value", o->flag);
             return -1;
         }
-        if (set_option(config, o, value, errbuf, errlen))
+        if (set_option(config, o, value, 0, errbuf, errlen))
             return -1;
     }
     return config_check(config, errbuf, errlen);

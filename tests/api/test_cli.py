@@ -231,7 +231,13 @@ def main():
         check(p.returncode == 0, f"LMPERF_CPU_ONLY={value}: {p.returncode} {p.stderr!r}")
     p = subprocess.run([LMPERFD, "--help"], capture_output=True, text=True, timeout=10,
                        env=dict(os.environ, LMPERF_CPU_ONLY="maybe"))
-    check(p.returncode == 2 and "--cpu-only: 'maybe'" in p.stderr, f"LMPERF_CPU_ONLY=maybe: {p.returncode} {p.stderr!r}")
+    check(p.returncode == 2 and "LMPERF_CPU_ONLY (--cpu-only): 'maybe'" in p.stderr,
+          f"LMPERF_CPU_ONLY=maybe: {p.returncode} {p.stderr!r}")  # the variable named, not only the flag
+    for env, args, needle in (({"LMPERF_PORT": "abc"}, ["--help"], "LMPERF_PORT (--port): 'abc' is not an integer"),
+                              ({"LMPERF_PORT": "abc"}, ["submit", "x.json"], "LMPERF_PORT (--port): 'abc'"),
+                              ({}, ["--port", "abc"], "lmperfd: --port: 'abc' is not an integer")):
+        p = subprocess.run([LMPERFD, *args], capture_output=True, text=True, timeout=10, env=dict(os.environ, **env))
+        check(p.returncode == 2 and needle in p.stderr, f"{env} lmperfd {args}: {p.returncode} {p.stderr!r}")
     shutil.rmtree(os.environ["TMPDIR"], ignore_errors=True)
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -656,6 +656,9 @@ static int post_spec(const client_target *t, const char *spec, size_t len, const
         fprintf(stderr, "lmperfd submit: %s: the daemon answered %d: %s\n", o->spec_path, a.status, what);
     if (a.status == 401)
         fprintf(stderr, "lmperfd submit: give the daemon's token with --token or LMPERF_TOKEN\n");
+    if (a.status == 404 && t->prefix[0]) /* the prefix is what was added before /v1/jobs */
+        fprintf(stderr, "lmperfd submit: --url is where the daemon answers, http://HOST:PORT (with a proxy's path "
+                        "at most): the path %s of it is put before /v1/jobs\n", t->prefix);
     client_answer_free(&a);
     return refused ? 2 : 1;
 }

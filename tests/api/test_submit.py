@@ -136,6 +136,11 @@ def test_access(d):
                 "http://:80", "http://127.0.0.1:80?x=1", "http://[::1"):
         rc, out, err = submit(d, path, env={"LMPERF_URL": url})
         check(rc == 2 and "lmperfd submit:" in err, f"URL {url}: rc {rc}, {err}")
+    # a URL with the API's own path in it (.../v1): the 404 says that its path goes before /v1/jobs
+    for prefix in ("/v1", "/v1/jobs"):
+        rc, out, err = submit(d, path, env={"LMPERF_URL": f"http://127.0.0.1:{d.port}{prefix}"})
+        check(rc == 1 and "answered 404" in err and f"the path {prefix} of it is put before /v1/jobs" in err,
+              f"LMPERF_URL ...{prefix}: rc {rc}, {err}")
     t0 = time.time()
     rc, out, err = submit(d, path, env={"LMPERF_URL": "http://127.0.0.1:1"})
     check(rc == 1 and "is lmperfd running" in err and time.time() - t0 < 10, f"no daemon there: rc {rc}, {err}")

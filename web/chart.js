@@ -69,7 +69,8 @@ function timeFormat(points) {
 
 const defaultFmt = (v) => (Math.abs(v) >= 1000 ? v.toLocaleString('en-US') : String(+v.toPrecision(4)));
 
-// A <figure> with a title, the SVG, a legend and a <details> data table.
+// A <figure> with a title, the SVG, a legend and a <details> data table (in its own sideways
+// scroll box: a table of many series is wider than the page).
 let descIds = 0;
 function figure(title, svg, legend, table, desc) {
   const descId = desc ? `chart-desc-${++descIds}` : null;
@@ -79,7 +80,7 @@ function figure(title, svg, legend, table, desc) {
     svg,
     legend,
     desc ? h('p', {class: 'chart-desc', id: descId}, desc) : null,
-    table ? h('details', {class: 'chart-data'}, h('summary', null, 'Data as a table'), table) : null);
+    table ? h('details', {class: 'chart-data'}, h('summary', null, 'Data as a table'), h('div', {class: 'scroll'}, table)) : null);
 }
 
 function legendOf(names, always = false) {

@@ -371,6 +371,37 @@ async function checkBenchmarkPage(base, id) {
   await checkTableExports(base, id, {}, 'summary table');
   await checkTableExports(base, id, {pivot: 'precision'}, 'table by precision');
   await shot('job-benchmark.png');
+  await checkPageFits(`benchmark job ${id}`);
+}
+
+// A sweep of two precisions × two modes: four series in "time vs context length", whose data
+// table (a column per series) is wider than an 800 px window.
+async function checkWideChartTable(base) {
+  const id = (await apiPost(base, {kind: 'benchmark', label: 'web test four series', model: SHAPE, vocab_size: 256,
+    context_length: CONTEXTS, batch_size: 2, warmup_steps: 1, measure_steps: 1, precision: ['fp32', 'bf16'], mode: ['forward', 'train_step']})).id;
+  await waitJob(base, id);
+  await page.goto(`${base}/#/jobs/${id}`);
+  await page.waitForSelector('figure.chart details.chart-data');
+  await checkPageFits(`benchmark job ${id} (four series)`);
+}
+
+// The page, every <details> open (a chart's "Data as a table", ...), does not scroll sideways at
+// 1280 or 800 px: a wide table scrolls inside its own box (the time vs context length chart's data
+// table, one column per series, was in no scroll box: four series pushed the page 509 px past 1280).
+// Leaves 1280 × 900 and the <details> as they were.
+async function checkPageFits(what) {
+  const closed = await page.$$eval('details:not([open])', (ds) => ds.map((d) => { d.dataset.openedByTest = ''; d.open = true; }).length);
+  try {
+    for (const width of [1280, 800]) {
+      await page.setViewportSize({width, height: 900});
+      const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      check(over <= 0, `${what}: at ${width} px with its details open the page scrolls sideways by ${over} px`);
+    }
+  } finally {
+    await page.setViewportSize({width: 1280, height: 900}); /* the context's size, which later checks assume */
+    await page.$$eval('details[data-opened-by-test]', (ds) => ds.forEach((d) => { d.open = false; delete d.dataset.openedByTest; }));
+  }
+  log(`${what}: fits at 1280 and 800 px with its ${closed} closed details opened`);
 }
 
 // A run whose measured steps ran beside one busy-looping process per CPU (as
@@ -1443,6 +1474,7 @@ async function main() {
   await checkBenchmarkPage(base, formJob);
   await checkColumnFormatters();
   await checkModeSweep(base);
+  await checkWideChartTable(base);
   await checkBenchmarkAllFailed(base);
   await checkCompare(base, formJob, apiJob);
   await checkHostBusy(base, apiJob);

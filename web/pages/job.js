@@ -291,7 +291,7 @@ function timelineTable(r, phaseAt) {
   const timeF = fmt.column(shown.map((x) => x.p[0]), fmt.msDigits);
   const totalF = fmt.mibColumn(shown.map((x) => total(x.p)));
   const catF = cats.map(([, k]) => fmt.mibColumn(shown.map((x) => x.p[2 + k])));
-  return h('div', {class: 'scroll'}, h('table', {class: 'data', id: 'memory-timeline-table'},
+  return h('table', {class: 'data', id: 'memory-timeline-table'},
     h('caption', null, byPhase ? `Live memory at each phase's highest point (${phases.length} phases), MiB`
       : `Live memory at the highest point of each of ${rows.length} equal slices of the ${fmt.int(pts.length)} points, MiB`),
     h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Phase'), h('th', {scope: 'col', class: 'num'}, 'Time (ms)'),
@@ -302,7 +302,7 @@ function timelineTable(r, phaseAt) {
       p ? [h('td', {class: 'num'}, timeF(p[0])), h('td', {class: 'num'}, fmt.int(p[1])),
         h('td', {class: 'num', dataset: {value: total(p)}}, totalF(total(p))),
         cats.map(([c, k], j) => h('td', {class: 'num', dataset: {value: p[2 + k], category: c}}, catF[j](p[2 + k])))]
-        : h('td', {class: 'muted', colspan: 3 + cats.length}, 'no points in this phase'))))));
+        : h('td', {class: 'muted', colspan: 3 + cats.length}, 'no points in this phase')))));
 }
 
 // A weight the model stacks with the ones after it into one allocation (kernels/model.c: q, k, v as one

@@ -1158,6 +1158,7 @@ async function checkGpuFixture() {
     check(full.replace(/\s+/g, ' ') === longRow.kernel, `kernel ${longRow.kernel}: expanded, it reads ${full}`);
   }
   await shot('job-profile.png');
+  await checkPageFits(`profile job ${prof.id} (fixture)`);
   // The range's table download: the table endpoint narrowed to this run and range, as many rows as the page's table.
   const mdHref = await page.getAttribute('#profile-range-table a[data-format="md"]', 'href');
   const shownRange = await page.inputValue('#profile-range');

@@ -748,8 +748,14 @@ async function checkMemory(base) {
     checkShown(row.peakText, run.peak_allocated_bytes / 1048576, `compare: peak MiB of ${row.run}`);
     check(Math.abs(row.ratio - run.peak_allocated_bytes / cmp[0].peak) < 1e-12, `compare: peak ratio of ${row.run}`);
   }
+  // Memory runs alone: no baseline, phase, log axes or exports (the benchmark table's and charts', which
+  // did nothing here); the link to this view can be copied (it was disabled, there being no benchmark run).
+  const controls = await page.$eval('#main .controls', (c) => ({fields: [...c.querySelectorAll('select, input')].map((e) => e.id || e.type),
+    buttons: [...c.querySelectorAll('button')].map((b) => `${b.textContent}${b.disabled ? ' (disabled)' : ''}`)}));
+  check(!controls.fields.length && JSON.stringify(controls.buttons) === '["Copy link"]',
+    `compare page of memory runs alone: controls ${JSON.stringify(controls)}, expected Copy link alone, enabled`);
   await shot('compare-memory.png');
-  log(`compare page: ${cmp.length} memory runs' peaks equal the API's`);
+  log(`compare page: ${cmp.length} memory runs' peaks equal the API's; Copy link their one control`);
 }
 
 // A memory point past memory_limit_bytes fails with its timeline up to the

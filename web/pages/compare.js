@@ -270,15 +270,18 @@ export async function render(main, ctx) {
       PHASES.map((p) => h('option', {value: p.key, selected: p.key === state.phase}, p.long)));
     const check = (key, label) => h('label', {class: 'check'}, h('input', {type: 'checkbox', checked: state[key],
       onchange: (e) => { state[key] = e.target.checked; sync(); drawCharts(); }}), label);
+    const copyLink = h('button', {type: 'button', disabled: !state.runs.length, onclick: async () => {
+      try { await navigator.clipboard.writeText(location.href); toast('Link copied'); } catch { toast('Copy the address bar to share this view'); }
+    }}, 'Copy link');
+    // memory runs alone: the baseline, phase, log axes and exports are the benchmark table's and charts', so only the link
+    if (!runs.length && selectedMemory().length) { mount(controls, copyLink); return; }
     mount(controls,
       h('div', {class: 'field inline'}, h('label', {for: 'baseline'}, 'Baseline'), baseSel),
       h('div', {class: 'field inline'}, h('label', {for: 'phase'}, 'Speedup and charts of'), phaseSel),
       check('logX', 'log x'), check('logY', 'log y'),
       h('button', {type: 'button', disabled: !runs.length, onclick: () => { download('lmperf-compare.csv', toCsv(tableModel(selectedRuns(), state.baseline, state.phase, pool), state.phase), 'text/csv'); }}, 'Export CSV'),
       h('button', {type: 'button', disabled: !runs.length, onclick: () => { download('lmperf-compare.md', toMarkdown(tableModel(selectedRuns(), state.baseline, state.phase, pool), state.phase), 'text/markdown'); }}, 'Export Markdown'),
-      h('button', {type: 'button', disabled: !runs.length, onclick: async () => {
-        try { await navigator.clipboard.writeText(location.href); toast('Link copied'); } catch { toast('Copy the address bar to share this view'); }
-      }}, 'Copy link'));
+      copyLink);
   }
 
   function drawTable() {

@@ -158,8 +158,11 @@ async function checkTableExports(base, id, query, what) {
   const want = {md: await (await fetch(url('md'))).text(), csv: await (await fetch(url('csv'))).text()};
   await page.evaluate(() => navigator.clipboard.writeText(''));
   await page.click(`button[aria-label="Copy the ${what} as Markdown"]`);
-  await page.waitForFunction(async () => (await navigator.clipboard.readText()) !== '');
-  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  // polled from here: waitForFunction returns once an async predicate's promise settles, false or not, so the
+  // clipboard was read before the button's fetch of the md had come back (an empty copy, now and then)
+  let copied = '';
+  for (let t0 = Date.now(); !copied && Date.now() - t0 < 10000; await new Promise((r) => setTimeout(r, 50)))
+    copied = await page.evaluate(() => navigator.clipboard.readText());
   check(copied === want.md && /^\|.*\|\n\|[-:|]+\|\n/.test(copied), `job ${id}: "Copy the ${what} as Markdown" copied:\n${copied}\nthe API's md:\n${want.md}`);
   const [dl] = await Promise.all([page.waitForEvent('download'), page.click(`a[aria-label="Download the ${what} as CSV"]`)]);
   const csv = readFileSync(await dl.path(), 'utf8');

@@ -125,7 +125,8 @@ export function lineChart(opts) {
   if (!opts.logY && !marksOnly) { yLo = Math.min(yLo, yTicks[0]); yHi = Math.max(yHi, yTicks[yTicks.length - 1]); }
   // Few distinct x values (context lengths): tick exactly those.
   const distinctX = [...new Set([...pts, ...series.flatMap(marksOf)].map((p) => p.x))].sort((a, b) => a - b);
-  const xTicks = opts.xTime ? linearTicks(xLo, xHi, 5)
+  // one time (a history of one run): its own tick; linearTicks' ±1 ms around it rounds away (12 digits of epoch ms)
+  const xTicks = opts.xTime ? (xLo === xHi ? [xLo] : linearTicks(xLo, xHi, 5))
     : opts.categoricalX !== false && distinctX.length <= 12 && !opts.integerX ? distinctX
       : opts.logX ? logTicks(xLo, xHi, opts.xBase || 10) : linearTicks(xLo, xHi, 8);
   const xPad = opts.logX ? 0 : (xHi - xLo || 1) * 0.04;

@@ -1498,6 +1498,7 @@ async function main() {
   await page.waitForSelector('#history-table tbody tr');
   await checkTableDecimals('#history-table', 'history table');
   await shot('history.png');
+  await checkHistoryOneRun();
   await checkAllreduce(base);
   await checkMemory(base);
   const memoryOom = await checkMemoryOom(base);
@@ -1737,6 +1738,18 @@ async function runningJobFits(base, id) {
   }
   await shot('jobs-running-800.png', {fullPage: false});
   await page.setViewportSize({width: 1280, height: 900}); /* the context's size, which later checks assume */
+}
+
+// A configuration of one run: the chart's time axis names its time (it had no tick at all).
+async function checkHistoryOneRun() {
+  const one = await page.$$eval('#config option', (os) => (os.find((o) => / \(1 run\)$/.test(o.textContent)) || {}).value);
+  check(one, 'history: no configuration of one run to pick');
+  await page.selectOption('#config', one);
+  await page.waitForFunction(() => / \(1 run\)$/.test(document.querySelector('#config').selectedOptions[0].textContent) &&
+    document.querySelectorAll('#history-table tbody tr').length === 1);
+  const ticks = await page.$$eval('figure.chart svg text.tick.x', (ts) => ts.map((t) => t.textContent));
+  check(ticks.length === 1 && /^\d\d:\d\d/.test(ticks[0]), `history of one run: time axis ticks ${JSON.stringify(ticks)}, expected its time`);
+  log(`history of one run: its time axis reads ${ticks[0]}`);
 }
 
 // Hand-edited URLs: a phase the compare page does not know falls back to the

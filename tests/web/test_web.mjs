@@ -1750,6 +1750,14 @@ async function checkHistoryOneRun() {
   const ticks = await page.$$eval('figure.chart svg text.tick.x', (ts) => ts.map((t) => t.textContent));
   check(ticks.length === 1 && /^\d\d:\d\d/.test(ticks[0]), `history of one run: time axis ticks ${JSON.stringify(ticks)}, expected its time`);
   log(`history of one run: its time axis reads ${ticks[0]}`);
+  // A forward-mode configuration: one series, the forward pass being the whole step (its legend named a
+  // "forward" line hidden under the "whole step" one, the same times).
+  const fwd = await page.$$eval('#config option', (os) => (os.find((o) => / · forward · /.test(o.textContent)) || {}).value);
+  check(fwd, 'history: no forward-mode configuration to pick');
+  await page.selectOption('#config', fwd);
+  await page.waitForFunction(() => / · forward · /.test(document.querySelector('figure.chart figcaption')?.textContent || ''));
+  const legend = await page.$$eval('figure.chart .legend li', (lis) => lis.map((li) => li.textContent));
+  check(JSON.stringify(legend) === '["forward (the whole step)"]', `history of a forward-mode configuration: legend ${JSON.stringify(legend)}`);
 }
 
 // Hand-edited URLs: a phase the compare page does not know falls back to the

@@ -40,10 +40,12 @@ export async function render(main, ctx) {
     const phases = phasesPresent(runs);
     const digits = phaseDigits(runs, phases);
     const rateF = fmt.column(runs.map((r) => r.tokens_per_s), fmt.rateDigits);
+    // a configuration of one phase (the forward mode): that phase is the whole step, one line, not two on top of each other
+    const parts = phases.filter((p) => p.key !== 'total');
     mount(box,
       lineChart({
-        title: `Step time over time: ${describe(runs[0])}`,
-        series: phases.map((p) => ({name: p.long, points: runs.filter((r) => r.stats[p.key]).map((r) => ({
+        title: `Step time over time: ${describe(runs[0])}`, legendAlways: true,
+        series: (parts.length === 1 ? parts : phases).map((p) => ({name: parts.length === 1 ? `${p.long} (the whole step)` : p.long, points: runs.filter((r) => r.stats[p.key]).map((r) => ({
           x: new Date(r.at).getTime(), y: r.stats[p.key].mean_ms, err: r.stats[p.key].std_ms,
           label: `job #${r.job_id} ${fmt.when(r.at)}: ${p.long} ${fmt.msPm(r.stats[p.key].mean_ms, r.stats[p.key].std_ms)} ms`}))})),
         xLabel: 'finished at', yLabel: 'mean time (ms)', xTime: true, yFormat: (v) => fmt.ms(v),

@@ -31,6 +31,23 @@ export function tableExports(jobId, query = {}, what = 'table') {
     fallback);
 }
 
+// Text exports of a table the page builds itself (the compare page's): rows of
+// cells, the header first, as CSV, a cell quoted where it holds a comma, quote or newline.
+export function csvText(rows) {
+  const esc = (v) => (/[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
+  return rows.map((r) => r.map(esc).join(',')).join('\n') + '\n';
+}
+
+// The same as a Markdown table: text cells padded to their column's width, right[i]
+// for a column aligned right (numbers); a | inside a cell is escaped.
+export function markdownTable(head, body, right) {
+  const rows = [head, ...body].map((r) => r.map((c) => c.replace(/\|/g, '\\|')));
+  const widths = head.map((_, i) => Math.max(...rows.map((r) => r[i].length), 3));
+  const line = (cells) => '| ' + cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(' | ') + ' |';
+  const sep = '|' + widths.map((w, i) => (right[i] ? '-'.repeat(w + 1) + ':' : '-'.repeat(w + 2))).join('|') + '|';
+  return [line(rows[0]), sep, ...rows.slice(1).map(line)].join('\n') + '\n';
+}
+
 // A cell of the table endpoint as the md/csv forms print it: a real with its
 // column's decimals (the table's "decimals"), else to 6 significant digits;
 // null as "—", text (e.g. "OOM", "failed") verbatim.

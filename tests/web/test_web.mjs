@@ -169,6 +169,50 @@ async function checkTableExports(base, id, query, what) {
   check(csv === want.csv && dl.suggestedFilename().endsWith('.csv'), `job ${id}: "Download the ${what} as CSV" saved ${dl.suggestedFilename()}:\n${csv}\nthe API's csv:\n${want.csv}`);
 }
 
+// A CSV's rows of fields (a quoted field may hold commas, quotes and newlines).
+function parseCsv(text) {
+  const rows = [];
+  let row = [], field = '', quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') { field += '"'; i++; } else if (c === '"') quoted = false; else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ',') { row.push(field); field = ''; }
+    else if (c === '\n') { row.push(field); rows.push(row); row = []; field = ''; }
+    else field += c;
+  }
+  if (field || row.length) rows.push([...row, field]);
+  return rows;
+}
+
+// The compare page's memory table exports (Export CSV, Export Markdown under its heading):
+// its header and one row per run, each cell the text the page shows (without the
+// "first" tag and the Remove column).
+async function checkMemoryExports(what) {
+  const shown = await page.$eval('#compare-memory', (t) => {
+    const text = (c) => { const x = c.cloneNode(true); x.querySelectorAll('.tag, .sr-only').forEach((e) => e.remove()); return x.textContent; };
+    const keep = [...t.tHead.rows[0].cells].map((c) => text(c) !== '');
+    const cells = (tr) => [...tr.cells].filter((_, i) => keep[i]).map(text);
+    return [cells(t.tHead.rows[0]), ...[...t.tBodies[0].rows].map(cells)];
+  });
+  const exported = async (format) => {
+    const button = await page.$(`#compare-memory-box button[aria-label="Export the memory runs as ${format}"]`);
+    check(button, `${what}: no Export ${format} for the memory runs`);
+    if (!button) return '';
+    const [dl] = await Promise.all([page.waitForEvent('download'), button.click()]);
+    return readFileSync(await dl.path(), 'utf8');
+  };
+  const csv = parseCsv(await exported('CSV'));
+  check(JSON.stringify(csv) === JSON.stringify(shown), `${what}: the memory CSV export\n${JSON.stringify(csv)}\nis not the table shown\n${JSON.stringify(shown)}`);
+  const mdText = await exported('Markdown');
+  const lines = mdText.split('\n').filter((l) => l.startsWith('|'));
+  const md = lines.filter((_, i) => i !== 1).map((l) => l.slice(1, -1).split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, '|')));
+  check(/^\|[-:|]+\|$/.test(lines[1] || '') && JSON.stringify(md) === JSON.stringify(shown),
+    `${what}: the memory Markdown export\n${mdText}\nis not the table shown\n${JSON.stringify(shown)}`);
+  return shown.length - 1;
+}
+
 async function submitNumerics(base) {
   await page.goto(base + '/#/submit?kind=numerics');
   await page.waitForSelector('#f-count');
@@ -757,8 +801,11 @@ async function checkMemory(base) {
     buttons: [...c.querySelectorAll('button')].map((b) => `${b.textContent}${b.disabled ? ' (disabled)' : ''}`)}));
   check(!controls.fields.length && JSON.stringify(controls.buttons) === '["Copy link"]',
     `compare page of memory runs alone: controls ${JSON.stringify(controls)}, expected Copy link alone, enabled`);
+  // and the memory table exports as shown, under its heading
+  const exportedRows = await checkMemoryExports('compare page of memory runs alone');
+  check(exportedRows === okRuns.length, `compare page of memory runs alone: ${exportedRows} rows shown and exported, the job has ${okRuns.length}`);
   await shot('compare-memory.png');
-  log(`compare page: ${cmp.length} memory runs' peaks equal the API's; Copy link their one control`);
+  log(`compare page: ${cmp.length} memory runs' peaks equal the API's; Copy link their one control; the table's CSV and Markdown are its cells`);
 }
 
 // A memory point past memory_limit_bytes fails with its timeline up to the
@@ -824,6 +871,9 @@ async function checkCompareFailed(base, memoryId) {
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('button:text("Export Markdown")')]);
   const md = readFileSync(await download.path(), 'utf8');
   check(md.includes(`#${benchId}.${badBench[0].index} failed: ${badBench[0].error}`), `Markdown export does not give the failed point's reason:\n${md}`);
+  // beside benchmark runs the memory table exports too, its OOM rows as shown (OOM, the reason)
+  const memExported = await checkMemoryExports('compare page of memory and benchmark runs');
+  check(memExported === memory.runs.length, `compare page of memory and benchmark runs: ${memExported} memory rows exported, the job has ${memory.runs.length}`);
   await shot('compare-failed.png');
   log(`compare page: failed points of jobs ${memoryId} and ${benchId} shown as rows with their reasons`);
 }

@@ -3,7 +3,8 @@
 // baseline's settings at the row's own model, context, batch and mode,
 // differences highlighted), export CSV/Markdown, and charts.
 // Memory runs picked too get their own table: peak MiB (measured, estimate,
-// reserved) per model × context × mode, relative to the first memory row.
+// reserved) per model × context × mode, relative to the first memory row,
+// exported as CSV/Markdown with the cells as shown.
 // URL: #/compare?runs=JOB:INDEX,…  or  ?jobs=ID,…  &baseline=JOB:INDEX|job:ID &phase=total
 import {h, mount, download, toast} from '../dom.js';
 import {api} from '../api.js';
@@ -12,6 +13,7 @@ import {modelName} from '../kinds.js';
 import {CONFIG, SHAPE, withShape, PHASES, compareRuns, phasesPresent, phaseDigits, statCell, contextChart, precisionChart, HOST_BUSY_LABEL, hostBusyShown,
   hostBusyCell, warningMark, runWarnings} from '../benchmark.js';
 import {replaceParams, link} from '../route.js';
+import {csvText, markdownTable} from '../table.js';
 
 const RECENT_JOBS = 300; // picker: newest benchmark jobs loaded with their runs
 const RECENT_MEMORY_JOBS = 50; // and memory jobs (their details carry timelines: fewer)
@@ -39,40 +41,74 @@ const MEMORY_ORDER = (a, b) => modelName(a).localeCompare(modelName(b), 'en', {n
   a.batch_size - b.batch_size || String(a.precision).localeCompare(String(b.precision)) || String(a.mode).localeCompare(String(b.mode)) ||
   a.job_id - b.job_id || a.index - b.index;
 
-// Memory runs' table: peaks in MiB; the ratio is against the first row that
-// ran. A failed point is a row with its config, "OOM" (or "failed") for the
-// peak and the reason.
-function memoryTable(runs, onRemove) {
-  const sorted = [...runs].sort(MEMORY_ORDER);
-  const base = sorted.find((r) => !failed(r));
+// Memory runs' table as data, shared by the HTML table and its exports: peaks in
+// MiB; the ratio is against the first row that ran. A failed point is a row with
+// its config, "OOM" (or "failed") for the peak and the reason. columns: [{key,
+// label, num, text(run) → the cell as shown, td?(run, text) → the HTML cell}];
+// rows: the runs in order; base: the first measured row.
+function memoryModel(runs) {
+  const rows = [...runs].sort(MEMORY_ORDER);
+  const base = rows.find((r) => !failed(r));
   const anyFailed = runs.some(failed);
-  const mibCell = (v, key) => h('td', {class: 'num', dataset: {value: v ?? '', key}, title: typeof v === 'number' ? `${fmt.int(v)} bytes` : null}, fmt.mib(v));
   const reserved = runs.some((r) => typeof r.reserved_peak_bytes === 'number'); // GPU runs only
+  const mibTd = (get) => (r, text) => h('td', {class: 'num', dataset: {value: get(r) ?? ''}, title: typeof get(r) === 'number' ? `${fmt.int(get(r))} bytes` : null}, text);
+  const mib = (key, label, get) => ({key, label, num: true, text: (r) => fmt.mib(get(r)), td: mibTd(get)});
+  const ratio = (r) => (failed(r) || !base ? null : r.peak_allocated_bytes / base.peak_allocated_bytes);
+  const columns = [
+    {key: 'run', label: 'Run', num: true, text: (r) => `#${r.job_id}.${r.index}`,
+      td: (r, text) => h('td', {class: 'num'}, h('a', {href: `#/jobs/${r.job_id}`, title: r.job_label || ''}, text))},
+    {key: 'model', label: 'Model', text: modelName},
+    {key: 'context_length', label: 'Context length', num: true, text: (r) => String(r.context_length)},
+    {key: 'batch_size', label: 'Batch', num: true, text: (r) => String(r.batch_size)},
+    {key: 'precision', label: 'Precision', text: (r) => r.precision},
+    {key: 'mode', label: 'Mode', text: (r) => r.mode},
+    {key: 'attention', label: 'Attention', text: (r) => r.attention || '—'},
+    {key: 'peak', label: 'Peak (MiB)', num: true, text: (r) => (failed(r) ? failWord(r) : fmt.mib(r.peak_allocated_bytes)),
+      td: (r, text) => (!failed(r) ? mibTd((x) => x.peak_allocated_bytes)(r, text) : h('td', {class: `num ${r.oom ? 'oom' : 'error'}`, dataset: {status: failWord(r)},
+        title: typeof r.peak_allocated_bytes === 'number' ? `${fmt.mib(r.peak_allocated_bytes)} MiB allocated when it failed` : null}, text))},
+    mib('estimate', 'Estimate (MiB)', (r) => r.estimated_memory_bytes ?? (r.estimate && r.estimate.total)),
+    reserved ? mib('reserved', 'Reserved peak (MiB)', (r) => r.reserved_peak_bytes) : null,
+    mib('residual', 'Residual stream (MiB)', (r) => r.residual_stream_bytes),
+    {key: 'phase', label: 'Peak phase', text: (r) => (failed(r) ? (r.failed_phase ? `failed in ${r.failed_phase}` : '—') : r.peak_phase || '—')},
+    // the first row's 1.00× is tagged "first" on the page (the Markdown export names that row under the table)
+    {key: 'ratio', label: 'Peak ratio', num: true, text: (r) => (ratio(r) === null ? '—' : fmt.ratio(ratio(r))),
+      td: (r, text) => h('td', {class: 'num', dataset: {value: ratio(r) ?? ''}}, r === base ? h('span', null, text, h('span', {class: 'tag'}, 'first')) : text)},
+    anyFailed ? {key: 'error', label: 'Failed', text: (r) => (failed(r) ? r.error : ''),
+      td: (r, text) => h('td', {class: failed(r) ? 'reason error' : ''}, text)} : null,
+  ].filter(Boolean);
+  return {columns, rows, base};
+}
+
+const memoryCells = (m) => m.rows.map((r) => m.columns.map((c) => c.text(r)));
+
+function memoryCsv(m) {
+  return csvText([m.columns.map((c) => c.label), ...memoryCells(m)]);
+}
+
+function memoryMarkdown(m) {
+  return markdownTable(m.columns.map((c) => c.label), memoryCells(m), m.columns.map((c) => !!c.num)) +
+    (m.base ? `\nPeak ratio: this row's peak ÷ the first measured row's (#${m.base.job_id}.${m.base.index})\n` : '');
+}
+
+function memoryTable(runs, onRemove) {
+  const m = memoryModel(runs);
+  // the benchmark table's buttons, here under the memory runs' heading (shown with or without benchmark runs)
+  const exp = (what, file, text, type) => h('button', {type: 'button', class: 'small', 'aria-label': `Export the memory runs as ${what}`,
+    onclick: () => download(file, text(m), type)}, `Export ${what}`);
   return h('section', {id: 'compare-memory-box'}, h('h2', null, 'Memory runs'),
+    h('div', {class: 'table-exports'},
+      exp('CSV', 'lmperf-compare-memory.csv', memoryCsv, 'text/csv'), ' ',
+      exp('Markdown', 'lmperf-compare-memory.md', memoryMarkdown, 'text/markdown')),
     h('div', {class: 'scroll'}, h('table', {class: 'results compare', id: 'compare-memory'},
       h('caption', null, `${runs.length} memory run${runs.length > 1 ? 's' : ''}; peak ratio = this row's peak ÷ the first measured row's`),
-      h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, 'Run'),
-        ['Model'].map((c) => h('th', {scope: 'col'}, c)),
-        ['Context length', 'Batch'].map((c) => h('th', {scope: 'col', class: 'num'}, c)),
-        ['Precision', 'Mode', 'Attention'].map((c) => h('th', {scope: 'col'}, c)),
-        ['Peak (MiB)', 'Estimate (MiB)', reserved ? 'Reserved peak (MiB)' : null, 'Residual stream (MiB)'].filter(Boolean).map((c) => h('th', {scope: 'col', class: 'num'}, c)),
-        h('th', {scope: 'col'}, 'Peak phase'), h('th', {scope: 'col', class: 'num'}, 'Peak ratio'),
-        anyFailed ? h('th', {scope: 'col'}, 'Failed') : null,
+      h('thead', null, h('tr', null, m.columns.map((c) => h('th', {scope: 'col', class: c.num ? 'num' : ''}, c.label)),
         h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'Remove')))),
-      h('tbody', null, sorted.map((r) => h('tr', {dataset: {run: ref(r)}, class: r === base ? 'baseline' : ''},
-        h('td', {class: 'num'}, h('a', {href: `#/jobs/${r.job_id}`, title: r.job_label || ''}, `#${r.job_id}.${r.index}`)),
-        h('td', null, modelName(r)), h('td', {class: 'num'}, String(r.context_length)), h('td', {class: 'num'}, String(r.batch_size)),
-        h('td', null, r.precision), h('td', null, r.mode), h('td', null, r.attention || '—'),
-        failed(r) ? h('td', {class: `num ${r.oom ? 'oom' : 'error'}`, dataset: {key: 'peak', status: failWord(r)},
-          title: typeof r.peak_allocated_bytes === 'number' ? `${fmt.mib(r.peak_allocated_bytes)} MiB allocated when it failed` : null}, failWord(r))
-          : mibCell(r.peak_allocated_bytes, 'peak'),
-        mibCell(r.estimated_memory_bytes ?? (r.estimate && r.estimate.total), 'estimate'),
-        reserved ? mibCell(r.reserved_peak_bytes, 'reserved') : null, mibCell(r.residual_stream_bytes, 'residual'),
-        h('td', null, failed(r) ? (r.failed_phase ? `failed in ${r.failed_phase}` : '—') : r.peak_phase || '—'),
-        failed(r) || !base ? h('td', {class: 'num', dataset: {value: '', key: 'ratio'}}, '—')
-          : h('td', {class: 'num', dataset: {value: r.peak_allocated_bytes / base.peak_allocated_bytes, key: 'ratio'}},
-            r === base ? h('span', null, fmt.ratio(1), h('span', {class: 'tag'}, 'first')) : fmt.ratio(r.peak_allocated_bytes / base.peak_allocated_bytes)),
-        anyFailed ? h('td', {class: failed(r) ? 'reason error' : '', dataset: {key: 'error'}}, failed(r) ? r.error : '') : null,
+      h('tbody', null, m.rows.map((r) => h('tr', {dataset: {run: ref(r)}, class: r === m.base ? 'baseline' : ''},
+        m.columns.map((c) => {
+          const td = c.td ? c.td(r, c.text(r)) : h('td', {class: c.num ? 'num' : ''}, c.text(r));
+          td.dataset.key = c.key;
+          return td;
+        }),
         h('td', null, h('button', {type: 'button', class: 'small link', 'aria-label': `remove run ${ref(r)}`, onclick: () => onRemove(ref(r))}, '×'))))))));
 }
 
@@ -142,16 +178,12 @@ function tableModel(runs, baseline, phase, pool) {
 }
 
 function toCsv(m, phase) {
-  const esc = (v) => (/[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
   const head = ['job', 'run', ...m.shown.map((c) => c.key), ...m.phases.flatMap((p) => [`${p.key}_mean_ms`, `${p.key}_std_ms`]),
     'tokens_per_s', `speedup_${phase}`, 'speedup_baseline', ...(m.host ? ['host_busy_pct'] : []), 'status', 'error'];
-  const lines = [head.join(',')];
-  for (const {run, base, speedup} of m.rows)
-    lines.push([run.job_id, run.index, ...m.shown.map((c) => c.get(run) ?? ''),
-      ...m.phases.flatMap((p) => (run.stats && run.stats[p.key] ? [run.stats[p.key].mean_ms, run.stats[p.key].std_ms] : ['', ''])),
-      run.tokens_per_s ?? '', speedup ?? '', speedup === null ? '' : ref(base), ...(m.host ? [run.host_other_cpu_pct ?? ''] : []),
-      run.status, run.error ?? ''].map(esc).join(','));
-  return lines.join('\n') + '\n';
+  return csvText([head, ...m.rows.map(({run, base, speedup}) => [run.job_id, run.index, ...m.shown.map((c) => c.get(run) ?? ''),
+    ...m.phases.flatMap((p) => (run.stats && run.stats[p.key] ? [run.stats[p.key].mean_ms, run.stats[p.key].std_ms] : ['', ''])),
+    run.tokens_per_s ?? '', speedup ?? '', speedup === null ? '' : ref(base), ...(m.host ? [run.host_other_cpu_pct ?? ''] : []),
+    run.status, run.error ?? ''])]);
 }
 
 function toMarkdown(m, phase) {
@@ -169,11 +201,8 @@ function toMarkdown(m, phase) {
     ...(m.host ? [typeof run.host_other_cpu_pct === 'number' ? fmt.fixed(run.host_other_cpu_pct, 0) : '—'] : [])]);
   const reasons = m.rows.filter(({run}) => failed(run)).map(({run}) => `#${run.job_id}.${run.index} ${failWord(run)}: ${run.error}\n`).join('') +
     m.rows.flatMap(({run}) => (run.warnings || []).map((w) => `#${run.job_id}.${run.index} warning: ${w}\n`)).join('');
-  const widths = head.map((t, i) => Math.max(t.length, ...body.map((r) => r[i].length), 3));
-  const line = (cells) => '| ' + cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(' | ') + ' |';
-  const sep = '|' + widths.map((w, i) => (right[i] ? '-'.repeat(w + 1) + ':' : '-'.repeat(w + 2))).join('|') + '|';
   const common = m.common.length ? `\n${m.common.map(([k, v]) => `${k}: ${v}`).join(' · ')}\n` : '';
-  return [line(head), sep, ...body.map(line)].join('\n') + '\n' + (reasons ? `\n${reasons}` : '') + common + `\nSpeedup baseline: ${m.legend}\n`;
+  return markdownTable(head, body, right) + (reasons ? `\n${reasons}` : '') + common + `\nSpeedup baseline: ${m.legend}\n`;
 }
 
 export async function render(main, ctx) {
@@ -274,6 +303,7 @@ export async function render(main, ctx) {
       try { await navigator.clipboard.writeText(location.href); toast('Link copied'); } catch { toast('Copy the address bar to share this view'); }
     }}, 'Copy link');
     // memory runs alone: the baseline, phase, log axes and exports are the benchmark table's and charts', so only the link
+    // (the memory table's exports are under its heading)
     if (!runs.length && selectedMemory().length) { mount(controls, copyLink); return; }
     mount(controls,
       h('div', {class: 'field inline'}, h('label', {for: 'baseline'}, 'Baseline'), baseSel),

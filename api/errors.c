@@ -77,3 +77,13 @@ char *utf8_repair(char *s)
     }
     return s;
 }
+
+char *api_join_names(const char *const *names, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (const char *const *n = names; n && *n; n++) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, "%s%s", at ? ", " : "", *n);
+    }
+    return buf;
+}

@@ -4,6 +4,8 @@
 #ifndef API_ERRORS_H
 #define API_ERRORS_H
 
+#include <stddef.h>
+
 #define API_ERROR_MAP(XX)                                              \
     XX(OK, 200, "ok")                                                  \
     XX(BAD_REQUEST, 400, "bad_request")                                \
@@ -45,5 +47,10 @@ int api_fail(api_error *err, api_error_code code, const char *field, const char 
  * was never UTF-8) becomes '?'. JSON strings must be valid UTF-8: jansson
  * refuses to build one from anything else. */
 char *utf8_repair(char *s);
+
+/* buf (len bytes) = the NULL-terminated names joined by ", " ("a, b, c"),
+ * cut to fit; "" when there are none or names is NULL. For messages that
+ * list what a field or argument takes. Returns buf. */
+char *api_join_names(const char *const *names, char *buf, size_t len);
 
 #endif

@@ -185,11 +185,8 @@ static int refuses_unknown_arg(const route *r, struct MHD_Connection *conn, resp
         MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, find_unknown_arg, &u);
     if (!u.found)
         return 0;
-    char takes[160] = "";
-    for (const char *const *k = r->args; *k; k++) {
-        size_t len = strlen(takes);
-        snprintf(takes + len, sizeof takes - len, "%s%s", len ? ", " : "", *k);
-    }
+    char takes[160];
+    api_join_names(r->args, takes, sizeof takes);
     api_error err;
     if (u.name[0])
         api_fail(&err, API_ERR_BAD_REQUEST, u.exact ? u.name : NULL, "unknown query argument '%s%s': %s %s takes %s",

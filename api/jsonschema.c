@@ -269,17 +269,18 @@ static int check_array(schema_ctx *ctx, const json_t *schema, const json_t *v, c
         return 0;
     size_t n = json_array_size(v);
     const json_t *bound;
-    if ((bound = json_object_get(schema, "minItems")) && (json_int_t)n < json_integer_value(bound) && n == 0) {
-        char least[24] = "one";
-        if (json_integer_value(bound) != 1)
-            snprintf(least, sizeof least, "%lld", (long long)json_integer_value(bound));
-        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s is an empty list: it must list at least %s value%s",
-                        field_or_root(path), least, json_integer_value(bound) == 1 ? "" : "s");
+    if ((bound = json_object_get(schema, "minItems")) && (json_int_t)n < json_integer_value(bound)) {
+        json_int_t least = json_integer_value(bound);
+        if (n == 0) {
+            char count[24] = "one";
+            if (least != 1)
+                snprintf(count, sizeof count, "%lld", (long long)least);
+            return api_fail(err, API_ERR_INVALID_SPEC, path, "%s is an empty list: it must list at least %s value%s",
+                            field_or_root(path), count, least == 1 ? "" : "s");
+        }
+        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at least %lld item%s", field_or_root(path),
+                        (long long)least, least == 1 ? "" : "s");
     }
-    if ((bound = json_object_get(schema, "minItems")) && (json_int_t)n < json_integer_value(bound))
-        return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at least %lld item%s",
-                        field_or_root(path), (long long)json_integer_value(bound),
-                        json_integer_value(bound) == 1 ? "" : "s");
     if ((bound = json_object_get(schema, "maxItems")) && (json_int_t)n > json_integer_value(bound))
         return api_fail(err, API_ERR_INVALID_SPEC, path, "%s must have at most %lld item%s",
                         field_or_root(path), (long long)json_integer_value(bound),

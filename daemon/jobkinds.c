@@ -107,11 +107,8 @@ int jobkind_check_selectors(const jobkind *kind, const api_table_query *query, a
             continue;
         selected = 1;
         if (kind_takes_selector(kind, name) && strcmp(name, "pivot") == 0 && !listed(kind->pivots, query->pivot)) {
-            char names[128] = ""; /* "precision" */
-            for (const char *const *p = kind->pivots; p && *p; p++) {
-                size_t len = strlen(names);
-                snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", *p);
-            }
+            char names[128]; /* "precision" */
+            api_join_names(kind->pivots, names, sizeof names);
             return api_fail(err, API_ERR_BAD_REQUEST, name,
                             "a %s job's table pivots by %s (one row per point, a column per value), not '%.40s'",
                             kind->name, names, query->pivot);

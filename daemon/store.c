@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "log.h"
 #include "schema_embedded.h"
 
@@ -39,11 +40,7 @@ int store_status_known(const char *status)
 
 void store_status_names(char *buf, size_t len)
 {
-    buf[0] = '\0';
-    for (int i = 0; job_statuses[i]; i++) {
-        size_t at = strlen(buf);
-        snprintf(buf + at, len - at, "%s%s", i ? ", " : "", job_statuses[i]);
-    }
+    api_join_names(job_statuses, buf, len);
 }
 
 /* --- migrations -------------------------------------------------------------- */

@@ -181,7 +181,11 @@ struct lmk_backend {
      * (add; dres (n, d) float32, not aliasing dx; NULL: nothing added), then,
      * when dx16 is not NULL, dx16 (n, d, raw bits of fmt: LMK_ROUND_BF16 or
      * LMK_ROUND_FP16) = cast_half(dx): the residual stream's gradient and its
-     * 16-bit copy for the GEMMs that read it, in one pass. */
+     * 16-bit copy for the GEMMs that read it, in one pass. dw may be
+     * written beside the later work, as an overlap GEMM's output (the cuda
+     * backend): lane_join before dw is read and before dout, x, rstd or dw
+     * is overwritten (freeing them needs no join: the backend defers it);
+     * dx and dx16 are ready in order. */
     int (*rmsnorm_bwd_add)(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, float *dw,
                            const void *dout, lmk_dtype dout_dt, const float *dres, const float *x,
                            const float *w, const float *rstd, int n, int d);

@@ -1988,6 +1988,9 @@ static int model_backward(lmk_model *m)
     REC("token_embeddings backward (scatter-add)", F32, F32, F32 ", int32");
     TRY(grad_ready(m, &m->params[0]));
     TRY(b->embedding_bwd(b, LMK_F(m->params[0].g), LMK_F(dres), LMK_I(m->inputs), N, d, V));
+    /* layer 0's ln1 weight gradient may still be written beside
+     * (rmsnorm_bwd_add): the grad norm and the update read it */
+    TRY(lane_join(m, LMK_OK));
     /* the optimizer in backward: its updates end inside the backward (in
      * stream order; the host does not wait): the step's update of the token
      * embeddings reads the step counter and alpha_t that the lane's

@@ -3,7 +3,8 @@
  * so cudaFreeAsync inside a step only returns memory to the pool), one cuBLAS
  * handle bound to the stream with a fixed workspace; a second stream for
  * overlap GEMMs (gemm_cuda.cu), which every free, synchronisation and
- * capture end joins first; a third, the optimizer lane, which
+ * capture end joins first (side work other than GEMMs: the frees of what it
+ * tracks are deferred to the join, cuda_side_fork_tracked); a third, the optimizer lane, which
  * synchronisation and capture end join (its users free nothing it reads
  * before joining it). Ops live in the other files of this folder.
  * Nothing here prints; failures are recorded in the state
@@ -37,14 +38,14 @@ int cublas_fail(cuda_state *st, const char *what, cublasStatus_t s)
     return s == CUBLAS_STATUS_ALLOC_FAILED ? LMK_NOMEM : LMK_DEVICE;
 }
 
-int cuda_scratch(cuda_state *st, size_t bytes, void **out)
+int cuda_scratch_grow(cuda_state *st, cudaStream_t stream, void **buf, size_t *cap, size_t bytes, void **out)
 {
-    if (bytes <= st->scratch_bytes && st->scratch) {
-        *out = st->scratch;
+    if (bytes <= *cap && *buf) {
+        *out = *buf;
         return LMK_OK;
     }
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    CUDA_TRY(st, cudaStreamIsCapturing(st->stream, &cs));
+    CUDA_TRY(st, cudaStreamIsCapturing(stream, &cs));
     if (cs != cudaStreamCaptureStatusNone) {
         snprintf(st->last_error, sizeof st->last_error,
                  "scratch must grow to %zu bytes during graph capture: run one step first",
@@ -53,13 +54,18 @@ int cuda_scratch(cuda_state *st, size_t bytes, void **out)
     }
     size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 4;
     void *p = NULL;
-    CUDA_TRY(st, cudaMallocFromPoolAsync(&p, want, st->pool, st->stream));
-    if (st->scratch)
-        CUDA_TRY(st, cudaFreeAsync(st->scratch, st->stream));
-    st->scratch = p;
-    st->scratch_bytes = want;
+    CUDA_TRY(st, cudaMallocFromPoolAsync(&p, want, st->pool, stream));
+    if (*buf)
+        CUDA_TRY(st, cudaFreeAsync(*buf, stream));
+    *buf = p;
+    *cap = want;
     *out = p;
     return LMK_OK;
+}
+
+int cuda_scratch(cuda_state *st, size_t bytes, void **out)
+{
+    return cuda_scratch_grow(st, st->stream, &st->scratch, &st->scratch_bytes, bytes, out);
 }
 
 /* --- memory ---------------------------------------------------------- */
@@ -79,7 +85,15 @@ static void cu_mem_free(lmk_backend *b, void *p)
 {
     cuda_state *st = CST(b);
     if (p) {
-        (void)cuda_side_join(st); /* an overlap GEMM may still read p */
+        if (st->side_pending && !st->opt_main && !st->side_gemm_pending && cuda_side_tracks(st, p) &&
+            st->nside_deferred < CUDA_SIDE_TRACKED_MAX) {
+            st->side_deferred[st->nside_deferred++] = p; /* freed at the next join */
+            return;
+        }
+        /* an overlap GEMM may still read p (any GEMM operand: join); other
+         * side work reads only what it tracks */
+        if (st->side_pending && (st->opt_main || st->side_gemm_pending || cuda_side_tracks(st, p)))
+            (void)cuda_side_join(st);
         cudaError_t e = cudaFreeAsync(p, st->stream);
         if (e != cudaSuccess)
             (void)cuda_fail(st, "cudaFreeAsync", e);
@@ -213,6 +227,10 @@ static int cu_opt_lane(lmk_backend *b, int on)
     }
     CUDA_TRY(st, cudaEventRecord(st->opt_fork_ev, st->stream));
     CUDA_TRY(st, cudaStreamWaitEvent(st->opt, st->opt_fork_ev, 0));
+    if (st->side_pending) { /* the update may read a gradient that side work writes: the lane waits, not the main stream */
+        CUDA_TRY(st, cudaEventRecord(st->join_ev, st->side));
+        CUDA_TRY(st, cudaStreamWaitEvent(st->opt, st->join_ev, 0));
+    }
     st->opt_pending = 1;
     st->opt_main = st->stream;
     st->stream = st->opt;
@@ -243,8 +261,11 @@ static void cu_destroy(lmk_backend *b)
         int old = -1;
         (void)cudaGetDevice(&old);
         (void)cudaSetDevice(st->device);
-        if (st->opt_main)
+        if (st->opt_main) {
             st->stream = st->opt_main;
+            st->opt_main = NULL;
+        }
+        (void)cuda_side_join(st); /* the deferred frees */
         if (st->stream)
             (void)cudaStreamSynchronize(st->stream);
         cuda_side_free(st);
@@ -500,6 +521,9 @@ struct lmk_cuda_graph {
 extern "C" int lmk_backend_cuda_capture_begin(lmk_backend *b)
 {
     cuda_state *st = CST(b);
+    int rc = cuda_side_join(st); /* nothing of the second stream pending into the capture */
+    if (rc != LMK_OK)
+        return rc;
     CUDA_TRY(st, cudaStreamBeginCapture(st->stream, cudaStreamCaptureModeThreadLocal));
     return LMK_OK;
 }

@@ -15,6 +15,10 @@ extern "C" {
 #include "../status.h"
 }
 
+/* The side work's tracked allocations at most (cuda_state.side_reads,
+ * side_deferred); more: cuda_side_fork_tracked joins first. */
+#define CUDA_SIDE_TRACKED_MAX 16
+
 typedef struct cuda_state {
     int device;
     cudaStream_t stream;
@@ -39,6 +43,22 @@ typedef struct cuda_state {
     cudaEvent_t fork_ev, join_ev;
     int side_pending;
     int side_unavailable; /* creating the second stream failed: overlap GEMMs run on the main stream */
+    /* side work that is not a GEMM (cuda_side_fork_tracked: rmsnorm.cu's
+     * weight gradient): side_gemm_pending, an overlap GEMM was issued since
+     * the last join (every free then joins first, cu_mem_free);
+     * side_reads, the allocations (base pointers) the other side work
+     * reads or writes; side_deferred, those of them freed since: freed on
+     * the main stream at the next join (cuda_side_join), the tracked
+     * allocator having counted them free at the call, as PyTorch's
+     * record_stream; side_scratch, that work's grow-only scratch (the main
+     * stream's is cuda_scratch) */
+    int side_gemm_pending;
+    const void *side_reads[CUDA_SIDE_TRACKED_MAX];
+    int nside_reads;
+    void *side_deferred[CUDA_SIDE_TRACKED_MAX];
+    int nside_deferred;
+    void *side_scratch;
+    size_t side_scratch_bytes;
     uint64_t attn_gemm_smem[2]; /* attn_gemm16.cu: the kernels whose dynamic shared memory limit is set, one bit each */
     uint32_t attn_wgmma_smem;   /* attn_mix_wgmma.cu's record of the same (lmk_attn_mix_wgmma) */
     int sm90;                   /* the device has compute capability 9.0: sm_90a kernels run (set at create) */
@@ -125,6 +145,11 @@ int cublas_fail(cuda_state *st, const char *what, cublasStatus_t s);
 /* At least bytes of scratch on the stream (grow-only). Sets *out. Growing
  * is refused (LMK_UNSUPPORTED) while the stream is being captured. */
 int cuda_scratch(cuda_state *st, size_t bytes, void **out);
+/* The grow-only scratch *buf of *cap bytes on stream: at least bytes (the
+ * old one freed stream-ordered, 1 MiB at least, a quarter more than asked);
+ * refused while stream is being captured. cuda_scratch and
+ * cuda_side_scratch are it on their streams. */
+int cuda_scratch_grow(cuda_state *st, cudaStream_t stream, void **buf, size_t *cap, size_t bytes, void **out);
 
 /* *h, *batched: the cuBLAS handles of stream (backend_cuda.cu): *h with the
  * workspace ws (CUDA_CUBLAS_WS_BYTES; NULL when that is 0), host pointer
@@ -147,6 +172,21 @@ int cuda_side_join(cuda_state *st);
  * stream (LMK_OVERLAP_GEMMS 0; a capture with LMK_OVERLAP_GEMMS 1; no second
  * stream could be made). */
 int cuda_side_fork(cuda_state *st, cudaStream_t *side);
+/* The fork of side work that is not a GEMM, as cuda_side_fork: *side the
+ * second stream or NULL (run it on the main stream). The work reads or
+ * writes only the n allocations ptrs (their base pointers, as the allocator
+ * returned them; NULL entries skipped) and the side scratch: freeing any of
+ * them before the next join is deferred to that join (cu_mem_free), and
+ * freeing anything else does not join. The caller's contract is that of an
+ * overlap GEMM otherwise: nothing the work reads or writes is read or
+ * overwritten before lane_join. */
+int cuda_side_fork_tracked(cuda_state *st, cudaStream_t *side, const void *const *ptrs, int n);
+/* The side work's scratch of at least bytes, grown (stream-ordered, on the
+ * second stream) outside a capture only, as cuda_scratch; called after
+ * cuda_side_fork_tracked gave a stream. */
+int cuda_side_scratch(cuda_state *st, size_t bytes, void **out);
+/* Whether p is one of the side work's tracked allocations. */
+int cuda_side_tracks(const cuda_state *st, const void *p);
 int cuda_lane_join(lmk_backend *b);
 void cuda_side_free(cuda_state *st);
 /* Orders the main stream after the optimizer lane's work since the last

@@ -250,10 +250,17 @@ void cuda_side_free(cuda_state *st)
         (void)cublasDestroy(st->side_cublas);
     if (st->side_ws)
         (void)cudaFree(st->side_ws);
+    if (st->side_scratch)
+        (void)cudaFreeAsync(st->side_scratch, st->side);
+    for (int i = 0; i < st->nside_deferred; i++) /* a join that failed left them */
+        (void)cudaFreeAsync(st->side_deferred[i], st->side);
     cuda_forked_free(&st->side, &st->fork_ev, &st->join_ev);
     st->side_cublas = st->side_cublas_batched = NULL;
     st->side_ws = NULL;
-    st->side_pending = 0;
+    st->side_scratch = NULL;
+    st->side_scratch_bytes = 0;
+    st->side_pending = st->side_gemm_pending = 0;
+    st->nside_reads = st->nside_deferred = 0;
 }
 
 static int side_create(cuda_state *st)
@@ -274,7 +281,7 @@ static int side_create(cuda_state *st)
  * (creating it there is not allowed; eager steps before a capture create
  * it); or creating it failed once (e.g. no device memory left for its
  * workspace: the GEMMs then run as without overlap, not fail). */
-int cuda_side_fork(cuda_state *st, cudaStream_t *side)
+static int side_fork(cuda_state *st, cudaStream_t *side)
 {
     *side = NULL;
     if (!LMK_OVERLAP_GEMMS || st->side_unavailable)
@@ -302,13 +309,67 @@ int cuda_side_fork(cuda_state *st, cudaStream_t *side)
     return LMK_OK;
 }
 
+int cuda_side_fork(cuda_state *st, cudaStream_t *side)
+{
+    int rc = side_fork(st, side);
+    if (rc == LMK_OK && *side)
+        st->side_gemm_pending = 1;
+    return rc;
+}
+
+int cuda_side_fork_tracked(cuda_state *st, cudaStream_t *side, const void *const *ptrs, int n)
+{
+    *side = NULL;
+    if (n > CUDA_SIDE_TRACKED_MAX)
+        return LMK_OK; /* on the main stream */
+    if (st->nside_reads + n > CUDA_SIDE_TRACKED_MAX) {
+        int rc = cuda_side_join(st);
+        if (rc != LMK_OK)
+            return rc;
+        if (st->nside_reads + n > CUDA_SIDE_TRACKED_MAX) /* the lane is on: the join waits */
+            return LMK_OK;
+    }
+    int rc = side_fork(st, side);
+    if (rc != LMK_OK || !*side)
+        return rc;
+    for (int i = 0; i < n; i++)
+        if (ptrs[i] && !cuda_side_tracks(st, ptrs[i]))
+            st->side_reads[st->nside_reads++] = ptrs[i];
+    return LMK_OK;
+}
+
+int cuda_side_tracks(const cuda_state *st, const void *p)
+{
+    for (int i = 0; i < st->nside_reads; i++)
+        if (st->side_reads[i] == p)
+            return 1;
+    return 0;
+}
+
+int cuda_side_scratch(cuda_state *st, size_t bytes, void **out)
+{
+    return cuda_scratch_grow(st, st->side, &st->side_scratch, &st->side_scratch_bytes, bytes, out);
+}
+
+/* While the optimizer lane is on (st->stream is the lane's), the lane
+ * waits for the second stream instead and the main stream's join stays
+ * pending: the main stream has not waited, and the deferred frees wait for
+ * it. */
 int cuda_side_join(cuda_state *st)
 {
     if (!st->side_pending)
         return LMK_OK;
-    st->side_pending = 0;
     CUDA_TRY(st, cudaEventRecord(st->join_ev, st->side));
     CUDA_TRY(st, cudaStreamWaitEvent(st->stream, st->join_ev, 0));
+    if (st->opt_main)
+        return LMK_OK;
+    st->side_pending = 0;
+    st->side_gemm_pending = 0;
+    st->nside_reads = 0;
+    int n = st->nside_deferred;
+    st->nside_deferred = 0;
+    for (int i = 0; i < n; i++)
+        CUDA_TRY(st, cudaFreeAsync(st->side_deferred[i], st->stream));
     return LMK_OK;
 }
 

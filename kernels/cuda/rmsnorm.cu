@@ -6,7 +6,8 @@
  * out (forward) and dout (backward) float, bf16 or fp16 (float32 math, one
  * rounding of each stored output). One block per row (sums in double, like the cpu). dw is deterministic:
  * per-chunk partial sums over RMS_ROWS rows in scratch, then one ordered sum
- * per column.
+ * per column. rmsnorm_bwd_add's dw runs on the second stream beside the
+ * later work (LMK_NORM_DW_SIDE; backend.h), issued after its dx.
  * Fused residual forms (backend.h), the same kernels with the neighbouring
  * elementwise ops folded in, bit for bit the unfused sequence:
  *   add_rmsnorm_fwd: y = x1 + x2 (as add_kernel), stored, then the forward
@@ -32,6 +33,18 @@
 #define LMK_RMSNORM_VEC 1
 #endif
 #define RMS_ROWS 64 /* rows per dw partial */
+/* The weight gradient of rmsnorm_bwd_add on the second stream
+ * (cuda_side_fork_tracked), beside dx and the GEMMs after it: 1 (default)
+ * or 0 (on the main stream, after dx). */
+#ifndef LMK_NORM_DW_SIDE
+#define LMK_NORM_DW_SIDE 1
+#endif
+/* The partial sums of dw 4 columns per thread (d a multiple of 4, 16-byte
+ * aligned x and 8-byte aligned dout): 1 (default) or 0 (one column per
+ * thread); the same order of additions per column, the same bits. */
+#ifndef LMK_RMSNORM_DW_VEC
+#define LMK_RMSNORM_DW_VEC 1
+#endif
 
 // out (n, d) of E, rstd (n), x (n, d), w (d). Fused residual add when X2 is
 // not void: x (n, d) = x1 + x2 (x2 of X2) is written first (x may alias x1:
@@ -289,6 +302,40 @@ __global__ void rmsnorm_bwd_dw_part_kernel(float *part, const E *dout, const flo
     }
 }
 
+/* As rmsnorm_bwd_dw_part_kernel, 4 columns per thread: grid (ceil(d/128),
+ * chunks), block (32, 8); d a multiple of 4. Each column's additions in the
+ * scalar kernel's order (rows y, y+8, … of the chunk per thread row y, then
+ * the 8 thread rows in order): the same bits. */
+template <typename E>
+__global__ void rmsnorm_bwd_dw_part_vec_kernel(float *part, const E *dout, const float *x,
+                                               const float *rstd, int n, int d)
+{
+    __shared__ float4 sh[8][32];
+    int j = 4 * (blockIdx.x * 32 + threadIdx.x);
+    int r0 = blockIdx.y * RMS_ROWS, r1 = min(r0 + RMS_ROWS, n);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (j < d)
+        for (int i = r0 + threadIdx.y; i < r1; i += 8) {
+            float dy[4], xv[4];
+            ld4(dout, (size_t)i * d + j, dy);
+            ld4(x, (size_t)i * d + j, xv);
+            float r = rstd[i];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                acc[k] += dy[k] * xv[k] * r;
+        }
+    sh[threadIdx.y][threadIdx.x] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (threadIdx.y == 0 && j < d) {
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int y = 0; y < 8; y++) {
+            float4 v = sh[y][threadIdx.x];
+            t[0] += v.x, t[1] += v.y, t[2] += v.z, t[3] += v.w;
+        }
+        st4(part, (size_t)blockIdx.y * d + j, t);
+    }
+}
+
 // dw (d) += Σ_c part (chunks, d)
 __global__ void rmsnorm_bwd_dw_sum_kernel(float *dw, const float *part, int chunks, int d)
 {
@@ -341,44 +388,92 @@ int cuda_add_rmsnorm_fwd(lmk_backend *b, float *y, const float *x1, const void *
     return LMK_OK;
 }
 
-// dw (d) += Σ_i dout_i x_i rstd_i: the partial and ordered-sum kernels
-static int rmsnorm_dw(cuda_state *st, float *dw, const void *dout, lmk_dtype dt, const float *x,
-                      const float *rstd, int n, int d)
+// the partial sums' bytes of dw for n rows of d
+static size_t rmsnorm_dw_part_bytes(int n, int d)
+{
+    return sizeof(float) * (size_t)((n + RMS_ROWS - 1) / RMS_ROWS) * d;
+}
+
+// dw (d) += Σ_i dout_i x_i rstd_i on stream, part (rmsnorm_dw_part_bytes)
+// its partial sums: the partial and ordered-sum kernels
+static int rmsnorm_dw(cuda_state *st, cudaStream_t stream, float *part, float *dw, const void *dout,
+                      lmk_dtype dt, const float *x, const float *rstd, int n, int d)
 {
     int chunks = (n + RMS_ROWS - 1) / RMS_ROWS;
-    void *ws = NULL;
-    int rc = cuda_scratch(st, sizeof(float) * (size_t)chunks * d, &ws);
-    if (rc != LMK_OK)
-        return rc;
-    float *part = (float *)ws;
-    /* dw first: dx may not alias anything, but keep reads of dout before writes anyway */
-    dim3 grid((d + 31) / 32, chunks), block(32, 8);
-    DT_DISPATCH(dt, E, rmsnorm_bwd_dw_part_kernel<E><<<grid, block, 0, st->stream>>>(
-                           part, (const E *)dout, x, rstd, n, d));
+    dim3 block(32, 8);
+    bool vec = LMK_RMSNORM_DW_VEC && d % 4 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)dout & 15) == 0 &&
+               ((uintptr_t)part & 15) == 0;
+    if (vec) {
+        dim3 grid((d + 127) / 128, chunks);
+        DT_DISPATCH(dt, E, rmsnorm_bwd_dw_part_vec_kernel<E><<<grid, block, 0, stream>>>(
+                               part, (const E *)dout, x, rstd, n, d));
+    } else {
+        dim3 grid((d + 31) / 32, chunks);
+        DT_DISPATCH(dt, E, rmsnorm_bwd_dw_part_kernel<E><<<grid, block, 0, stream>>>(
+                               part, (const E *)dout, x, rstd, n, d));
+    }
     LAUNCH_CHECK(st, "rmsnorm_bwd_dw_part_kernel");
-    rmsnorm_bwd_dw_sum_kernel<<<(d + 255) / 256, 256, 0, st->stream>>>(dw, part, chunks, d);
+    rmsnorm_bwd_dw_sum_kernel<<<(d + 255) / 256, 256, 0, stream>>>(dw, part, chunks, d);
     LAUNCH_CHECK(st, "rmsnorm_bwd_dw_sum_kernel");
     return LMK_OK;
 }
 
-/* The vector kernels' backward (nv chunks per thread, rms_vec_chunks): dw
- * (rmsnorm_dw's two kernels), then dx (+ dres, and dx16 of H when given),
- * one block per row. One pass for both (four rows per block, each block's
- * share of dw reduced after) measured slower on the H200 (kernels/PERF.md,
- * session 10). */
-template <typename H>
-static int rms_bwd_vec(cuda_state *st, int nv, float *dx, H *dx16, int fmt, float *dw, const void *dout,
-                       lmk_dtype dt, const float *dres, const float *x, const float *w, const float *rstd, int n,
-                       int d)
+// rmsnorm_dw on the main stream, its partial sums in cuda_scratch
+static int rmsnorm_dw_main(cuda_state *st, float *dw, const void *dout, lmk_dtype dt, const float *x,
+                           const float *rstd, int n, int d)
 {
-    int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
+    void *ws = NULL;
+    int rc = cuda_scratch(st, rmsnorm_dw_part_bytes(n, d), &ws);
     if (rc != LMK_OK)
         return rc;
+    return rmsnorm_dw(st, st->stream, (float *)ws, dw, dout, dt, x, rstd, n, d);
+}
+
+/* rmsnorm_dw beside the main stream's later work when a second stream is
+ * available (LMK_NORM_DW_SIDE; cuda_side_fork_tracked: dout, x, rstd and
+ * dw tracked, their frees deferred to the join; the partial sums in the
+ * side scratch), else on the main stream. Issued after the main stream's
+ * dx, which reads the same dout, x and rstd. */
+static int rmsnorm_dw_beside(cuda_state *st, float *dw, const void *dout, lmk_dtype dt, const float *x,
+                             const float *rstd, int n, int d)
+{
+    cudaStream_t side = NULL;
+    if (LMK_NORM_DW_SIDE) {
+        const void *tracked[4] = {dout, x, rstd, dw};
+        int rc = cuda_side_fork_tracked(st, &side, tracked, 4);
+        if (rc != LMK_OK)
+            return rc;
+    }
+    if (!side)
+        return rmsnorm_dw_main(st, dw, dout, dt, x, rstd, n, d);
+    void *ws = NULL;
+    int rc = cuda_side_scratch(st, rmsnorm_dw_part_bytes(n, d), &ws);
+    if (rc != LMK_OK)
+        return rc;
+    return rmsnorm_dw(st, side, (float *)ws, dw, dout, dt, x, rstd, n, d);
+}
+
+/* The vector kernels' backward (nv chunks per thread, rms_vec_chunks): dx
+ * (+ dres, and dx16 of H when given), one block per row, and dw
+ * (rmsnorm_dw's two kernels): beside, dx first and dw rmsnorm_dw_beside;
+ * else dw then dx on the main stream. One pass for both (four rows per
+ * block, each block's share of dw reduced after) measured slower on the
+ * H200 (kernels/PERF.md, session 10). */
+template <typename H>
+static int rms_bwd_vec(cuda_state *st, int nv, bool beside, float *dx, H *dx16, int fmt, float *dw,
+                       const void *dout, lmk_dtype dt, const float *dres, const float *x, const float *w,
+                       const float *rstd, int n, int d)
+{
+    if (!beside) {
+        int rc = rmsnorm_dw_main(st, dw, dout, dt, x, rstd, n, d);
+        if (rc != LMK_OK)
+            return rc;
+    }
     RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dx_vec_kernel<E, H, NV>
                                                <<<n, RMS_VEC_THREADS, 0, st->stream>>>(
                                                    dx, (const E *)dout, x, w, rstd, d, dres, dx16, fmt)));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel");
-    return LMK_OK;
+    return beside ? rmsnorm_dw_beside(st, dw, dout, dt, x, rstd, n, d) : LMK_OK;
 }
 
 int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dt,
@@ -389,8 +484,8 @@ int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk
         return LMK_INVALID;
     int nv = rms_vec_chunks(d, {dx, dout, x, w});
     if (nv)
-        return rms_bwd_vec(st, nv, dx, (__nv_bfloat16 *)NULL, 0, dw, dout, dt, NULL, x, w, rstd, n, d);
-    int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
+        return rms_bwd_vec(st, nv, false, dx, (__nv_bfloat16 *)NULL, 0, dw, dout, dt, NULL, x, w, rstd, n, d);
+    int rc = rmsnorm_dw_main(st, dw, dout, dt, x, rstd, n, d);
     if (rc != LMK_OK)
         return rc;
     DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
@@ -399,6 +494,8 @@ int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk
     return LMK_OK;
 }
 
+/* As cuda_rmsnorm_bwd with the residual add and the 16-bit copy; dw beside
+ * the later work (rmsnorm_dw_beside: backend.h's contract). */
 int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, float *dw,
                          const void *dout, lmk_dtype dt, const float *dres, const float *x,
                          const float *w, const float *rstd, int n, int d)
@@ -409,12 +506,9 @@ int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, f
         return LMK_INVALID;
     int nv = rms_vec_chunks(d, {dx, dx16, dout, dres, x, w});
     if (nv && fmt == LMK_ROUND_FP16)
-        return rms_bwd_vec(st, nv, dx, (__half *)dx16, fmt, dw, dout, dt, dres, x, w, rstd, n, d);
+        return rms_bwd_vec(st, nv, true, dx, (__half *)dx16, fmt, dw, dout, dt, dres, x, w, rstd, n, d);
     if (nv)
-        return rms_bwd_vec(st, nv, dx, (__nv_bfloat16 *)dx16, fmt, dw, dout, dt, dres, x, w, rstd, n, d);
-    int rc = rmsnorm_dw(st, dw, dout, dt, x, rstd, n, d);
-    if (rc != LMK_OK)
-        return rc;
+        return rms_bwd_vec(st, nv, true, dx, (__nv_bfloat16 *)dx16, fmt, dw, dout, dt, dres, x, w, rstd, n, d);
     if (fmt == LMK_ROUND_FP16)
         DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __half><<<n, RMS_THREADS, 0, st->stream>>>(
                                dx, (const E *)dout, x, w, rstd, d, dres, (__half *)dx16, fmt))
@@ -422,5 +516,5 @@ int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, f
         DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
                                dx, (const E *)dout, x, w, rstd, d, dres, (__nv_bfloat16 *)dx16, fmt));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel (add)");
-    return LMK_OK;
+    return rmsnorm_dw_beside(st, dw, dout, dt, x, rstd, n, d);
 }

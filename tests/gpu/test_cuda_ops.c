@@ -1274,6 +1274,19 @@ static void test_fused(lmk_round r)
     printf("  %-44s %s %s\n", "rmsnorm_bwd_add = rmsnorm_bwd + add + cast", round_name(r),
            ok ? "bitwise equal" : "FAIL");
     CHECK(ok, "cuda rmsnorm_bwd_add %s differs from rmsnorm_bwd + add + cast_half", round_name(r));
+    /* dw's 4-column partial sums = the 1-column kernel's, bit for bit (d
+     * 1600: a partial last block of 128 columns): x one float off 16-byte
+     * alignment takes the 1-column kernels */
+    float *d_xs = (float *)d_alloc(n * 4 + 16);
+    GPU(gpu->mem_copy(gpu, d_xs + 1, d_y1, n * 4));
+    GPU(gpu->mem_zero(gpu, d_dw1, d * 4));
+    GPU(gpu->mem_zero(gpu, d_dw2, d * 4));
+    GPU(gpu->rmsnorm_bwd(gpu, d_dx1, d_dw1, d_dy, dt, d_y1, d_w, d_r1, rows, d));
+    GPU(gpu->rmsnorm_bwd(gpu, d_dx2, d_dw2, d_dy, dt, d_xs + 1, d_w, d_r1, rows, d));
+    ok = same_bytes(d_dw1, d_dw2, d * 4);
+    printf("  %-44s %s %s\n", "rmsnorm dw 4-column = 1-column kernel", round_name(r), ok ? "bitwise equal" : "FAIL");
+    CHECK(ok, "cuda rmsnorm dw 4-column kernel %s differs from the 1-column kernel", round_name(r));
+    gpu->mem_free(gpu, d_xs);
     gpu->mem_free(gpu, d_x1), gpu->mem_free(gpu, d_x2), gpu->mem_free(gpu, d_w), gpu->mem_free(gpu, d_dy);
     gpu->mem_free(gpu, d_dres), gpu->mem_free(gpu, d_y1), gpu->mem_free(gpu, d_y2), gpu->mem_free(gpu, d_o1);
     gpu->mem_free(gpu, d_o2), gpu->mem_free(gpu, d_r1), gpu->mem_free(gpu, d_r2), gpu->mem_free(gpu, d_dx1);

@@ -85,15 +85,18 @@ static void cu_mem_free(lmk_backend *b, void *p)
 {
     cuda_state *st = CST(b);
     if (p) {
-        if (st->side_pending && !st->opt_main && !st->side_gemm_pending && cuda_side_tracks(st, p) &&
-            st->nside_deferred < CUDA_SIDE_TRACKED_MAX) {
-            st->side_deferred[st->nside_deferred++] = p; /* freed at the next join */
-            return;
+        if (st->side_pending) {
+            /* an overlap GEMM may still read any p (or the lane is on: the
+             * join cannot complete); other side work only what it tracks */
+            int any = st->opt_main || st->side_gemm_pending;
+            if (any || cuda_side_tracks(st, p)) {
+                if (!any && st->nside_deferred < CUDA_SIDE_TRACKED_MAX) {
+                    st->side_deferred[st->nside_deferred++] = p; /* freed at the next join */
+                    return;
+                }
+                (void)cuda_side_join(st);
+            }
         }
-        /* an overlap GEMM may still read p (any GEMM operand: join); other
-         * side work reads only what it tracks */
-        if (st->side_pending && (st->opt_main || st->side_gemm_pending || cuda_side_tracks(st, p)))
-            (void)cuda_side_join(st);
         cudaError_t e = cudaFreeAsync(p, st->stream);
         if (e != cudaSuccess)
             (void)cuda_fail(st, "cudaFreeAsync", e);

@@ -15,7 +15,7 @@ extern "C" {
 #include "../status.h"
 }
 
-/* The side work's tracked allocations at most (cuda_state.side_reads,
+/* The side work's tracked allocations at most (cuda_state.side_tracked,
  * side_deferred); more: cuda_side_fork_tracked joins first. */
 #define CUDA_SIDE_TRACKED_MAX 16
 
@@ -46,15 +46,15 @@ typedef struct cuda_state {
     /* side work that is not a GEMM (cuda_side_fork_tracked: rmsnorm.cu's
      * weight gradient): side_gemm_pending, an overlap GEMM was issued since
      * the last join (every free then joins first, cu_mem_free);
-     * side_reads, the allocations (base pointers) the other side work
+     * side_tracked, the allocations (base pointers) the other side work
      * reads or writes; side_deferred, those of them freed since: freed on
      * the main stream at the next join (cuda_side_join), the tracked
      * allocator having counted them free at the call, as PyTorch's
      * record_stream; side_scratch, that work's grow-only scratch (the main
      * stream's is cuda_scratch) */
     int side_gemm_pending;
-    const void *side_reads[CUDA_SIDE_TRACKED_MAX];
-    int nside_reads;
+    const void *side_tracked[CUDA_SIDE_TRACKED_MAX];
+    int nside_tracked;
     void *side_deferred[CUDA_SIDE_TRACKED_MAX];
     int nside_deferred;
     void *side_scratch;

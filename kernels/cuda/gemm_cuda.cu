@@ -260,7 +260,7 @@ void cuda_side_free(cuda_state *st)
     st->side_scratch = NULL;
     st->side_scratch_bytes = 0;
     st->side_pending = st->side_gemm_pending = 0;
-    st->nside_reads = st->nside_deferred = 0;
+    st->nside_tracked = st->nside_deferred = 0;
 }
 
 static int side_create(cuda_state *st)
@@ -322,11 +322,11 @@ int cuda_side_fork_tracked(cuda_state *st, cudaStream_t *side, const void *const
     *side = NULL;
     if (n > CUDA_SIDE_TRACKED_MAX)
         return LMK_OK; /* on the main stream */
-    if (st->nside_reads + n > CUDA_SIDE_TRACKED_MAX) {
+    if (st->nside_tracked + n > CUDA_SIDE_TRACKED_MAX) {
         int rc = cuda_side_join(st);
         if (rc != LMK_OK)
             return rc;
-        if (st->nside_reads + n > CUDA_SIDE_TRACKED_MAX) /* the lane is on: the join waits */
+        if (st->nside_tracked + n > CUDA_SIDE_TRACKED_MAX) /* the lane is on: the join waits */
             return LMK_OK;
     }
     int rc = side_fork(st, side);
@@ -334,14 +334,14 @@ int cuda_side_fork_tracked(cuda_state *st, cudaStream_t *side, const void *const
         return rc;
     for (int i = 0; i < n; i++)
         if (ptrs[i] && !cuda_side_tracks(st, ptrs[i]))
-            st->side_reads[st->nside_reads++] = ptrs[i];
+            st->side_tracked[st->nside_tracked++] = ptrs[i];
     return LMK_OK;
 }
 
 int cuda_side_tracks(const cuda_state *st, const void *p)
 {
-    for (int i = 0; i < st->nside_reads; i++)
-        if (st->side_reads[i] == p)
+    for (int i = 0; i < st->nside_tracked; i++)
+        if (st->side_tracked[i] == p)
             return 1;
     return 0;
 }
@@ -365,7 +365,7 @@ int cuda_side_join(cuda_state *st)
         return LMK_OK;
     st->side_pending = 0;
     st->side_gemm_pending = 0;
-    st->nside_reads = 0;
+    st->nside_tracked = 0;
     int n = st->nside_deferred;
     st->nside_deferred = 0;
     for (int i = 0; i < n; i++)

@@ -388,18 +388,15 @@ int cuda_add_rmsnorm_fwd(lmk_backend *b, float *y, const float *x1, const void *
     return LMK_OK;
 }
 
-// the partial sums' bytes of dw for n rows of d
-static size_t rmsnorm_dw_part_bytes(int n, int d)
-{
-    return sizeof(float) * (size_t)((n + RMS_ROWS - 1) / RMS_ROWS) * d;
-}
+// dw's partial sums (chunks of RMS_ROWS rows) for n rows
+static int rmsnorm_dw_chunks(int n) { return (n + RMS_ROWS - 1) / RMS_ROWS; }
 
-// dw (d) += Σ_i dout_i x_i rstd_i on stream, part (rmsnorm_dw_part_bytes)
+// dw (d) += Σ_i dout_i x_i rstd_i on stream, part (rmsnorm_dw_chunks, d)
 // its partial sums: the partial and ordered-sum kernels
 static int rmsnorm_dw(cuda_state *st, cudaStream_t stream, float *part, float *dw, const void *dout,
                       lmk_dtype dt, const float *x, const float *rstd, int n, int d)
 {
-    int chunks = (n + RMS_ROWS - 1) / RMS_ROWS;
+    int chunks = rmsnorm_dw_chunks(n);
     dim3 block(32, 8);
     bool vec = LMK_RMSNORM_DW_VEC && d % 4 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)dout & 15) == 0 &&
                ((uintptr_t)part & 15) == 0;
@@ -418,62 +415,44 @@ static int rmsnorm_dw(cuda_state *st, cudaStream_t stream, float *part, float *d
     return LMK_OK;
 }
 
-// rmsnorm_dw on the main stream, its partial sums in cuda_scratch
-static int rmsnorm_dw_main(cuda_state *st, float *dw, const void *dout, lmk_dtype dt, const float *x,
-                           const float *rstd, int n, int d)
-{
-    void *ws = NULL;
-    int rc = cuda_scratch(st, rmsnorm_dw_part_bytes(n, d), &ws);
-    if (rc != LMK_OK)
-        return rc;
-    return rmsnorm_dw(st, st->stream, (float *)ws, dw, dout, dt, x, rstd, n, d);
-}
-
-/* rmsnorm_dw beside the main stream's later work when a second stream is
- * available (LMK_NORM_DW_SIDE; cuda_side_fork_tracked: dout, x, rstd and
- * dw tracked, their frees deferred to the join; the partial sums in the
- * side scratch), else on the main stream. Issued after the main stream's
- * dx, which reads the same dout, x and rstd. */
-static int rmsnorm_dw_beside(cuda_state *st, float *dw, const void *dout, lmk_dtype dt, const float *x,
-                             const float *rstd, int n, int d)
+/* rmsnorm_dw, issued after the dx that reads the same dout, x and rstd:
+ * beside (rmsnorm_bwd_add) and a second stream available (LMK_NORM_DW_SIDE;
+ * cuda_side_fork_tracked: dout, x, rstd and dw tracked, their frees
+ * deferred to the join), on it with the side scratch; else on the main
+ * stream with cuda_scratch. */
+static int rmsnorm_dw_after_dx(cuda_state *st, bool beside, float *dw, const void *dout, lmk_dtype dt,
+                               const float *x, const float *rstd, int n, int d)
 {
     cudaStream_t side = NULL;
-    if (LMK_NORM_DW_SIDE) {
+    if (beside && LMK_NORM_DW_SIDE) {
         const void *tracked[4] = {dout, x, rstd, dw};
         int rc = cuda_side_fork_tracked(st, &side, tracked, 4);
         if (rc != LMK_OK)
             return rc;
     }
-    if (!side)
-        return rmsnorm_dw_main(st, dw, dout, dt, x, rstd, n, d);
+    size_t part_bytes = sizeof(float) * (size_t)rmsnorm_dw_chunks(n) * d;
     void *ws = NULL;
-    int rc = cuda_side_scratch(st, rmsnorm_dw_part_bytes(n, d), &ws);
+    int rc = side ? cuda_side_scratch(st, part_bytes, &ws) : cuda_scratch(st, part_bytes, &ws);
     if (rc != LMK_OK)
         return rc;
-    return rmsnorm_dw(st, side, (float *)ws, dw, dout, dt, x, rstd, n, d);
+    return rmsnorm_dw(st, side ? side : st->stream, (float *)ws, dw, dout, dt, x, rstd, n, d);
 }
 
 /* The vector kernels' backward (nv chunks per thread, rms_vec_chunks): dx
- * (+ dres, and dx16 of H when given), one block per row, and dw
- * (rmsnorm_dw's two kernels): beside, dx first and dw rmsnorm_dw_beside;
- * else dw then dx on the main stream. One pass for both (four rows per
- * block, each block's share of dw reduced after) measured slower on the
- * H200 (kernels/PERF.md, session 10). */
+ * (+ dres, and dx16 of H when given), one block per row, then dw
+ * (rmsnorm_dw_after_dx). One pass for both (four rows per block, each
+ * block's share of dw reduced after) measured slower on the H200
+ * (kernels/PERF.md, session 10). */
 template <typename H>
 static int rms_bwd_vec(cuda_state *st, int nv, bool beside, float *dx, H *dx16, int fmt, float *dw,
                        const void *dout, lmk_dtype dt, const float *dres, const float *x, const float *w,
                        const float *rstd, int n, int d)
 {
-    if (!beside) {
-        int rc = rmsnorm_dw_main(st, dw, dout, dt, x, rstd, n, d);
-        if (rc != LMK_OK)
-            return rc;
-    }
     RMS_NV_DISPATCH(nv, NV, DT_DISPATCH(dt, E, rmsnorm_bwd_dx_vec_kernel<E, H, NV>
                                                <<<n, RMS_VEC_THREADS, 0, st->stream>>>(
                                                    dx, (const E *)dout, x, w, rstd, d, dres, dx16, fmt)));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel");
-    return beside ? rmsnorm_dw_beside(st, dw, dout, dt, x, rstd, n, d) : LMK_OK;
+    return rmsnorm_dw_after_dx(st, beside, dw, dout, dt, x, rstd, n, d);
 }
 
 int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk_dtype dt,
@@ -485,17 +464,14 @@ int cuda_rmsnorm_bwd(lmk_backend *b, float *dx, float *dw, const void *dout, lmk
     int nv = rms_vec_chunks(d, {dx, dout, x, w});
     if (nv)
         return rms_bwd_vec(st, nv, false, dx, (__nv_bfloat16 *)NULL, 0, dw, dout, dt, NULL, x, w, rstd, n, d);
-    int rc = rmsnorm_dw_main(st, dw, dout, dt, x, rstd, n, d);
-    if (rc != LMK_OK)
-        return rc;
     DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
                            dx, (const E *)dout, x, w, rstd, d, NULL, NULL, 0));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel");
-    return LMK_OK;
+    return rmsnorm_dw_after_dx(st, false, dw, dout, dt, x, rstd, n, d);
 }
 
 /* As cuda_rmsnorm_bwd with the residual add and the 16-bit copy; dw beside
- * the later work (rmsnorm_dw_beside: backend.h's contract). */
+ * the later work (rmsnorm_dw_after_dx; backend.h's contract). */
 int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, float *dw,
                          const void *dout, lmk_dtype dt, const float *dres, const float *x,
                          const float *w, const float *rstd, int n, int d)
@@ -516,5 +492,5 @@ int cuda_rmsnorm_bwd_add(lmk_backend *b, float *dx, void *dx16, lmk_round fmt, f
         DT_DISPATCH(dt, E, rmsnorm_bwd_dx_kernel<E, __nv_bfloat16><<<n, RMS_THREADS, 0, st->stream>>>(
                                dx, (const E *)dout, x, w, rstd, d, dres, (__nv_bfloat16 *)dx16, fmt));
     LAUNCH_CHECK(st, "rmsnorm_bwd_dx_kernel (add)");
-    return rmsnorm_dw_beside(st, dw, dout, dt, x, rstd, n, d);
+    return rmsnorm_dw_after_dx(st, true, dw, dout, dt, x, rstd, n, d);
 }

@@ -35,6 +35,7 @@
  * fwd+bwd 112.3 → 106.3 ms against naive in the same call. */
 #include "attn_heads.cuh"
 #include "attn_mix_wgmma.h"
+#include "attn_softmax_wgmma.h"
 #include "cuda_internal.cuh"
 #include "mma_sm80.cuh"
 
@@ -71,6 +72,12 @@ constexpr int CT = 64; /* the causal tile: rows of a query block, the reduction 
 #ifndef LMK_CG_WGMMA
 #define LMK_CG_WGMMA 3
 #endif
+/* Build-time knob, a bit mask of naive_fused's kernels that run on Hopper
+ * warpgroup MMA (attn_softmax_wgmma.cu) where the device and shape allow:
+ * 1 attn_scores_softmax, 2 attn_dp_softmax_bwd. */
+#ifndef LMK_CG_SOFTMAX_WGMMA
+#define LMK_CG_SOFTMAX_WGMMA 3
+#endif
 constexpr int CG_STAGES = LMK_CG_STAGES;
 constexpr int CG_WARPS = 4, CG_THREADS = CG_WARPS * 32;
 constexpr int TT_LD = CT + 8; /* shared row stride of a CT-wide tile (elements) */
@@ -99,14 +106,6 @@ __device__ __forceinline__ void tile_load(T *sm, const T *g, size_t ldg)
             cp_async16(sm + r * LD + c, g + (size_t)r * ldg + c, true);
         }
     }
-}
-
-/* Four 8×8 b16 matrices to shared memory (the inverse of ldsm4): lane l
- * gives the address of row l%8 of matrix l/8. */
-__device__ __forceinline__ void stsm4(const void *p, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
-{
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(p)), "r"(r0),
-                 "r"(r1), "r"(r2), "r"(r3));
 }
 
 /* acc (MT, NB, 4) = 0: MT row tiles of NB mma C blocks. */
@@ -223,24 +222,6 @@ __device__ __forceinline__ void tile_times_rows(float (&acc)[MT][DH / 8][4], con
             ldsm4_t(r, frag_a(bt, LD, kk * 16, j * 16, lane));
             mma_rows<T>(acc, 2 * j, pk[kk], r);
         }
-}
-
-constexpr float CG_LOG2E = 1.4426950408889634f;
-
-/* e^(x − mx) as softmax.cu computes it for 16-bit tensors (softmax_exp):
- * 2^x on the special-function unit; x = −inf gives 0. */
-__device__ __forceinline__ float softmax_exp16(float x, float mx)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(fmaf(x, CG_LOG2E, -mx * CG_LOG2E)));
-    return y;
-}
-
-/* (a, b) rounded to T and back: the values stored elements of T hold (one
- * packed conversion for the two). */
-template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b)
-{
-    return tc_ops<T>::unpack(tc_ops<T>::pack(a, b));
 }
 
 /* x (MT, CT / 8, 4) in the mma C layout: each pair of a lane's row (entries
@@ -842,14 +823,30 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
     return launch(st, s, dt, dh, x);
 }
 
+/* The status of a launch of attn_softmax_wgmma.cu: its failed CUDA call
+ * named, the launch checked. */
+static int wgmma_status(cuda_state *st, int rc)
+{
+    if (rc == LMK_DEVICE)
+        return cuda_fail(st, "cudaFuncSetAttribute (attention softmax, wgmma)", cudaGetLastError());
+    if (rc != LMK_OK)
+        return rc;
+    LAUNCH_CHECK(st, "causal attention softmax (wgmma)");
+    return LMK_OK;
+}
+
 int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, lmk_heads_at o_at, const void *q, const void *k,
                              const void *v, lmk_dtype dt, int batch, int T, int dh, float alpha)
 {
     if (!launch_ok(b, dt, batch, T, dh, p, q, k) || !o || !v || ((uintptr_t)v & 15) || ((uintptr_t)o & 3) ||
         !lmk_heads_at_ok(o_at, batch, dh))
         return LMK_INVALID;
+    cuda_state *st = CST(b);
+    if ((LMK_CG_SOFTMAX_WGMMA & 1) && st->sm90 && lmk_attn_softmax_wgmma_shape(dt, T, dh))
+        return wgmma_status(st, lmk_attn_scores_softmax_wgmma(p, o, o_at, q, k, v, dt, batch, T, dh, alpha,
+                                                              &st->attn_wgmma_smem, st->stream));
     cg_launch x = {CG_SCORES_SOFTMAX, p, q, k, o, v, NULL, NULL, {}, {}, o_at, T, batch, alpha};
-    return launch(CST(b), CST(b)->stream, dt, dh, x);
+    return launch(st, st->stream, dt, dh, x);
 }
 
 int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dout, lmk_heads_at dout_at,
@@ -860,6 +857,10 @@ int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dou
         (((uintptr_t)dq | (uintptr_t)k | (uintptr_t)p) & 15) || ((uintptr_t)o & 3) ||
         !lmk_heads_at_ok(dout_at, batch, dh) || !lmk_heads_at_ok(o_at, batch, dh))
         return LMK_INVALID;
+    cuda_state *st = CST(b);
+    if ((LMK_CG_SOFTMAX_WGMMA & 2) && st->sm90 && lmk_attn_softmax_wgmma_shape(dt, T, dh))
+        return wgmma_status(st, lmk_attn_dp_softmax_bwd_wgmma(ds, dq, dout, dout_at, v, k, p, o, o_at, dt, batch, T,
+                                                              dh, scale, &st->attn_wgmma_smem, st->stream));
     cg_launch x = {CG_DP_SOFTMAX_BWD, ds, dout, v, dq, k, p, o, dout_at, {}, o_at, T, batch, scale};
-    return launch(CST(b), CST(b)->stream, dt, dh, x);
+    return launch(st, st->stream, dt, dh, x);
 }

@@ -54,22 +54,6 @@ template <int DH> struct mw_plan {
     static_assert(STAGES >= 2 && SMEM <= 227 * 1024, "a block's shared memory on sm_90");
 };
 
-__device__ __forceinline__ void cp_async16_to(uint32_t dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-
-/* 64 rows × 64 columns of g (row stride ldg elements) → the swizzled chunk
- * at shared address s (1024-aligned), two 16-byte pieces per thread. */
-template <typename T> __device__ __forceinline__ void chunk_load(uint32_t s, const T *g, size_t ldg)
-{
-#pragma unroll
-    for (int i = 0; i < 64 * 8 / MW_THREADS; i++) {
-        const int piece = threadIdx.x + i * MW_THREADS, r = piece >> 3, u = piece & 7;
-        cp_async16_to(s + r * 128 + ((u ^ (r & 7)) << 4), g + (size_t)r * ldg + u * 8);
-    }
-}
-
 /* TRANS: c = alpha · aᵀ · bm, block kb of 128 keys over the query tiles from
  * 2·kb on; warpgroup 1 (keys 128·kb + 64…) skips the first. Else c = alpha ·
  * a · bm, block qb of 128 queries (the blocks with the most key tiles first)
@@ -100,18 +84,18 @@ __global__ void __launch_bounds__(MW_THREADS)
         const T *bs = bb + (size_t)s * MW_CT * bld;
         if (TRANS) {
             const T *as = ab + (size_t)s * MW_CT * Tn;
-            chunk_load(st, as, Tn);
+            sw128_chunk_load<MW_THREADS>(st, as, Tn);
             if (s > 0) /* the first step's second chunk: right of the diagonal, never written */
-                chunk_load(st + MW_CHUNK, as + 64, Tn);
+                sw128_chunk_load<MW_THREADS>(st + MW_CHUNK, as + 64, Tn);
         } else {
             const T *as = ab + (size_t)s * MW_CT;
             if (s < n - 1) /* the last step's first 64 rows: right of their diagonal, never written */
-                chunk_load(st, as, Tn);
-            chunk_load(st + MW_CHUNK, as + (size_t)64 * Tn, Tn);
+                sw128_chunk_load<MW_THREADS>(st, as, Tn);
+            sw128_chunk_load<MW_THREADS>(st + MW_CHUNK, as + (size_t)64 * Tn, Tn);
         }
 #pragma unroll
         for (int j = 0; j < P::B_CHUNKS; j++)
-            chunk_load(st + (2 + j) * MW_CHUNK, bs + 64 * j, bld);
+            sw128_chunk_load<MW_THREADS>(st + (2 + j) * MW_CHUNK, bs + 64 * j, bld);
     };
     for (int s = 0; s < P::STAGES - 1; s++) {
         if (s < n)

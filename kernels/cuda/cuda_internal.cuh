@@ -60,7 +60,7 @@ typedef struct cuda_state {
     void *side_scratch;
     size_t side_scratch_bytes;
     uint64_t attn_gemm_smem[2]; /* attn_gemm16.cu: the kernels whose dynamic shared memory limit is set, one bit each */
-    uint32_t attn_wgmma_smem;   /* attn_mix_wgmma.cu's record of the same (lmk_attn_mix_wgmma) */
+    uint32_t attn_wgmma_smem;   /* the same for the sm_90a kernels: bits 0…7 attn_mix_wgmma.cu, 8…15 the softmax ones */
     int sm90;                   /* the device has compute capability 9.0: sm_90a kernels run (set at create) */
     int stream_priority;        /* of the main and overlap streams (LMK_OPT_LANE_PRIORITY) */
     /* the optimizer lane (lmk_backend.opt_lane; backend_cuda.cu): a third

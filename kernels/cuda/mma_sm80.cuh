@@ -105,6 +105,32 @@ __device__ __forceinline__ void st2(T *p, float a, float b)
     *reinterpret_cast<uint32_t *>(p) = tc_ops<T>::pack(a, b);
 }
 
+/* Four 8×8 b16 matrices to shared memory (the inverse of ldsm4): lane l
+ * gives the address of row l%8 of matrix l/8. */
+__device__ __forceinline__ void stsm4(const void *p, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(p)), "r"(r0),
+                 "r"(r1), "r"(r2), "r"(r3));
+}
+
+constexpr float CG_LOG2E = 1.4426950408889634f;
+
+/* e^(x − mx) as softmax.cu computes it for 16-bit tensors (softmax_exp):
+ * 2^x on the special-function unit; x = −inf gives 0. */
+__device__ __forceinline__ float softmax_exp16(float x, float mx)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(fmaf(x, CG_LOG2E, -mx * CG_LOG2E)));
+    return y;
+}
+
+/* (a, b) rounded to T and back: the values stored elements of T hold (one
+ * packed conversion for the two). */
+template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b)
+{
+    return tc_ops<T>::unpack(tc_ops<T>::pack(a, b));
+}
+
 } // namespace
 
 #endif

@@ -268,6 +268,27 @@ LMK_WG_MMA_SS_SPECIALISATION(__nv_bfloat16, "bf16")
 LMK_WG_MMA_SS_SPECIALISATION(__half, "f16")
 #undef LMK_WG_MMA_SS_SPECIALISATION
 
+/* 16 bytes global → shared address dst by cp.async (L2 only) */
+__device__ __forceinline__ void cp_async16_to(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
+/* 64 rows × 64 columns of 16-bit g (row stride ldg elements) → the chunk at
+ * shared address s (1024-aligned) in wgmma's 128-byte swizzle (unit u of
+ * row r at r·128 + (u ⊕ r mod 8)·16), by the block's THREADS threads (a
+ * divisor of 512), 512 / THREADS 16-byte pieces each; commit and wait are the
+ * caller's. */
+template <int THREADS, typename T> __device__ __forceinline__ void sw128_chunk_load(uint32_t s, const T *g, size_t ldg)
+{
+    static_assert(512 % THREADS == 0, "whole pieces per thread");
+#pragma unroll
+    for (int i = 0; i < 512 / THREADS; i++) {
+        const int piece = threadIdx.x + i * THREADS, r = piece >> 3, u = piece & 7;
+        cp_async16_to(s + r * 128 + ((u ^ (r & 7)) << 4), g + (size_t)r * ldg + u * 8);
+    }
+}
+
 /* the descriptor d (sw128_desc) moved on by `bytes` (a multiple of 16): the
  * start-address field (bits 0-13, address / 16) takes the add without a
  * carry, shared addresses being under 256 KB */

@@ -53,9 +53,10 @@ if [ "$GRAPH" = 1 ]; then
 fi
 if [ "$MODEL" = 1 ]; then
     : >"$OUT/model.log"
-    # "+fused": attention naive_fused (the softmax inside the scores / dP GEMMs under bf16/fp16)
+    # "+fused": attention naive_fused (the softmax inside the scores / dP GEMMs under bf16/fp16;
+    # dh 64 at T 256 takes its wgmma kernels on the H100 / H200)
     set -- "tiny 4 128" "10007,160,432,2,2 2 100" "1003,200,328,1,25 3 100" "tiny+fused 4 128" \
-        "10007,160,432,2,2+fused 2 128"
+        "10007,160,432,2,2+fused 2 128" "10007,128,344,2,2+fused 2 256"
     prefixes=()
     for shape in "$@"; do
         read -r m b t <<<"$shape"
@@ -71,7 +72,7 @@ if [ "$MODEL" = 1 ]; then
         done
     done
     timeout 240 python3 "$HERE/torch_reference.py" "${prefixes[@]}" >>"$OUT/model.log" 2>&1
-    r=$?; note "torch_reference rc=$r (${#prefixes[@]} of 16 dumps)"; [ $r = 0 ] && [ ${#prefixes[@]} = 16 ] || RC=1
+    r=$?; note "torch_reference rc=$r (${#prefixes[@]} of 18 dumps)"; [ $r = 0 ] && [ ${#prefixes[@]} = 18 ] || RC=1
     rm -f "$OUT"/dump_*.bin
 fi
 if [ "$DAEMON" = 1 ]; then

@@ -1588,6 +1588,10 @@ int main(void)
     test_attn_softmax_fused(LMK_ROUND_FP16, 1, 2, 64, 128);
     test_attn_softmax_fused(LMK_ROUND_BF16, 2, 1, 128, 96);
     test_attn_softmax_fused(LMK_ROUND_BF16, 1, 3, 192, 128); /* dh 128 over three tiles */
+    /* the wgmma kernels (attn_softmax_wgmma.cu): dh 128 over three 128-row blocks, fp16 dh 128, xl's heads */
+    test_attn_softmax_fused(LMK_ROUND_BF16, 1, 3, 384, 128);
+    test_attn_softmax_fused(LMK_ROUND_FP16, 2, 2, 128, 128);
+    test_attn_softmax_fused(LMK_ROUND_BF16, 1, 25, 512, 64);
     test_attn_heads_layout(LMK_ROUND_BF16, 2, 3, 256, 64);  /* the wgmma P^T dout */
     test_attn_heads_layout(LMK_ROUND_FP16, 1, 25, 128, 64); /* xl's 25 heads */
     test_attn_heads_layout(LMK_ROUND_BF16, 2, 5, 192, 80);  /* mma.sync P^T dout */

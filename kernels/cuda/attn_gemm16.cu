@@ -39,6 +39,7 @@
 #include "cuda_internal.cuh"
 #include "mma_sm80.cuh"
 
+#include <stdio.h>
 #include <type_traits>
 
 namespace {
@@ -605,18 +606,7 @@ __global__ void __launch_bounds__(CG_THREADS)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int i = row0 + m * 16 + g + 8 * h;
-                const T *dr = db + (size_t)i * dld + 2 * t, *orow = ob + (size_t)i * old_ + 2 * t;
-                float d = 0.0f;
-#pragma unroll
-                for (int c = 0; c < DH / 8; c++) {
-                    const float2 x = tc_ops<T>::unpack(*reinterpret_cast<const uint32_t *>(dr + 8 * c));
-                    const float2 y = tc_ops<T>::unpack(*reinterpret_cast<const uint32_t *>(orow + 8 * c));
-                    d = fmaf(x.x, y.x, d);
-                    d = fmaf(x.y, y.y, d);
-                }
-                d += __shfl_xor_sync(0xffffffffu, d, 1);
-                d += __shfl_xor_sync(0xffffffffu, d, 2);
-                dsum[m][h] = d;
+                dsum[m][h] = row_dot_4lanes<T, DH>(db + (size_t)i * dld, ob + (size_t)i * old_, t);
             }
     }
     uint32_t af[DH / 16][MT][4];
@@ -782,6 +772,26 @@ int launch(cuda_state *st, cudaStream_t s, lmk_dtype dt, int dh, const cg_launch
 
 } // namespace
 
+/* The status rc of an sm_90a launcher (attn_mix_wgmma.cu, attn_softmax_wgmma.cu)
+ * for the kernel named what: LMK_DEVICE (its cudaFuncSetAttribute failed) and
+ * a failed launch become the backend's error. */
+static int wgmma_status(cuda_state *st, int rc, const char *what)
+{
+    char call[96];
+    if (rc == LMK_DEVICE) {
+        snprintf(call, sizeof call, "cudaFuncSetAttribute (%s)", what);
+        return cuda_fail(st, call, cudaGetLastError());
+    }
+    if (rc != LMK_OK)
+        return rc;
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        snprintf(call, sizeof call, "launch %s", what);
+        return cuda_fail(st, call, e);
+    }
+    return LMK_OK;
+}
+
 int cuda_attn_causal_block(lmk_backend *b, lmk_dtype dt, int T, int dh)
 {
     (void)b;
@@ -809,30 +819,13 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
     }
     const int wg_kind = kind == LMK_CAUSAL_MIX_T ? 1 : kind == LMK_CAUSAL_MIX ? 2 : 0;
     if ((LMK_CG_WGMMA & wg_kind) && st->sm90 && lmk_attn_mix_wgmma_shape(dt, T, dh)) {
-        int rc = lmk_attn_mix_wgmma(c, a, bm, bm_at, kind == LMK_CAUSAL_MIX_T, dt, batch, T, dh, alpha,
-                                    &st->attn_wgmma_smem, s);
-        if (rc == LMK_DEVICE)
-            return cuda_fail(st, "cudaFuncSetAttribute (causal attention GEMM, wgmma)", cudaGetLastError());
-        if (rc != LMK_OK)
-            return rc;
-        LAUNCH_CHECK(st, "causal attention GEMM (wgmma)");
-        return LMK_OK;
+        return wgmma_status(st, lmk_attn_mix_wgmma(c, a, bm, bm_at, kind == LMK_CAUSAL_MIX_T, dt, batch, T, dh,
+                                                   alpha, &st->attn_wgmma_smem, s),
+                            "causal attention GEMM (wgmma)");
     }
     const cg_op op = kind == LMK_CAUSAL_SCORES ? CG_SCORES : kind == LMK_CAUSAL_MIX ? CG_MIX : CG_MIX_T;
     cg_launch x = {op, c, a, bm, NULL, NULL, NULL, NULL, {}, bm_at, {}, T, batch, alpha};
     return launch(st, s, dt, dh, x);
-}
-
-/* The status of a launch of attn_softmax_wgmma.cu: its failed CUDA call
- * named, the launch checked. */
-static int wgmma_status(cuda_state *st, int rc)
-{
-    if (rc == LMK_DEVICE)
-        return cuda_fail(st, "cudaFuncSetAttribute (attention softmax, wgmma)", cudaGetLastError());
-    if (rc != LMK_OK)
-        return rc;
-    LAUNCH_CHECK(st, "causal attention softmax (wgmma)");
-    return LMK_OK;
 }
 
 int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, lmk_heads_at o_at, const void *q, const void *k,
@@ -844,7 +837,8 @@ int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, lmk_heads_at o_at
     cuda_state *st = CST(b);
     if ((LMK_CG_SOFTMAX_WGMMA & 1) && st->sm90 && lmk_attn_softmax_wgmma_shape(dt, T, dh))
         return wgmma_status(st, lmk_attn_scores_softmax_wgmma(p, o, o_at, q, k, v, dt, batch, T, dh, alpha,
-                                                              &st->attn_wgmma_smem, st->stream));
+                                                              &st->attn_wgmma_smem, st->stream),
+                            "causal attention softmax (wgmma)");
     cg_launch x = {CG_SCORES_SOFTMAX, p, q, k, o, v, NULL, NULL, {}, {}, o_at, T, batch, alpha};
     return launch(st, st->stream, dt, dh, x);
 }
@@ -860,7 +854,8 @@ int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dou
     cuda_state *st = CST(b);
     if ((LMK_CG_SOFTMAX_WGMMA & 2) && st->sm90 && lmk_attn_softmax_wgmma_shape(dt, T, dh))
         return wgmma_status(st, lmk_attn_dp_softmax_bwd_wgmma(ds, dq, dout, dout_at, v, k, p, o, o_at, dt, batch, T,
-                                                              dh, scale, &st->attn_wgmma_smem, st->stream));
+                                                              dh, scale, &st->attn_wgmma_smem, st->stream),
+                            "causal attention softmax bwd (wgmma)");
     cg_launch x = {CG_DP_SOFTMAX_BWD, ds, dout, v, dq, k, p, o, dout_at, {}, o_at, T, batch, scale};
     return launch(st, st->stream, dt, dh, x);
 }

@@ -28,7 +28,7 @@
 
 #include "attn_heads.cuh"
 #include "attn_softmax_wgmma.h"
-#include "mma_sm80.cuh"   /* tc_ops, cp_commit, cp_wait, st2, frag_a, stsm4, softmax_exp16, round_pair */
+#include "mma_sm80.cuh"   /* tc_ops, cp_*, st2, frag_a, stsm4, softmax_exp16, round_pair, row_dot_4lanes */
 #include "wgmma_sm90.cuh" /* saddr, descriptors, fences, wg_mma, wg_mma_ss, sw128_chunk_load */
 
 #include "../status.h"
@@ -59,6 +59,20 @@ template <int DH> struct sw_plan {
     static constexpr size_t SMEM = (size_t)A_BYTES + (size_t)STAGES * STAGE + OUT_BYTES + 1024; /* + alignment */
     static_assert(STAGES >= 2 && SMEM <= 227 * 1024, "a block's shared memory on sm_90");
 };
+
+/* The block's shared memory as sw_plan lays it out: the A chunks at base
+ * (1024-aligned), the ring after them, then the staging tiles. */
+template <typename T> struct sw_shared {
+    uint32_t base, ring;
+    T *out;
+};
+template <typename T, int DH> __device__ __forceinline__ sw_shared<T> sw_shared_at(unsigned char *raw)
+{
+    using P = sw_plan<DH>;
+    const uint32_t base = (saddr(raw) + 1023) & ~1023u;
+    return {base, base + P::A_BYTES,
+            reinterpret_cast<T *>(raw + (base - saddr(raw)) + P::A_BYTES + P::STAGES * P::STAGE)};
+}
 
 /* The block's 128 rows of a (rows ld elements apart) into the A chunks at
  * base: chunk c (columns 64c…) holds rows 0…63, then 64…127. */
@@ -180,8 +194,8 @@ __global__ void __launch_bounds__(SW_THREADS, DH == 64 ? 2 : 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using P = sw_plan<DH>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const uint32_t base = (saddr(smem_raw) + 1023) & ~1023u, ring = base + P::A_BYTES;
-    T *out_s = reinterpret_cast<T *>(smem_raw + (base - saddr(smem_raw)) + P::A_BYTES + P::STAGES * P::STAGE);
+    const sw_shared<T> sh = sw_shared_at<T, DH>(smem_raw);
+    const uint32_t base = sh.base, ring = sh.ring;
     const sw_block sb = sw_block_at(Tn, batch);
     const int n = sb.n, steps = 2 * n, last = sb.last, g = sb.g, t = sb.t, lane = sb.lane;
     const T *kg = k + (size_t)sb.bh * Tn * DH, *vg = v + (size_t)sb.bh * Tn * DH;
@@ -201,7 +215,7 @@ __global__ void __launch_bounds__(SW_THREADS, DH == 64 ? 2 : 1)
     }
     const int row0 = sb.blk * SW_ROWS + sb.wg * 64 + 16 * sb.w; /* the warp's first row */
     T *gw = p + ((size_t)sb.bh * Tn + row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
-    T *cw = out_s + (threadIdx.x >> 5) * 16 * SW_OUT_LD;
+    T *cw = sh.out + (threadIdx.x >> 5) * 16 * SW_OUT_LD;
     const uint64_t da = sw128_desc(base + sb.wg * SW_CHUNK, 16);
     float mx[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f}; /* rows g, g + 8: running max and sum */
     float oacc[DH / 8][4];
@@ -287,8 +301,8 @@ __global__ void __launch_bounds__(SW_THREADS, DH == 64 ? 2 : 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using P = sw_plan<DH>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const uint32_t base = (saddr(smem_raw) + 1023) & ~1023u, ring = base + P::A_BYTES;
-    T *out_s = reinterpret_cast<T *>(smem_raw + (base - saddr(smem_raw)) + P::A_BYTES + P::STAGES * P::STAGE);
+    const sw_shared<T> sh = sw_shared_at<T, DH>(smem_raw);
+    const uint32_t base = sh.base, ring = sh.ring;
     const sw_block sb = sw_block_at(Tn, batch);
     const int n = sb.n, last = sb.last, g = sb.g, t = sb.t, lane = sb.lane;
     const T *vg = v + (size_t)sb.bh * Tn * DH, *kg = k + (size_t)sb.bh * Tn * DH;
@@ -313,23 +327,12 @@ __global__ void __launch_bounds__(SW_THREADS, DH == 64 ? 2 : 1)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int i = row0 + g + 8 * h;
-            const T *dr = db + (size_t)i * dld + 2 * t, *orow = ob + (size_t)i * old_ + 2 * t;
-            float d = 0.0f;
-#pragma unroll
-            for (int c = 0; c < DH / 8; c++) {
-                const float2 x = tc_ops<T>::unpack(*reinterpret_cast<const uint32_t *>(dr + 8 * c));
-                const float2 y = tc_ops<T>::unpack(*reinterpret_cast<const uint32_t *>(orow + 8 * c));
-                d = fmaf(x.x, y.x, d);
-                d = fmaf(x.y, y.y, d);
-            }
-            d += __shfl_xor_sync(0xffffffffu, d, 1);
-            d += __shfl_xor_sync(0xffffffffu, d, 2);
-            dsum[h] = d;
+            dsum[h] = row_dot_4lanes<T, DH>(db + (size_t)i * dld, ob + (size_t)i * old_, t);
         }
     }
     const T *pg = p + ((size_t)sb.bh * Tn + row0 + g) * Tn + 2 * t; /* row g of the warp, column 2t */
     T *gw = ds + ((size_t)sb.bh * Tn + row0 + (lane >> 3)) * Tn + (lane & 7) * 8;
-    T *cw = out_s + (threadIdx.x >> 5) * 16 * SW_OUT_LD;
+    T *cw = sh.out + (threadIdx.x >> 5) * 16 * SW_OUT_LD;
     const uint64_t da = sw128_desc(base + sb.wg * SW_CHUNK, 16);
     float qacc[DH / 8][4];
 #pragma unroll

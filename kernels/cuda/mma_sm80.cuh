@@ -131,6 +131,26 @@ template <typename T> __device__ __forceinline__ float2 round_pair(float a, floa
     return tc_ops<T>::unpack(tc_ops<T>::pack(a, b));
 }
 
+/* The dot product over DH columns of two 16-bit rows a and b (4-byte
+ * aligned), by the 4 lanes of an mma row group: lane t takes the pairs at
+ * columns 2t + 8c in order of c, then the 4 partial sums are added across
+ * the group (every lane returns the sum). */
+template <typename T, int DH> __device__ __forceinline__ float row_dot_4lanes(const T *a, const T *b, int t)
+{
+    a += 2 * t, b += 2 * t;
+    float d = 0.0f;
+#pragma unroll
+    for (int c = 0; c < DH / 8; c++) {
+        const float2 x = tc_ops<T>::unpack(*reinterpret_cast<const uint32_t *>(a + 8 * c));
+        const float2 y = tc_ops<T>::unpack(*reinterpret_cast<const uint32_t *>(b + 8 * c));
+        d = fmaf(x.x, y.x, d);
+        d = fmaf(x.y, y.y, d);
+    }
+    d += __shfl_xor_sync(0xffffffffu, d, 1);
+    d += __shfl_xor_sync(0xffffffffu, d, 2);
+    return d;
+}
+
 } // namespace
 
 #endif

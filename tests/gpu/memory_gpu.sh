@@ -11,6 +11,8 @@
 #   5. memory_check.py --gpu   pool figures, a device OOM, flash in the job
 #   6. benchmark and profile smoke with attention flash (graphs on)
 # Switches (1 = run): GRAPH FLASH GRID TORCH CHECK SMOKE (all 1 by default).
+# Exit status: 1 when a step that ran exited non-zero (its name on stderr),
+# else memory_table.py's.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$ROOT/tests/gpu"
@@ -22,6 +24,11 @@ mkdir -p "$OUT"
 device_env "$CARRY/lib"
 start=$(date +%s)
 log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$OUT/steps.log"; }
+FAILED="" # the steps that exited non-zero (a missing binary included: 127)
+logrc() { # name rc
+    log "$1 rc=$2"
+    [ "$2" = 0 ] || FAILED="$FAILED $1"
+}
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
     echo "commit: $(cat "$CARRY/COMMIT" 2>/dev/null || echo unknown)"
@@ -33,7 +40,7 @@ run() { # name timeout command...
     local name=$1 t=$2
     shift 2
     timeout "$t" "$@" >"$OUT/$name.log" 2>&1
-    log "$name rc=$?"
+    logrc "$name" $?
 }
 [ "$GRAPH" = 1 ] && run test_graph_step 120 "$CARRY/test_graph_step"
 [ "$FLASH" = 1 ] && run test_model_flash 120 "$CARRY/test_model_flash"
@@ -42,16 +49,16 @@ if [ "$GRID" = 1 ]; then
            "precision": ["fp32", "bf16"], "mode": ["inference", "train_step"], "steps": 1,
            "record_events": false}' >"$OUT/spec_naive.json"
     timeout 240 "$CARRY/lmperfd" run "$OUT/spec_naive.json" >"$OUT/mem_naive.json" 2>"$OUT/mem_naive.err"
-    log "grid naive rc=$?"
+    logrc "grid naive" $?
     echo '{"kind": "memory", "model": "2.7B", "context_length": 512, "batch_size": 4, "attention": "flash",
            "precision": ["fp32", "bf16"], "mode": ["inference", "train_step"], "steps": 1,
            "record_events": false}' >"$OUT/spec_flash.json"
     timeout 120 "$CARRY/lmperfd" run "$OUT/spec_flash.json" >"$OUT/mem_flash.json" 2>"$OUT/mem_flash.err"
-    log "grid flash rc=$?"
+    logrc "grid flash" $?
 fi
 if [ "$TORCH" = 1 ]; then
     timeout 120 python3 "$HERE/memory_torch_peer.py" "$CARRY" >"$OUT/torch.jsonl" 2>"$OUT/torch.err"
-    log "torch rc=$?"
+    logrc "torch" $?
 fi
 [ "$CHECK" = 1 ] && run memory_check 150 python3 "$HERE/memory_check.py" "$CARRY/lmperfd" --gpu
 if [ "$SMOKE" = 1 ]; then
@@ -60,11 +67,17 @@ if [ "$SMOKE" = 1 ]; then
                \"precision\": [\"fp32\", \"bf16\"], \"mode\": \"train_step\", \"attention\": \"$att\",
                \"graphs\": true, \"warmup_steps\": 2, \"measure_steps\": 5}" >"$OUT/spec_bench_$att.json"
         timeout 90 "$CARRY/lmperfd" run "$OUT/spec_bench_$att.json" >"$OUT/bench_$att.json" 2>"$OUT/bench_$att.err"
-        log "benchmark $att rc=$?"
+        logrc "benchmark $att" $?
     done
     echo '{"kind": "profile", "model": "small", "context_length": 256, "precision": "bf16", "mode": "train_step",
            "attention": "flash"}' >"$OUT/spec_profile_flash.json"
     timeout 90 "$CARRY/lmperfd" run "$OUT/spec_profile_flash.json" >"$OUT/profile_flash.json" 2>"$OUT/profile_flash.err"
-    log "profile flash rc=$?"
+    logrc "profile flash" $?
 fi
 python3 "$HERE/memory_table.py" "$OUT" | tee "$OUT/table.md"
+table_rc=${PIPESTATUS[0]}
+if [ -n "$FAILED" ]; then
+    echo "memory_gpu: failed steps:$FAILED" >&2
+    exit 1
+fi
+exit "$table_rc"

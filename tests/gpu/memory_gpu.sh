@@ -1,7 +1,7 @@
 #!/bin/bash
 # The memory job on the GPU beside PyTorch, and the flash path of the model,
 # in one device call (issue 7 point 5, issue 9 point 2). Binaries are built
-# on the development machine and carried in $CARRY (tests/gpu/carry_mem.sh);
+# on the development machine and carried in $CARRY (tests/gpu/carry_mem.sh or carry.sh);
 # logs and results go to $OUT; the table is printed last (memory_table.py).
 #   1. test_graph_step     CUDA graphs per phase vs eager (lazy gradients)
 #   2. test_model_flash    flash vs naive / vs cpu in the whole model, graphs

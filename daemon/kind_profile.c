@@ -17,7 +17,9 @@
  * Every step is timed the same way:
  * synchronised wall clock and CUDA events around forward, backward and
  * optimizer (phases: kernel time inside each range beside its GPU span and
- * its event time, schema/0012_profile_phases.sql), each per-step time kept
+ * its event time, schema/0012_profile_phases.sql, and the span split by
+ * what ran: a GEMM, other kernels only, nothing, schema/0030_profile_gemm_split.sql),
+ * each per-step time kept
  * as its mean and its sample std over the steps (step_clock; the *_std
  * fields, schema/0028_profile_std.sql). With graphs, right after
  * the priming step of each pass (untraced and traced: before the discard, so
@@ -826,13 +828,37 @@ static json_t *build_trace(const profiler *prof, const char *title)
 /* Per range of the session: the range projected onto the GPU (first start
  * to last end of the kernels inside it; 0 when none: the CPU range ends long
  * before its kernels do when launches run ahead), the time at least one of
- * those kernels ran (the union of their intervals: below their summed time
- * when kernels of two streams overlap, e.g. an eager backward's overlap
- * GEMMs) and its host time (the CPU range, push to pop; a replayed range has
- * none: the graph launch call that replayed it). ns. */
+ * those kernels ran (busy: the union of their intervals, below their summed
+ * time when kernels of two streams overlap, e.g. an eager backward's overlap
+ * GEMMs), the time at least one of its GEMM kernels ran (gemm_busy: the union
+ * of the intervals of the kernels kernel_is_gemm names; busy − gemm_busy is
+ * the time only other kernels ran) and its host time (the CPU range, push to
+ * pop; a replayed range has none: the graph launch call that replayed it).
+ * ns. */
 typedef struct range_times {
-    uint64_t span, busy, host;
+    uint64_t span, busy, gemm_busy, host;
 } range_times;
+
+/* The union of intervals arriving in order of start, per range: the merged
+ * interval so far (start, end) and the total of those already closed. */
+typedef struct interval_union {
+    uint64_t start, end, total;
+} interval_union;
+
+static void interval_union_add(interval_union *u, uint64_t start, uint64_t end)
+{
+    if (start > u->end) { /* a gap: the merged interval so far is done */
+        u->total += u->end - u->start;
+        u->start = start;
+        u->end = start;
+    }
+    u->end = end > u->end ? end : u->end;
+}
+
+static uint64_t interval_union_total(const interval_union *u)
+{
+    return u->total + (u->end - u->start);
+}
 
 /* One entry per profiler_ranges() (new; NULL when out of memory). */
 static range_times *range_times_build(const profiler *prof)
@@ -844,29 +870,31 @@ static range_times *range_times_build(const profiler *prof)
     const prof_api *api = profiler_apis(prof, &napi);
     range_times *t = calloc(nr + 1, sizeof *t);
     uint64_t *first = malloc((nr + 1) * sizeof *first), *last = calloc(nr + 1, sizeof *last);
-    /* the interval of a range's kernels being merged: ops are sorted by start */
-    uint64_t *run_start = calloc(nr + 1, sizeof *run_start), *run_end = calloc(nr + 1, sizeof *run_end);
-    if (!t || !first || !last || !run_start || !run_end) {
+    /* each range's kernels, and its GEMM kernels, merged: ops are sorted by start */
+    interval_union *all = calloc(nr + 1, sizeof *all), *gemm = calloc(nr + 1, sizeof *gemm);
+    if (!t || !first || !last || !all || !gemm) {
         free(t);
         t = NULL;
         goto out;
     }
     for (size_t i = 0; i < nr; i++)
         first[i] = UINT64_MAX;
-    for (size_t i = 0; i < nops; i++)
-        for (uint32_t m = 0; ops[i].kind == PROF_KERNEL && m < ops[i].in_count; m++) {
+    for (size_t i = 0; i < nops; i++) {
+        if (ops[i].kind != PROF_KERNEL)
+            continue;
+        int is_gemm = ops[i].name && kernel_is_gemm(ops[i].name);
+        for (uint32_t m = 0; m < ops[i].in_count; m++) {
             size_t ri = mem[ops[i].in_first + m];
             first[ri] = ops[i].start < first[ri] ? ops[i].start : first[ri];
             last[ri] = ops[i].end > last[ri] ? ops[i].end : last[ri];
-            if (ops[i].start > run_end[ri]) { /* a gap: the merged interval so far is done */
-                t[ri].busy += run_end[ri] - run_start[ri];
-                run_start[ri] = ops[i].start;
-                run_end[ri] = ops[i].start;
-            }
-            run_end[ri] = ops[i].end > run_end[ri] ? ops[i].end : run_end[ri];
+            interval_union_add(&all[ri], ops[i].start, ops[i].end);
+            if (is_gemm)
+                interval_union_add(&gemm[ri], ops[i].start, ops[i].end);
         }
+    }
     for (size_t i = 0; i < nr; i++) {
-        t[i].busy += run_end[i] - run_start[i];
+        t[i].busy = interval_union_total(&all[i]);
+        t[i].gemm_busy = interval_union_total(&gemm[i]);
         t[i].span = last[i] > first[i] ? last[i] - first[i] : 0;
         t[i].host = r[i].end - r[i].start;
         if (r[i].replay) {
@@ -878,8 +906,8 @@ static range_times *range_times_build(const profiler *prof)
 out:
     free(first);
     free(last);
-    free(run_start);
-    free(run_end);
+    free(all);
+    free(gemm);
     return t;
 }
 
@@ -937,7 +965,9 @@ static void add_overhead(json_t *run, const step_clock *plain, const step_clock 
 
 /* Per phase (step, forward, backward, optimizer): means per instance of the
  * traced steps' kernel time inside the range (summed, and busy: the union
- * of the kernels' intervals, which kernel_pct_of_event is taken of), the
+ * of the kernels' intervals, which kernel_pct_of_event is taken of; busy's
+ * GEMM part gemm_busy_ns, the rest other_only_ns, and gpu_idle_ns the span
+ * less busy), the
  * range on the GPU (first kernel start to last kernel end), the CPU range
  * (push to pop), and the CUDA-event time of the phase traced and untraced
  * (new), and the gated time of its replay traced and untraced (NULL when
@@ -952,13 +982,14 @@ static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, cons
     for (int ph = 0; ph < PH_COUNT; ph++) {
         if (!training && (ph == PH_BACKWARD || ph == PH_OPTIMIZER))
             continue;
-        uint64_t wall = 0, span = 0, busy = 0;
+        uint64_t wall = 0, span = 0, busy = 0, gemm_busy = 0;
         size_t n = 0;
         for (size_t i = 0; i < nr; i++)
             if (strcmp(r[i].name, phase_names[ph]) == 0) {
                 wall += times[i].host, n++;
                 span += times[i].span;
                 busy += times[i].busy;
+                gemm_busy += times[i].gemm_busy;
             }
         double kernel = n ? (double)range_kernel_ns(s, phase_names[ph], 0) / (double)n : 0;
         double kernel_busy = n ? (double)busy / (double)n : 0;
@@ -972,6 +1003,12 @@ static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, cons
             real_or_null(ev1 > 0 ? 100.0 * kernel_busy / ev1 : NAN), "gated_ns_profiled", real_or_null(g1),
             "gated_ns_unprofiled", real_or_null(g0), "overhead_gated_pct",
             real_or_null(g0 > 0 ? 100.0 * (g1 - g0) / g0 : NAN));
+        /* the phase's GPU span split by what ran: a GEMM (gemm_busy_ns), only other kernels (other_only_ns),
+         * no kernel (gpu_idle_ns; memcpys and memsets count as idle); the three add up to gpu_span_ns */
+        double per = n ? 1.0 / (double)n : 0.0;
+        json_object_set_new(row, "gemm_busy_ns", json_real((double)gemm_busy * per));
+        json_object_set_new(row, "other_only_ns", json_real((double)(busy - gemm_busy) * per));
+        json_object_set_new(row, "gpu_idle_ns", json_real(span > busy ? (double)(span - busy) * per : 0.0));
         json_object_set_new(row, "event_ns_profiled_std", real_or_null(clock_std(traced, ph) * 1e6));
         json_object_set_new(row, "event_ns_unprofiled_std", real_or_null(clock_std(plain, ph) * 1e6));
         json_object_set_new(row, "gated_ns_profiled_std", real_or_null(clock_std(gated_traced, ph) * 1e6));
@@ -1424,14 +1461,16 @@ static int profile_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, const 
                                              "event_ns_unprofiled", "kernel_pct_of_event", "gated_ns_profiled",
                                              "gated_ns_unprofiled", "overhead_gated_pct", "kernel_busy_ns",
                                              "event_ns_profiled_std", "event_ns_unprofiled_std",
-                                             "gated_ns_profiled_std", "gated_ns_unprofiled_std"};
+                                             "gated_ns_profiled_std", "gated_ns_unprofiled_std",
+                                             "gemm_busy_ns",  "other_only_ns",     "gpu_idle_ns"};
     if (rc == SQLITE_OK)
         rc = insert_rows(db,
                          "INSERT INTO profile_phases (run_id, phase, instances, kernel_ns, gpu_span_ns, range_wall_ns, "
                          "event_ns_profiled, event_ns_unprofiled, kernel_pct_of_event, gated_ns_profiled, "
                          "gated_ns_unprofiled, overhead_gated_pct, kernel_busy_ns, event_ns_profiled_std, "
-                         "event_ns_unprofiled_std, gated_ns_profiled_std, gated_ns_unprofiled_std) "
-                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         "event_ns_unprofiled_std, gated_ns_profiled_std, gated_ns_unprofiled_std, gemm_busy_ns, "
+                         "other_only_ns, gpu_idle_ns) "
+                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          run_id, json_object_get(run, "phases"), phase_keys, sizeof phase_keys / sizeof phase_keys[0]);
     static const char *const note_keys[] = {"kernel", "share_pct"};
     if (rc == SQLITE_OK)

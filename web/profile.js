@@ -228,6 +228,27 @@ function phaseTable(r) {
         num(p.range_wall_ns, hostF)))))));
 }
 
+// Each phase's GPU span split by what ran at each instant (runs stored from migration 0030 on): a GEMM,
+// other kernels only (the non-GEMM time no GEMM hides), nothing (launch gaps, waits, memcpys and memsets).
+function gpuSplitTable(r) {
+  const rows = (r.phases || []).filter((p) => typeof p.gemm_busy_ns === 'number' && p.gpu_span_ns > 0);
+  if (!rows.length) return null;
+  const msF = fmt.column(rows.flatMap((p) => [p.gpu_span_ns, p.gemm_busy_ns, p.other_only_ns, p.gpu_idle_ns].map((v) => v / 1e6)), fmt.msDigits);
+  const cell = (v, span) => [h('td', {class: 'num', dataset: {value: v}}, msF(v / 1e6)),
+    h('td', {class: 'num', dataset: {value: 100 * v / span}}, fmt.pct(100 * v / span))];
+  return h('section', null, h('h3', null, 'What the GPU ran per phase'),
+    h('p', {class: 'muted'}, "Each phase's GPU span (its first kernel's start to its last kernel's end, per instance) split by what ran at each instant: ",
+      "at least one GEMM; kernels but no GEMM (the other kernels' time that no GEMM hides); no kernel at all (launch gaps, waits between streams, memcpys and memsets). The three add up to the span."),
+    h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'profile-gpu-split'},
+      h('caption', {class: 'sr-only'}, 'What the GPU ran per phase'),
+      h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'Phase'),
+        ['GPU span (ms)', 'GEMM running (ms)', 'GEMM %', 'Other kernels only (ms)', 'Other only %', 'Idle (ms)', 'Idle %']
+          .map((c) => h('th', {scope: 'col', class: 'num'}, c)))),
+      h('tbody', null, rows.map((p) => h('tr', {dataset: {phase: p.phase}}, h('th', {scope: 'row'}, p.phase),
+        h('td', {class: 'num', dataset: {value: p.gpu_span_ns}}, msF(p.gpu_span_ns / 1e6)),
+        cell(p.gemm_busy_ns, p.gpu_span_ns), cell(p.other_only_ns, p.gpu_span_ns), cell(p.gpu_idle_ns, p.gpu_span_ns)))))));
+}
+
 function profileRunView(job, r) {
   const facts = [
     ['Execution', execution(r)],
@@ -257,6 +278,7 @@ function profileRunView(job, r) {
     h('p', {class: 'downloads'}, h('a', {id: 'profile-trace', href: `/v1/jobs/${job.id}/trace?run=${r.index}`, download: `job-${job.id}-run-${r.index}-trace.json`},
       'Chrome trace (JSON)'), h('span', {class: 'muted'}, ' — opens in Perfetto (ui.perfetto.dev) or chrome://tracing')),
     phaseTable(r),
+    gpuSplitTable(r),
     h('section', null, h('h3', null, 'Answers'), answersList(r)),
     kernelSection(job.id, r),
     h('section', null, h('h3', null, 'Roofline per op'), rooflineTable(r),

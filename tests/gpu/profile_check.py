@@ -260,6 +260,20 @@ for steps, graphs, r in profiles:
         check(graphs or name != "forward" or abs(kb - p["kernel_ns"]) <= 1000,
               f"{tag} {name}: the one-stream forward's busy {kb:.0f} ns != summed {p['kernel_ns']:.0f} ns")
         check(abs(p["kernel_pct_of_event"] - 100 * kb / ev) < 1e-6, f"{tag} {name}: kernel_pct_of_event not of busy")
+        # the span split by what ran (0030): GEMM running + other kernels only = busy; busy + idle = span; the GEMM
+        # union no more than the GEMM kernels' summed time of the range, and equal to it on the one-stream forward
+        gb, oo, idle = p.get("gemm_busy_ns"), p.get("other_only_ns"), p.get("gpu_idle_ns")
+        if check(all(isinstance(v, (int, float)) and v >= 0 for v in (gb, oo, idle)),
+                 f"{tag} {name}: GPU split {gb!r} / {oo!r} / {idle!r} (want numbers >= 0)"):
+            check(abs(gb + oo - kb) <= 1e-6 * kb + 1, f"{tag} {name}: GEMM {gb:.0f} + other {oo:.0f} != busy {kb:.0f} ns")
+            check(abs(kb + idle - p["gpu_span_ns"]) <= 1e-6 * kb + 1,
+                  f"{tag} {name}: busy {kb:.0f} + idle {idle:.0f} != span {p['gpu_span_ns']:.0f} ns")
+            gsum = sum(k["total_ns"] / max(1, k["range_instances"]) for k in r["kernel_summary"]
+                       if k["range"] == name and k["is_gemm"])
+            check(gb <= gsum + 1000, f"{tag} {name}: GEMM running {gb:.0f} ns > the GEMMs' summed {gsum:.0f} ns")
+            check(graphs or name != "forward" or abs(gb - gsum) <= 1000,
+                  f"{tag} {name}: the one-stream forward's GEMM running {gb:.0f} ns != summed {gsum:.0f} ns")
+            check(name == "optimizer" or gb > 0, f"{tag} {name}: no GEMM time in a phase with linear layers")
         check(p["gpu_span_ns"] <= slack, f"{tag} {name}: GPU span {p['gpu_span_ns']:.0f} ns > events {ev:.0f} ns")
         check(kb <= slack, f"{tag} {name}: kernels busy {kb:.0f} ns > events {ev:.0f} ns")
         if r["model"] in bound and name in ("forward", "step") and graphs:

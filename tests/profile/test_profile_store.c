@@ -133,6 +133,9 @@ int main(void)
     json_object_set_new(step_phase, "event_ns_unprofiled_std", json_real(44.0));
     json_object_set_new(step_phase, "gated_ns_profiled_std", json_real(43.0));
     json_object_set_new(step_phase, "gated_ns_unprofiled_std", json_real(0.0));
+    json_object_set_new(step_phase, "gemm_busy_ns", json_real(2600.0));
+    json_object_set_new(step_phase, "other_only_ns", json_real(1200.0));
+    json_object_set_new(step_phase, "gpu_idle_ns", json_real(400.0));
     CHECK(store_run_add(s, kind, id, 0, spec, run) == STORE_OK, "store a profile run");
 
     sqlite3 *db = NULL;
@@ -165,6 +168,14 @@ int main(void)
     CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'step' AND kernel_busy_ns = 3800 AND "
                          "kernel_ns = 4000") == 1,
           "step phase row with its busy kernel time (0016)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'step' AND gemm_busy_ns = 2600 AND "
+                         "other_only_ns = 1200 AND gpu_idle_ns = 400 AND "
+                         "gemm_busy_ns + other_only_ns = kernel_busy_ns AND "
+                         "kernel_busy_ns + gpu_idle_ns = gpu_span_ns") == 1,
+          "step phase row with its span split by what ran (0030)");
+    CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'forward' AND gemm_busy_ns IS NULL AND "
+                         "other_only_ns IS NULL AND gpu_idle_ns IS NULL") == 1,
+          "forward phase row without the split: NULL");
     CHECK(count_rows(db, "SELECT count(*) FROM profile_phases WHERE phase = 'forward' AND kernel_busy_ns IS NULL") ==
               1,
           "forward phase row without busy time: NULL");

@@ -1054,6 +1054,16 @@ async function checkGpuFixture() {
     '$.step_ms_profiled_std', json_extract(result, '$.step_ms_profiled') * 0.01, ${stdFields.join(', ')})
     WHERE run_index = 0 AND job_id = (SELECT max(id) FROM jobs WHERE kind = 'profile');`});
   check(withStd.status === 0, `sqlite3 could not add the std fields to the profile fixture: ${withStd.error || withStd.stderr}`);
+  // and each phase's span split by what ran (0030's gemm_busy_ns, other_only_ns, gpu_idle_ns, which the fixture,
+  // stored before them, lacks): synthesized, three parts adding up to the phase's gpu_span_ns
+  const busy = (i) => `coalesce(json_extract(result, '$.phases[${i}].kernel_busy_ns'), json_extract(result, '$.phases[${i}].kernel_ns'))`;
+  const span = (i) => `json_extract(result, '$.phases[${i}].gpu_span_ns')`;
+  const splitFields = [0, 1, 2, 3].map((i) => `'$.phases[${i}].gemm_busy_ns', round(min(${busy(i)}, ${span(i)}) * 0.75),
+    '$.phases[${i}].other_only_ns', min(${busy(i)}, ${span(i)}) - round(min(${busy(i)}, ${span(i)}) * 0.75),
+    '$.phases[${i}].gpu_idle_ns', ${span(i)} - min(${busy(i)}, ${span(i)})`);
+  const withSplit = spawnSync('sqlite3', [db], {encoding: 'utf8', input: `UPDATE runs SET result = json_set(result, ${splitFields.join(', ')})
+    WHERE run_index = 0 AND job_id = (SELECT max(id) FROM jobs WHERE kind = 'profile') AND json_array_length(result, '$.phases') = 4;`});
+  check(withSplit.status === 0, `sqlite3 could not add the GPU split to the profile fixture: ${withSplit.error || withSplit.stderr}`);
   const portFile = join(tmp, 'fixture-port');
   fixtureDaemon = spawn(lmperfd, ['--port', '0', '--port-file', portFile, '--db', db, '--web-root', join(sourceRoot, 'web'), '--cpu-only'],
     {stdio: ['ignore', 'inherit', 'inherit']});
@@ -1179,6 +1189,26 @@ async function checkGpuFixture() {
     const facts = await page.textContent('#profile-facts');
     check(run.graphs === undefined || facts.includes(run.graphs ? 'CUDA-graph replays' : 'eager'), 'the facts do not say how the steps ran');
     log(`profile phases: ${phaseRows.length} rows (untraced vs traced per phase) equal the API`);
+    // what the GPU ran per phase: a row per phase with the split, the API's ns in data-value, the shares of the span
+    // adding up to 100 %
+    const splitWant = run.phases.filter((p) => typeof p.gemm_busy_ns === 'number' && p.gpu_span_ns > 0);
+    check(splitWant.length === run.phases.length, `the fixture's run 0 has the split for ${splitWant.length} of ${run.phases.length} phases`);
+    const splitRows = await page.$$eval('#profile-gpu-split tbody tr', (trs) => trs.map((tr) => ({phase: tr.dataset.phase,
+      values: [...tr.querySelectorAll('td')].map((td) => Number(td.dataset.value)), text: [...tr.querySelectorAll('td')].map((td) => td.textContent)})));
+    check(JSON.stringify(splitRows.map((r) => r.phase)) === JSON.stringify(splitWant.map((p) => p.phase)),
+      `GPU split rows ${splitRows.map((r) => r.phase)} != API ${splitWant.map((p) => p.phase)}`);
+    for (const p of splitWant) {
+      const row = splitRows.find((r) => r.phase === p.phase);
+      const [sp, gemm, gemmPct, other, otherPct, idle, idlePct] = row ? row.values : [];
+      check(row && sp === p.gpu_span_ns && gemm === p.gemm_busy_ns && other === p.other_only_ns && idle === p.gpu_idle_ns &&
+        Math.abs(gemmPct + otherPct + idlePct - 100) < 1e-9 && Math.abs(gemmPct - 100 * p.gemm_busy_ns / p.gpu_span_ns) < 1e-9,
+        `phase ${p.phase}: the GPU split row ${row && row.values} differs from the API or its shares do not add up`);
+      const shown = row ? row.text[0].replace(/,/g, '') : '', digits = (shown.split('.')[1] || '').length;
+      check(row && Math.abs(Number(shown) - p.gpu_span_ns / 1e6) <= 0.5 * 10 ** -digits + 1e-12 && row.text[2].endsWith('%'),
+        `phase ${p.phase}: the GPU split reads ${row && row.text}`);
+    }
+    await checkTableDecimals('#profile-gpu-split', `profile job ${prof.id} (fixture) #profile-gpu-split`);
+    log(`profile GPU split: ${splitRows.length} rows equal the API`);
   } else {
     check(phaseRows.length === 0, 'a run without phases shows a phase table');
   }

@@ -1005,10 +1005,9 @@ static json_t *phase_rows(const summary *s, const prof_range *r, size_t nr, cons
             real_or_null(g0 > 0 ? 100.0 * (g1 - g0) / g0 : NAN));
         /* the phase's GPU span split by what ran: a GEMM (gemm_busy_ns), only other kernels (other_only_ns),
          * no kernel (gpu_idle_ns; memcpys and memsets count as idle); the three add up to gpu_span_ns */
-        double per = n ? 1.0 / (double)n : 0.0;
-        json_object_set_new(row, "gemm_busy_ns", json_real((double)gemm_busy * per));
-        json_object_set_new(row, "other_only_ns", json_real((double)(busy - gemm_busy) * per));
-        json_object_set_new(row, "gpu_idle_ns", json_real(span > busy ? (double)(span - busy) * per : 0.0));
+        json_object_set_new(row, "gemm_busy_ns", json_real(n ? (double)gemm_busy / (double)n : 0));
+        json_object_set_new(row, "other_only_ns", json_real(n ? (double)(busy - gemm_busy) / (double)n : 0));
+        json_object_set_new(row, "gpu_idle_ns", json_real(n ? (double)(span - busy) / (double)n : 0)); /* busy ≤ span */
         json_object_set_new(row, "event_ns_profiled_std", real_or_null(clock_std(traced, ph) * 1e6));
         json_object_set_new(row, "event_ns_unprofiled_std", real_or_null(clock_std(plain, ph) * 1e6));
         json_object_set_new(row, "gated_ns_profiled_std", real_or_null(clock_std(gated_traced, ph) * 1e6));

@@ -1056,11 +1056,11 @@ async function checkGpuFixture() {
   check(withStd.status === 0, `sqlite3 could not add the std fields to the profile fixture: ${withStd.error || withStd.stderr}`);
   // and each phase's span split by what ran (0030's gemm_busy_ns, other_only_ns, gpu_idle_ns, which the fixture,
   // stored before them, lacks): synthesized, three parts adding up to the phase's gpu_span_ns
-  const busy = (i) => `coalesce(json_extract(result, '$.phases[${i}].kernel_busy_ns'), json_extract(result, '$.phases[${i}].kernel_ns'))`;
   const span = (i) => `json_extract(result, '$.phases[${i}].gpu_span_ns')`;
-  const splitFields = [0, 1, 2, 3].map((i) => `'$.phases[${i}].gemm_busy_ns', round(min(${busy(i)}, ${span(i)}) * 0.75),
-    '$.phases[${i}].other_only_ns', min(${busy(i)}, ${span(i)}) - round(min(${busy(i)}, ${span(i)}) * 0.75),
-    '$.phases[${i}].gpu_idle_ns', ${span(i)} - min(${busy(i)}, ${span(i)})`);
+  const busy = (i) => `min(coalesce(json_extract(result, '$.phases[${i}].kernel_busy_ns'), json_extract(result, '$.phases[${i}].kernel_ns')), ${span(i)})`;
+  const splitFields = [0, 1, 2, 3].map((i) => `'$.phases[${i}].gemm_busy_ns', round(${busy(i)} * 0.75),
+    '$.phases[${i}].other_only_ns', ${busy(i)} - round(${busy(i)} * 0.75),
+    '$.phases[${i}].gpu_idle_ns', ${span(i)} - ${busy(i)}`);
   const withSplit = spawnSync('sqlite3', [db], {encoding: 'utf8', input: `UPDATE runs SET result = json_set(result, ${splitFields.join(', ')})
     WHERE run_index = 0 AND job_id = (SELECT max(id) FROM jobs WHERE kind = 'profile') AND json_array_length(result, '$.phases') = 4;`});
   check(withSplit.status === 0, `sqlite3 could not add the GPU split to the profile fixture: ${withSplit.error || withSplit.stderr}`);

@@ -1,7 +1,8 @@
 /* The allreduce job: time, algorithm and bus bandwidth and a checked sum per
- * (world size, size) point, over NCCL on this machine's GPUs (one thread per
- * GPU inside this worker, kernels/collectives) or over Open MPI on CPU
- * processes (mpirun; each rank is `lmperfd __allreduce-rank`).
+ * (world size, size) point, over NCCL on GPUs (one thread per GPU inside
+ * this worker, kernels/collectives; or, nccl_launch "processes", one process
+ * per GPU through mpirun, on this machine or a hostfile's) or over Open MPI on
+ * CPU processes (mpirun; each rank is `lmperfd __allreduce-rank`).
  *
  * DESIGN: points run backend by backend ("backend" may list both: nccl's
  * points first, after which the GPUs the scheduler reserved for them are
@@ -158,6 +159,14 @@ static int uses_backend(const json_t *spec, const char *name)
     return 0;
 }
 
+/* Non-zero when the spec's nccl points run one process per GPU through
+ * mpirun (nccl_launch "processes"); else one thread per GPU in the worker. */
+static int nccl_processes(const json_t *spec)
+{
+    const char *launch = json_string_value(json_object_get(spec, "nccl_launch"));
+    return launch && strcmp(launch, "processes") == 0;
+}
+
 static size_t backends_used(const json_t *spec)
 {
     size_t n = 0;
@@ -218,9 +227,15 @@ static int allreduce_check(json_t *spec, api_error *err)
             return api_fail(err, API_ERR_INVALID_SPEC, field, "%s: %s is more than the mpi backend takes: at most %llu bytes per rank",
                             field, p.label, (unsigned long long)MPI_MAX_BYTES);
     }
+    if (nccl_processes(spec) && !uses_backend(spec, "nccl"))
+        return api_fail(err, API_ERR_INVALID_SPEC, "nccl_launch",
+                        "nccl_launch is for the nccl backend (the mpi backend always runs a process per rank)");
     const json_t *hostfile = json_object_get(spec, "hostfile");
-    if (hostfile && !uses_backend(spec, "mpi")) /* with a list: the mpi points use it, nccl's not */
-        return api_fail(err, API_ERR_INVALID_SPEC, "hostfile", "hostfile is for the mpi backend");
+    /* with a list: the points of the backends that start processes use it */
+    if (hostfile && !uses_backend(spec, "mpi") && !nccl_processes(spec))
+        return api_fail(err, API_ERR_INVALID_SPEC, "hostfile",
+                        "hostfile is for the mpi backend, and for nccl with nccl_launch \"processes\" (one process "
+                        "per GPU through mpirun); nccl's threads run on this machine's GPUs only");
     if (hostfile && access(json_string_value(hostfile), R_OK) != 0)
         return api_fail(err, API_ERR_INVALID_SPEC, "hostfile", "cannot read %s: %s", json_string_value(hostfile),
                         strerror(errno));
@@ -243,6 +258,8 @@ static int allreduce_gpus_needed(const json_t *spec)
 {
     if (!uses_backend(spec, "nccl"))
         return 1; /* one worker; the ranks are mpirun's processes */
+    if (nccl_processes(spec) && json_object_get(spec, "hostfile"))
+        return 1; /* the hosts' GPUs by local rank, which the job assumes free (the schema says so) */
     int most = 1;
     size_t i;
     const json_t *v;
@@ -269,8 +286,9 @@ typedef struct job_state {
 /* A new run object with the point's configuration. */
 static json_t *point_new(const job_state *js, int world, const size_point *p)
 {
-    return json_pack("{s:s, s:s, s:i, s:I, s:s, s:i, s:i}", "backend", js->backend, "dtype", "float32",
-                     "world_size", world, "size_bytes", (json_int_t)p->bytes, "size", p->label, "warmup",
+    const char *launch = strcmp(js->backend, "nccl") == 0 && !nccl_processes(js->spec) ? "threads" : "processes";
+    return json_pack("{s:s, s:s, s:s, s:i, s:I, s:s, s:i, s:i}", "backend", js->backend, "launch", launch, "dtype",
+                     "float32", "world_size", world, "size_bytes", (json_int_t)p->bytes, "size", p->label, "warmup",
                      js->warmup, "iterations", js->iterations);
 }
 
@@ -370,8 +388,14 @@ static void pick_devices(int own, int gpus, int world, int *devices)
             devices[k++] = d;
 }
 
+static int run_ranks_world(job_state *js, int world, const size_point *points, int count, double *times,
+                           const char *gpu_devices);
+static int mpirun_world(job_state *js, int world, const size_point *runnable, int n, const uint64_t *bytes,
+                        double *times, const char *gpu_devices, int oversubscribed);
+
 static int run_nccl_world(job_state *js, int world, const size_point *points, int count, double *times)
 {
+    int processes = nccl_processes(js->spec), across_hosts = processes && json_object_get(js->spec, "hostfile");
     const runctx_device *dev = runctx_device_info(js->ctx);
     int gpus = visible_gpus();
     const char *why = NULL;
@@ -380,7 +404,7 @@ static int run_nccl_world(job_state *js, int world, const size_point *points, in
         why = "this build of lmperf has no NCCL (built without CUDA or NCCL)";
     else if (dev->gpu_index < 0)
         why = "this worker has no GPU (a CPU worker or --cpu-only)";
-    else if (world > gpus) {
+    else if (world > gpus && !across_hosts) {
         snprintf(reason, sizeof reason, "world size %d needs %d GPUs; this machine has %d", world, world, gpus);
         why = reason;
     }
@@ -393,6 +417,16 @@ static int run_nccl_world(job_state *js, int world, const size_point *points, in
     int reserved = runctx_gpus(js->ctx, devices, LMK_ALLREDUCE_MAX_RANKS);
     if (reserved < world) /* one-shot mode, or fewer reserved: own GPU first, then the others */
         pick_devices(dev->gpu_index, gpus, world, devices);
+    if (across_hosts) /* each host's GPUs by local rank */
+        return run_ranks_world(js, world, points, count, times, NULL);
+    if (processes) { /* local rank r (all on this host) on devices[r] */
+        char list[LMK_ALLREDUCE_MAX_RANKS * 6] = "";
+        for (int r = 0; r < world; r++) {
+            size_t len = strlen(list);
+            snprintf(list + len, sizeof list - len, "%s%d", r ? "," : "", devices[r]);
+        }
+        return run_ranks_world(js, world, points, count, times, list);
+    }
     char where[256] = "";
     for (int r = 0; r < world; r++) {
         size_t len = strlen(where);
@@ -434,8 +468,8 @@ static int run_nccl_world(job_state *js, int world, const size_point *points, in
 
 /* Starts mpirun for `world` ranks over the sizes; its stdout and stderr come
  * back on *out_fd and *err_fd. Returns 0 or -1 with a message in errbuf. */
-static int mpirun_start(const job_state *js, int world, const uint64_t *bytes, int count, pid_t *pid_out,
-                        int *out_fd, int *err_fd, char *errbuf, size_t errlen)
+static int mpirun_start(const job_state *js, int world, const uint64_t *bytes, int count, const char *gpu_devices,
+                        pid_t *pid_out, int *out_fd, int *err_fd, char *errbuf, size_t errlen)
 {
     char exe[PATH_MAX], sizes[64 * 24] = "", np[16], warmup[16], iterations[16];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -465,10 +499,23 @@ static int mpirun_start(const job_state *js, int world, const uint64_t *bytes, i
         argv[a++] = "--hostfile";
         argv[a++] = hostfile;
     }
+    int nccl = strcmp(js->backend, "nccl") == 0;
+    if (nccl) { /* to every rank, on every host: never NVLink multicast (set by allreduce_run) */
+        argv[a++] = "-x";
+        argv[a++] = "NCCL_NVLS_ENABLE";
+    }
     const char *fixed[] = {"--oversubscribe", "--bind-to", "none", "-np", np, exe, ALLREDUCE_RANK_COMMAND,
                            "--sizes", sizes, "--warmup", warmup, "--iterations", iterations};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         argv[a++] = fixed[i];
+    if (nccl) {
+        argv[a++] = "--backend";
+        argv[a++] = "nccl";
+    }
+    if (gpu_devices) {
+        argv[a++] = "--devices";
+        argv[a++] = gpu_devices;
+    }
     argv[a] = NULL;
 
     int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
@@ -550,6 +597,13 @@ static void mpi_line(job_state *js, int world, const size_point *points, int cou
             times[i] = json_number_value(json_array_get(samples, (size_t)i));
         char where[64];
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        const char *gpus = json_string_value(json_object_get(msg, "devices")); /* nccl: "host:cuda:N,..." */
+        if (gpus && gpus[0]) {
+            emit_measured(js, world, p, times, js->iterations,
+                          (uint64_t)json_integer_value(json_object_get(msg, "mismatches")), gpus, 0);
+            json_decref(msg);
+            return;
+        }
         if (json_object_get(js->spec, "hostfile"))
             snprintf(where, sizeof where, "cpu x%d (mpirun --hostfile)", world);
         else
@@ -589,10 +643,31 @@ static int run_mpi_world(job_state *js, int world, const size_point *points, int
         return LMK_OK;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int oversubscribed = !hostfile && cores > 0 && world > cores;
+    return mpirun_world(js, world, runnable, n, bytes, times, NULL, oversubscribed);
+}
+
+/* The nccl points of one world as a process per GPU: gpu_devices "d0,d1,..."
+ * (local rank r on cuda:dr, every rank on this host), or NULL across the
+ * hostfile's hosts (local rank r on cuda:r of its host). */
+static int run_ranks_world(job_state *js, int world, const size_point *points, int count, double *times,
+                           const char *gpu_devices)
+{
+    uint64_t bytes[64];
+    for (int i = 0; i < count; i++)
+        bytes[i] = points[i].bytes;
+    return mpirun_world(js, world, points, count, bytes, times, gpu_devices, 0);
+}
+
+/* Runs mpirun for `world` ranks over points (n, with their bytes) and turns
+ * rank 0's lines into runs; a size without a line is a failed point with
+ * mpirun's exit and the tail of its stderr. */
+static int mpirun_world(job_state *js, int world, const size_point *runnable, int n, const uint64_t *bytes,
+                        double *times, const char *gpu_devices, int oversubscribed)
+{
     pid_t pid;
     int out_fd, err_fd;
     char errbuf[512];
-    if (mpirun_start(js, world, bytes, n, &pid, &out_fd, &err_fd, errbuf, sizeof errbuf)) {
+    if (mpirun_start(js, world, bytes, n, gpu_devices, &pid, &out_fd, &err_fd, errbuf, sizeof errbuf)) {
         for (int i = 0; i < n; i++)
             emit_failed(js, world, &runnable[i], "%s", errbuf);
         return LMK_OK;
@@ -714,8 +789,8 @@ static int allreduce_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
     int rc = sqlite3_prepare_v2(db,
                                 "INSERT INTO allreduce_runs (run_id, job_id, backend, dtype, world_size, size_bytes, "
                                 "size_label, warmup, iterations, status, error, median_ms, mean_ms, min_ms, max_ms, "
-                                "algbw_gbps, busbw_gbps, correct, mismatches, devices, oversubscribed) "
-                                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                "algbw_gbps, busbw_gbps, correct, mismatches, devices, oversubscribed, launch) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                 -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rc;
@@ -746,6 +821,9 @@ static int allreduce_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
     if (devices)
         sqlite3_bind_text(st, 20, devices, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(st, 21, json_is_true(json_object_get(run, "oversubscribed")));
+    const char *launch = json_string_value(json_object_get(run, "launch"));
+    if (launch)
+        sqlite3_bind_text(st, 22, launch, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     sqlite3_finalize(st);
     st = NULL;

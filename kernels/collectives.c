@@ -343,6 +343,159 @@ void lmk_nccl_group_free(lmk_nccl_group *g)
     free(g);
 }
 
+/* --- one process per rank -------------------------------------------------- */
+
+struct lmk_nccl_rank {
+    int rank, world, device;
+    ncclComm_t comm;
+    cudaStream_t stream;
+};
+
+_Static_assert(sizeof(ncclUniqueId) == LMK_NCCL_ID_BYTES, "LMK_NCCL_ID_BYTES is sizeof(ncclUniqueId)");
+
+int lmk_nccl_unique_id(unsigned char *id, char *errbuf, size_t errlen)
+{
+    ncclUniqueId uid;
+    ncclResult_t nr = ncclGetUniqueId(&uid);
+    if (nr != ncclSuccess) {
+        snprintf(errbuf, errlen, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
+        return LMK_DEVICE;
+    }
+    memcpy(id, &uid, sizeof uid);
+    return LMK_OK;
+}
+
+int lmk_nccl_rank_open(int rank, int world, int device, lmk_nccl_rank **out, char *errbuf, size_t errlen)
+{
+    if (world < 1 || world > LMK_ALLREDUCE_MAX_RANKS || rank < 0 || rank >= world) {
+        snprintf(errbuf, errlen, "rank %d of world size %d is out of range", rank, world);
+        return LMK_INVALID;
+    }
+    int gpus = 0;
+    cudaError_t ce = cudaGetDeviceCount(&gpus);
+    if (ce != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(errbuf, errlen, "rank %d: no usable GPU: %s", rank, cudaGetErrorString(ce));
+        return LMK_DEVICE;
+    }
+    if (device < 0 || device >= gpus) {
+        snprintf(errbuf, errlen, "rank %d: cuda:%d does not exist: its host has %d GPU%s", rank, device, gpus,
+                 gpus == 1 ? "" : "s");
+        return LMK_INVALID;
+    }
+    lmk_nccl_rank *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(errbuf, errlen, "out of memory");
+        return LMK_NOMEM;
+    }
+    r->rank = rank;
+    r->world = world;
+    r->device = device;
+    if ((ce = cudaSetDevice(device)) != cudaSuccess ||
+        (ce = cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        snprintf(errbuf, errlen, "rank %d (cuda:%d): %s", rank, device, cudaGetErrorString(ce));
+        free(r);
+        return LMK_DEVICE;
+    }
+    *out = r;
+    return LMK_OK;
+}
+
+int lmk_nccl_rank_join(lmk_nccl_rank *r, const unsigned char *id, char *errbuf, size_t errlen)
+{
+    ncclUniqueId uid;
+    memcpy(&uid, id, sizeof uid);
+    ncclResult_t nr = ncclCommInitRank(&r->comm, r->world, uid, r->rank);
+    if (nr != ncclSuccess) {
+        r->comm = NULL;
+        snprintf(errbuf, errlen, "rank %d (cuda:%d): ncclCommInitRank over %d ranks: %s", r->rank, r->device,
+                 r->world, ncclGetErrorString(nr));
+        return LMK_DEVICE;
+    }
+    return LMK_OK;
+}
+
+int lmk_nccl_rank_point(lmk_nccl_rank *r, uint64_t bytes, int warmup, int iterations, lmk_agree_fn agree,
+                        void *agree_ctx, double *times_ms, uint64_t *mismatches, char *errbuf, size_t errlen)
+{
+    /* the same arguments on every rank, so every rank returns here alike */
+    if (!r || !r->comm || bytes == 0 || bytes % sizeof(float) || iterations < 1 || warmup < 0 || !times_ms ||
+        !agree) {
+        snprintf(errbuf, errlen, "invalid all-reduce point (bytes %llu must be a positive multiple of 4)",
+                 (unsigned long long)bytes);
+        return LMK_INVALID;
+    }
+    size_t count = (size_t)(bytes / sizeof(float));
+    float *send = NULL, *recv = NULL;
+    unsigned long long *bad = NULL, bad_host = 0;
+    int rc = LMK_OK;
+    cudaError_t ce;
+    errbuf[0] = '\0';
+    if ((ce = cudaMalloc((void **)&send, bytes)) != cudaSuccess || (ce = cudaMalloc((void **)&recv, bytes)) != cudaSuccess ||
+        (ce = cudaMalloc((void **)&bad, sizeof *bad)) != cudaSuccess) {
+        cudaGetLastError(); /* out of memory is not sticky */
+        rc = ce == cudaErrorMemoryAllocation ? LMK_NOMEM : LMK_DEVICE;
+        snprintf(errbuf, errlen, "rank %d (cuda:%d): cudaMalloc: %s", r->rank, r->device, cudaGetErrorString(ce));
+    } else if (lmk_cuda_allreduce_fill(send, count, r->rank, r->stream) != LMK_OK ||
+               cudaMemsetAsync(recv, 0, bytes, r->stream) != cudaSuccess ||
+               cudaStreamSynchronize(r->stream) != cudaSuccess) {
+        rc = LMK_DEVICE;
+        snprintf(errbuf, errlen, "rank %d (cuda:%d): fill: %s", r->rank, r->device,
+                 cudaGetErrorString(cudaGetLastError()));
+    }
+    if (!agree(agree_ctx, rc == LMK_OK)) {
+        if (rc == LMK_OK) /* another rank failed: errbuf stays empty, its message is the caller's to gather */
+            rc = LMK_NOMEM;
+        goto out;
+    }
+    ncclResult_t nr = ncclSuccess;
+    for (int w = 0; w < warmup && nr == ncclSuccess; w++)
+        nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
+    ce = nr == ncclSuccess ? cudaStreamSynchronize(r->stream) : cudaSuccess;
+    for (int it = 0; it < iterations && nr == ncclSuccess && ce == cudaSuccess; it++) {
+        (void)agree(agree_ctx, 1);
+        double t0 = now_s();
+        nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
+        if (nr == ncclSuccess)
+            ce = cudaStreamSynchronize(r->stream);
+        times_ms[it] = (now_s() - t0) * 1e3;
+    }
+    if (nr != ncclSuccess || ce != cudaSuccess) {
+        rc = LMK_DEVICE; /* a rank that left the loop early may leave others waiting: the caller ends the world */
+        snprintf(errbuf, errlen, "rank %d (cuda:%d): %s: %s", r->rank, r->device,
+                 nr != ncclSuccess ? "ncclAllReduce" : "cudaStreamSynchronize",
+                 nr != ncclSuccess ? ncclGetErrorString(nr) : cudaGetErrorString(ce));
+        goto out;
+    }
+    if (lmk_cuda_allreduce_mismatches(recv, count, r->world, bad, r->stream) != LMK_OK ||
+        cudaMemcpyAsync(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost, r->stream) != cudaSuccess ||
+        cudaStreamSynchronize(r->stream) != cudaSuccess) {
+        rc = LMK_DEVICE;
+        snprintf(errbuf, errlen, "rank %d (cuda:%d): check: %s", r->rank, r->device,
+                 cudaGetErrorString(cudaGetLastError()));
+        goto out;
+    }
+    *mismatches = bad_host;
+out:
+    cudaFree(send);
+    cudaFree(recv);
+    cudaFree(bad);
+    return rc;
+}
+
+void lmk_nccl_rank_free(lmk_nccl_rank *r)
+{
+    if (!r)
+        return;
+    if (r->comm)
+        ncclCommDestroy(r->comm);
+    if (r->stream) {
+        cudaSetDevice(r->device);
+        cudaStreamDestroy(r->stream);
+    }
+    free(r);
+}
+
 #else /* no NCCL in this build */
 
 struct lmk_nccl_group {
@@ -374,6 +527,46 @@ int lmk_nccl_allreduce_point(lmk_nccl_group *g, uint64_t bytes, int warmup, int 
 void lmk_nccl_group_free(lmk_nccl_group *g)
 {
     (void)g;
+}
+
+
+struct lmk_nccl_rank {
+    int unused;
+};
+
+int lmk_nccl_unique_id(unsigned char *id, char *errbuf, size_t errlen)
+{
+    (void)id;
+    snprintf(errbuf, errlen, "this build of lmperf has no NCCL");
+    return LMK_UNSUPPORTED;
+}
+
+int lmk_nccl_rank_open(int rank, int world, int device, lmk_nccl_rank **out, char *errbuf, size_t errlen)
+{
+    (void)rank, (void)world, (void)device, (void)out;
+    snprintf(errbuf, errlen, "this build of lmperf has no NCCL (built without CUDA or NCCL)");
+    return LMK_UNSUPPORTED;
+}
+
+int lmk_nccl_rank_join(lmk_nccl_rank *r, const unsigned char *id, char *errbuf, size_t errlen)
+{
+    (void)r, (void)id;
+    snprintf(errbuf, errlen, "this build of lmperf has no NCCL");
+    return LMK_UNSUPPORTED;
+}
+
+int lmk_nccl_rank_point(lmk_nccl_rank *r, uint64_t bytes, int warmup, int iterations, lmk_agree_fn agree,
+                        void *agree_ctx, double *times_ms, uint64_t *mismatches, char *errbuf, size_t errlen)
+{
+    (void)r, (void)bytes, (void)warmup, (void)iterations, (void)agree, (void)agree_ctx, (void)times_ms,
+        (void)mismatches;
+    snprintf(errbuf, errlen, "this build of lmperf has no NCCL");
+    return LMK_UNSUPPORTED;
+}
+
+void lmk_nccl_rank_free(lmk_nccl_rank *r)
+{
+    (void)r;
 }
 
 #endif

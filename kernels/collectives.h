@@ -38,53 +38,6 @@ typedef struct lmk_allreduce_stats {
 #define LMK_COLLECTIVES_HD __host__ __device__
 #else
 #define LMK_COLLECTIVES_HD
-/* --- NCCL, one process per rank ------------------------------------------------ */
-/* The per-process form, as torch.distributed runs NCCL (and as ranks on
- * several machines must): each process opens its own GPU, rank 0 makes the
- * communicator's unique id, the caller sends it to every rank (MPI_Bcast),
- * and each rank joins. The caller also supplies `agree`, a collective over
- * the ranks (MPI_Allreduce of MIN): returns non-zero when every rank passed
- * ok != 0. It makes failures collective (a rank whose buffer does not fit
- * stops every rank before the all-reduce, not after a hang) and serves as
- * the barrier before each timed iteration. */
-
-#define LMK_NCCL_ID_BYTES 128 /* sizeof(ncclUniqueId) */
-
-typedef struct lmk_nccl_rank lmk_nccl_rank;
-
-typedef int (*lmk_agree_fn)(void *ctx, int ok);
-
-/* Makes a new communicator id into id (LMK_NCCL_ID_BYTES bytes, out). Only
- * rank 0 calls it, after lmk_nccl_rank_open. Returns LMK_OK or a negative
- * status with a message in errbuf. */
-int lmk_nccl_unique_id(unsigned char *id, char *errbuf, size_t errlen);
-
-/* Opens CUDA device `device` in this process (a stream on it) for rank
- * `rank` of `world`. On success sets *out (new; free with
- * lmk_nccl_rank_free). Returns LMK_OK or a negative status with a message in
- * errbuf (LMK_INVALID for a device this host does not have, LMK_UNSUPPORTED
- * without NCCL). */
-int lmk_nccl_rank_open(int rank, int world, int device, lmk_nccl_rank **out, char *errbuf, size_t errlen);
-
-/* Joins the communicator of id (borrowed, from rank 0). Collective: blocks
- * until every rank has joined. Returns LMK_OK or LMK_DEVICE with a message. */
-int lmk_nccl_rank_join(lmk_nccl_rank *r, const unsigned char *id, char *errbuf, size_t errlen);
-
-/* One all-reduce point on this rank, collective like
- * lmk_nccl_allreduce_point: buffers of `bytes` (a multiple of 4), warmup
- * untimed and `iterations` timed all-reduces, each timed one after
- * agree(ctx, 1) (the barrier) until this rank's stream has finished.
- * times_ms (iterations entries, borrowed) gets this rank's times (the caller
- * takes the slowest rank's); *mismatches this rank's wrong elements.
- * Returns LMK_OK, or a negative status with a message (the same on every
- * rank when a rank could not allocate or fill: LMK_NOMEM / LMK_DEVICE, the
- * rank usable, errbuf empty on the ranks that did not fail themselves; after an NCCL or CUDA failure inside the loop, free it). */
-int lmk_nccl_rank_point(lmk_nccl_rank *r, uint64_t bytes, int warmup, int iterations, lmk_agree_fn agree,
-                        void *agree_ctx, double *times_ms, uint64_t *mismatches, char *errbuf, size_t errlen);
-
-/* Destroys the communicator and the stream. Accepts NULL. */
-void lmk_nccl_rank_free(lmk_nccl_rank *r);
-
 #endif
 
 /* The value rank `rank` contributes at element i: an integer in [0, 16). */

@@ -2,7 +2,8 @@
 # GPU test of the allreduce job: the nccl backend on all GPUs of the machine,
 # 1 MiB .. 1 GiB, beside the PyTorch peer (torch_allreduce.py, same sizes in
 # MiB, same machine, same NCCL library), then the mpi CPU baseline beside
-# gloo when mpirun exists, then one job through the daemon. Prints a markdown table with the ratios and leaves
+# gloo when mpirun exists, then one job through the daemon, then nccl_launch
+# "processes" beside "threads" (allreduce_processes.py). Prints a markdown table with the ratios and leaves
 # the raw JSON in OUTDIR. Exit 77 without a GPU, 1 when a point failed.
 #
 # usage: tests/gpu/allreduce.sh [LMPERFD] [TORCH_ALLREDUCE_PY] [OUTDIR]
@@ -59,4 +60,9 @@ fi
 echo "== the same job through the daemon (HTTP API, scheduler reserving $ngpu GPUs)"
 LD_LIBRARY_PATH="$LMPERF_LD_LIBRARY_PATH" timeout 300 python3 "$here/allreduce_daemon.py" "$LMPERFD" "$OUTDIR" nccl "$ngpu" || status=1
 python3 "$here/allreduce_compare.py" "$OUTDIR" || status=1
+if command -v mpirun > /dev/null; then
+  echo "== nccl_launch processes beside threads (allreduce_processes.py)"
+  LD_LIBRARY_PATH="$LMPERF_LD_LIBRARY_PATH" timeout 500 python3 "$here/allreduce_processes.py" "$LMPERFD" \
+    "$OUTDIR/processes" || status=1
+fi
 exit $status

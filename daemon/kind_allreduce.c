@@ -851,7 +851,8 @@ static int allreduce_store_run(sqlite3 *db, int64_t job_id, int64_t run_id, cons
 }
 
 /* Rows: one per point, backend by backend (nccl, then mpi: the order they
- * ran), by size then world size inside. "oversubscribed": yes where
+ * ran), by size then world size inside. "launch": threads or processes
+ * ("—" for rows stored before migration 0031). "oversubscribed": yes where
  * the mpi backend ran more ranks than the machine has cores (its times then
  * measure the scheduler as much as the collective), no otherwise. */
 static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_error *err)
@@ -859,15 +860,16 @@ static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT backend, size_label, world_size, median_ms, mean_ms, min_ms, max_ms, algbw_gbps, "
-                           "busbw_gbps, correct, status, error, oversubscribed FROM allreduce_runs WHERE job_id = ? "
+                           "busbw_gbps, correct, status, error, oversubscribed, launch FROM allreduce_runs WHERE job_id = ? "
                            "ORDER BY backend = 'mpi', size_bytes, world_size, id",
                            -1, &st, NULL) != SQLITE_OK)
         return api_fail(err, API_ERR_INTERNAL, NULL, "allreduce table: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, job_id);
     json_t *rows = json_array();
     while (sqlite3_step(st) == SQLITE_ROW) {
-        json_t *row = json_pack("[s, s, i]", sqlite3_column_text(st, 0), sqlite3_column_text(st, 1),
-                                sqlite3_column_int(st, 2));
+        const char *launch = (const char *)sqlite3_column_text(st, 13); /* NULL: stored before migration 0031 */
+        json_t *row = json_pack("[s, s, s, i]", sqlite3_column_text(st, 0), launch ? launch : "—",
+                                sqlite3_column_text(st, 1), sqlite3_column_int(st, 2));
         for (int c = 3; c <= 8; c++) {
             char cell[32] = "—";
             if (sqlite3_column_type(st, c) != SQLITE_NULL)
@@ -886,7 +888,7 @@ static int allreduce_table(sqlite3 *db, int64_t job_id, json_t **table, api_erro
         json_array_append_new(rows, row);
     }
     sqlite3_finalize(st);
-    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "backend", "size", "world", "median ms",
+    *table = json_pack("{s:[s,s,s,s,s,s,s,s,s,s,s,s,s], s:o}", "columns", "backend", "launch", "size", "world", "median ms",
                        "mean ms", "min ms", "max ms", "algbw GB/s", "busbw GB/s", "correct", "oversubscribed",
                        "status", "rows", rows);
     return 0;

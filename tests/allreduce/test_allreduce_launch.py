@@ -49,6 +49,12 @@ def test_mpi_launch_recorded(d):
     t.check(len(runs) == 4 and all(r.get("launch") == "processes" and r.get("status") == "succeeded"
                                    and r.get("correct") is True for r in runs),
             f"every mpi point ran as processes: {[(r.get('launch'), r.get('status')) for r in runs]}")
+    status, _, table = d.get(f"/v1/jobs/{job['id']}/table")
+    t.check(status == 200 and table["columns"][:2] == ["backend", "launch"]
+            and t.table_column(table, "launch") == ["processes"] * 4, f"the table's launch column: {status} {table}")
+    status, _, md = d.get(f"/v1/jobs/{job['id']}/table?format=md")
+    t.check(status == 200 and md.splitlines()[0].split("|")[1:3] == [" backend ", " launch "]
+            and md.count("| processes |") == 4, f"the md table names the launch: {md[:400]}")
     db = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
     try:
         rows = db.execute("SELECT launch, backend, world_size, devices, correct FROM allreduce_summary "

@@ -654,6 +654,17 @@ async function checkAllreduce(base) {
   await page.check('#f-backend-nccl');
   const both = JSON.parse(await page.textContent('#spec-json')).backend;
   check(JSON.stringify(both) === '["nccl","mpi"]', `allreduce form with both backends ticked sends ${JSON.stringify(both)}`);
+  // nccl_launch is sent only when chosen (its default, threads, left out: the spec says what was picked), and a
+  // blank hostfile not at all
+  const formSpec = async () => JSON.parse(await page.textContent('#spec-json'));
+  let spec = await formSpec();
+  check(!('nccl_launch' in spec) && !('hostfile' in spec), `allreduce form's defaults send ${JSON.stringify(spec)}`);
+  await page.selectOption('#f-nccl_launch', 'processes');
+  await page.fill('#f-hostfile', '/etc/lmperf/hosts');
+  spec = await formSpec();
+  check(spec.nccl_launch === 'processes' && spec.hostfile === '/etc/lmperf/hosts', `allreduce form with processes and a hostfile sends ${JSON.stringify(spec)}`);
+  await page.selectOption('#f-nccl_launch', 'threads');
+  check(!('nccl_launch' in await formSpec()), 'allreduce form back on threads still sends nccl_launch');
   const id = (await apiPost(base, {kind: 'allreduce', backend: 'mpi', sizes: ['4KB', '1MB'], world_sizes: [1, 2], warmup: 1, iterations: 3})).id;
   let job;
   try {
@@ -670,6 +681,13 @@ async function checkAllreduce(base) {
   const cells = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
   checkDecimals(cells, [2, 3, 4, 5], `allreduce job ${id}: mean, median, min, max`, true);
   checkDecimals(cells, [6, 7], `allreduce job ${id}: bandwidths`);
+  // where each point's ranks ran, on hover of its Ranks cell (the run's devices)
+  const titles = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.map((tr) => tr.children[0].title));
+  const wantTitles = [...job.runs].sort((a, b) => a.world_size - b.world_size || a.size_bytes - b.size_bytes)
+    .map((r) => (r.devices && !r.oversubscribed ? `ran on ${r.devices}` : ''));
+  check(wantTitles.every(Boolean) && JSON.stringify(titles) === JSON.stringify(wantTitles), `Ranks cells' titles ${JSON.stringify(titles)}, expected ${JSON.stringify(wantTitles)}`);
+  const heading = await page.textContent('#allreduce-heading');
+  check(heading === 'All-reduce (mpi, float32)', `an mpi job's heading reads ${heading}`);
   await checkTableExports(base, id, {}, 'all-reduce table');
   const charts = await page.$$eval('figure.chart svg.plot', (s) => s.length);
   check(charts === 3, `allreduce page shows ${charts} charts, expected time vs size, time vs ranks and bus bandwidth vs size`);
@@ -1054,6 +1072,11 @@ async function checkGpuFixture() {
     '$.step_ms_profiled_std', json_extract(result, '$.step_ms_profiled') * 0.01, ${stdFields.join(', ')})
     WHERE run_index = 0 AND job_id = (SELECT max(id) FROM jobs WHERE kind = 'profile');`});
   check(withStd.status === 0, `sqlite3 could not add the std fields to the profile fixture: ${withStd.error || withStd.stderr}`);
+  // the all-reduce job's runs say how they were launched (0031's launch, which the fixture, made before it, lacks;
+  // synthesized: nccl as one process per GPU, mpi always processes); its allreduce_runs rows stay as stored
+  const launched = spawnSync('sqlite3', [db], {encoding: 'utf8', input: `UPDATE runs SET result = json_set(result, '$.launch', 'processes')
+    WHERE job_id = 900; UPDATE jobs SET spec = json_set(spec, '$.nccl_launch', 'processes') WHERE id = 900;`});
+  check(launched.status === 0, `sqlite3 could not add the launch to the all-reduce fixture: ${launched.error || launched.stderr}`);
   // and each phase's span split by what ran (0030's gemm_busy_ns, other_only_ns, gpu_idle_ns, which the fixture,
   // stored before them, lacks): synthesized, three parts adding up to the phase's gpu_span_ns
   const span = (i) => `json_extract(result, '$.phases[${i}].gpu_span_ns')`;
@@ -1325,6 +1348,9 @@ async function checkTwoBackendAllreduce(base, summary) {
   await page.waitForSelector('#allreduce-table tbody tr');
   const head = await page.$$eval('#allreduce-table thead th', (ths) => ths.map((th) => th.textContent));
   check(head[0] === 'Backend', `two-backend all-reduce table's first column is ${head[0]}, expected Backend`);
+  // the fixture's nccl runs say they ran as processes (checkGpuFixture adds 0031's launch): the heading names it
+  const heading = await page.textContent('#allreduce-heading');
+  check(heading === 'All-reduce (nccl (processes) vs mpi, float32)', `the two-backend heading reads ${heading}`);
   const shown = await page.$$eval('#allreduce-table tbody tr', (trs) => trs.map((tr) => tr.children[0].textContent));
   const order = ['nccl', 'mpi'];
   const want = job.runs.map((r) => r.backend).sort((a, b) => order.indexOf(a) - order.indexOf(b));

@@ -172,6 +172,13 @@ function oversubscribedMark(r) {
   return h('span', {class: 'warn-mark', title: text}, ' ⚠', h('span', {class: 'sr-only'}, ` ${text}`));
 }
 
+// A backend as the heading names it: nccl with the launch its runs record when that is one process per GPU
+// ("nccl (processes)"); threads, the default, and mpi (always processes) go unsaid.
+function launchedAs(runs, backend) {
+  const launches = [...new Set(runs.filter((r) => r.backend === backend && r.launch).map((r) => r.launch))];
+  return backend === 'nccl' && launches.includes('processes') ? `nccl (${launches.join(', ')})` : backend;
+}
+
 function allreduceView(job) {
   const runs = [...(job.runs || [])].sort((a, b) => backendRank(a.backend) - backendRank(b.backend) || a.world_size - b.world_size || a.size_bytes - b.size_bytes);
   const ok = runs.filter((r) => r.status === 'succeeded');
@@ -214,7 +221,7 @@ function allreduceView(job) {
       overlaySel.append(h('option', {value: j.id}, `#${j.id} ${specBackends(j.spec)}${j.label ? ' — ' + fmt.isolate(j.label) : ''}`));
   }).catch(() => {});
   return [
-    h('h2', null, `All-reduce (${backends.join(' vs ')}, ${runs[0] ? runs[0].dtype : ''})`),
+    h('h2', {id: 'allreduce-heading'}, `All-reduce (${backends.map((be) => launchedAs(runs, be)).join(' vs ')}, ${runs[0] ? runs[0].dtype : ''})`),
     h('div', {class: 'scroll'}, h('table', {class: 'results', id: 'allreduce-table'},
       h('caption', {class: 'sr-only'}, 'All-reduce times and bandwidths per number of ranks and size'),
       h('thead', null, h('tr', null, several ? h('th', {scope: 'col'}, 'Backend') : null,
@@ -223,7 +230,8 @@ function allreduceView(job) {
         h('th', {scope: 'col'}, 'Sum'))),
       h('tbody', null, runs.map((r) => h('tr', {class: r.status === 'succeeded' ? '' : 'warn', dataset: {backend: r.backend}},
         several ? h('td', null, r.backend) : null,
-        h('td', {class: 'num', dataset: {oversubscribed: r.oversubscribed ? 'yes' : 'no'}}, String(r.world_size), r.oversubscribed ? oversubscribedMark(r) : null),
+        h('td', {class: 'num', title: r.devices && !r.oversubscribed ? `ran on ${r.devices}` : undefined, dataset: {oversubscribed: r.oversubscribed ? 'yes' : 'no'}},
+          String(r.world_size), r.oversubscribed ? oversubscribedMark(r) : null),
         h('td', {class: 'num', title: `${fmt.int(r.size_bytes)} bytes`}, r.size || fmt.bytes(r.size_bytes)),
         r.status === 'succeeded'
           ? [msF(r.mean_ms), msF(r.median_ms), msF(r.min_ms), msF(r.max_ms)].map((v) => h('td', {class: 'num'}, v))

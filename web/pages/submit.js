@@ -89,7 +89,7 @@ function buildField(f, presets) {
   }
   const isNum = f.type === 'int' || f.type === 'number';
   const el = h('input', {id, name: f.name, type: isNum ? 'number' : 'text', value: f.default, min: f.min, max: f.max,
-    step: f.type === 'int' ? 1 : f.step, 'aria-describedby': described, maxlength: f.type === 'text' ? 200 : undefined});
+    step: f.type === 'int' ? 1 : f.step, 'aria-describedby': described, maxlength: f.type === 'text' ? (f.maxLength || 200) : undefined});
   return {
     el: wrap(el),
     read: () => {
@@ -152,7 +152,9 @@ export async function render(main, ctx) {
         const spec = {kind};
         for (const {f, read} of fields) {
           const v = read();
-          if (v === undefined || (f.omitEmpty && v === '')) continue;
+          // omitEmpty: a blank optional field is left out; omitDefault: the default is left out, so a spec says
+          // only what was chosen (and a value that applies to one backend is not sent for another)
+          if (v === undefined || (f.omitEmpty && v === '') || (f.omitDefault && JSON.stringify(v) === JSON.stringify(f.default))) continue;
           spec[f.name] = v;
         }
         return spec;

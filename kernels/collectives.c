@@ -2,6 +2,7 @@
  * the NCCL timing loop (one thread per GPU). See collectives.h. */
 #include "collectives.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,9 @@ struct lmk_nccl_group {
     uint64_t bytes;
     int warmup, iterations;
     int failed; /* any rank failed before the collective (atomic) */
+    int failed_stage; /* the first stage an NCCL or CUDA call failed in on any rank (atomic min; INT_MAX: none):
+                         0 the warmup, it + 1 timed iteration it */
+    int broken;       /* a point's failed_stage was set: the communicators are aborted, not destroyed */
 };
 
 static double now_s(void)
@@ -115,6 +119,17 @@ static int rank_fail(rank_state *r, int status, const char *what, const char *de
     r->status = status;
     __atomic_store_n(&r->group->failed, 1, __ATOMIC_SEQ_CST);
     return status;
+}
+
+/* Lowers g->failed_stage to stage. A rank that reads it after the barrier
+ * that ends stage s compares it with s only, so a failure in a later stage
+ * by a faster rank cannot split the ranks. */
+static void note_failed_stage(lmk_nccl_group *g, int stage)
+{
+    int seen = __atomic_load_n(&g->failed_stage, __ATOMIC_SEQ_CST);
+    while (stage < seen &&
+           !__atomic_compare_exchange_n(&g->failed_stage, &seen, stage, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        ;
 }
 
 /* One point on one rank. Every rank passes every `step` barrier the same
@@ -148,17 +163,24 @@ static void rank_point(rank_state *r)
         nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
     if (nr == ncclSuccess)
         ce = cudaStreamSynchronize(r->stream);
-    for (int it = 0; it < g->iterations && nr == ncclSuccess && ce == cudaSuccess; it++) {
+    if (nr != ncclSuccess || ce != cudaSuccess)
+        note_failed_stage(g, 0);
+    for (int it = 0; it < g->iterations; it++) {
         pthread_barrier_wait(&g->step);
+        /* every rank leaves at the same barrier when any failed in the warmup or an earlier iteration */
+        if (__atomic_load_n(&g->failed_stage, __ATOMIC_SEQ_CST) <= it)
+            break;
         r->start_s[it] = now_s();
         nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
         if (nr == ncclSuccess)
             ce = cudaStreamSynchronize(r->stream);
         r->end_s[it] = now_s();
+        if (nr != ncclSuccess || ce != cudaSuccess)
+            note_failed_stage(g, it + 1);
     }
     if (nr != ncclSuccess) {
         rank_fail(r, LMK_DEVICE, "ncclAllReduce", ncclGetErrorString(nr));
-        goto out; /* a rank that left the loop early may leave others waiting: the caller frees the group */
+        goto out;
     }
     if (ce != cudaSuccess) {
         rank_fail(r, LMK_DEVICE, "cudaStreamSynchronize", cudaGetErrorString(ce));
@@ -282,8 +304,11 @@ int lmk_nccl_allreduce_point(lmk_nccl_group *g, uint64_t bytes, int warmup, int 
     g->warmup = warmup;
     g->iterations = iterations;
     g->failed = 0;
+    g->failed_stage = INT_MAX;
     pthread_barrier_wait(&g->command); /* go */
     pthread_barrier_wait(&g->command); /* done */
+    if (g->failed_stage != INT_MAX)
+        g->broken = 1;
     uint64_t bad = 0;
     for (int r = 0; r < g->world; r++) {
         if (g->ranks[r].status != LMK_OK && rc == LMK_OK) {
@@ -332,8 +357,8 @@ void lmk_nccl_group_free(lmk_nccl_group *g)
         pthread_barrier_destroy(&g->step);
     }
     for (int r = 0; g->ranks && r < g->world; r++) {
-        if (g->ranks[r].comm)
-            ncclCommDestroy(g->ranks[r].comm);
+        if (g->ranks[r].comm) /* destroy waits on outstanding work; after a failure it may never finish */
+            (g->broken ? ncclCommAbort : ncclCommDestroy)(g->ranks[r].comm);
         if (g->ranks[r].stream) {
             cudaSetDevice(g->ranks[r].device);
             cudaStreamDestroy(g->ranks[r].stream);
@@ -349,6 +374,7 @@ struct lmk_nccl_rank {
     int rank, world, device;
     ncclComm_t comm;
     cudaStream_t stream;
+    int broken; /* an NCCL or CUDA call failed on some rank inside a point: abort, not destroy */
 };
 
 _Static_assert(sizeof(ncclUniqueId) == LMK_NCCL_ID_BYTES, "LMK_NCCL_ID_BYTES is sizeof(ncclUniqueId)");
@@ -452,19 +478,28 @@ int lmk_nccl_rank_point(lmk_nccl_rank *r, uint64_t bytes, int warmup, int iterat
     for (int w = 0; w < warmup && nr == ncclSuccess; w++)
         nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
     ce = nr == ncclSuccess ? cudaStreamSynchronize(r->stream) : cudaSuccess;
-    for (int it = 0; it < iterations && nr == ncclSuccess && ce == cudaSuccess; it++) {
-        (void)agree(agree_ctx, 1);
+    /* each agree is the barrier before the next iteration and tells every
+     * rank whether all of the last one succeeded: all ranks leave together */
+    int all_healthy = agree(agree_ctx, nr == ncclSuccess && ce == cudaSuccess);
+    for (int it = 0; it < iterations && all_healthy; it++) {
         double t0 = now_s();
         nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
         if (nr == ncclSuccess)
             ce = cudaStreamSynchronize(r->stream);
         times_ms[it] = (now_s() - t0) * 1e3;
+        all_healthy = agree(agree_ctx, nr == ncclSuccess && ce == cudaSuccess);
     }
     if (nr != ncclSuccess || ce != cudaSuccess) {
-        rc = LMK_DEVICE; /* a rank that left the loop early may leave others waiting: the caller ends the world */
+        rc = LMK_DEVICE; /* the communicator is not to be trusted: the caller frees it */
+        r->broken = 1;
         snprintf(errbuf, errlen, "rank %d (cuda:%d): %s: %s", r->rank, r->device,
                  nr != ncclSuccess ? "ncclAllReduce" : "cudaStreamSynchronize",
                  nr != ncclSuccess ? ncclGetErrorString(nr) : cudaGetErrorString(ce));
+        goto out;
+    }
+    if (!all_healthy) { /* another rank failed: errbuf stays empty, its message is the caller's to gather */
+        rc = LMK_DEVICE;
+        r->broken = 1;
         goto out;
     }
     if (lmk_cuda_allreduce_mismatches(recv, count, r->world, bad, r->stream) != LMK_OK ||
@@ -487,8 +522,8 @@ void lmk_nccl_rank_free(lmk_nccl_rank *r)
 {
     if (!r)
         return;
-    if (r->comm)
-        ncclCommDestroy(r->comm);
+    if (r->comm) /* destroy waits on the peers' outstanding work; after a failure it may never finish */
+        (r->broken ? ncclCommAbort : ncclCommDestroy)(r->comm);
     if (r->stream) {
         cudaSetDevice(r->device);
         cudaStreamDestroy(r->stream);

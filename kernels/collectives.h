@@ -136,7 +136,11 @@ int lmk_nccl_rank_join(lmk_nccl_rank *r, const unsigned char *id, char *errbuf, 
  * takes the slowest rank's); *mismatches this rank's wrong elements.
  * Returns LMK_OK, or a negative status with a message (the same on every
  * rank when a rank could not allocate or fill: LMK_NOMEM / LMK_DEVICE, the
- * rank usable, errbuf empty on the ranks that did not fail themselves; after an NCCL or CUDA failure inside the loop, free it). */
+ * rank usable, errbuf empty on the ranks that did not fail themselves).
+ * An NCCL or CUDA failure on any rank in the warmup or a timed iteration
+ * stops every rank at the next agree with LMK_DEVICE (the message on the
+ * failing rank); the rank is then only fit for lmk_nccl_rank_free, which
+ * aborts its communicator. */
 int lmk_nccl_rank_point(lmk_nccl_rank *r, uint64_t bytes, int warmup, int iterations, lmk_agree_fn agree,
                         void *agree_ctx, double *times_ms, uint64_t *mismatches, char *errbuf, size_t errlen);
 

@@ -2,7 +2,6 @@
  * the NCCL timing loop (one thread per GPU). See collectives.h. */
 #include "collectives.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +10,11 @@
 #include "stats.h"
 #include "status.h"
 
+#include <pthread.h>
+
 #if defined(LMPERF_HAVE_CUDA) && defined(LMPERF_HAVE_NCCL)
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <pthread.h>
 #endif
 
 #define PATTERN_PERIOD 16 /* lmk_allreduce_pattern(r, i) depends on i mod 16 */
@@ -68,6 +68,74 @@ void lmk_allreduce_stats_compute(const double *times_ms, int n, uint64_t bytes, 
     out->busbw_gbps = out->algbw_gbps * lmk_allreduce_bus_factor(world);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int lmk_agreed_timed_loop(int iterations, int warmup_ok, lmk_agree_fn agree, void *agree_ctx,
+                          lmk_iteration_fn iterate, void *iterate_ctx, double *start_s, double *end_s,
+                          int *own_ok)
+{
+    int mine = warmup_ok != 0;
+    int all = agree(agree_ctx, mine);
+    for (int it = 0; it < iterations && all; it++) {
+        start_s[it] = now_s();
+        mine = iterate(iterate_ctx) != 0;
+        end_s[it] = now_s();
+        all = agree(agree_ctx, mine);
+    }
+    if (own_ok)
+        *own_ok = mine;
+    return all;
+}
+
+/* Three slots, used in turn: call n ANDs into slots[n % 3] and reads it
+ * after the barrier, and resets slots[(n + 1) % 3] for call n + 1 before the
+ * barrier. No thread can write slot (n + 1) % 3 for call n + 1 before every
+ * thread has passed call n's barrier (so after the resets), and none resets
+ * slot n % 3 again (at call n + 2) before every thread has passed call
+ * n + 1's barrier (so after every read of call n). */
+struct lmk_thread_agree {
+    pthread_barrier_t barrier;
+    int slots[3]; /* 1 until a thread passes ok == 0 (atomic) */
+};
+
+lmk_thread_agree *lmk_thread_agree_create(int ranks)
+{
+    lmk_thread_agree *a = ranks >= 1 ? calloc(1, sizeof *a) : NULL;
+    if (!a)
+        return NULL;
+    if (pthread_barrier_init(&a->barrier, NULL, (unsigned)ranks)) {
+        free(a);
+        return NULL;
+    }
+    a->slots[0] = a->slots[1] = a->slots[2] = 1;
+    return a;
+}
+
+int lmk_thread_agree_call(void *ctx, int ok)
+{
+    lmk_thread_agree_rank *r = ctx;
+    lmk_thread_agree *a = r->shared;
+    unsigned n = r->calls++;
+    __atomic_store_n(&a->slots[(n + 1) % 3], 1, __ATOMIC_SEQ_CST);
+    if (!ok)
+        __atomic_store_n(&a->slots[n % 3], 0, __ATOMIC_SEQ_CST);
+    pthread_barrier_wait(&a->barrier);
+    return __atomic_load_n(&a->slots[n % 3], __ATOMIC_SEQ_CST);
+}
+
+void lmk_thread_agree_free(lmk_thread_agree *a)
+{
+    if (!a)
+        return;
+    pthread_barrier_destroy(&a->barrier);
+    free(a);
+}
+
 #if defined(LMPERF_HAVE_CUDA) && defined(LMPERF_HAVE_NCCL)
 
 /* Launchers in cuda/collectives.cu. */
@@ -83,10 +151,12 @@ typedef struct rank_state {
     pthread_t thread;
     ncclComm_t comm;
     cudaStream_t stream;
+    lmk_thread_agree_rank agree; /* over the group's ranks */
     int status;         /* lmk status of the last point */
     char err[256];
     double *start_s, *end_s; /* (iterations) CLOCK_MONOTONIC seconds */
     uint64_t mismatches;
+    int loop_failed;    /* the last point's warmup or timed loop failed on some rank (the same on every rank) */
 } rank_state;
 
 struct lmk_nccl_group {
@@ -94,46 +164,64 @@ struct lmk_nccl_group {
     rank_state *ranks;        /* (world) */
     int threads_started;
     pthread_barrier_t command; /* world + 1: the caller and every rank */
-    pthread_barrier_t step;    /* world: ranks among themselves */
-    int barriers_ready;
+    lmk_thread_agree *agree;   /* world: ranks among themselves */
+    int barrier_ready;
     /* the current command, written by the caller before `command` */
     enum group_command cmd;
     uint64_t bytes;
     int warmup, iterations;
-    int failed; /* any rank failed before the collective (atomic) */
-    int failed_stage; /* the first stage an NCCL or CUDA call failed in on any rank (atomic min; INT_MAX: none):
-                         0 the warmup, it + 1 timed iteration it */
-    int broken;       /* a point's failed_stage was set: the communicators are aborted, not destroyed */
+    int broken; /* a point's warmup or timed loop failed: the communicators are aborted, not destroyed */
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int rank_fail(rank_state *r, int status, const char *what, const char *detail)
 {
     snprintf(r->err, sizeof r->err, "rank %d (cuda:%d): %s: %s", r->rank, r->device, what, detail);
     r->status = status;
-    __atomic_store_n(&r->group->failed, 1, __ATOMIC_SEQ_CST);
     return status;
 }
 
-/* Lowers g->failed_stage to stage. A rank that reads it after the barrier
- * that ends stage s compares it with s only, so a failure in a later stage
- * by a faster rank cannot split the ranks. */
-static void note_failed_stage(lmk_nccl_group *g, int stage)
+/* One rank's all-reduce of count floats from send into recv, for
+ * lmk_agreed_timed_loop; the first failure stays in nr / ce. */
+typedef struct nccl_iteration {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    const float *send;
+    float *recv;
+    size_t count;
+    ncclResult_t nr;
+    cudaError_t ce;
+} nccl_iteration;
+
+static int nccl_iterate(void *ctx)
 {
-    int seen = __atomic_load_n(&g->failed_stage, __ATOMIC_SEQ_CST);
-    while (stage < seen &&
-           !__atomic_compare_exchange_n(&g->failed_stage, &seen, stage, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-        ;
+    nccl_iteration *n = ctx;
+    n->nr = ncclAllReduce(n->send, n->recv, n->count, ncclFloat, ncclSum, n->comm, n->stream);
+    if (n->nr == ncclSuccess)
+        n->ce = cudaStreamSynchronize(n->stream);
+    return n->nr == ncclSuccess && n->ce == cudaSuccess;
 }
 
-/* One point on one rank. Every rank passes every `step` barrier the same
- * number of times, failed or not, so no rank waits forever on another. */
+/* `warmup` untimed all-reduces, then waits for them. Returns non-zero on success. */
+static int nccl_warmup(nccl_iteration *n, int warmup)
+{
+    n->nr = ncclSuccess;
+    n->ce = cudaSuccess;
+    for (int w = 0; w < warmup && n->nr == ncclSuccess; w++)
+        n->nr = ncclAllReduce(n->send, n->recv, n->count, ncclFloat, ncclSum, n->comm, n->stream);
+    if (n->nr == ncclSuccess)
+        n->ce = cudaStreamSynchronize(n->stream);
+    return n->nr == ncclSuccess && n->ce == cudaSuccess;
+}
+
+/* "ncclAllReduce: ..." or "cudaStreamSynchronize: ..." of n's failure. */
+static void nccl_iteration_error(const nccl_iteration *n, const char **what, const char **detail)
+{
+    *what = n->nr != ncclSuccess ? "ncclAllReduce" : "cudaStreamSynchronize";
+    *detail = n->nr != ncclSuccess ? ncclGetErrorString(n->nr) : cudaGetErrorString(n->ce);
+}
+
+/* One point on one rank. Every rank makes the same agrees, failed or not,
+ * so no rank waits forever on another. */
 static void rank_point(rank_state *r)
 {
     lmk_nccl_group *g = r->group;
@@ -144,6 +232,7 @@ static void rank_point(rank_state *r)
     r->status = LMK_OK;
     r->err[0] = '\0';
     r->mismatches = 0;
+    r->loop_failed = 0;
     if ((ce = cudaMalloc((void **)&send, g->bytes)) != cudaSuccess ||
         (ce = cudaMalloc((void **)&recv, g->bytes)) != cudaSuccess ||
         (ce = cudaMalloc((void **)&bad, sizeof *bad)) != cudaSuccess) {
@@ -154,36 +243,21 @@ static void rank_point(rank_state *r)
                (ce = cudaStreamSynchronize(r->stream)) != cudaSuccess) {
         rank_fail(r, LMK_DEVICE, "fill", cudaGetErrorString(cudaGetLastError()));
     }
-    pthread_barrier_wait(&g->step);
-    if (__atomic_load_n(&g->failed, __ATOMIC_SEQ_CST))
-        goto out; /* every rank sees the same flag after the barrier */
+    if (!lmk_thread_agree_call(&r->agree, r->status == LMK_OK))
+        goto out; /* a rank could not allocate or fill: no rank starts */
 
-    ncclResult_t nr = ncclSuccess;
-    for (int w = 0; w < g->warmup && nr == ncclSuccess; w++)
-        nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
-    if (nr == ncclSuccess)
-        ce = cudaStreamSynchronize(r->stream);
-    if (nr != ncclSuccess || ce != cudaSuccess)
-        note_failed_stage(g, 0);
-    for (int it = 0; it < g->iterations; it++) {
-        pthread_barrier_wait(&g->step);
-        /* every rank leaves at the same barrier when any failed in the warmup or an earlier iteration */
-        if (__atomic_load_n(&g->failed_stage, __ATOMIC_SEQ_CST) <= it)
-            break;
-        r->start_s[it] = now_s();
-        nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
-        if (nr == ncclSuccess)
-            ce = cudaStreamSynchronize(r->stream);
-        r->end_s[it] = now_s();
-        if (nr != ncclSuccess || ce != cudaSuccess)
-            note_failed_stage(g, it + 1);
-    }
-    if (nr != ncclSuccess) {
-        rank_fail(r, LMK_DEVICE, "ncclAllReduce", ncclGetErrorString(nr));
-        goto out;
-    }
-    if (ce != cudaSuccess) {
-        rank_fail(r, LMK_DEVICE, "cudaStreamSynchronize", cudaGetErrorString(ce));
+    nccl_iteration n = {.comm = r->comm, .stream = r->stream, .send = send, .recv = recv, .count = count};
+    int warmup_ok = nccl_warmup(&n, g->warmup), own_ok = 1;
+    if (!lmk_agreed_timed_loop(g->iterations, warmup_ok, lmk_thread_agree_call, &r->agree, nccl_iterate, &n,
+                               r->start_s, r->end_s, &own_ok)) {
+        r->loop_failed = 1;
+        if (own_ok) /* another rank failed: its message is the point's */
+            r->status = LMK_DEVICE;
+        else {
+            const char *what, *detail;
+            nccl_iteration_error(&n, &what, &detail);
+            rank_fail(r, LMK_DEVICE, what, detail);
+        }
         goto out;
     }
     if (lmk_cuda_allreduce_mismatches(recv, count, g->world, bad, r->stream) != LMK_OK ||
@@ -256,13 +330,19 @@ int lmk_nccl_group_create(int world, const int *devices, lmk_nccl_group **out, c
             goto fail;
         }
     }
-    if (pthread_barrier_init(&g->command, NULL, (unsigned)world + 1) ||
-        pthread_barrier_init(&g->step, NULL, (unsigned)world)) {
+    if (pthread_barrier_init(&g->command, NULL, (unsigned)world + 1)) {
         snprintf(errbuf, errlen, "pthread_barrier_init failed");
         rc = LMK_NOMEM;
         goto fail;
     }
-    g->barriers_ready = 1;
+    g->barrier_ready = 1;
+    if (!(g->agree = lmk_thread_agree_create(world))) {
+        snprintf(errbuf, errlen, "out of memory for the ranks' barrier");
+        rc = LMK_NOMEM;
+        goto fail;
+    }
+    for (int r = 0; r < world; r++)
+        g->ranks[r].agree = (lmk_thread_agree_rank){.shared = g->agree};
     for (int r = 0; r < world; r++) {
         if (pthread_create(&g->ranks[r].thread, NULL, rank_thread, &g->ranks[r])) {
             snprintf(errbuf, errlen, "cannot start thread for rank %d", r);
@@ -289,6 +369,7 @@ int lmk_nccl_allreduce_point(lmk_nccl_group *g, uint64_t bytes, int warmup, int 
         return LMK_INVALID;
     }
     int rc = LMK_OK;
+    errbuf[0] = '\0';
     for (int r = 0; r < g->world; r++) {
         g->ranks[r].start_s = calloc((size_t)iterations, sizeof(double));
         g->ranks[r].end_s = calloc((size_t)iterations, sizeof(double));
@@ -303,20 +384,20 @@ int lmk_nccl_allreduce_point(lmk_nccl_group *g, uint64_t bytes, int warmup, int 
     g->bytes = bytes;
     g->warmup = warmup;
     g->iterations = iterations;
-    g->failed = 0;
-    g->failed_stage = INT_MAX;
     pthread_barrier_wait(&g->command); /* go */
     pthread_barrier_wait(&g->command); /* done */
-    if (g->failed_stage != INT_MAX)
-        g->broken = 1;
     uint64_t bad = 0;
     for (int r = 0; r < g->world; r++) {
-        if (g->ranks[r].status != LMK_OK && rc == LMK_OK) {
+        /* the message of the first rank that failed itself (the others' are empty) */
+        if (g->ranks[r].status != LMK_OK && (rc == LMK_OK || (!errbuf[0] && g->ranks[r].err[0]))) {
             rc = g->ranks[r].status;
             snprintf(errbuf, errlen, "%s", g->ranks[r].err);
         }
+        g->broken |= g->ranks[r].loop_failed;
         bad += g->ranks[r].mismatches;
     }
+    if (rc != LMK_OK && !errbuf[0])
+        snprintf(errbuf, errlen, "a rank failed");
     if (rc != LMK_OK)
         goto out;
     for (int it = 0; it < iterations; it++) {
@@ -352,9 +433,9 @@ void lmk_nccl_group_free(lmk_nccl_group *g)
         for (int r = 0; r < g->threads_started; r++)
             pthread_detach(g->ranks[r].thread);
     }
-    if (g->barriers_ready && g->threads_started == g->world) {
+    if (g->barrier_ready && g->threads_started == g->world) {
         pthread_barrier_destroy(&g->command);
-        pthread_barrier_destroy(&g->step);
+        lmk_thread_agree_free(g->agree);
     }
     for (int r = 0; g->ranks && r < g->world; r++) {
         if (g->ranks[r].comm) /* destroy waits on outstanding work; after a failure it may never finish */
@@ -457,8 +538,13 @@ int lmk_nccl_rank_point(lmk_nccl_rank *r, uint64_t bytes, int warmup, int iterat
     int rc = LMK_OK;
     cudaError_t ce;
     errbuf[0] = '\0';
-    if ((ce = cudaMalloc((void **)&send, bytes)) != cudaSuccess || (ce = cudaMalloc((void **)&recv, bytes)) != cudaSuccess ||
-        (ce = cudaMalloc((void **)&bad, sizeof *bad)) != cudaSuccess) {
+    double *end_s = calloc((size_t)iterations, sizeof *end_s); /* CLOCK_MONOTONIC seconds */
+    if (!end_s) {
+        rc = LMK_NOMEM;
+        snprintf(errbuf, errlen, "rank %d: out of host memory for the times", r->rank);
+    } else if ((ce = cudaMalloc((void **)&send, bytes)) != cudaSuccess ||
+               (ce = cudaMalloc((void **)&recv, bytes)) != cudaSuccess ||
+               (ce = cudaMalloc((void **)&bad, sizeof *bad)) != cudaSuccess) {
         cudaGetLastError(); /* out of memory is not sticky */
         rc = ce == cudaErrorMemoryAllocation ? LMK_NOMEM : LMK_DEVICE;
         snprintf(errbuf, errlen, "rank %d (cuda:%d): cudaMalloc: %s", r->rank, r->device, cudaGetErrorString(ce));
@@ -474,34 +560,23 @@ int lmk_nccl_rank_point(lmk_nccl_rank *r, uint64_t bytes, int warmup, int iterat
             rc = LMK_NOMEM;
         goto out;
     }
-    ncclResult_t nr = ncclSuccess;
-    for (int w = 0; w < warmup && nr == ncclSuccess; w++)
-        nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
-    ce = nr == ncclSuccess ? cudaStreamSynchronize(r->stream) : cudaSuccess;
-    /* each agree is the barrier before the next iteration and tells every
-     * rank whether all of the last one succeeded: all ranks leave together */
-    int all_healthy = agree(agree_ctx, nr == ncclSuccess && ce == cudaSuccess);
-    for (int it = 0; it < iterations && all_healthy; it++) {
-        double t0 = now_s();
-        nr = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, r->comm, r->stream);
-        if (nr == ncclSuccess)
-            ce = cudaStreamSynchronize(r->stream);
-        times_ms[it] = (now_s() - t0) * 1e3;
-        all_healthy = agree(agree_ctx, nr == ncclSuccess && ce == cudaSuccess);
-    }
-    if (nr != ncclSuccess || ce != cudaSuccess) {
+    nccl_iteration n = {.comm = r->comm, .stream = r->stream, .send = send, .recv = recv, .count = count};
+    int warmup_ok = nccl_warmup(&n, warmup), own_ok = 1;
+    /* times_ms holds the starts until the ends are known */
+    int all_ok = lmk_agreed_timed_loop(iterations, warmup_ok, agree, agree_ctx, nccl_iterate, &n, times_ms, end_s,
+                                       &own_ok);
+    if (!all_ok) {
         rc = LMK_DEVICE; /* the communicator is not to be trusted: the caller frees it */
         r->broken = 1;
-        snprintf(errbuf, errlen, "rank %d (cuda:%d): %s: %s", r->rank, r->device,
-                 nr != ncclSuccess ? "ncclAllReduce" : "cudaStreamSynchronize",
-                 nr != ncclSuccess ? ncclGetErrorString(nr) : cudaGetErrorString(ce));
+        if (!own_ok) { /* else another rank failed: errbuf stays empty, its message is the caller's to gather */
+            const char *what, *detail;
+            nccl_iteration_error(&n, &what, &detail);
+            snprintf(errbuf, errlen, "rank %d (cuda:%d): %s: %s", r->rank, r->device, what, detail);
+        }
         goto out;
     }
-    if (!all_healthy) { /* another rank failed: errbuf stays empty, its message is the caller's to gather */
-        rc = LMK_DEVICE;
-        r->broken = 1;
-        goto out;
-    }
+    for (int it = 0; it < iterations; it++)
+        times_ms[it] = (end_s[it] - times_ms[it]) * 1e3;
     if (lmk_cuda_allreduce_mismatches(recv, count, r->world, bad, r->stream) != LMK_OK ||
         cudaMemcpyAsync(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost, r->stream) != cudaSuccess ||
         cudaStreamSynchronize(r->stream) != cudaSuccess) {
@@ -512,6 +587,7 @@ int lmk_nccl_rank_point(lmk_nccl_rank *r, uint64_t bytes, int warmup, int iterat
     }
     *mismatches = bad_host;
 out:
+    free(end_s);
     cudaFree(send);
     cudaFree(recv);
     cudaFree(bad);

@@ -70,6 +70,49 @@ void lmk_allreduce_stats_compute(const double *times_ms, int n, uint64_t bytes, 
 /* Bus-bandwidth factor 2(n-1)/n (0 for one rank). */
 double lmk_allreduce_bus_factor(int world);
 
+/* --- the agreed timed loop (plain C; every rank form uses it) ------------------ */
+
+/* A collective over the ranks: returns non-zero when every rank passed
+ * ok != 0, the same on every rank, and is a barrier (MPI_Allreduce of MIN
+ * for processes, lmk_thread_agree for threads). */
+typedef int (*lmk_agree_fn)(void *ctx, int ok);
+
+/* One timed iteration on this rank: one all-reduce, waited for until this
+ * rank's result is ready. Returns non-zero on success. */
+typedef int (*lmk_iteration_fn)(void *ctx);
+
+/* Runs up to `iterations` timed iterations on this rank. warmup_ok: this
+ * rank's untimed warmup succeeded. An agree follows the warmup and every
+ * iteration, so each iteration starts after a barrier, and all ranks leave
+ * together after the first iteration (or warmup) that failed on any rank:
+ * every rank calls agree equally often whatever fails, and no rank waits on
+ * a barrier the others have left. start_s and end_s (iterations entries,
+ * borrowed) get each iteration's CLOCK_MONOTONIC seconds on this rank.
+ * *own_ok (may be NULL) is 0 when this rank's warmup or an iteration failed.
+ * Returns non-zero when every rank's warmup and iterations succeeded. */
+int lmk_agreed_timed_loop(int iterations, int warmup_ok, lmk_agree_fn agree, void *agree_ctx,
+                          lmk_iteration_fn iterate, void *iterate_ctx, double *start_s, double *end_s,
+                          int *own_ok);
+
+/* lmk_agree_fn for `ranks` threads of one process: one barrier per call. */
+typedef struct lmk_thread_agree lmk_thread_agree;
+
+/* One thread's handle: pass a pointer to it as lmk_thread_agree_call's ctx. */
+typedef struct lmk_thread_agree_rank {
+    lmk_thread_agree *shared;
+    unsigned calls; /* how many agrees this thread has made */
+} lmk_thread_agree_rank;
+
+/* New agreement for `ranks` >= 1 threads (free with lmk_thread_agree_free);
+ * NULL when out of memory. */
+lmk_thread_agree *lmk_thread_agree_create(int ranks);
+
+/* The lmk_agree_fn: ctx is this thread's lmk_thread_agree_rank. */
+int lmk_thread_agree_call(void *ctx, int ok);
+
+/* Accepts NULL. No thread may be inside lmk_thread_agree_call. */
+void lmk_thread_agree_free(lmk_thread_agree *a);
+
 /* --- NCCL ------------------------------------------------------------------ */
 
 typedef struct lmk_nccl_group lmk_nccl_group;
@@ -110,8 +153,6 @@ void lmk_nccl_group_free(lmk_nccl_group *g);
 
 typedef struct lmk_nccl_rank lmk_nccl_rank;
 
-typedef int (*lmk_agree_fn)(void *ctx, int ok);
-
 /* Makes a new communicator id into id (LMK_NCCL_ID_BYTES bytes, out). Only
  * rank 0 calls it, after lmk_nccl_rank_open. Returns LMK_OK or a negative
  * status with a message in errbuf. */
@@ -130,17 +171,17 @@ int lmk_nccl_rank_join(lmk_nccl_rank *r, const unsigned char *id, char *errbuf, 
 
 /* One all-reduce point on this rank, collective like
  * lmk_nccl_allreduce_point: buffers of `bytes` (a multiple of 4), warmup
- * untimed and `iterations` timed all-reduces, each timed one after
- * agree(ctx, 1) (the barrier) until this rank's stream has finished.
- * times_ms (iterations entries, borrowed) gets this rank's times (the caller
- * takes the slowest rank's); *mismatches this rank's wrong elements.
- * Returns LMK_OK, or a negative status with a message (the same on every
- * rank when a rank could not allocate or fill: LMK_NOMEM / LMK_DEVICE, the
- * rank usable, errbuf empty on the ranks that did not fail themselves).
- * An NCCL or CUDA failure on any rank in the warmup or a timed iteration
- * stops every rank at the next agree with LMK_DEVICE (the message on the
- * failing rank); the rank is then only fit for lmk_nccl_rank_free, which
- * aborts its communicator. */
+ * untimed and `iterations` timed all-reduces through lmk_agreed_timed_loop
+ * with `agree`, each timed from after an agree until this rank's stream has
+ * finished. times_ms (iterations entries, borrowed) gets this rank's times
+ * (the caller takes the slowest rank's); *mismatches this rank's wrong
+ * elements. Returns LMK_OK, or a negative status, the same on every rank:
+ * LMK_NOMEM / LMK_DEVICE when a rank could not allocate or fill (the rank
+ * stays usable); LMK_DEVICE when NCCL or CUDA failed on any rank in the
+ * warmup or a timed iteration (every rank stops at the next agree; the rank
+ * is then only fit for lmk_nccl_rank_free, which aborts its communicator).
+ * errbuf holds the message on the ranks that failed themselves and is empty
+ * on the others. */
 int lmk_nccl_rank_point(lmk_nccl_rank *r, uint64_t bytes, int warmup, int iterations, lmk_agree_fn agree,
                         void *agree_ctx, double *times_ms, uint64_t *mismatches, char *errbuf, size_t errlen);
 

@@ -192,10 +192,16 @@ typedef struct nccl_iteration {
     cudaError_t ce;
 } nccl_iteration;
 
+/* Enqueues one all-reduce on n's stream. */
+static ncclResult_t nccl_enqueue(const nccl_iteration *n)
+{
+    return ncclAllReduce(n->send, n->recv, n->count, ncclFloat, ncclSum, n->comm, n->stream);
+}
+
 static int nccl_iterate(void *ctx)
 {
     nccl_iteration *n = ctx;
-    n->nr = ncclAllReduce(n->send, n->recv, n->count, ncclFloat, ncclSum, n->comm, n->stream);
+    n->nr = nccl_enqueue(n);
     if (n->nr == ncclSuccess)
         n->ce = cudaStreamSynchronize(n->stream);
     return n->nr == ncclSuccess && n->ce == cudaSuccess;
@@ -207,7 +213,7 @@ static int nccl_warmup(nccl_iteration *n, int warmup)
     n->nr = ncclSuccess;
     n->ce = cudaSuccess;
     for (int w = 0; w < warmup && n->nr == ncclSuccess; w++)
-        n->nr = ncclAllReduce(n->send, n->recv, n->count, ncclFloat, ncclSum, n->comm, n->stream);
+        n->nr = nccl_enqueue(n);
     if (n->nr == ncclSuccess)
         n->ce = cudaStreamSynchronize(n->stream);
     return n->nr == ncclSuccess && n->ce == cudaSuccess;

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Markdown table of the allreduce GPU test: lmperf's points beside
 torch_allreduce.py's rows (same backend, world size and MiB size).
-ratio = torch median / lmperf median (> 1: lmperf is faster).
+ratio = torch median / lmperf median (> 1: lmperf is faster). At one rank
+there is no ratio: torch's in-place all_reduce of one rank does no work,
+while lmperf's out-of-place one copies the buffer.
 Exit 1 when an lmperf point failed or was wrong.
 
 usage: allreduce_compare.py OUTDIR"""
@@ -36,7 +38,10 @@ def main():
                 ok = False
                 print('| %s | %s | %s | %d | FAILED: %s |' % (r['backend'], tag, r['size'], r['world_size'], r['error']))
                 continue
-            ratio = '%.2f' % (peer['ms'] / r['median_ms']) if peer else '—'
+            if peer and r['world_size'] == 1:
+                ratio = 'n/a (1 rank: torch in place, no work)'
+            else:
+                ratio = '%.2f' % (peer['ms'] / r['median_ms']) if peer else '—'
             print('| %s | %s | %s | %d | %.4f (%.4f-%.4f) | %.1f | %s | %s | %s | %s |' % (
                 r['backend'], tag, r['size'], r['world_size'], r['median_ms'], r['min_ms'], r['max_ms'],
                 r['busbw_gbps'], '%.4f' % peer['ms'] if peer else '—', '%.1f' % peer['busbw_gbs'] if peer else '—',

@@ -38,10 +38,12 @@ def main():
                 ok = False
                 print('| %s | %s | %s | %d | FAILED: %s |' % (r['backend'], tag, r['size'], r['world_size'], r['error']))
                 continue
-            if peer and r['world_size'] == 1:
+            if not peer:
+                ratio = '—'
+            elif r['world_size'] == 1:
                 ratio = 'n/a (1 rank: torch in place, no work)'
             else:
-                ratio = '%.2f' % (peer['ms'] / r['median_ms']) if peer else '—'
+                ratio = '%.2f' % (peer['ms'] / r['median_ms'])
             print('| %s | %s | %s | %d | %.4f (%.4f-%.4f) | %.1f | %s | %s | %s | %s |' % (
                 r['backend'], tag, r['size'], r['world_size'], r['median_ms'], r['min_ms'], r['max_ms'],
                 r['busbw_gbps'], '%.4f' % peer['ms'] if peer else '—', '%.1f' % peer['busbw_gbs'] if peer else '—',

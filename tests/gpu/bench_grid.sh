@@ -9,7 +9,7 @@
 # env:   GRID   "size[,size]:ctx[,ctx] ..." (default below)
 #        PRECS    fp32,tf32      WARMUP 2   STEPS 5   BUDGET_S 420
 #        GRAPHS   "size[,size]:ctx[,ctx]" graphs: true vs false (tf32; forward,
-#                 forward_backward, train_step)
+#                 forward_backward, train_step) "" = none
 set -u
 CARRY=$1
 OUT=$2
@@ -18,7 +18,7 @@ PRECS=${PRECS:-fp32,tf32}
 WARMUP=${WARMUP:-2}
 STEPS=${STEPS:-5}
 BUDGET_S=${BUDGET_S:-420}
-GRAPHS=${GRAPHS:-"small,medium:128,512"}
+GRAPHS=${GRAPHS-"small,medium:128,512"}
 mkdir -p "$OUT"
 # cuBLAS, NCCL, CUPTI of the image's PyTorch packages, then the carried libraries
 . "$(dirname "$0")/device_env.sh"

@@ -11,7 +11,7 @@ BUILD=${1:-build-g}
 CARRY=${2:-.carry/g}
 mkdir -p "$CARRY/lib"
 cp "$BUILD"/tests/gpu/test_cuda_ops "$BUILD"/tests/gpu/bench_train_step "$BUILD"/tests/gpu/test_graph_step \
-    "$BUILD"/tests/gpu/dump_model "$BUILD"/tests/gpu/test_model_flash "$BUILD"/tests/profile/test_gate \
+    "$BUILD"/tests/gpu/dump_model "$BUILD"/tests/gpu/gemm_probe "$BUILD"/tests/gpu/test_model_flash "$BUILD"/tests/profile/test_gate \
     "$BUILD"/daemon/lmperfd "$CARRY/"
 # every shared library of lmperfd and the tests but the C runtime's and CUDA's own
 # (NCCL and cuBLAS come from the device image's PyTorch packages)

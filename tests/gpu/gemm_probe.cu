@@ -11,8 +11,11 @@
  * bf16 (16-bit inputs, float32 output, FP32 accumulation).
  * Operands are row-major as the engine holds them: C (m, n) = op(A) · op(B),
  * passed to cuBLAS column-major with A and B swapped.
- * usage: gemm_probe MODEL TOKENS PREC [REPS]   MODEL: small|medium|large|xl
- *        (d_model, d_ff, vocab 10000). Exit 77 without a GPU. */
+ * Under bf16, y and dx are written as bf16 (as the engine's linear outputs) and
+ * dW as float32. The summary line adds the linear layers of a whole step:
+ * num_layers × the block's six shapes × 3 + the head's three.
+ * usage: gemm_probe MODEL TOKENS PREC [REPS]   MODEL: small|medium|large|xl|2.7B
+ *        (d_model, d_ff, layers; vocab 10000). Exit 77 without a GPU. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -50,6 +53,7 @@ typedef struct probe_ctx {
     size_t workspace_bytes;
     cudaDataType_t in_type;
     cublasComputeType_t compute;
+    cudaDataType_t out_type; /* of y and dx; dW is always float32 */
     cudaEvent_t t0, t1;
     int reps;
 } probe_ctx;
@@ -59,6 +63,12 @@ typedef struct lt_problem {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt's A (our B), B (our A), C */
 } lt_problem;
+
+/* dW (the product over tokens, trans_a) is float32; y and dx p->out_type. */
+static cudaDataType_t c_type(const probe_ctx *p, const probe_shape *s)
+{
+    return s->trans_a ? CUDA_R_32F : p->out_type;
+}
 
 static void lt_problem_make(probe_ctx *p, const probe_shape *s, lt_problem *q)
 {
@@ -72,7 +82,7 @@ static void lt_problem_make(probe_ctx *p, const probe_shape *s, lt_problem *q)
     int a_rows = s->trans_a ? s->m : s->k, a_cols = s->trans_a ? s->k : s->m;
     CHECK_BLAS(cublasLtMatrixLayoutCreate(&q->la, p->in_type, b_rows, b_cols, b_rows));
     CHECK_BLAS(cublasLtMatrixLayoutCreate(&q->lb, p->in_type, a_rows, a_cols, a_rows));
-    CHECK_BLAS(cublasLtMatrixLayoutCreate(&q->lc, CUDA_R_32F, s->n, s->m, s->n));
+    CHECK_BLAS(cublasLtMatrixLayoutCreate(&q->lc, c_type(p, s), s->n, s->m, s->n));
 }
 
 static void lt_problem_free(lt_problem *q)
@@ -88,7 +98,7 @@ static cublasStatus_t run_default(probe_ctx *p, const probe_shape *s)
     const float one = 1.0f, zero = 0.0f;
     int ldb = s->trans_b ? s->k : s->n, lda = s->trans_a ? s->m : s->k;
     return cublasGemmEx(p->blas, s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, s->n,
-                        s->m, s->k, &one, p->b, p->in_type, ldb, p->a, p->in_type, lda, &zero, p->c, CUDA_R_32F,
+                        s->m, s->k, &one, p->b, p->in_type, ldb, p->a, p->in_type, lda, &zero, p->c, c_type(p, s),
                         s->n, p->compute, CUBLAS_GEMM_DEFAULT);
 }
 
@@ -177,13 +187,13 @@ static algo_found best_heuristic(probe_ctx *p, const lt_problem *q, int *count)
 
 /* Every configuration cublasLtMatmulAlgoCheck accepts, timed with few
  * repetitions; the best five timed again with p->reps. */
-static algo_found best_search(probe_ctx *p, const lt_problem *q, int *tried)
+static algo_found best_search(probe_ctx *p, const lt_problem *q, cudaDataType_t ct, int *tried)
 {
     enum { MAX_IDS = 128, MAX_TILES = 128, MAX_STAGES = 64, KEEP = 5 };
     int ids[MAX_IDS], nids = 0;
     *tried = 0;
     cudaDataType_t it = p->in_type;
-    if (cublasLtMatmulAlgoGetIds(p->lt, p->compute, CUDA_R_32F, it, it, CUDA_R_32F, CUDA_R_32F, MAX_IDS, ids,
+    if (cublasLtMatmulAlgoGetIds(p->lt, p->compute, CUDA_R_32F, it, it, ct, ct, MAX_IDS, ids,
                                  &nids) != CUBLAS_STATUS_SUCCESS)
         nids = 0;
     cublasLtMatmulAlgo_t keep[KEEP];
@@ -191,7 +201,7 @@ static algo_found best_search(probe_ctx *p, const lt_problem *q, int *tried)
     int nkeep = 0;
     for (int i = 0; i < nids; i++) {
         cublasLtMatmulAlgo_t algo;
-        if (cublasLtMatmulAlgoInit(p->lt, p->compute, CUDA_R_32F, it, it, CUDA_R_32F, CUDA_R_32F, ids[i], &algo) !=
+        if (cublasLtMatmulAlgoInit(p->lt, p->compute, CUDA_R_32F, it, it, ct, ct, ids[i], &algo) !=
             CUBLAS_STATUS_SUCCESS)
             continue;
         int tiles[MAX_TILES], stages[MAX_STAGES];
@@ -286,21 +296,29 @@ int main(int argc, char **argv)
     }
     const char *model = argv[1], *prec = argv[3];
     int tokens = atoi(argv[2]);
-    int d, dff;
+    int d, dff, layers;
     if (!strcmp(model, "small")) {
         d = 768;
         dff = 3072;
+        layers = 12;
     } else if (!strcmp(model, "medium")) {
         d = 1024;
         dff = 4096;
+        layers = 24;
     } else if (!strcmp(model, "large")) {
         d = 1280;
         dff = 5120;
+        layers = 36;
     } else if (!strcmp(model, "xl")) {
         d = 1600;
         dff = 6400;
+        layers = 48;
+    } else if (!strcmp(model, "2.7B")) {
+        d = 2560;
+        dff = 10240;
+        layers = 32;
     } else {
-        fprintf(stderr, "MODEL: small, medium, large or xl\n");
+        fprintf(stderr, "MODEL: small, medium, large, xl or 2.7B\n");
         return 2;
     }
     const int vocab = 10000;
@@ -308,6 +326,7 @@ int main(int argc, char **argv)
     memset(&p, 0, sizeof p);
     p.reps = argc > 4 ? atoi(argv[4]) : 20;
     size_t elem;
+    p.out_type = CUDA_R_32F;
     if (!strcmp(prec, "tf32")) {
         p.in_type = CUDA_R_32F;
         p.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
@@ -318,6 +337,7 @@ int main(int argc, char **argv)
         elem = 4;
     } else if (!strcmp(prec, "bf16")) {
         p.in_type = CUDA_R_16BF;
+        p.out_type = CUDA_R_16BF;
         p.compute = CUBLAS_COMPUTE_32F;
         elem = 2;
     } else {
@@ -351,7 +371,8 @@ int main(int argc, char **argv)
     CHECK_BLAS(cublasLtCreate(&p.lt));
     CHECK_CUDA(cudaEventCreate(&p.t0));
     CHECK_CUDA(cudaEventCreate(&p.t1));
-    double sum_default = 0, sum_best = 0;
+    double sum_default = 0, sum_best = 0, step_default = 0, step_best = 0, step_gflop = 0;
+    const size_t block_shapes = 12; /* shapes[0..11] repeat per layer; the head's three once */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const probe_shape *s = &shapes[i];
         double gflop = 2e-9 * s->m * s->n * s->k;
@@ -360,7 +381,7 @@ int main(int argc, char **argv)
         lt_problem_make(&p, s, &q);
         int nheur = 0, ntried = 0;
         algo_found heur = best_heuristic(&p, &q, &nheur);
-        algo_found found = best_search(&p, &q, &ntried);
+        algo_found found = best_search(&p, &q, c_type(&p, s), &ntried);
         lt_problem_free(&q);
         float best = ms_default;
         if (heur.ms > 0 && heur.ms < best)
@@ -369,6 +390,10 @@ int main(int argc, char **argv)
             best = found.ms;
         sum_default += ms_default;
         sum_best += best;
+        int times = i < block_shapes ? layers : 1;
+        step_default += times * ms_default;
+        step_best += times * best;
+        step_gflop += times * gflop;
         printf("{\"model\":\"%s\",\"tokens\":%d,\"prec\":\"%s\",\"gemm\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
                "\"default_ms\":%.5f,\"default_tflops\":%.1f,\"heur_n\":%d,\"heur_ms\":%.5f,\"heur_tflops\":%.1f,"
                "\"search_tried\":%d,\"search_ms\":%.5f,\"search_tflops\":%.1f,"
@@ -379,7 +404,9 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     printf("{\"model\":\"%s\",\"tokens\":%d,\"prec\":\"%s\",\"sum_default_ms\":%.4f,\"sum_best_ms\":%.4f,"
-           "\"best_over_default\":%.3f}\n",
-           model, tokens, prec, sum_default, sum_best, sum_best / sum_default);
+           "\"best_over_default\":%.3f,\"step_linear_gflop\":%.1f,\"step_linear_default_ms\":%.3f,"
+           "\"step_linear_best_ms\":%.3f,\"step_default_tflops\":%.1f,\"step_best_tflops\":%.1f}\n",
+           model, tokens, prec, sum_default, sum_best, sum_best / sum_default, step_gflop, step_default, step_best,
+           step_gflop / step_default, step_gflop / step_best);
     return 0;
 }

@@ -1,0 +1,19 @@
+#!/bin/bash
+# Packs everything the device scripts need into ONE git-ignored archive,
+# .carry/g.tar.xz (≈ 58 MB, under the device's 64 MiB carry): carry.sh's
+# folder as cg/ (stripped binaries, shared libraries, torch_lm.py, COMMIT)
+# and flash_carry.sh's as fl/, plus .carry/torch_allreduce.py. Then pass
+# carry [".carry"] and run tests/gpu/device_go.sh WHICH on the device.
+# Run from the repository root after ninja (≈ 1.5 min on 2 cores).
+# usage: tests/gpu/pack_carry.sh [BUILD_DIR]
+set -eu
+BUILD=${1:-build}
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+tests/gpu/carry.sh "$BUILD" "$STAGE/cg" >/dev/null
+tests/gpu/flash_carry.sh "$BUILD" "$STAGE/fl" >/dev/null
+find "$STAGE/cg" -maxdepth 1 -type f -perm -u+x -exec strip {} +
+mkdir -p .carry
+tar cJf .carry/g.tar.xz -C "$STAGE" cg fl
+cp /work/shared/anchors/torch_allreduce.py .carry/ 2>/dev/null || echo "pack_carry: no torch_allreduce.py (../shared/anchors)" >&2
+ls -l .carry/g.tar.xz

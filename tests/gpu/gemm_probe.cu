@@ -14,8 +14,8 @@
  * Under bf16, y and dx are written as bf16 (as the engine's linear outputs) and
  * dW as float32. The summary line adds the linear layers of a whole step:
  * num_layers × the block's six shapes × 3 + the head's three.
- * usage: gemm_probe MODEL TOKENS PREC [REPS]   MODEL: small|medium|large|xl|2.7B
- *        (d_model, d_ff, layers; vocab 10000). Exit 77 without a GPU. */
+ * usage: gemm_probe MODEL TOKENS PREC [REPS]   MODEL: a preset of kernels/model.c
+ *        (its d_model, d_ff, layers and vocab). Exit 77 without a GPU. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -23,6 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+extern "C" { /* the kernels library is C */
+#include "model.h"
+#include "status.h"
+}
 
 #define CHECK_CUDA(x)                                                                          \
     do {                                                                                       \
@@ -275,7 +280,7 @@ static algo_found best_search(probe_ctx *p, const lt_problem *q, cudaDataType_t 
 
 static void fill(void *dst, size_t n, size_t elem_bytes)
 {
-    /* small integers scaled: any finite values do; 0x3c00 is 1.0 in fp16 and ~1 in bf16 upper bits */
+    /* bytes 0..63: every element finite and small, in float32 and in bf16 */
     unsigned char *h = (unsigned char *)malloc(n * elem_bytes);
     for (size_t i = 0; i < n * elem_bytes; i++)
         h[i] = (unsigned char)((i * 2654435761u) >> 24) & 0x3f;
@@ -289,61 +294,48 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s MODEL TOKENS PREC [REPS]\n", argv[0]);
         return 2;
     }
+    /* the cuBLAS types of each precision the probe takes */
+    static const struct {
+        const char *name;
+        cudaDataType_t in_type, out_type;
+        cublasComputeType_t compute;
+        size_t elem_bytes;
+    } precs[] = {
+        {"tf32", CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4},
+        {"fp32", CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 4},
+        {"bf16", CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2},
+    };
+    const char *model = argv[1], *prec = argv[3];
+    int tokens = atoi(argv[2]);
+    lmk_model_config cfg;
+    if (lmk_model_preset(model, &cfg) != LMK_OK) {
+        fprintf(stderr, "MODEL: a preset name (small, medium, large, xl, 2.7B, ...)\n");
+        return 2;
+    }
+    if (tokens <= 0) {
+        fprintf(stderr, "TOKENS: a positive count (batch × context)\n");
+        return 2;
+    }
+    size_t pi = 0;
+    while (pi < sizeof precs / sizeof precs[0] && strcmp(prec, precs[pi].name))
+        pi++;
+    if (pi == sizeof precs / sizeof precs[0]) {
+        fprintf(stderr, "PREC: tf32, fp32 or bf16\n");
+        return 2;
+    }
+    const int d = cfg.d_model, dff = cfg.d_ff, layers = cfg.num_layers, vocab = cfg.vocab_size;
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         fprintf(stderr, "no GPU\n");
         return 77;
     }
-    const char *model = argv[1], *prec = argv[3];
-    int tokens = atoi(argv[2]);
-    int d, dff, layers;
-    if (!strcmp(model, "small")) {
-        d = 768;
-        dff = 3072;
-        layers = 12;
-    } else if (!strcmp(model, "medium")) {
-        d = 1024;
-        dff = 4096;
-        layers = 24;
-    } else if (!strcmp(model, "large")) {
-        d = 1280;
-        dff = 5120;
-        layers = 36;
-    } else if (!strcmp(model, "xl")) {
-        d = 1600;
-        dff = 6400;
-        layers = 48;
-    } else if (!strcmp(model, "2.7B")) {
-        d = 2560;
-        dff = 10240;
-        layers = 32;
-    } else {
-        fprintf(stderr, "MODEL: small, medium, large, xl or 2.7B\n");
-        return 2;
-    }
-    const int vocab = 10000;
     probe_ctx p;
     memset(&p, 0, sizeof p);
     p.reps = argc > 4 ? atoi(argv[4]) : 20;
-    size_t elem;
-    p.out_type = CUDA_R_32F;
-    if (!strcmp(prec, "tf32")) {
-        p.in_type = CUDA_R_32F;
-        p.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-        elem = 4;
-    } else if (!strcmp(prec, "fp32")) {
-        p.in_type = CUDA_R_32F;
-        p.compute = CUBLAS_COMPUTE_32F;
-        elem = 4;
-    } else if (!strcmp(prec, "bf16")) {
-        p.in_type = CUDA_R_16BF;
-        p.out_type = CUDA_R_16BF;
-        p.compute = CUBLAS_COMPUTE_32F;
-        elem = 2;
-    } else {
-        fprintf(stderr, "PREC: tf32, fp32 or bf16\n");
-        return 2;
-    }
+    p.in_type = precs[pi].in_type;
+    p.out_type = precs[pi].out_type;
+    p.compute = precs[pi].compute;
+    const size_t elem = precs[pi].elem_bytes;
     /* the linear layers of one block (q/k/v merged, w1/w3 merged) and the LM head */
     const probe_shape shapes[] = {
         {"qkv fwd", 0, 1, tokens, 3 * d, d},     {"qkv dx", 0, 0, tokens, d, 3 * d},
@@ -355,10 +347,15 @@ int main(int argc, char **argv)
         {"head fwd", 0, 1, tokens, vocab, d},    {"head dx", 0, 0, tokens, d, vocab},
         {"head dW", 1, 0, vocab, d, tokens},
     };
-    size_t max_elems = (size_t)tokens * (vocab > 2 * dff ? vocab : 2 * dff);
-    size_t wmax = (size_t)d * (vocab > 2 * dff ? vocab : 2 * dff);
-    if (wmax > max_elems)
-        max_elems = wmax;
+    const size_t nshapes = sizeof shapes / sizeof shapes[0];
+    size_t max_elems = 0; /* the largest operand of any shape: A (m, k), B (k, n) or C (m, n) */
+    for (size_t i = 0; i < nshapes; i++) {
+        const probe_shape *s = &shapes[i];
+        size_t sizes[3] = {(size_t)s->m * s->k, (size_t)s->k * s->n, (size_t)s->m * s->n};
+        for (int j = 0; j < 3; j++)
+            if (sizes[j] > max_elems)
+                max_elems = sizes[j];
+    }
     CHECK_CUDA(cudaMalloc(&p.a, max_elems * elem));
     CHECK_CUDA(cudaMalloc(&p.b, max_elems * elem));
     CHECK_CUDA(cudaMalloc(&p.c, max_elems * 4));
@@ -373,7 +370,7 @@ int main(int argc, char **argv)
     CHECK_CUDA(cudaEventCreate(&p.t1));
     double sum_default = 0, sum_best = 0, step_default = 0, step_best = 0, step_gflop = 0;
     const size_t block_shapes = 12; /* shapes[0..11] repeat per layer; the head's three once */
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    for (size_t i = 0; i < nshapes; i++) {
         const probe_shape *s = &shapes[i];
         double gflop = 2e-9 * s->m * s->n * s->k;
         float ms_default = time_default(&p, s);

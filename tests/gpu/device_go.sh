@@ -11,8 +11,9 @@
 #            env SIZES, CTX, COMPILE ("" = none), EAGER, B
 #   compile  ours at SIZES (xl) × 1024 beside torch.compile + SDPA at COMPILE (xl:1024)
 #   probe    gemm_probe at PROBE "model:tokens:prec ..." (each ≤ PT s, 100)
-#   prof     profile jobs at PROF "model:ctx ..." (bf16, naive_fused; each ≤ PT s),
-#            summarised by profile_summary.py
+#   prof     profile jobs at PROF "model:ctx[:prec[:graphs]] ..." (prec bf16 by
+#            default; naive_fused for bf16/fp16, naive otherwise; graphs true or
+#            false, false by default; each ≤ PT s), summarised by profile_summary.py
 #   allreduce  allreduce.sh beside torch_allreduce.py (world 2… on a multi-GPU kind)
 set -u
 WHICH=${1:?usage: tests/gpu/device_go.sh WHICH}
@@ -49,9 +50,14 @@ probe)
     done ;;
 prof)
     for pt in ${PROF:-2.7B:256}; do
-        name="${pt%%:*}_${pt#*:}"
-        echo "{\"kind\":\"profile\",\"model\":\"${pt%%:*}\",\"context_length\":[${pt#*:}],\"batch_size\":4,\
-\"precision\":\"bf16\",\"mode\":\"train_step\",\"attention\":\"naive_fused\"}" >"$L/spec_prof_$name.json"
+        IFS=: read -r model ctx prec graphs <<<"$pt"
+        prec=${prec:-bf16}
+        graphs=${graphs:-false}
+        attn=naive
+        case $prec in bf16 | fp16) attn=naive_fused ;; esac
+        name="${model}_${ctx}_${prec}_g${graphs}"
+        echo "{\"kind\":\"profile\",\"model\":\"$model\",\"context_length\":[$ctx],\"batch_size\":4,\
+\"precision\":\"$prec\",\"mode\":\"train_step\",\"attention\":\"$attn\",\"graphs\":$graphs}" >"$L/spec_prof_$name.json"
         timeout "${PT:-120}" "$CG/lmperfd" run "$L/spec_prof_$name.json" >"$L/prof_$name.json" 2>"$L/prof_$name.err"
         echo "prof $pt rc=$?" | tee -a "$L/prof.log"
         python3 "$HERE/profile_summary.py" "$L/prof_$name.json" | tee "$L/prof_$name.txt"

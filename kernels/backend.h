@@ -248,7 +248,10 @@ struct lmk_backend {
      * every matrix row-major, a and c contiguous (batch strides T·T and
      * T·dh), bm where bm_at says (the (T, dh) operand: k, v, dout or q),
      * 16-bit operands and output of dt, float32 accumulation, alpha applied
-     * in float32, one rounding per stored element. With block = the tile,
+     * in float32, one rounding per stored element; dt LMK_F32: float32
+     * operands and output, the products of lmk_gemm's in_round TF32 (the
+     * model calls it only where TF32 is the GEMMs' precision), c 32-byte
+     * aligned. With block = the tile,
      * query row i's causal end is end(i) = (i / block + 1)·block: SCORES
      * writes c[i][j] for j < end(i) only (the rest untouched); MIX and
      * MIX_T read a[i][j] for j < end(i) only, and the caller's entries

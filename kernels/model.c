@@ -86,6 +86,12 @@ static void range_push_layer(int l)
 #ifndef LMK_ATTN_GEMM16
 #define LMK_ATTN_GEMM16 1
 #endif
+/* Build-time knob: 1 = under tf32 as well (LMK_ATTN_GEMM16 on), the
+ * backend's float32 causal GEMMs (TF32 products, one launch each) instead
+ * of the blocked cuBLAS GEMMs. Measured in kernels/PERF.md, session 34. */
+#ifndef LMK_ATTN_GEMM_TF32
+#define LMK_ATTN_GEMM_TF32 1
+#endif
 /* Build-time knob: 1 = where attention naive_fused runs the backend's fused
  * kernels (m->attn_softmax_fused), they read and write the merged (B, T, H,
  * dh) layout of the (N, d) activations (backend.h lmk_heads_at): the
@@ -595,10 +601,13 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     m->fused_w13 = LMK_FUSED_W13;
     m->norm_dx16 = LMK_NORM_DX16;
     m->fused_dw = LMK_FUSED_DW;
-    if (LMK_ATTN_GEMM16 && b->attn_causal_block && b->attn_causal_gemm && m->adt != LMK_F32)
+    /* float32 activations: only where the GEMMs' inputs are TF32 (the backend's float32 causal GEMMs are
+     * TF32 products; pure fp32 keeps cuBLAS's FP32 GEMMs) */
+    if (LMK_ATTN_GEMM16 && b->attn_causal_block && b->attn_causal_gemm &&
+        (m->adt != LMK_F32 || (LMK_ATTN_GEMM_TF32 && m->in_round == LMK_ROUND_TF32)))
         m->attn_tile = b->attn_causal_block(b, m->adt, T, m->dh);
-    m->attn_softmax_fused = c->attention == LMK_ATTN_NAIVE_FUSED && m->attn_tile && b->attn_scores_softmax &&
-                            b->attn_dp_softmax_bwd;
+    m->attn_softmax_fused = c->attention == LMK_ATTN_NAIVE_FUSED && m->attn_tile && m->adt != LMK_F32 &&
+                            b->attn_scores_softmax && b->attn_dp_softmax_bwd;
     m->attn_merged_io = LMK_ATTN_MERGED_IO && m->attn_softmax_fused;
     for (int l = 0; l < L; l++) { /* q, k, v: one (3d, d) copy; w1, w3: one (2·d_ff, d) */
         static const int qkv[3] = {P_WQ, P_WK, P_WV}, w13[2] = {P_W1, P_W3};
@@ -1270,17 +1279,27 @@ static lmk_heads_at heads_merged(const lmk_model *m)
 }
 
 /* The causal GEMM of kind over the B·H heads as the backend's one-launch
- * attn_causal_gemm (m->attn_tile: 16-bit operands and output), bm's heads
- * laid out as bm_at says. */
+ * attn_causal_gemm (m->attn_tile: 16-bit operands and output, or float32
+ * ones with TF32 products), bm's heads laid out as bm_at says. */
 static int causal_gemm_tiled(lmk_model *m, const char *op, causal_kind kind, lmk_tensor *c, operand a,
                              operand bm, lmk_heads_at bm_at, float alpha, int overlap)
 {
     static const lmk_causal_gemm kinds[] = {
         [CAUSAL_OUT_TT] = LMK_CAUSAL_SCORES, [CAUSAL_IN_TT] = LMK_CAUSAL_MIX, [CAUSAL_IN_TTT] = LMK_CAUSAL_MIX_T};
-    if (!a.h || !bm.h || c->dtype != m->adt)
+    const int f32 = m->adt == LMK_F32;
+    const void *pa = f32 ? (const void *)a.f : a.h, *pb = f32 ? (const void *)bm.f : bm.h;
+    if (!pa || !pb || c->dtype != m->adt)
         return LMK_INVALID;
-    RECS(op, F_ACT, F32, "16-bit tensors; 16-bit output; one launch, causal tiles", F_ACT, F_ACT);
-    return m->b->attn_causal_gemm(m->b, kinds[kind], c->data, a.h, bm.h, bm_at, m->adt, m->B * m->H, m->T, m->dh,
+    if (f32) {
+        if (m->tracing) {
+            char in[48];
+            snprintf(in, sizeof in, "%s, %s", fmt_of(m->in_round), fmt_of(m->in_round));
+            rec(m, op, in, F32, "float32 (tf32 in)", "one launch, causal tiles");
+        }
+    } else {
+        RECS(op, F_ACT, F32, "16-bit tensors; 16-bit output; one launch, causal tiles", F_ACT, F_ACT);
+    }
+    return m->b->attn_causal_gemm(m->b, kinds[kind], c->data, pa, pb, bm_at, m->adt, m->B * m->H, m->T, m->dh,
                                   alpha, overlap);
 }
 

@@ -795,6 +795,8 @@ static int wgmma_status(cuda_state *st, int rc, const char *what)
 int cuda_attn_causal_block(lmk_backend *b, lmk_dtype dt, int T, int dh)
 {
     (void)b;
+    if (dt == LMK_F32)
+        return cuda_attn_tf32_tile(T, dh); /* attn_gemm_tf32.cu: the same tile */
     if (dt != LMK_BF16 && dt != LMK_F16)
         return 0;
     return T >= CT && T % CT == 0 && dh_supported(dh) ? CT : 0;
@@ -817,6 +819,13 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
         if (side)
             s = side;
     }
+    if (dt == LMK_F32) { /* TF32 products (attn_gemm_tf32.cu); its global stores need 32-byte alignment */
+        if ((uintptr_t)c & 31)
+            return LMK_INVALID;
+        int rc = cuda_attn_causal_gemm_tf32(s, kind, (float *)c, (const float *)a, (const float *)bm, bm_at, batch,
+                                            T, dh, alpha, &st->attn_tf32_smem);
+        return wgmma_status(st, rc, "causal attention GEMM (tf32)");
+    }
     const int wg_kind = kind == LMK_CAUSAL_MIX_T ? 1 : kind == LMK_CAUSAL_MIX ? 2 : 0;
     if ((LMK_CG_WGMMA & wg_kind) && st->sm90 && lmk_attn_mix_wgmma_shape(dt, T, dh)) {
         return wgmma_status(st, lmk_attn_mix_wgmma(c, a, bm, bm_at, kind == LMK_CAUSAL_MIX_T, dt, batch, T, dh,
@@ -831,7 +840,8 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
 int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, lmk_heads_at o_at, const void *q, const void *k,
                              const void *v, lmk_dtype dt, int batch, int T, int dh, float alpha)
 {
-    if (!launch_ok(b, dt, batch, T, dh, p, q, k) || !o || !v || ((uintptr_t)v & 15) || ((uintptr_t)o & 3) ||
+    if (dt == LMK_F32 || !launch_ok(b, dt, batch, T, dh, p, q, k) || !o || !v || ((uintptr_t)v & 15) ||
+        ((uintptr_t)o & 3) ||
         !lmk_heads_at_ok(o_at, batch, dh))
         return LMK_INVALID;
     cuda_state *st = CST(b);
@@ -847,7 +857,7 @@ int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dou
                              const void *v, const void *k, const void *p, const void *o, lmk_heads_at o_at,
                              lmk_dtype dt, int batch, int T, int dh, float scale)
 {
-    if (!launch_ok(b, dt, batch, T, dh, ds, dout, v) || !dq || !k || !p || !o ||
+    if (dt == LMK_F32 || !launch_ok(b, dt, batch, T, dh, ds, dout, v) || !dq || !k || !p || !o ||
         (((uintptr_t)dq | (uintptr_t)k | (uintptr_t)p) & 15) || ((uintptr_t)o & 3) ||
         !lmk_heads_at_ok(dout_at, batch, dh) || !lmk_heads_at_ok(o_at, batch, dh))
         return LMK_INVALID;

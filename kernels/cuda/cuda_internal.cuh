@@ -61,6 +61,7 @@ typedef struct cuda_state {
     size_t side_scratch_bytes;
     uint64_t attn_gemm_smem[2]; /* attn_gemm16.cu: the kernels whose dynamic shared memory limit is set, one bit each */
     uint32_t attn_wgmma_smem;   /* the same for the sm_90a kernels: bits 0…7 attn_mix_wgmma.cu, 8…15 the softmax ones */
+    uint32_t attn_tf32_smem;    /* the same for attn_gemm_tf32.cu's kernels (3 kinds × 5 head dims) */
     int sm90;                   /* the device has compute capability 9.0: sm_90a kernels run (set at create) */
     int stream_priority;        /* of the main and overlap streams (LMK_OPT_LANE_PRIORITY) */
     /* the optimizer lane (lmk_backend.opt_lane; backend_cuda.cu): a third
@@ -354,6 +355,16 @@ int cuda_attn_fwd(lmk_backend *b, void *o, float *lse, const void *q, const void
 int cuda_attn_bwd(lmk_backend *b, void *dq, void *dk, void *dv, float *work, const void *dout, const void *q,
                   const void *k, const void *v, const void *o, const float *lse, const lmk_attn_shape *s);
 int cuda_attn_causal_block(lmk_backend *b, lmk_dtype dt, int T, int dh);
+/* attn_gemm_tf32.cu: the causal GEMMs of float32 tensors on TF32 tensor
+ * cores (attn_causal_gemm with dt LMK_F32). tile: 64 where T and dh are
+ * supported, else 0. gemm: enqueues the one launch on s; LMK_INVALID for a
+ * shape tile rejects or bm_at.ld not a multiple of 4, LMK_DEVICE when the
+ * kernel's shared-memory limit could not be set (launch errors are left
+ * for cudaGetLastError). smem_done: one bit per kernel whose limit is set
+ * (cuda_state.attn_tf32_smem). */
+int cuda_attn_tf32_tile(int T, int dh);
+int cuda_attn_causal_gemm_tf32(cudaStream_t s, lmk_causal_gemm kind, float *c, const float *a, const float *bm,
+                               lmk_heads_at bm_at, int batch, int T, int dh, float alpha, uint32_t *smem_done);
 int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const void *a, const void *bm,
                           lmk_heads_at bm_at, lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap);
 int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, lmk_heads_at o_at, const void *q, const void *k,

@@ -14,6 +14,8 @@
 #   prof     profile jobs at PROF "model:ctx[:prec[:graphs]] ..." (prec bf16 by
 #            default; naive_fused for bf16/fp16, naive otherwise; graphs true or
 #            false, false by default; each ≤ PT s), summarised by profile_summary.py
+#   ab       ab_grid.sh: the xz'd lmperfd AB_BASE (.carry/lmperfd_base.xz) as A
+#            against this carry's as B, beside torch_lm.py (env of ab_grid.sh, B)
 #   allreduce  allreduce.sh beside torch_allreduce.py (world 2… on a multi-GPU kind)
 set -u
 WHICH=${1:?usage: tests/gpu/device_go.sh WHICH}
@@ -62,6 +64,9 @@ prof)
         echo "prof $pt rc=$?" | tee -a "$L/prof.log"
         python3 "$HERE/profile_summary.py" "$L/prof_$name.json" | tee "$L/prof_$name.txt"
     done ;;
+ab)
+    xz -dc "${AB_BASE:-.carry/lmperfd_base.xz}" >/tmp/lmperfd_a && chmod +x /tmp/lmperfd_a &&
+        BUDGET_S=${B:-420} bash "$HERE/ab_grid.sh" /tmp/lmperfd_a "$CG/lmperfd" "$CG/torch_lm.py" "$L/ab" ;;
 allreduce)
     bash "$HERE/allreduce.sh" "$CG/lmperfd" .carry/torch_allreduce.py "$L/allreduce" ;;
 *)

@@ -731,6 +731,87 @@ static void test_optimizer_multi(size_t count, size_t max_n)
     free(n), free(off), free(ta), free(tb), free(g), free(p), free(m), free(v), free(ha), free(hb);
 }
 
+/* The float32 causal GEMMs (attn_causal_gemm with LMK_F32: TF32 products)
+ * against the cpu's TF32 GEMM on the whole matrices, as the 16-bit test
+ * below: scores within the tf32 tolerance and untouched beyond each row's
+ * tile end, P·V and Pᵀ·dO with NaN beyond the tile ends (never read), the
+ * overlap launch equal to the plain one to the bit, and the refusals. */
+static void test_attn_causal_gemm_tf32(int batch, int T, int dh)
+{
+    int tile = gpu->attn_causal_block(gpu, LMK_F32, T, dh);
+    const lmk_heads_at split = {1, dh};
+    char name[128];
+    CHECK(tile > 0 && T % tile == 0, "attn_causal_block(float32, T %d, dh %d) = %d", T, dh, tile);
+    if (tile <= 0)
+        return;
+    size_t nq = (size_t)batch * T * dh, ns = (size_t)batch * T * T;
+    float scale = (float)(1.0 / sqrt((double)dh));
+    float *hq = h_rand(nq, -1, 1), *hk = h_rand(nq, -1, 1), *hp = h_rand(ns, 0, 1);
+    float *hp_clean = malloc(ns * 4), *hs = malloc(ns * 4), *hc = malloc(nq * 4), *sent = malloc(ns * 4);
+    float *got = malloc(ns * 4);
+    if (!hp_clean || !hs || !hc || !sent || !got)
+        exit(1);
+    for (size_t bh = 0; bh < (size_t)batch; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                size_t at = (bh * T + i) * T + j;
+                int end = (i / tile + 1) * tile;
+                hp_clean[at] = j <= i ? hp[at] : 0;
+                hp[at] = j <= i ? hp[at] : j < end ? 0 : NAN;
+            }
+    void *d_q = d_from(hq, nq * 4), *d_k = d_from(hk, nq * 4), *d_p = d_from(hp, ns * 4);
+    void *d_s = d_alloc(ns * 4), *d_c = d_alloc(nq * 4), *d_c2 = d_alloc(nq * 4);
+
+    lmk_gemm gs = {.trans_b = 1, .m = T, .n = T, .k = dh, .batch = batch, .stride_a = T * dh,
+                   .stride_b = T * dh, .stride_c = (int64_t)T * T, .alpha = scale, .in_round = LMK_ROUND_TF32};
+    MUST(cpu->gemm(cpu, &gs, hs, hq, hk));
+    for (size_t i = 0; i < ns; i++)
+        sent[i] = 12345.0f; /* the scores kernel must not write beyond the tiles */
+    MUST(gpu->upload(gpu, d_s, sent, ns * 4));
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_SCORES, d_s, d_q, d_k, split, LMK_F32, batch, T, dh, scale, 0));
+    MUST(gpu->download(gpu, got, d_s, ns * 4));
+    size_t outside_bad = 0;
+    for (size_t bh = 0; bh < (size_t)batch; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = (i / tile + 1) * tile; j < T; j++) {
+                size_t at = (bh * T + i) * T + j;
+                outside_bad += got[at] != 12345.0f;
+                hs[at] = 12345.0f;
+            }
+    snprintf(name, sizeof name, "causal scores tf32 B·H %d T %d dh %d: untouched beyond the tiles", batch, T, dh);
+    CHECK(outside_bad == 0, "%s: %zu entries written", name, outside_bad);
+    snprintf(name, sizeof name, "causal scores tf32 B·H %d T %d dh %d", batch, T, dh);
+    compare(name, d_s, hs, ns, 2e-3 * sqrt(dh) * scale, 2e-3);
+
+    for (int trans = 0; trans < 2; trans++) {
+        lmk_gemm gm = {.trans_a = trans, .m = T, .n = dh, .k = T, .batch = batch, .stride_a = (int64_t)T * T,
+                       .stride_b = T * dh, .stride_c = T * dh, .alpha = trans ? scale : 1.0f,
+                       .in_round = LMK_ROUND_TF32};
+        MUST(cpu->gemm(cpu, &gm, hc, hp_clean, hq));
+        lmk_causal_gemm kind = trans ? LMK_CAUSAL_MIX_T : LMK_CAUSAL_MIX;
+        GPU(gpu->attn_causal_gemm(gpu, kind, d_c, d_p, d_q, split, LMK_F32, batch, T, dh, gm.alpha, 0));
+        snprintf(name, sizeof name, "causal %s tf32 B·H %d T %d dh %d", trans ? "P^T v" : "P v", batch, T, dh);
+        compare(name, d_c, hc, nq, 2e-3 * sqrt(T) * gm.alpha, 2e-3);
+        GPU(gpu->mem_zero(gpu, d_c2, nq * 4));
+        GPU(gpu->attn_causal_gemm(gpu, kind, d_c2, d_p, d_q, split, LMK_F32, batch, T, dh, gm.alpha, 1));
+        GPU(gpu->lane_join(gpu));
+        snprintf(name, sizeof name, "causal %s tf32 overlap launch = plain, bitwise", trans ? "P^T v" : "P v");
+        CHECK(same_bytes(d_c, d_c2, nq * 4), "%s", name);
+        printf("  %-44s %s\n", name, same_bytes(d_c, d_c2, nq * 4) ? "ok" : "FAIL");
+    }
+    CHECK(gpu->attn_causal_block(gpu, LMK_F32, T + 1, dh) == 0, "attn_causal_block(float32) accepts T %d", T + 1);
+    CHECK(gpu->attn_causal_block(gpu, LMK_F32, T, 72) == 0, "attn_causal_block(float32) accepts dh 72");
+    CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, (char *)d_c + 16, d_p, d_q, split, LMK_F32, batch, T, dh, 1.0f,
+                                0) == LMK_INVALID,
+          "attn_causal_gemm(float32) accepts c 16 bytes off 32-byte alignment");
+    CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_c, (char *)d_p + 4, d_q, split, LMK_F32, batch, T, dh, 1.0f,
+                                0) == LMK_INVALID,
+          "attn_causal_gemm(float32) accepts a misaligned a");
+    gpu->mem_free(gpu, d_q), gpu->mem_free(gpu, d_k), gpu->mem_free(gpu, d_p);
+    gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_c), gpu->mem_free(gpu, d_c2);
+    free(hq), free(hk), free(hp), free(hp_clean), free(hs), free(hc), free(sent), free(got);
+}
+
 /* The naive attention's one-launch causal GEMMs (attn_causal_gemm) against
  * the cpu's 16-bit GEMM on the whole matrices: scores (every entry of the
  * causal tiles within two ulps; every entry beyond a row's tile end left as
@@ -814,16 +895,12 @@ static void test_attn_causal_gemm(lmk_round r, int batch, int T, int dh)
         CHECK(same_bytes(d_c, d_c2, nq * 2), "%s", name);
         printf("  %-44s %s\n", name, same_bytes(d_c, d_c2, nq * 2) ? "ok" : "FAIL");
     }
-    /* refused: float32, T not a multiple of the tile, an unsupported head dim, misaligned */
-    CHECK(gpu->attn_causal_block(gpu, LMK_F32, T, dh) == 0, "attn_causal_block accepts float32");
+    /* refused: T not a multiple of the tile, an unsupported head dim, misaligned */
     CHECK(gpu->attn_causal_block(gpu, dt, T + 1, dh) == 0, "attn_causal_block accepts T %d", T + 1);
     CHECK(gpu->attn_causal_block(gpu, dt, T, 72) == 0, "attn_causal_block accepts dh 72");
     CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_c, (char *)d_p + 2, d_q, split, dt, batch, T, dh, 1.0f, 0) ==
               LMK_INVALID,
           "attn_causal_gemm accepts a misaligned a");
-    CHECK(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_c, d_p, d_q, split, LMK_F32, batch, T, dh, 1.0f, 0) ==
-              LMK_INVALID,
-          "attn_causal_gemm accepts float32");
     gpu->mem_free(gpu, d_q), gpu->mem_free(gpu, d_k), gpu->mem_free(gpu, d_p);
     gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_c), gpu->mem_free(gpu, d_c2);
     free(fq), free(fk), free(fp), free(hq), free(hk), free(hp), free(hp_clean), free(hs), free(hc);
@@ -1581,6 +1658,11 @@ int main(void)
     test_attn_causal_gemm(LMK_ROUND_BF16, 2, 128, 96);
     test_attn_causal_gemm(LMK_ROUND_BF16, 3, 384, 128); /* the wgmma MIX, MIX_T at dh 128, three 128-row blocks */
     test_attn_causal_gemm(LMK_ROUND_FP16, 2, 128, 128);
+    test_attn_causal_gemm_tf32(6, 256, 64);
+    test_attn_causal_gemm_tf32(5, 192, 80);
+    test_attn_causal_gemm_tf32(3, 128, 32);
+    test_attn_causal_gemm_tf32(2, 384, 128);
+    test_attn_causal_gemm_tf32(2, 64, 96);
     test_attn_softmax_fused(LMK_ROUND_BF16, 2, 3, 256, 64);
     test_attn_softmax_fused(LMK_ROUND_FP16, 2, 3, 256, 64);
     test_attn_softmax_fused(LMK_ROUND_BF16, 1, 5, 192, 80);
@@ -1624,6 +1706,10 @@ int main(void)
     test_model(&tiles80, 2, 192, LMK_PREC_FP16, 0);
     lmk_model_config tiles64 = {"custom-tiles-dh64", 1003, 256, 256, 512, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
     test_model(&tiles64, 2, 192, LMK_PREC_BF16, 0);
+    /* the same under tf32: the float32 causal GEMMs (LMK_ATTN_GEMM_TF32), naive and naive_fused */
+    test_model(&tiles80, 2, 192, LMK_PREC_TF32, 0);
+    test_model(&tiles64, 2, 192, LMK_PREC_TF32, 0);
+    test_model(&tiny_fused, 2, 128, LMK_PREC_TF32, 0);
 
     printf("graphs:\n");
     test_graph(&tiny, 2, 64);

@@ -1,60 +1,81 @@
-"""The table of an ab_grid.sh output folder: per point and graphs setting,
-build A's and build B's train step (synchronised wall clock, mean of the
-measured steps; the mean over rounds, with the rounds' spread), B / A, and
-PyTorch's step (fwd_mean + bwd_mean + opt_mean of torch_lm.py, eager) with
-PyTorch / B (> 1: B faster). Final losses: A's and B's first round.
-usage: ab_table.py OUT_DIR"""
-import glob
+"""Markdown table of an A/B timing run on the device: builds' `test_flash bench`
+JSON lines, each prefixed with the build's name ("NAME {json}"), beside
+PyTorch SDPA's JSON lines (ffwd_sdpa.py's, or torch_attn.py's: causal only,
+heads 0 = one head, dtype names bf16/fp16/fp32), per point (dtype B H T d
+causal). Shared by ffwd_bench.sh, ffwd_fast.sh and fbwd_ab.sh.
+
+Per point and build: the forward ms of every round in the order run, the best
+backward and fwd+bwd ms ("rc!" when a round's rc was not 0); SDPA's fwd / bwd /
+fwd+bwd ms; each build's best forward and best fwd+bwd over SDPA's. A missing
+or unreadable log gives an empty table, never an error (the device call's
+other results still come back).
+usage: ab_table.py AB_LOG [SDPA_LOG]"""
+import collections
 import json
 import os
-import re
 import sys
 
-SIZES = ["tiny", "small", "medium", "large", "xl", "2.7B"]
+DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-def main(out):
-    step = {}  # (build, graphs, model, T) -> [ms per round]
-    loss = {}
-    for f in sorted(glob.glob(os.path.join(out, "[AB]_g*_r*.json"))):
-        m = re.match(r"([AB])_g(true|false)_r(\d+)\.json", os.path.basename(f))
+def json_lines(path, prefixed):
+    """(prefix, record) per parsable line of path; nothing when path is absent."""
+    if not path or not os.path.exists(path):
+        return
+    for line in open(path):
+        prefix, js = line.split(" ", 1) if prefixed and " " in line else ("", line)
         try:
-            doc = json.load(open(f))
-        except (OSError, ValueError):
+            r = json.loads(js)
+        except ValueError:
             continue
-        for r in doc.get("runs") or []:
-            key = (m.group(1), m.group(2), r.get("model"), r.get("context_length"))
-            if r.get("status") != "succeeded":
-                step.setdefault(key, []).append(None)
-                continue
-            step.setdefault(key, []).append(r["stats"]["total"]["mean_ms"])
-            if m.group(3) == "1":
-                loss[key] = r.get("final_loss")
-    peer = {}
-    try:
-        for line in open(os.path.join(out, "torch.jsonl")):
-            row = json.loads(line)
-            if "error" not in row:
-                peer[(row["size"], row["ctx"])] = row["fwd_mean"] + row["bwd_mean"] + row["opt_mean"]
-    except OSError:
-        pass
-    points = sorted({(k[1], k[2], k[3]) for k in step},
-                    key=lambda p: (p[0], SIZES.index(p[1]) if p[1] in SIZES else 99, p[2]))
-    print("| size | T | graphs | A ms (rounds) | B ms (rounds) | B / A | PyTorch ms | PyTorch / B | final loss A / B |")
-    print("|---|---:|---|---|---|---:|---:|---:|---|")
-    mean = lambda v: sum(v) / len(v) if v and None not in v else None
-    fmt = lambda v: " / ".join("failed" if x is None else f"{x:.2f}" for x in v) if v else "—"
-    for g, model, T in points:
-        a, b = step.get(("A", g, model, T)), step.get(("B", g, model, T))
-        ma, mb, t = mean(a), mean(b), peer.get((model, T))
-        ratio = f"{mb / ma:.3f}" if ma and mb else "—"
-        vs = f"**{t / mb:.2f}**" if t and mb else "—"
-        la, lb = loss.get(("A", g, model, T)), loss.get(("B", g, model, T))
-        fl = f"{la:.5f} / {lb:.5f}" if la is not None and lb is not None else "—"
-        ts = f"{t:.2f}" if t else "—"
-        print(f"| {model} | {T} | {g} | {fmt(a)} | {fmt(b)} | {ratio} | {ts} | {vs} | {fl} |")
+        if isinstance(r, dict) and "seq" in r and "d" in r:
+            yield prefix, r
+
+
+def point(r):
+    return (DTYPE.get(r.get("dtype"), r.get("dtype")), r.get("batch"), max(r.get("heads") or 1, 1), r["seq"], r["d"],
+            int(r.get("causal", 1)))
+
+
+def best(rs, key):
+    vals = [r[key] for r in rs if isinstance(r.get(key), (int, float))]
+    return min(vals) if vals else None
+
+
+def cell(x):
+    return f"{x:.3f}" if x is not None else "-"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a is not None and b else "-"
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    ours = collections.OrderedDict()
+    for build, r in json_lines(argv[1], True):
+        ours.setdefault(point(r), collections.OrderedDict()).setdefault(build, []).append(r)
+    sdpa = {point(r): r for _, r in json_lines(argv[2] if len(argv) > 2 else None, False) if "error" not in r}
+    print("| dtype B H T d causal | build: fwd ms per round / best bwd / best fwd+bwd | SDPA fwd / bwd / fwd+bwd "
+          "| best fwd ÷ SDPA | best fwd+bwd ÷ SDPA |")
+    print("|---|---|---|---|---|")
+    for k, builds in ours.items():
+        s = sdpa.get(k)
+        cells, fwd_ratio, total_ratio = [], [], []
+        for b, rs in builds.items():
+            fwd, bwd, total = best(rs, "fwd_ms"), best(rs, "bwd_ms"), best(rs, "fwd_bwd_ms")
+            rounds = ", ".join(cell(r.get("fwd_ms")) for r in rs)
+            bad = "" if all(r.get("rc", 0) == 0 for r in rs) else " rc!"
+            cells.append(f"{b}: {rounds} / {cell(bwd)} / {cell(total)}{bad}")
+            fwd_ratio.append(f"{b} {ratio(fwd, s and s.get('fwd_ms'))}")
+            total_ratio.append(f"{b} {ratio(total, s and s.get('fwd_bwd_ms'))}")
+        sd = " / ".join(cell(s.get(c)) for c in ("fwd_ms", "bwd_ms", "fwd_bwd_ms")) if s else "-"
+        print(f"| {' '.join(map(str, k))} | {'; '.join(cells)} | {sd} | {', '.join(fwd_ratio)} | "
+              f"{', '.join(total_ratio)} |")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv))

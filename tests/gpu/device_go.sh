@@ -14,8 +14,10 @@
 #   prof     profile jobs at PROF "model:ctx[:prec[:graphs]] ..." (prec bf16 by
 #            default; naive_fused for bf16/fp16, naive otherwise; graphs true or
 #            false, false by default; each ≤ PT s), summarised by profile_summary.py
-#   ab       ab_grid.sh: the xz'd lmperfd AB_BASE (.carry/lmperfd_base.xz) as A
-#            against this carry's as B, beside torch_lm.py (env of ab_grid.sh, B)
+#   ab       engine_ab.sh: this carry's lmperfd as base against the xz'd
+#            lmperfd AB_BASE (.carry/lmperfd_base.xz) as "before" (env POINTS,
+#            ROUNDS, ATTENTION; B budget s, 300); then, with TORCH_SIZES set,
+#            torch_lm.py at TORCH_SIZES × TORCH_CTX (--tf32 unless TORCH_TF32="")
 #   allreduce  allreduce.sh beside torch_allreduce.py (world 2… on a multi-GPU kind)
 set -u
 WHICH=${1:?usage: tests/gpu/device_go.sh WHICH}
@@ -65,8 +67,15 @@ prof)
         python3 "$HERE/profile_summary.py" "$L/prof_$name.json" | tee "$L/prof_$name.txt"
     done ;;
 ab)
-    xz -dc "${AB_BASE:-.carry/lmperfd_base.xz}" >/tmp/lmperfd_a && chmod +x /tmp/lmperfd_a &&
-        BUDGET_S=${B:-420} bash "$HERE/ab_grid.sh" /tmp/lmperfd_a "$CG/lmperfd" "$CG/torch_lm.py" "$L/ab" ;;
+    mkdir -p /tmp/ab_before && xz -dc "${AB_BASE:-.carry/lmperfd_base.xz}" >/tmp/ab_before/lmperfd &&
+        chmod +x /tmp/ab_before/lmperfd &&
+        CHECKS=0 BUDGET_S=${B:-300} bash "$HERE/engine_ab.sh" "$CG" "$L/ab" before=/tmp/ab_before
+    if [ -n "${TORCH_SIZES:-}" ]; then
+        timeout "${TT:-120}" python3 "$CG/torch_lm.py" --sizes "$TORCH_SIZES" --ctx "${TORCH_CTX:-128,256,512,1024}" \
+            --precs fp32 ${TORCH_TF32---tf32} --warmup 2 --steps 5 --out "$L/ab/torch.jsonl" >"$L/ab/torch.log" 2>&1
+        echo "torch rc=$?"
+        cat "$L/ab/torch.jsonl"
+    fi ;;
 allreduce)
     bash "$HERE/allreduce.sh" "$CG/lmperfd" .carry/torch_allreduce.py "$L/allreduce" ;;
 *)

@@ -5,13 +5,17 @@
 # and flash_carry.sh's as fl/, plus .carry/torch_allreduce.py. Then pass
 # carry [".carry"] and run tests/gpu/device_go.sh WHICH on the device.
 # Run from the repository root after ninja (≈ 1.5 min on 2 cores).
-# usage: tests/gpu/pack_carry.sh [BUILD_DIR]
+# usage: tests/gpu/pack_carry.sh [BUILD_DIR]   (env FLASH_CARRY=0: leave fl/ empty)
 set -eu
 BUILD=${1:-build}
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 tests/gpu/carry.sh "$BUILD" "$STAGE/cg" >/dev/null
-tests/gpu/flash_carry.sh "$BUILD" "$STAGE/fl" >/dev/null
+if [ "${FLASH_CARRY:-1}" = 1 ]; then
+    tests/gpu/flash_carry.sh "$BUILD" "$STAGE/fl" >/dev/null
+else
+    mkdir -p "$STAGE/fl" # FLASH_CARRY=0: no flash binaries (room for another file; run checks with FLASH=0)
+fi
 find "$STAGE/cg" -maxdepth 1 -type f -perm -u+x -exec strip {} +
 mkdir -p .carry
 tar cJf .carry/g.tar.xz -C "$STAGE" cg fl

@@ -134,6 +134,20 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
+/* acc[j] += fa · the (8, DH) rows of bm at b (row stride LD), by 16-column
+ * blocks j. */
+template <int DH, int LD, typename FA>
+__device__ __forceinline__ void acc_times_rows(frag_acc (&acc)[DH / 16], const FA &fa, const float *b)
+{
+#pragma unroll
+    for (int j = 0; j < DH / 16; j++) {
+        frag_b_row fb;
+        wmma::load_matrix_sync(fb, b + j * 16, LD);
+        to_tf32(fb);
+        wmma::mma_sync(acc[j], fa, fb, acc[j]);
+    }
+}
+
 /* TRANS false: c (batch, T, DH) = alpha · a (batch, T, T) · bm (bm's (T, DH)
  * matrices where bm_at says), query tile r reading a's key tiles 0…r.
  * TRANS true: c = alpha · aᵀ · bm, key tile r reading a's query tiles
@@ -181,24 +195,12 @@ __global__ void __launch_bounds__(THREADS)
                 frag_a_col fa;
                 wmma::load_matrix_sync(fa, at + k * TT_LD + warp * 16, TT_LD);
                 to_tf32(fa);
-#pragma unroll
-                for (int j = 0; j < DH / 16; j++) {
-                    frag_b_row fb;
-                    wmma::load_matrix_sync(fb, bt + k * LD + j * 16, LD);
-                    to_tf32(fb);
-                    wmma::mma_sync(acc[j], fa, fb, acc[j]);
-                }
+                acc_times_rows<DH, LD>(acc, fa, bt + k * LD);
             } else {
                 frag_a_row fa;
                 wmma::load_matrix_sync(fa, at + warp * 16 * TT_LD + k, TT_LD);
                 to_tf32(fa);
-#pragma unroll
-                for (int j = 0; j < DH / 16; j++) {
-                    frag_b_row fb;
-                    wmma::load_matrix_sync(fb, bt + k * LD + j * 16, LD);
-                    to_tf32(fb);
-                    wmma::mma_sync(acc[j], fa, fb, acc[j]);
-                }
+                acc_times_rows<DH, LD>(acc, fa, bt + k * LD);
             }
         }
         __syncthreads();

@@ -606,8 +606,8 @@ int lmk_model_create(lmk_backend *b, lmk_allocator *a, const lmk_model_config *c
     if (LMK_ATTN_GEMM16 && b->attn_causal_block && b->attn_causal_gemm &&
         (m->adt != LMK_F32 || (LMK_ATTN_GEMM_TF32 && m->in_round == LMK_ROUND_TF32)))
         m->attn_tile = b->attn_causal_block(b, m->adt, T, m->dh);
-    m->attn_softmax_fused = c->attention == LMK_ATTN_NAIVE_FUSED && m->attn_tile && m->adt != LMK_F32 &&
-                            b->attn_scores_softmax && b->attn_dp_softmax_bwd;
+    m->attn_softmax_fused = c->attention == LMK_ATTN_NAIVE_FUSED && m->attn_tile && b->attn_scores_softmax &&
+                            b->attn_dp_softmax_bwd;
     m->attn_merged_io = LMK_ATTN_MERGED_IO && m->attn_softmax_fused;
     for (int l = 0; l < L; l++) { /* q, k, v: one (3d, d) copy; w1, w3: one (2·d_ff, d) */
         static const int qkv[3] = {P_WQ, P_WK, P_WV}, w13[2] = {P_W1, P_W3};
@@ -1278,6 +1278,17 @@ static lmk_heads_at heads_merged(const lmk_model *m)
     return (lmk_heads_at){m->H, m->c.d_model};
 }
 
+/* Records a GEMM of float32 tensors with TF32 products run inside one of
+ * the backend's attention kernels (op, storage: as rec). */
+static void rec_tf32_gemm(lmk_model *m, const char *op, const char *storage)
+{
+    if (!m->tracing)
+        return;
+    char in[48];
+    snprintf(in, sizeof in, "%s, %s", fmt_of(m->in_round), fmt_of(m->in_round));
+    rec(m, op, in, F32, "float32 (tf32 in)", storage);
+}
+
 /* The causal GEMM of kind over the B·H heads as the backend's one-launch
  * attn_causal_gemm (m->attn_tile: 16-bit operands and output, or float32
  * ones with TF32 products), bm's heads laid out as bm_at says. */
@@ -1290,15 +1301,10 @@ static int causal_gemm_tiled(lmk_model *m, const char *op, causal_kind kind, lmk
     const void *pa = f32 ? (const void *)a.f : a.h, *pb = f32 ? (const void *)bm.f : bm.h;
     if (!pa || !pb || c->dtype != m->adt)
         return LMK_INVALID;
-    if (f32) {
-        if (m->tracing) {
-            char in[48];
-            snprintf(in, sizeof in, "%s, %s", fmt_of(m->in_round), fmt_of(m->in_round));
-            rec(m, op, in, F32, "float32 (tf32 in)", "one launch, causal tiles");
-        }
-    } else {
+    if (f32)
+        rec_tf32_gemm(m, op, "one launch, causal tiles");
+    else
         RECS(op, F_ACT, F32, "16-bit tensors; 16-bit output; one launch, causal tiles", F_ACT, F_ACT);
-    }
     return m->b->attn_causal_gemm(m->b, kinds[kind], c->data, pa, pb, bm_at, m->adt, m->B * m->H, m->T, m->dh,
                                   alpha, overlap);
 }
@@ -1486,7 +1492,12 @@ static int layer_forward(lmk_model *m, int l, int keep)
             else
                 TMPA(tmp, (size_t)N * d, "layers.%d.attn.values", l);
             RANGE_PUSH("attention scores+softmax+values");
-            if (m->attn_softmax_fused) {
+            if (m->attn_softmax_fused && adt == LMK_F32) {
+                rec_tf32_gemm(m, "attn.scores = q k^T",
+                              "scores staged in shared memory, read by the softmax in the same kernel");
+                RECS("attn causal softmax", F_ACT, F32, "fused with the scores GEMM: float32 math", F_ACT);
+                rec_tf32_gemm(m, "attn.values = p v", "the probabilities as written, in the same kernel");
+            } else if (m->attn_softmax_fused) {
                 RECS("attn.scores = q k^T", F_ACT, F32,
                      "16-bit tensors; scores rounded to 16 bits in registers, read by the softmax in the same kernel",
                      F_ACT, F_ACT);
@@ -1496,6 +1507,8 @@ static int layer_forward(lmk_model *m, int l, int keep)
                      "the 16-bit probabilities as written, from registers, in the same kernel; 16-bit tensor; "
                      "16-bit output",
                      F_ACT, F_ACT);
+            }
+            if (m->attn_softmax_fused) {
                 void *values = m->attn_merged_io ? la->merged.data : tmp.data;
                 rc = b->attn_scores_softmax(b, la->probs.data, values,
                                             m->attn_merged_io ? heads_merged(m) : heads_split(m), la->qh.data,
@@ -1830,16 +1843,25 @@ static int layer_backward(lmk_model *m, int l, lmk_tensor *dres, lmk_tensor *dre
         RANGE_POP();
         RANGE_PUSH("attention dP+softmax+dQ backward");
         if (m->attn_softmax_fused) {
-            RECS("attn dp = dout v^T", F_ACT, F32,
-                 "16-bit tensors; dP rounded to 16 bits in registers, read by the softmax backward in the same kernel",
-                 F_ACT, F_ACT);
-            RECS("attn dq = ds k", F_ACT, F32,
-                 "the 16-bit dS as written, from registers, in the same kernel; 16-bit tensor; 16-bit output", F_ACT,
-                 F_ACT);
-            RECS("attn causal softmax backward", F_ACT, F32,
-                 "fused with the dP GEMM: reads 16-bit P, dout and o, sum_j P dP as dout . o, float32 math, writes "
-                 "16-bit dS",
-                 F_ACT, F_ACT, F_ACT, F_ACT);
+            if (adt == LMK_F32) {
+                rec_tf32_gemm(m, "attn dp = dout v^T",
+                              "dP staged in shared memory, read by the softmax backward in the same kernel");
+                rec_tf32_gemm(m, "attn dq = ds k", "dS as written, in the same kernel");
+                RECS("attn causal softmax backward", F_ACT, F32,
+                     "fused with the dP GEMM: sum_j P dP as dout . o, float32 math", F_ACT, F_ACT, F_ACT, F_ACT);
+            } else {
+                RECS("attn dp = dout v^T", F_ACT, F32,
+                     "16-bit tensors; dP rounded to 16 bits in registers, read by the softmax backward in the same "
+                     "kernel",
+                     F_ACT, F_ACT);
+                RECS("attn dq = ds k", F_ACT, F32,
+                     "the 16-bit dS as written, from registers, in the same kernel; 16-bit tensor; 16-bit output",
+                     F_ACT, F_ACT);
+                RECS("attn causal softmax backward", F_ACT, F32,
+                     "fused with the dP GEMM: reads 16-bit P, dout and o, sum_j P dP as dout . o, float32 math, "
+                     "writes 16-bit dS",
+                     F_ACT, F_ACT, F_ACT, F_ACT);
+            }
             if (rc == LMK_OK)
                 rc = b->attn_dp_softmax_bwd(b, t3.data, t1.data, t2.data, dout_at, la->vh.data, la->kh.data,
                                             la->probs.data, la->merged.data, heads_merged(m), adt, B * H, T, dh,

@@ -840,11 +840,15 @@ int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const v
 int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, lmk_heads_at o_at, const void *q, const void *k,
                              const void *v, lmk_dtype dt, int batch, int T, int dh, float alpha)
 {
-    if (dt == LMK_F32 || !launch_ok(b, dt, batch, T, dh, p, q, k) || !o || !v || ((uintptr_t)v & 15) ||
-        ((uintptr_t)o & 3) ||
+    if (!launch_ok(b, dt, batch, T, dh, p, q, k) || !o || !v || ((uintptr_t)v & 15) || ((uintptr_t)o & 3) ||
         !lmk_heads_at_ok(o_at, batch, dh))
         return LMK_INVALID;
     cuda_state *st = CST(b);
+    if (dt == LMK_F32) /* TF32 products (attn_gemm_tf32.cu) */
+        return wgmma_status(st, cuda_attn_scores_softmax_tf32(st->stream, (float *)p, (float *)o, o_at,
+                                                              (const float *)q, (const float *)k, (const float *)v,
+                                                              batch, T, dh, alpha, &st->attn_tf32_smem),
+                            "causal attention softmax (tf32)");
     if ((LMK_CG_SOFTMAX_WGMMA & 1) && st->sm90 && lmk_attn_softmax_wgmma_shape(dt, T, dh))
         return wgmma_status(st, lmk_attn_scores_softmax_wgmma(p, o, o_at, q, k, v, dt, batch, T, dh, alpha,
                                                               &st->attn_wgmma_smem, st->stream),
@@ -857,11 +861,17 @@ int cuda_attn_dp_softmax_bwd(lmk_backend *b, void *ds, void *dq, const void *dou
                              const void *v, const void *k, const void *p, const void *o, lmk_heads_at o_at,
                              lmk_dtype dt, int batch, int T, int dh, float scale)
 {
-    if (dt == LMK_F32 || !launch_ok(b, dt, batch, T, dh, ds, dout, v) || !dq || !k || !p || !o ||
+    if (!launch_ok(b, dt, batch, T, dh, ds, dout, v) || !dq || !k || !p || !o ||
         (((uintptr_t)dq | (uintptr_t)k | (uintptr_t)p) & 15) || ((uintptr_t)o & 3) ||
         !lmk_heads_at_ok(dout_at, batch, dh) || !lmk_heads_at_ok(o_at, batch, dh))
         return LMK_INVALID;
     cuda_state *st = CST(b);
+    if (dt == LMK_F32)
+        return wgmma_status(st, cuda_attn_dp_softmax_bwd_tf32(st->stream, (float *)ds, (float *)dq,
+                                                              (const float *)dout, dout_at, (const float *)v,
+                                                              (const float *)k, (const float *)p, (const float *)o,
+                                                              o_at, batch, T, dh, scale, &st->attn_tf32_smem),
+                            "causal attention softmax bwd (tf32)");
     if ((LMK_CG_SOFTMAX_WGMMA & 2) && st->sm90 && lmk_attn_softmax_wgmma_shape(dt, T, dh))
         return wgmma_status(st, lmk_attn_dp_softmax_bwd_wgmma(ds, dq, dout, dout_at, v, k, p, o, o_at, dt, batch, T,
                                                               dh, scale, &st->attn_wgmma_smem, st->stream),

@@ -61,7 +61,7 @@ typedef struct cuda_state {
     size_t side_scratch_bytes;
     uint64_t attn_gemm_smem[2]; /* attn_gemm16.cu: the kernels whose dynamic shared memory limit is set, one bit each */
     uint32_t attn_wgmma_smem;   /* the same for the sm_90a kernels: bits 0…7 attn_mix_wgmma.cu, 8…15 the softmax ones */
-    uint32_t attn_tf32_smem;    /* the same for attn_gemm_tf32.cu's kernels (3 kinds × 5 head dims) */
+    uint32_t attn_tf32_smem;    /* the same for attn_gemm_tf32.cu's kernels (5 kinds × 5 head dims) */
     int sm90;                   /* the device has compute capability 9.0: sm_90a kernels run (set at create) */
     int stream_priority;        /* of the main and overlap streams (LMK_OPT_LANE_PRIORITY) */
     /* the optimizer lane (lmk_backend.opt_lane; backend_cuda.cu): a third
@@ -365,6 +365,16 @@ int cuda_attn_causal_block(lmk_backend *b, lmk_dtype dt, int T, int dh);
 int cuda_attn_tf32_tile(int T, int dh);
 int cuda_attn_causal_gemm_tf32(cudaStream_t s, lmk_causal_gemm kind, float *c, const float *a, const float *bm,
                                lmk_heads_at bm_at, int batch, int T, int dh, float alpha, uint32_t *smem_done);
+/* attn_scores_softmax / attn_dp_softmax_bwd (backend.h) for float32 tensors
+ * with TF32 products, enqueued on s; the caller has checked the shape,
+ * layouts and alignment (dout_at.ld a multiple of 4 here). Returns as
+ * cuda_attn_causal_gemm_tf32. */
+int cuda_attn_scores_softmax_tf32(cudaStream_t s, float *p, float *o, lmk_heads_at o_at, const float *q,
+                                  const float *k, const float *v, int batch, int T, int dh, float alpha,
+                                  uint32_t *smem_done);
+int cuda_attn_dp_softmax_bwd_tf32(cudaStream_t s, float *ds, float *dq, const float *dout, lmk_heads_at dout_at,
+                                  const float *v, const float *k, const float *p, const float *o, lmk_heads_at o_at,
+                                  int batch, int T, int dh, float scale, uint32_t *smem_done);
 int cuda_attn_causal_gemm(lmk_backend *b, lmk_causal_gemm kind, void *c, const void *a, const void *bm,
                           lmk_heads_at bm_at, lmk_dtype dt, int batch, int T, int dh, float alpha, int overlap);
 int cuda_attn_scores_softmax(lmk_backend *b, void *p, void *o, lmk_heads_at o_at, const void *q, const void *k,

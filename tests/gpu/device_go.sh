@@ -16,7 +16,7 @@
 #            false, false by default; each ≤ PT s), summarised by profile_summary.py
 #   ab       engine_ab.sh: this carry's lmperfd as base against the xz'd
 #            lmperfd AB_BASE (.carry/lmperfd_base.xz) as "before" (env POINTS,
-#            ROUNDS, ATTENTION; B budget s, 300); then, with TORCH_SIZES set,
+#            ROUNDS, ATTENTION; B budget s, 300; AB_TAG names its folder); then, with TORCH_SIZES set,
 #            torch_lm.py at TORCH_SIZES × TORCH_CTX (--tf32 unless TORCH_TF32="")
 #   allreduce  allreduce.sh beside torch_allreduce.py (world 2… on a multi-GPU kind)
 set -u
@@ -69,12 +69,12 @@ prof)
 ab)
     mkdir -p /tmp/ab_before && xz -dc "${AB_BASE:-.carry/lmperfd_base.xz}" >/tmp/ab_before/lmperfd &&
         chmod +x /tmp/ab_before/lmperfd &&
-        CHECKS=0 BUDGET_S=${B:-300} bash "$HERE/engine_ab.sh" "$CG" "$L/ab" before=/tmp/ab_before
+        CHECKS=0 BUDGET_S=${B:-300} bash "$HERE/engine_ab.sh" "$CG" "$L/ab${AB_TAG:-}" before=/tmp/ab_before
     if [ -n "${TORCH_SIZES:-}" ]; then
         timeout "${TT:-120}" python3 "$CG/torch_lm.py" --sizes "$TORCH_SIZES" --ctx "${TORCH_CTX:-128,256,512,1024}" \
-            --precs fp32 ${TORCH_TF32---tf32} --warmup 2 --steps 5 --out "$L/ab/torch.jsonl" >"$L/ab/torch.log" 2>&1
+            --precs fp32 ${TORCH_TF32---tf32} --warmup 2 --steps 5 --out "$L/torch_ab.jsonl" >"$L/torch_ab.log" 2>&1
         echo "torch rc=$?"
-        cat "$L/ab/torch.jsonl"
+        cat "$L/torch_ab.jsonl"
     fi ;;
 allreduce)
     bash "$HERE/allreduce.sh" "$CG/lmperfd" .carry/torch_allreduce.py "$L/allreduce" ;;

@@ -812,6 +812,131 @@ static void test_attn_causal_gemm_tf32(int batch, int T, int dh)
     free(hq), free(hk), free(hp), free(hp_clean), free(hs), free(hc), free(sent), free(got);
 }
 
+/* attn_scores_softmax and attn_dp_softmax_bwd for float32 tensors (TF32
+ * products): p against the unfused float32 path (SCORES, softmax_causal_fwd)
+ * within a few float32 ulps, zeros to each tile's end and nothing beyond,
+ * o against MIX of the fused p; ds against float64 p ⊙ (dp − D) within the
+ * TF32 products' tolerance, dq against MIX of the fused ds. o (and, in the
+ * backward, dout) in the merged (nb, T, heads, dh) layout. */
+static void test_attn_softmax_fused_tf32(int nb, int heads, int T, int dh)
+{
+    int batch = nb * heads, tile = gpu->attn_causal_block(gpu, LMK_F32, T, dh);
+    const lmk_heads_at split = {1, dh}, merged = {heads, (int64_t)heads * dh};
+    char name[160];
+    CHECK(tile > 0, "attn_causal_block(float32, T %d, dh %d) = %d", T, dh, tile);
+    if (tile <= 0)
+        return;
+    size_t nq = (size_t)batch * T * dh, ns = (size_t)batch * T * T;
+    float scale = (float)(1.0 / sqrt((double)dh)), sentinel = 12345.0f;
+    float *hq = h_rand(nq, -2, 2), *hk = h_rand(nq, -2, 2), *hv = h_rand(nq, -1, 1), *hdo = h_rand(nq, -1, 1);
+    float *ho = h_rand(nq, -1, 1), *sent = malloc(ns * 4), *got = malloc(ns * 4), *hp = malloc(ns * 4);
+    if (!sent || !got || !hp)
+        exit(1);
+    for (size_t i = 0; i < ns; i++)
+        sent[i] = sentinel;
+    void *d_q = d_from(hq, nq * 4), *d_k = d_from(hk, nq * 4), *d_v = d_from(hv, nq * 4);
+    void *d_do = d_from(hdo, nq * 4), *d_o = d_from(ho, nq * 4), *d_ref = d_from(sent, ns * 4);
+    void *d_p = d_from(sent, ns * 4), *d_out = d_alloc(nq * 4), *d_out_ref = d_alloc(nq * 4);
+    float *href = malloc(nq * 4);
+    if (!href)
+        exit(1);
+
+    /* forward: o merged, then o = p v from the fused p (MIX reads split c: compare through a split copy) */
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_SCORES, d_ref, d_q, d_k, split, LMK_F32, batch, T, dh, scale, 0));
+    GPU(gpu->softmax_causal_fwd(gpu, d_ref, d_ref, LMK_F32, batch, T, tile));
+    GPU(gpu->attn_scores_softmax(gpu, d_p, d_out, merged, d_q, d_k, d_v, LMK_F32, batch, T, dh, scale));
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_out_ref, d_p, d_v, split, LMK_F32, batch, T, dh, 1.0f, 0));
+    MUST(gpu->download(gpu, href, d_out_ref, nq * 4));
+    float *merged_ref = malloc(nq * 4);
+    if (!merged_ref)
+        exit(1);
+    for (size_t bh = 0; bh < (size_t)batch; bh++) /* split (bh, T, dh) → merged (n, T, heads, dh) */
+        for (int i = 0; i < T; i++)
+            memcpy(merged_ref + (((bh / heads) * T + i) * heads + bh % heads) * dh, href + (bh * T + i) * dh,
+                   (size_t)dh * 4);
+    snprintf(name, sizeof name, "fused scores+softmax+values tf32 B·H %d T %d dh %d: o = p v", batch, T, dh);
+    compare(name, d_out, merged_ref, nq, 1e-6 * sqrt(T), 1e-5);
+    MUST(gpu->download(gpu, got, d_p, ns * 4));
+    MUST(gpu->download(gpu, hp, d_ref, ns * 4));
+    size_t outside_bad = 0, upper_bad = 0;
+    for (size_t bh = 0; bh < (size_t)batch; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = i + 1; j < T; j++) {
+                size_t at = (bh * T + i) * T + j;
+                if (j >= (i / tile + 1) * tile) {
+                    outside_bad += got[at] != sentinel;
+                    got[at] = hp[at] = 0;
+                } else {
+                    upper_bad += got[at] != 0.0f;
+                }
+            }
+    snprintf(name, sizeof name, "fused scores+softmax tf32 B·H %d T %d dh %d: zeros to the tile end, the rest untouched",
+             batch, T, dh);
+    CHECK(outside_bad == 0 && upper_bad == 0, "%s: %zu written beyond, %zu non-zero above the diagonal", name,
+          outside_bad, upper_bad);
+    printf("  %-44s %s\n", name, outside_bad == 0 && upper_bad == 0 ? "ok" : "FAIL");
+    MUST(gpu->upload(gpu, d_p, got, ns * 4));
+    snprintf(name, sizeof name, "fused scores+softmax tf32 B·H %d T %d dh %d = unfused", batch, T, dh);
+    compare(name, d_p, hp, ns, 1e-9, 4e-6);
+
+    /* backward: p = the unfused probabilities, NaN beyond the tiles; dout merged, o merged */
+    for (size_t bh = 0; bh < (size_t)batch; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = (i / tile + 1) * tile; j < T; j++)
+                hp[(bh * T + i) * T + j] = NAN;
+    MUST(gpu->upload(gpu, d_p, hp, ns * 4));
+    MUST(gpu->upload(gpu, d_ref, sent, ns * 4));
+    GPU(gpu->attn_dp_softmax_bwd(gpu, d_ref, d_out, d_do, merged, d_v, d_k, d_p, d_o, merged, LMK_F32, batch, T, dh,
+                                 scale));
+    GPU(gpu->attn_causal_gemm(gpu, LMK_CAUSAL_MIX, d_out_ref, d_ref, d_k, split, LMK_F32, batch, T, dh, scale, 0));
+    MUST(gpu->download(gpu, href, d_out_ref, nq * 4));
+    snprintf(name, sizeof name, "fused dP+softmax+dQ bwd tf32 B·H %d T %d dh %d: dq = scale ds k", batch, T, dh);
+    compare(name, d_out, href, nq, 1e-6 * sqrt(T), 1e-5);
+    MUST(gpu->download(gpu, got, d_ref, ns * 4));
+    size_t bad = 0, outside = 0, upper = 0, first = 0;
+    double worst = 0.0;
+    for (size_t bh = 0; bh < (size_t)batch; bh++) {
+        size_t n = bh / heads, h = bh % heads;
+        for (int i = 0; i < T; i++) {
+            size_t row = ((n * T + i) * heads + h) * dh; /* dout and o, merged */
+            double D = 0.0;
+            for (int c = 0; c < dh; c++)
+                D += (double)hdo[row + c] * ho[row + c];
+            for (int j = 0; j < T; j++) {
+                size_t at = (bh * T + i) * T + j;
+                if (j > i) {
+                    if (j >= (i / tile + 1) * tile)
+                        outside += got[at] != sentinel;
+                    else
+                        upper += got[at] != 0.0f;
+                    continue;
+                }
+                double dp = 0.0, mag = 0.0;
+                for (int c = 0; c < dh; c++) {
+                    double t = (double)hdo[row + c] * hv[(bh * T + j) * dh + c];
+                    dp += t, mag += fabs(t);
+                }
+                double ref = hp[at] * (dp - D);
+                double lim = fabs(hp[at]) * (2e-3 * mag + 1e-5 * fabs(D)) + 1e-30; /* TF32 products of dp */
+                double e = fabs(got[at] - ref);
+                if (!(e <= lim) && !bad++)
+                    first = at;
+                if (e / lim > worst)
+                    worst = e / lim;
+            }
+        }
+    }
+    snprintf(name, sizeof name, "fused dP+softmax bwd tf32 B·H %d (H %d) T %d dh %d", batch, heads, T, dh);
+    printf("  %-44s worst err/tol=%.3g  %s\n", name, worst, bad || outside || upper ? "FAIL" : "ok");
+    CHECK(!bad, "%s: %zu entries outside tolerance, first at %zu (gpu %.9g)", name, bad, first, got[first]);
+    CHECK(!outside && !upper, "%s: %zu written beyond the tiles, %zu non-zero above the diagonal", name, outside,
+          upper);
+    gpu->mem_free(gpu, d_q), gpu->mem_free(gpu, d_k), gpu->mem_free(gpu, d_v), gpu->mem_free(gpu, d_do);
+    gpu->mem_free(gpu, d_o), gpu->mem_free(gpu, d_ref), gpu->mem_free(gpu, d_p);
+    gpu->mem_free(gpu, d_out), gpu->mem_free(gpu, d_out_ref);
+    free(hq), free(hk), free(hv), free(hdo), free(ho), free(sent), free(got), free(hp), free(href), free(merged_ref);
+}
+
 /* The naive attention's one-launch causal GEMMs (attn_causal_gemm) against
  * the cpu's 16-bit GEMM on the whole matrices: scores (every entry of the
  * causal tiles within two ulps; every entry beyond a row's tile end left as
@@ -1052,10 +1177,8 @@ static void test_attn_softmax_fused(lmk_round r, int nb, int heads, int T, int d
     CHECK(!outside && !upper, "%s: %zu written beyond the tiles, %zu non-zero above the diagonal", name, outside,
           upper);
 
-    /* refused: float32, a misaligned o or p, o rows shorter than heads · dh, batch not a multiple of heads */
+    /* refused: a misaligned o or p, o rows shorter than heads · dh, batch not a multiple of heads */
     const lmk_heads_at short_rows = {heads, (int64_t)heads * dh - 8};
-    CHECK(gpu->attn_scores_softmax(gpu, d_p, d_out, split, d_q, d_k, d_v, LMK_F32, batch, T, dh, scale) == LMK_INVALID,
-          "attn_scores_softmax accepts float32");
     CHECK(gpu->attn_scores_softmax(gpu, d_p, (char *)d_out + 2, split, d_q, d_k, d_v, dt, batch, T, dh, scale) ==
               LMK_INVALID,
           "attn_scores_softmax accepts a misaligned o");
@@ -1663,6 +1786,10 @@ int main(void)
     test_attn_causal_gemm_tf32(3, 128, 32);
     test_attn_causal_gemm_tf32(2, 384, 128);
     test_attn_causal_gemm_tf32(2, 64, 96);
+    test_attn_softmax_fused_tf32(2, 3, 256, 64);
+    test_attn_softmax_fused_tf32(1, 2, 192, 80);
+    test_attn_softmax_fused_tf32(2, 1, 128, 128);
+    test_attn_softmax_fused_tf32(1, 2, 64, 32);
     test_attn_softmax_fused(LMK_ROUND_BF16, 2, 3, 256, 64);
     test_attn_softmax_fused(LMK_ROUND_FP16, 2, 3, 256, 64);
     test_attn_softmax_fused(LMK_ROUND_BF16, 1, 5, 192, 80);
@@ -1710,6 +1837,7 @@ int main(void)
     test_model(&tiles80, 2, 192, LMK_PREC_TF32, 0);
     test_model(&tiles64, 2, 192, LMK_PREC_TF32, 0);
     test_model(&tiny_fused, 2, 128, LMK_PREC_TF32, 0);
+    test_model(&odd_fused, 2, 128, LMK_PREC_TF32, 0);
 
     printf("graphs:\n");
     test_graph(&tiny, 2, 64);

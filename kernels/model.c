@@ -87,10 +87,15 @@ static void range_push_layer(int l)
 #define LMK_ATTN_GEMM16 1
 #endif
 /* Build-time knob: 1 = under tf32 as well (LMK_ATTN_GEMM16 on), the
- * backend's float32 causal GEMMs (TF32 products, one launch each) instead
- * of the blocked cuBLAS GEMMs. Measured in kernels/PERF.md, session 34. */
+ * backend's float32 causal GEMMs (TF32 products, one launch each), and
+ * under attention naive_fused its fused softmax kernels, instead of the
+ * blocked cuBLAS GEMMs and the separate softmax. 0 (default) until the
+ * kernels (cuda/attn_gemm_tf32.cu) have passed tests/gpu on a GPU and been
+ * measured against 0: written in session 34, when no GPU was left to run
+ * them (kernels/PERF.md, "Session 34"). A variant for that A/B:
+ * tests/gpu/obj_variant.sh BUILD OUT "-DLMK_ATTN_GEMM_TF32=1" model.c. */
 #ifndef LMK_ATTN_GEMM_TF32
-#define LMK_ATTN_GEMM_TF32 1
+#define LMK_ATTN_GEMM_TF32 0
 #endif
 /* Build-time knob: 1 = where attention naive_fused runs the backend's fused
  * kernels (m->attn_softmax_fused), they read and write the merged (B, T, H,

@@ -1833,7 +1833,8 @@ int main(void)
     test_model(&tiles80, 2, 192, LMK_PREC_FP16, 0);
     lmk_model_config tiles64 = {"custom-tiles-dh64", 1003, 256, 256, 512, 2, 4, 10000.0f, LMK_ATTN_NAIVE};
     test_model(&tiles64, 2, 192, LMK_PREC_BF16, 0);
-    /* the same under tf32: the float32 causal GEMMs (LMK_ATTN_GEMM_TF32), naive and naive_fused */
+    /* the same under tf32: with LMK_ATTN_GEMM_TF32 on, the float32 causal GEMMs and (naive_fused) the fused
+     * softmax kernels; with it off, the blocked cuBLAS GEMMs */
     test_model(&tiles80, 2, 192, LMK_PREC_TF32, 0);
     test_model(&tiles64, 2, 192, LMK_PREC_TF32, 0);
     test_model(&tiny_fused, 2, 128, LMK_PREC_TF32, 0);

@@ -94,21 +94,6 @@ __device__ __forceinline__ void acc_times_rows(frag_acc (&acc)[DH / 16], const F
 
 /* --- warp-level pieces of the kernels below --- */
 
-__device__ __forceinline__ float warp_max32(float x)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-    return x;
-}
-__device__ __forceinline__ float warp_sum32(float x)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-}
-
 /* acc (16, CT) = alpha · the warp's 16 rows aw (row stride LD) times the
  * (CT, DH) tile bt transposed (row stride LD): one warp's rows of a scores
  * or dP tile. */
@@ -342,8 +327,8 @@ __global__ void __launch_bounds__(THREADS)
                 const int i = i0 + r;
                 const float x0 = j0 <= i ? sw[r * TT_LD + lane] : -INFINITY;
                 const float x1 = j1 <= i ? sw[r * TT_LD + lane + 32] : -INFINITY;
-                const float m = fmaxf(mrow[r], warp_max32(fmaxf(x0, x1))); /* finite: j = t·CT ≤ i */
-                const float add = warp_sum32(expf(x0 - m) + expf(x1 - m));
+                const float m = fmaxf(mrow[r], warp_max(fmaxf(x0, x1))); /* finite: j = t·CT ≤ i */
+                const float add = warp_sum(expf(x0 - m) + expf(x1 - m));
                 lrow[r] = lrow[r] * expf(mrow[r] - m) + add;
                 mrow[r] = m;
             }
@@ -409,7 +394,7 @@ __global__ void __launch_bounds__(THREADS)
             float acc = 0.0f;
             for (int c = lane; c < DH; c += 32)
                 acc += dw[(size_t)r * dld + c] * ow[(size_t)r * old + c];
-            drow[r] = warp_sum32(acc);
+            drow[r] = warp_sum(acc);
         }
     }
     frag_acc dqacc[DH / 16];

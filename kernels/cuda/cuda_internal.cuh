@@ -395,4 +395,20 @@ int cuda_sum_squares_multi(lmk_backend *b, float *sumsq, const lmk_opt_tensor *t
 int cuda_adamw_multi(lmk_backend *b, const lmk_opt_tensor *ts, size_t count,
                      const lmk_adamw_hp *hp, const float *factor);
 
+/* The max and the sum of v over the 32 lanes of a warp (butterfly: every
+ * lane gets the result; all lanes must call). */
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 #endif

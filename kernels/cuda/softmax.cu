@@ -59,20 +59,6 @@ __device__ __forceinline__ int row_query(size_t r, int T)
     return r <= 0xffffffffu ? (int)((unsigned)r % (unsigned)T) : (int)(r % (size_t)T);
 }
 
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 // p (rows, T), s (rows, T) of T_; float32 math, one rounding per stored p
 template <typename T_>
 __global__ void softmax_causal_fwd_kernel(T_ *p, const T_ *s, size_t rows, int T, int zb)

@@ -1,9 +1,10 @@
 /* The causal GEMMs of the naive attention (backend.h attn_causal_gemm) for
  * float32 tensors on TF32 tensor cores, one launch each: the products of
- * lmk_gemm's in_round TF32 (each input rounded to TF32, cvt.rna, products
- * exact, float32 accumulation; only the order of the float32 additions
- * differs from cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32), alpha applied in
- * float32, float32 output.
+ * lmk_gemm's in_round TF32 (each input rounded to TF32 by cvt.rna, to
+ * nearest with ties away from zero where the cpu's rounding takes ties to
+ * even; products exact, float32 accumulation in another order than
+ * cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32), alpha applied in float32,
+ * float32 output.
  *
  * Why: at T ≤ 512 the blocked strided-batched cuBLAS GEMMs are many short
  * launches (13 per layer at T 256: 2.07 ms of a medium/256 tf32 step on the

@@ -731,11 +731,44 @@ static void test_optimizer_multi(size_t count, size_t max_n)
     free(n), free(off), free(ta), free(tb), free(g), free(p), free(m), free(v), free(ha), free(hb);
 }
 
+/* x rounded to TF32 as the tensor cores' conversion (cvt.rna: to nearest,
+ * ties away from zero; the cpu's lmk_round rounds ties to even). */
+static float tf32_rna(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x1000u) & ~0x1fffu;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* got (n) against float64 sums ref with magnitudes mag (Σ|terms|) of K
+ * products of TF32-rounded inputs each: within the float32 accumulation's
+ * own bound, 2·K·2⁻²⁴·mag, a bound a product of unrounded (or truncated)
+ * inputs exceeds by far (≈ 2⁻¹²·mag). */
+static void check_tf32_sums(const char *name, const float *got, const double *ref, const double *mag, size_t n,
+                            int K)
+{
+    size_t bad = 0, first = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double lim = 2.0 * K * 0x1p-24 * mag[i] + 1e-30, e = fabs((double)got[i] - ref[i]);
+        if (!(e <= lim) && !bad++)
+            first = i;
+        if (e / lim > worst)
+            worst = e / lim;
+    }
+    printf("  %-44s n=%-9zu worst err/tol=%.3g  %s\n", name, n, worst, bad ? "FAIL" : "ok");
+    CHECK(!bad, "%s: %zu of %zu outside tolerance; first at %zu: gpu %.9g ref %.9g", name, bad, n, first, got[first],
+          ref[first]);
+}
+
 /* The float32 causal GEMMs (attn_causal_gemm with LMK_F32: TF32 products)
- * against the cpu's TF32 GEMM on the whole matrices, as the 16-bit test
- * below: scores within the tf32 tolerance and untouched beyond each row's
- * tile end, P·V and Pᵀ·dO with NaN beyond the tile ends (never read), the
- * overlap launch equal to the plain one to the bit, and the refusals. */
+ * against float64 sums of the TF32-rounded inputs, as the 16-bit test
+ * below: scores within the float32 accumulation's bound and untouched
+ * beyond each row's tile end, P·V and Pᵀ·dO with NaN beyond the tile ends
+ * (never read), the overlap launch equal to the plain one to the bit, and
+ * the refusals. */
 static void test_attn_causal_gemm_tf32(int batch, int T, int dh)
 {
     int tile = gpu->attn_causal_block(gpu, LMK_F32, T, dh);
@@ -747,9 +780,8 @@ static void test_attn_causal_gemm_tf32(int batch, int T, int dh)
     size_t nq = (size_t)batch * T * dh, ns = (size_t)batch * T * T;
     float scale = (float)(1.0 / sqrt((double)dh));
     float *hq = h_rand(nq, -1, 1), *hk = h_rand(nq, -1, 1), *hp = h_rand(ns, 0, 1);
-    float *hp_clean = malloc(ns * 4), *hs = malloc(ns * 4), *hc = malloc(nq * 4), *sent = malloc(ns * 4);
-    float *got = malloc(ns * 4);
-    if (!hp_clean || !hs || !hc || !sent || !got)
+    float *hp_clean = malloc(ns * 4), *hc = malloc(nq * 4), *sent = malloc(ns * 4), *got = malloc(ns * 4);
+    if (!hp_clean || !hc || !sent || !got)
         exit(1);
     for (size_t bh = 0; bh < (size_t)batch; bh++)
         for (int i = 0; i < T; i++)
@@ -762,9 +794,20 @@ static void test_attn_causal_gemm_tf32(int batch, int T, int dh)
     void *d_q = d_from(hq, nq * 4), *d_k = d_from(hk, nq * 4), *d_p = d_from(hp, ns * 4);
     void *d_s = d_alloc(ns * 4), *d_c = d_alloc(nq * 4), *d_c2 = d_alloc(nq * 4);
 
-    lmk_gemm gs = {.trans_b = 1, .m = T, .n = T, .k = dh, .batch = batch, .stride_a = T * dh,
-                   .stride_b = T * dh, .stride_c = (int64_t)T * T, .alpha = scale, .in_round = LMK_ROUND_TF32};
-    MUST(cpu->gemm(cpu, &gs, hs, hq, hk));
+    size_t nr = ns > nq ? ns : nq; /* the scores, then P v */
+    double *ref = malloc(nr * 8), *mag = malloc(nr * 8);
+    if (!ref || !mag)
+        exit(1);
+    for (size_t bh = 0; bh < (size_t)batch; bh++) /* scores = scale · q kᵀ of the rounded inputs */
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                double acc = 0.0, m = 0.0;
+                for (int c = 0; c < dh; c++) {
+                    double t = (double)tf32_rna(hq[(bh * T + i) * dh + c]) * tf32_rna(hk[(bh * T + j) * dh + c]);
+                    acc += t, m += fabs(t);
+                }
+                ref[(bh * T + i) * T + j] = scale * acc, mag[(bh * T + i) * T + j] = scale * m;
+            }
     for (size_t i = 0; i < ns; i++)
         sent[i] = 12345.0f; /* the scores kernel must not write beyond the tiles */
     MUST(gpu->upload(gpu, d_s, sent, ns * 4));
@@ -776,24 +819,33 @@ static void test_attn_causal_gemm_tf32(int batch, int T, int dh)
             for (int j = (i / tile + 1) * tile; j < T; j++) {
                 size_t at = (bh * T + i) * T + j;
                 outside_bad += got[at] != 12345.0f;
-                hs[at] = 12345.0f;
+                got[at] = 12345.0f, ref[at] = 12345.0, mag[at] = 0.0;
             }
     snprintf(name, sizeof name, "causal scores tf32 B·H %d T %d dh %d: untouched beyond the tiles", batch, T, dh);
     CHECK(outside_bad == 0, "%s: %zu entries written", name, outside_bad);
     snprintf(name, sizeof name, "causal scores tf32 B·H %d T %d dh %d", batch, T, dh);
-    compare(name, d_s, hs, ns, 2e-3 * sqrt(dh) * scale, 2e-3);
+    check_tf32_sums(name, got, ref, mag, ns, dh);
 
     for (int trans = 0; trans < 2; trans++) {
-        lmk_gemm gm = {.trans_a = trans, .m = T, .n = dh, .k = T, .batch = batch, .stride_a = (int64_t)T * T,
-                       .stride_b = T * dh, .stride_c = T * dh, .alpha = trans ? scale : 1.0f,
-                       .in_round = LMK_ROUND_TF32};
-        MUST(cpu->gemm(cpu, &gm, hc, hp_clean, hq));
+        const float alpha = trans ? scale : 1.0f;
+        for (size_t bh = 0; bh < (size_t)batch; bh++) /* c = alpha · P v or alpha · Pᵀ v, rounded inputs */
+            for (int i = 0; i < T; i++)
+                for (int c = 0; c < dh; c++) {
+                    double acc = 0.0, m = 0.0;
+                    for (int j = 0; j < T; j++) {
+                        float pe = trans ? hp_clean[(bh * T + j) * T + i] : hp_clean[(bh * T + i) * T + j];
+                        double t = (double)tf32_rna(pe) * tf32_rna(hq[(bh * T + j) * dh + c]);
+                        acc += t, m += fabs(t);
+                    }
+                    ref[(bh * T + i) * dh + c] = alpha * acc, mag[(bh * T + i) * dh + c] = alpha * m;
+                }
         lmk_causal_gemm kind = trans ? LMK_CAUSAL_MIX_T : LMK_CAUSAL_MIX;
-        GPU(gpu->attn_causal_gemm(gpu, kind, d_c, d_p, d_q, split, LMK_F32, batch, T, dh, gm.alpha, 0));
+        GPU(gpu->attn_causal_gemm(gpu, kind, d_c, d_p, d_q, split, LMK_F32, batch, T, dh, alpha, 0));
+        MUST(gpu->download(gpu, hc, d_c, nq * 4));
         snprintf(name, sizeof name, "causal %s tf32 B·H %d T %d dh %d", trans ? "P^T v" : "P v", batch, T, dh);
-        compare(name, d_c, hc, nq, 2e-3 * sqrt(T) * gm.alpha, 2e-3);
+        check_tf32_sums(name, hc, ref, mag, nq, T);
         GPU(gpu->mem_zero(gpu, d_c2, nq * 4));
-        GPU(gpu->attn_causal_gemm(gpu, kind, d_c2, d_p, d_q, split, LMK_F32, batch, T, dh, gm.alpha, 1));
+        GPU(gpu->attn_causal_gemm(gpu, kind, d_c2, d_p, d_q, split, LMK_F32, batch, T, dh, alpha, 1));
         GPU(gpu->lane_join(gpu));
         snprintf(name, sizeof name, "causal %s tf32 overlap launch = plain, bitwise", trans ? "P^T v" : "P v");
         CHECK(same_bytes(d_c, d_c2, nq * 4), "%s", name);
@@ -809,7 +861,7 @@ static void test_attn_causal_gemm_tf32(int batch, int T, int dh)
           "attn_causal_gemm(float32) accepts a misaligned a");
     gpu->mem_free(gpu, d_q), gpu->mem_free(gpu, d_k), gpu->mem_free(gpu, d_p);
     gpu->mem_free(gpu, d_s), gpu->mem_free(gpu, d_c), gpu->mem_free(gpu, d_c2);
-    free(hq), free(hk), free(hp), free(hp_clean), free(hs), free(hc), free(sent), free(got);
+    free(hq), free(hk), free(hp), free(hp_clean), free(hc), free(sent), free(got), free(ref), free(mag);
 }
 
 /* attn_scores_softmax and attn_dp_softmax_bwd for float32 tensors (TF32

@@ -25,6 +25,7 @@
 
 #include "attn_heads.cuh"
 #include "cuda_internal.cuh"
+#include "mma_sm80.cuh" /* cp_async16, cp_commit, cp_wait */
 
 namespace {
 
@@ -50,14 +51,6 @@ template <typename F> __device__ __forceinline__ void to_tf32(F &f)
         f.x[i] = wmma::__float_to_tf32(f.x[i]);
 }
 
-__device__ __forceinline__ void cp16(float *sm, const float *g)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(sm);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(g));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
-
 /* sm (R, LD) ← R rows × W floats of g (rows ldg floats apart), 16 bytes per
  * thread step, by the block's THREADS threads (cp.async, not waited). */
 template <int R, int W, int LD> __device__ __forceinline__ void tile_load(float *sm, const float *g, size_t ldg)
@@ -65,7 +58,7 @@ template <int R, int W, int LD> __device__ __forceinline__ void tile_load(float 
     constexpr int CH = W / 4, N = R * CH;
     for (int idx = threadIdx.x; idx < N; idx += THREADS) {
         const int r = idx / CH, c = (idx - r * CH) * 4;
-        cp16(sm + r * LD + c, g + (size_t)r * ldg + c);
+        cp_async16(sm + r * LD + c, g + (size_t)r * ldg + c, true);
     }
 }
 
@@ -194,7 +187,7 @@ __global__ void __launch_bounds__(THREADS)
         if (kt + 1 < nk)
             tile_load<CT, DH, LD>(bs + ((kt + 1) & 1) * CT * LD, bg + (size_t)(kt + 1) * CT * bld, bld);
         cp_commit();
-        cp_wait_one();
+        cp_wait<1>();
         __syncthreads();
         frag_acc acc[CT / 16];
         warp_scores<DH, LD>(acc, as + warp * 16 * LD, bs + (kt & 1) * CT * LD, alpha);
@@ -243,22 +236,19 @@ __global__ void __launch_bounds__(THREADS)
         if (s + 1 < n)
             load(s + 1);
         cp_commit();
-        cp_wait_one();
+        cp_wait<1>();
         __syncthreads();
         const float *at = smem_f + (s & 1) * STAGE, *bt = at + CT * TT_LD;
+        if constexpr (TRANS) {
 #pragma unroll
-        for (int k = 0; k < CT; k += 8) {
-            if constexpr (TRANS) { /* A (key row, query k) = a tile (query k, key row): column-major */
+            for (int k = 0; k < CT; k += 8) { /* A (key row, query k) = a tile (query k, key row): column-major */
                 frag_a_col fa;
                 wmma::load_matrix_sync(fa, at + k * TT_LD + warp * 16, TT_LD);
                 to_tf32(fa);
                 acc_times_rows<DH, LD>(acc, fa, bt + k * LD);
-            } else {
-                frag_a_row fa;
-                wmma::load_matrix_sync(fa, at + warp * 16 * TT_LD + k, TT_LD);
-                to_tf32(fa);
-                acc_times_rows<DH, LD>(acc, fa, bt + k * LD);
             }
+        } else {
+            warp_tile_times_rows<DH, LD>(acc, at + warp * 16 * TT_LD, bt);
         }
         __syncthreads();
     }
@@ -316,7 +306,7 @@ __global__ void __launch_bounds__(THREADS)
         if (step + 1 < steps)
             load(step + 1);
         cp_commit();
-        cp_wait_one();
+        cp_wait<1>();
         __syncthreads();
         const int t = step < nk ? step : step - nk;
         warp_rows_times_tile_t<DH, LD>(sw, qs + warp * 16 * LD, ks + (step & 1) * CT * LD, alpha);
@@ -409,7 +399,7 @@ __global__ void __launch_bounds__(THREADS)
         if (t + 1 < nk)
             load(t + 1);
         cp_commit();
-        cp_wait_one();
+        cp_wait<1>();
         __syncthreads();
         warp_rows_times_tile_t<DH, LD>(sw, dos + warp * 16 * LD, vs + (t & 1) * CT * LD, 1.0f);
         __syncwarp();
